@@ -1,0 +1,138 @@
+"""From noisy counts to the copula model: marginals, latent correlations, decoding offsets.
+
+Everything here reads only the noisy counts, n and the public schema, so it is post-processing
+and costs no privacy budget. The model holds nothing else and can be saved and shared.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+from dp_dask.copula import latent_correlation, nearest_correlation
+from dp_dask.counts import attribute_pairs
+from dp_dask.decode import calibrate_offsets
+from dp_dask.schema import Schema
+
+WITHIN_ATTRIBUTE_RULES = ("zero", "pairwise")
+# Floor on a category's probability, so every threshold Φ⁻¹(p) is finite.
+MIN_PROBABILITY = 1e-6
+MODEL_FORMAT = 1
+
+
+def marginals_from_counts(noisy_counts: np.ndarray, schema: Schema) -> np.ndarray:
+    """Per-attribute category probabilities from the noisy 1-way counts (diagonal)."""
+    diagonal = np.clip(np.diagonal(noisy_counts), 0.0, None)
+    probabilities = np.empty(schema.d)
+    for o, s in zip(schema.offsets, schema.sizes):
+        cells = diagonal[o : o + s]
+        total = cells.sum()
+        block = cells / total if total > 0 else np.full(s, 1.0 / s)
+        block = np.maximum(block, MIN_PROBABILITY)
+        probabilities[o : o + s] = block / block.sum()
+    return probabilities
+
+
+def latent_correlation_matrix(noisy_counts: np.ndarray, schema: Schema, marginals: np.ndarray,
+                              *, within_attribute: str = "pairwise") -> np.ndarray:
+    """The pairwise latent correlations ρ_ab, before any repair to a correlation matrix.
+
+    Across attributes, p_ab is the noisy 2-way cell over its table's total. Within an attribute
+    the dummies are exclusive (p_ab = 0): ``"pairwise"`` solves for ρ like any other pair, which
+    drives it to the Fréchet bound (≈ -1) and leaves the nearest-correlation repair to reconcile
+    the block; ``"zero"`` leaves ρ = 0 there. Pairwise measured far better (docs/method.md): with
+    zeros, the cross-attribute ρ of exclusive dummies are jointly infeasible.
+    """
+    if within_attribute not in WITHIN_ATTRIBUTE_RULES:
+        raise ValueError(f"within_attribute must be one of {WITHIN_ATTRIBUTE_RULES}")
+    counts = np.clip(noisy_counts, 0.0, None)
+    rows, cols, joint = [], [], []
+    for _, _, a, b in attribute_pairs(schema):
+        table = counts[a, b]
+        total = table.sum()
+        grid_a, grid_b = np.meshgrid(np.arange(a.start, a.stop), np.arange(b.start, b.stop),
+                                     indexing="ij")
+        rows.append(grid_a.ravel())
+        cols.append(grid_b.ravel())
+        joint.append((table / total if total > 0 else np.zeros_like(table)).ravel())
+    if within_attribute == "pairwise":
+        for o, s in zip(schema.offsets, schema.sizes):
+            a, b = np.triu_indices(s, k=1)
+            rows.append(a + o)
+            cols.append(b + o)
+            joint.append(np.zeros(len(a)))
+    correlation = np.eye(schema.d)
+    if rows:
+        row, col, p_ab = np.concatenate(rows), np.concatenate(cols), np.concatenate(joint)
+        rho = latent_correlation(marginals[row], marginals[col], p_ab)
+        correlation[row, col] = rho
+        correlation[col, row] = rho
+    return correlation
+
+
+@dataclass(frozen=True)
+class CopulaModel:
+    """The fitted, noisy statistics: all that sampling needs, and nothing of the raw data."""
+
+    schema: Schema
+    n_rows: int
+    noisy_counts: np.ndarray  # d×d, clamped at 0
+    marginals: np.ndarray  # d, per-attribute probabilities
+    correlation: np.ndarray  # d×d correlation matrix after the nearest-correlation repair
+    decode_offsets: np.ndarray  # d, argmax offsets that keep the decoded 1-way marginals
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def thresholds(self) -> np.ndarray:
+        """Binary column a is 1 where its latent normal exceeds Φ⁻¹(1 - p_a)."""
+        return -ndtri(self.marginals)
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``<path>/model.npz`` (arrays) and ``<path>/model.json`` (schema, metadata)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path / "model.npz", noisy_counts=self.noisy_counts,
+                            marginals=self.marginals, correlation=self.correlation,
+                            decode_offsets=self.decode_offsets)
+        document = {"format": MODEL_FORMAT, "n_rows": self.n_rows,
+                    "schema": self.schema.to_json(), "metadata": self.metadata}
+        (path / "model.json").write_text(json.dumps(document, indent=2))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> CopulaModel:
+        path = Path(path)
+        if not (path / "model.json").exists():
+            raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model directory")
+        document = json.loads((path / "model.json").read_text())
+        if document.get("format") != MODEL_FORMAT:
+            raise ValueError(f"{path}: model format {document.get('format')} is not supported")
+        with np.load(path / "model.npz") as arrays:
+            return cls(Schema.from_json(document["schema"]), int(document["n_rows"]),
+                       arrays["noisy_counts"], arrays["marginals"], arrays["correlation"],
+                       arrays["decode_offsets"], document["metadata"])
+
+
+def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
+              within_attribute: str = "pairwise", calibration_draws: int = 200_000,
+              seed: int = 0, metadata: dict[str, Any] | None = None) -> CopulaModel:
+    """Noisy counts → marginals → pairwise ρ → nearest correlation matrix → decoding offsets."""
+    marginals = marginals_from_counts(noisy_counts, schema)
+    pairwise = latent_correlation_matrix(noisy_counts, schema, marginals,
+                                         within_attribute=within_attribute)
+    correlation = nearest_correlation(pairwise)
+    offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,
+                                seed=seed)
+    diagnostics = {
+        "within_attribute": within_attribute,
+        "pairwise_min_eigenvalue": float(np.linalg.eigvalsh(pairwise)[0]),
+        "repair_max_abs_change": float(np.abs(correlation - pairwise).max()),
+        "calibration_draws": calibration_draws,
+    }
+    return CopulaModel(schema, n_rows, noisy_counts, marginals, correlation, offsets,
+                       {**(metadata or {}), "model": diagnostics})

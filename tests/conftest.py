@@ -1,0 +1,66 @@
+"""Shared fixtures: a real 2-worker LocalCluster, the public Adult data, small schemas."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+
+from dp_dask.schema import Schema, load_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("DP_DASK_SHARED", ROOT.parent / "shared"))
+ADULT_CSV = SHARED / "data" / "adult" / "adult.csv"
+
+
+@pytest.fixture(scope="session")
+def client():
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="3GiB",
+                     dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="session")
+def adult_csv() -> Path:
+    if not ADULT_CSV.exists():
+        pytest.fail(f"public Adult data not found at {ADULT_CSV} (set DP_DASK_SHARED)")
+    return ADULT_CSV
+
+
+@pytest.fixture(scope="session")
+def adult_schema() -> Schema:
+    return load_schema("adult")
+
+
+SMALL_SCHEMA_PATH = Path(__file__).with_name("small_schema.json")
+SMALL_SCHEMA = json.loads(SMALL_SCHEMA_PATH.read_text())
+
+
+@pytest.fixture
+def small_schema() -> Schema:
+    return load_schema(SMALL_SCHEMA)
+
+
+def correlated_frame(n: int, seed: int = 0) -> pd.DataFrame:
+    """Rows for SMALL_SCHEMA whose attributes depend on each other through a latent normal."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal(n)
+    noise = rng.standard_normal((n, 4))
+    colour = np.digitize(0.8 * z + 0.6 * noise[:, 0], [-0.5, 0.7])
+    size = np.exp(2.5 + 0.9 * (0.7 * z + 0.7 * noise[:, 1]))
+    flag = (0.6 * z + 0.8 * noise[:, 2]) > 0.3
+    city = np.digitize(noise[:, 3], [-1.0, -0.3, 0.3, 1.0])
+    return pd.DataFrame({
+        "colour": np.array(["red", "green", "blue"])[colour],
+        "size": size,
+        "flag": np.where(flag, "yes", "no"),
+        "city": np.array(list("abcde"))[city],
+    })
