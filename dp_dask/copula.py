@@ -147,12 +147,9 @@ def latent_correlation(p_a: np.ndarray, p_b: np.ndarray, p_ab: np.ndarray, *,
     floor = _RESIDUAL_FLOOR * np.where((h < 0) & (k < 0), np.maximum(pa, pb), 1.0)
     r = np.clip(_initial_rho(pa, pb, target), -_START_MAX, _START_MAX)
     lo, hi = np.full(active.size, -RHO_MAX), np.full(active.size, RHO_MAX)
-    # One row per quantity, so that dropping the converged pairs is a single take.
-    state = np.stack([h, k, pa, pb, target, lower, upper, g_target, floor, r, lo, hi])
     for _ in range(max_iter):
         if active.size == 0:
             break
-        h, k, pa, pb, target, lower, upper, g_target, floor, r, lo, hi = state
         cdf = _bvn_cdf(h, k, r, pa, pb)
         f = cdf - target
         lo = np.where(f < 0, r, lo)
@@ -178,13 +175,14 @@ def latent_correlation(p_a: np.ndarray, p_b: np.ndarray, p_ab: np.ndarray, *,
         r_new = np.where(at_floor, r, np.where(inside, r_new, 0.5 * (lo + hi)))
         done = at_floor | (inside & small) | (np.abs(r_new - r) <= tol) | (hi - lo <= tol)
         rho[active[done]] = r_new[done]
-        state[9:] = r_new, lo, hi
         keep = np.flatnonzero(~done)
-        active, state = active[keep], state[:, keep]
+        active, h, k, pa, pb, target, lower, upper, g_target, floor, r, lo, hi = (
+            x[keep] for x in (active, h, k, pa, pb, target, lower, upper, g_target, floor, r_new,
+                              lo, hi))
     if active.size:
         warnings.warn(f"latent_correlation: {active.size} entries did not converge in "
                       f"{max_iter} iterations", RuntimeWarning, stacklevel=2)
-        rho[active] = state[9]
+        rho[active] = r
     return rho.reshape(shape)
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import dask.array as da
 import dask.dataframe as dd
 import pandas as pd
 import zarr
@@ -48,11 +47,6 @@ def create_zarr(path: Path, shape: tuple[int, int], chunk_rows: int,
     """An empty uint8 Zarr v3 array, one chunk per output partition."""
     return zarr.create_array(store=str(path), shape=shape, chunks=(chunk_rows, shape[1]),
                              dtype="uint8", attributes=attributes, overwrite=True)
-
-
-def store_zarr(binary: da.Array, target: zarr.Array) -> Any:
-    """Lazy write of a dask array into an existing Zarr array."""
-    return da.store(binary, target, lock=False, compute=False)
 
 
 def write_json(path: Path, document: dict[str, Any]) -> Path:

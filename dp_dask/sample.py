@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Any
 
 import dask
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
+import pandas as pd
+import zarr
 from dask.delayed import Delayed
 
 from dp_dask.copula import psd_correlation_factor
@@ -67,26 +70,48 @@ def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
     return [partition_rows] * full + ([rest] if rest else [])
 
 
-def sample_graph(model: CopulaModel, n_rows: int, *, seed: int = 0,
-                 partition_rows: int | None = None) -> tuple[da.Array, dd.DataFrame]:
-    """Lazy binary dummies (dask.array, one chunk per partition) and the decoded frame.
-
-    Both come from the same per-partition tasks: compute them together to draw once.
-    """
-    schema = model.schema
-    sizes = partition_sizes(n_rows, partition_rows or default_partition_rows(schema.d))
-    sampler = dask.delayed(Sampler.from_model(model), pure=True)
+def _seeded_partitions(model: CopulaModel, n_rows: int, seed: int,
+                       partition_rows: int | None) -> tuple[Delayed, list[tuple[int, int, Any]]]:
+    """The shared sampler and, per partition, (first row, rows, child seed)."""
+    sizes = partition_sizes(n_rows, partition_rows or default_partition_rows(model.schema.d))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
     children = np.random.SeedSequence(seed).spawn(len(sizes))
-    draws: list[Delayed] = [
-        dask.delayed(Sampler.draw, pure=True)(sampler, rows, child)
-        for rows, child in zip(sizes, children)
-    ]
-    binary = da.concatenate([
-        da.from_delayed(dask.delayed(operator.getitem)(draw, 0), shape=(rows, schema.d),
-                        dtype=np.uint8)
-        for draw, rows in zip(draws, sizes)
+    sampler = dask.delayed(Sampler.from_model(model), pure=True)
+    return sampler, list(zip(starts, sizes, children))
+
+
+def _draw_frame(sampler: Sampler, start: int, rows: int, child: np.random.SeedSequence,
+                binary_target: zarr.Array | None) -> pd.DataFrame:
+    binary, codes = sampler.draw(rows, child)
+    if binary_target is not None:
+        # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried
+        # task rewrites identical bytes.
+        binary_target[start : start + rows] = binary
+    return codes_to_frame(codes, sampler.schema)
+
+
+def sample_frame(model: CopulaModel, n_rows: int, *, seed: int = 0,
+                 partition_rows: int | None = None,
+                 binary_target: zarr.Array | None = None) -> dd.DataFrame:
+    """Lazy decoded synthetic rows; with ``binary_target`` each task also stores its dummies.
+
+    Writing both outputs from one task draws each partition once.
+    """
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
+    frames = [dask.delayed(_draw_frame, pure=True)(sampler, start, rows, child, binary_target)
+              for start, rows, child in partitions]
+    meta = codes_to_frame(np.zeros((0, model.schema.m), dtype=np.int16), model.schema)
+    return dd.from_delayed(frames, meta=meta, verify_meta=False)
+
+
+def sample_binary(model: CopulaModel, n_rows: int, *, seed: int = 0,
+                  partition_rows: int | None = None) -> da.Array:
+    """Lazy (rows, d) uint8 binary dummies, one chunk per partition, same draws as the frame."""
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
+    d = model.schema.d
+    blocks = [dask.delayed(Sampler.draw, pure=True)(sampler, rows, child)
+              for _, rows, child in partitions]
+    return da.concatenate([
+        da.from_delayed(dask.delayed(operator.getitem)(block, 0), shape=(rows, d), dtype=np.uint8)
+        for block, (_, rows, _) in zip(blocks, partitions)
     ])
-    meta = codes_to_frame(np.zeros((0, schema.m), dtype=np.int16), schema)
-    frames = [dask.delayed(codes_to_frame)(dask.delayed(operator.getitem)(draw, 1), schema)
-              for draw in draws]
-    return binary, dd.from_delayed(frames, meta=meta, verify_meta=False)

@@ -20,10 +20,10 @@ import numpy as np
 import dp_dask
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph, counts_from_queries, query_vector, rows_counted
-from dp_dask.io import TableSource, create_zarr, read_table, store_zarr, write_json
+from dp_dask.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import add_noise, clamp, plan_noise
-from dp_dask.sample import default_partition_rows, sample_graph
+from dp_dask.sample import default_partition_rows, sample_binary, sample_frame
 from dp_dask.schema import Schema, load_schema
 
 log = logging.getLogger(__name__)
@@ -138,14 +138,14 @@ class GaussianCopulaSynthesizer:
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
                partition_rows: int | None = None) -> dd.DataFrame:
         """A lazy Dask DataFrame of synthetic rows, decoded to the schema's labels."""
-        return sample_graph(self.model, n_rows or self.model.n_rows, seed=seed,
-                            partition_rows=partition_rows)[1]
+        return sample_frame(self.model, n_rows or self.model.n_rows, seed=seed,
+                            partition_rows=partition_rows)
 
     def sample_binary(self, n_rows: int | None = None, *, seed: int = 0,
                       partition_rows: int | None = None) -> da.Array:
         """A lazy (rows, d) uint8 dask array of the paper's binary (dummy-coded) output."""
-        return sample_graph(self.model, n_rows or self.model.n_rows, seed=seed,
-                            partition_rows=partition_rows)[0]
+        return sample_binary(self.model, n_rows or self.model.n_rows, seed=seed,
+                             partition_rows=partition_rows)
 
     def release_metadata(self, n_rows: int, seed: int, partition_rows: int) -> dict[str, Any]:
         return {**self.model.metadata,
@@ -160,13 +160,13 @@ class GaussianCopulaSynthesizer:
         partition_rows = partition_rows or default_partition_rows(self.schema.d)
         metadata = self.release_metadata(n_rows, seed, partition_rows)
         started = time.perf_counter()
-        binary, frame = sample_graph(self.model, n_rows, seed=seed, partition_rows=partition_rows)
         paths = {"zarr": out / "synthetic.zarr", "parquet": out / "synthetic.parquet",
                  "metadata": out / "metadata.json"}
-        target = create_zarr(paths["zarr"], binary.shape, partition_rows,
+        target = create_zarr(paths["zarr"], (n_rows, self.schema.d), partition_rows,
                              {"columns": self.schema.column_labels(), **metadata})
-        compute(store_zarr(binary, target),
-                frame.to_parquet(paths["parquet"], write_index=False, compute=False),
+        frame = sample_frame(self.model, n_rows, seed=seed, partition_rows=partition_rows,
+                             binary_target=target)
+        compute(frame.to_parquet(paths["parquet"], write_index=False, compute=False),
                 show_progress=self.show_progress)
         write_json(paths["metadata"], metadata)
         self._timed("sample_write", started)
