@@ -95,7 +95,8 @@ def run_demo(args: argparse.Namespace) -> None:
     from dp_dask.demo import write_census
 
     started = time.perf_counter()
-    data = write_census(args.out / "census.parquet", n_rows=args.demo_rows, seed=args.seed)
+    data = write_census(args.out / "census.parquet", n_rows=args.demo_rows, seed=args.seed,
+                        overwrite=True)
     print(f"wrote {args.demo_rows:,} census-like rows to {data} "
           f"in {time.perf_counter() - started:.1f}s")
     args.data, args.schema = data, "demo"

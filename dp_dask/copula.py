@@ -158,11 +158,13 @@ def latent_correlation(p_a: np.ndarray, p_b: np.ndarray, p_ab: np.ndarray, *,
         pdf = _bvn_pdf(h, k, r, s2)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             above, below = cdf - lower, upper - cdf
-            newton = (g_target - np.log(above / below)) * (above * below) / (pdf * (upper - lower))
+            ab = above * below
+            # g' = φ2 (upper - lower) / (above·below)
+            newton = (g_target - np.log(above / below)) * ab / (pdf * (upper - lower))
             # g''/(2g') in closed form (∂log φ2/∂ρ plus the logit's term), so Halley's
             # correction and the error estimate cost no further special-function evaluation.
             curvature = 0.5 * (r / s2 + (h - r * k) * (k - r * h) / s2**2
-                               + pdf * (1.0 / below - 1.0 / above))
+                               + pdf * (above - below) / ab)
             t = newton * curvature
             step = np.where(np.abs(t) < 0.5, newton / (1.0 + t), newton)
             r_new = r + step

@@ -1,0 +1,88 @@
+"""The CLI jobs on a real cluster, and the notebooks executed as a user would run them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+import zarr
+from conftest import ROOT
+from nbclient import NotebookClient
+
+from dp_dask.cli import main
+
+
+def scheduler(client) -> list[str]:
+    return ["--scheduler", client.scheduler.address, "--quiet"]
+
+
+def test_synth_on_adult_writes_zarr_parquet_metadata(client, adult_csv, tmp_path, capsys):
+    code = main(["synth", "--data", str(adult_csv), "--schema", "adult", "--out",
+                 str(tmp_path), "--epsilon", "1", "--mechanism", "laplace", "--rows", "5000",
+                 "--partition-rows", "2000", *scheduler(client)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "advanced composition" in printed and "synthetic.zarr" in printed
+    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    assert metadata["privacy"]["mechanism"] == "laplace"
+    assert metadata["privacy"]["k"] == 15 + 105
+    assert metadata["n_rows"] == 32_561
+    assert zarr.open_array(str(tmp_path / "synthetic.zarr"), mode="r").shape == (5000, 177)
+    frame = pd.read_parquet(tmp_path / "synthetic.parquet")
+    assert frame.shape == (5000, 15)
+    assert (tmp_path / "model" / "model.npz").exists()
+
+
+def test_fit_then_sample_without_the_data(client, adult_csv, tmp_path):
+    model = tmp_path / "model"
+    assert main(["fit", "--data", str(adult_csv), "--schema", "adult", "--model", str(model),
+                 *scheduler(client)]) == 0
+    assert main(["sample", "--model", str(model), "--out", str(tmp_path / "release"),
+                 "--rows", "3000", "--seed", "9", *scheduler(client)]) == 0
+    frame = pd.read_parquet(tmp_path / "release" / "synthetic.parquet")
+    assert len(frame) == 3000
+    metadata = json.loads((tmp_path / "release" / "metadata.json").read_text())
+    assert metadata["sampling"]["seed"] == 9 and metadata["privacy"]["epsilon"] == 1.0
+
+
+@pytest.mark.parametrize("problem, message", [
+    ("missing-file", "does not exist"),
+    ("unknown-category", "column 'sex': out-of-domain value 'Robot'"),
+    ("missing-column", "missing column(s) ['income']"),
+])
+def test_bad_input_exits_2_with_a_clear_message(client, adult_csv, tmp_path, capsys,
+                                                problem, message):
+    data = tmp_path / "bad.csv"
+    frame = pd.read_csv(adult_csv, dtype=str, nrows=500)
+    if problem == "unknown-category":
+        frame.loc[123, "sex"] = "Robot"
+        frame.to_csv(data, index=False)
+    elif problem == "missing-column":
+        frame.drop(columns=["income"]).to_csv(data, index=False)
+    code = main(["synth", "--data", str(data), "--schema", "adult", "--out",
+                 str(tmp_path / "out"), *scheduler(client)])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_demo_runs_end_to_end(client, tmp_path, capsys):
+    assert main(["demo", "--demo-rows", "30000", "--out", str(tmp_path),
+                 *scheduler(client)]) == 0
+    printed = capsys.readouterr().out
+    utility = json.loads(printed[printed.index("{"):])
+    assert utility["one_way_tvd_mean"] < 0.05
+    assert (tmp_path / "release" / "synthetic.parquet").exists()
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.name)
+def test_notebook_executes(notebook: Path):
+    document = nbformat.read(notebook, as_version=4)
+    NotebookClient(document, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    errors = [o for cell in document.cells for o in cell.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
