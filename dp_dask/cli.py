@@ -99,7 +99,6 @@ def run_demo(args: argparse.Namespace) -> None:
                         overwrite=True)
     print(f"wrote {args.demo_rows:,} census-like rows to {data} "
           f"in {time.perf_counter() - started:.1f}s")
-    args.data, args.schema = data, "demo"
     synthesizer = _synthesizer(args, "demo").fit(data)
     paths = {"model": synthesizer.save(args.out / "model")}
     paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,

@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -186,11 +185,6 @@ class Schema:
     def d(self) -> int:
         """Number of dummy (binary) columns."""
         return int(self.sizes.sum())
-
-    @cached_property
-    def attribute_of_column(self) -> np.ndarray:
-        """For each dummy column, the index of its attribute."""
-        return np.repeat(np.arange(self.m), self.sizes)
 
     def column_labels(self) -> list[str]:
         return [f"{a.name}={label}" for a in self.attributes for label in a.labels]
