@@ -206,6 +206,7 @@ def plot_sweep(summary: pd.DataFrame, out: Path, beta: float = PLOT_BETA) -> lis
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     paths = []
     chosen = summary[np.isclose(summary["beta"], beta)]
@@ -226,6 +227,9 @@ def plot_sweep(summary: pd.DataFrame, out: Path, beta: float = PLOT_BETA) -> lis
                               label=method)
             axis.set_xscale("log")
             axis.set_yscale("log")
+            epsilons = sorted(rows["epsilon"].dropna().unique())
+            axis.set_xticks(epsilons, labels=[f"{e:g}" for e in epsilons])
+            axis.xaxis.set_minor_locator(NullLocator())  # only the swept ε as ticks
             axis.set_xlabel("ε")
             axis.set_title(f"{workload}: {stat} error over the best {beta:.0%}")
         axes[0].set_ylabel("absolute error (counts, n rows)")
