@@ -110,7 +110,8 @@ def _unravel(cells: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def three_way_workload(schema: Schema, sample: int | None = DEFAULT_Q3_SAMPLE,
                        seed: int = 0) -> ThreeWayWorkload:
     """All of Q3 if it has at most ``sample`` queries (or ``sample`` is None), else a seeded
-    uniform sample of ``sample`` distinct queries."""
+    uniform sample of ``sample`` distinct queries.
+    """
     if schema.m < 3:
         raise ValueError(f"3-way queries need at least 3 attributes; schema has {schema.m}")
     if sample is not None and sample < 1:
@@ -198,8 +199,8 @@ def pair_correlations(counts: np.ndarray, schema: Schema) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def alpha_beta(errors: np.ndarray, betas: tuple[float, ...] = BETAS) -> dict[float, tuple[float,
-                                                                                      float]]:
+def alpha_beta(errors: np.ndarray,
+               betas: tuple[float, ...] = BETAS) -> dict[float, tuple[float, float]]:
     """For each β, the average and the maximum error over the best ceil(β·N) queries."""
     ordered = np.sort(np.asarray(errors, dtype=np.float64))
     result = {}
