@@ -150,7 +150,8 @@ def run_sweep(data: TableSource, schema: Schema, *, epsilons: tuple[float, ...] 
     return SweepResult(pd.DataFrame.from_records(records), workload, n_rows, kept)
 
 
-def _tagged(records: list[dict[str, object]], key: tuple[str, float, int]) -> list[dict]:
+def _tagged(records: list[dict[str, object]],
+            key: tuple[str, float, int]) -> list[dict[str, object]]:
     return [{**record, "epsilon": key[1], "seed": key[2]} for record in records]
 
 
