@@ -1,4 +1,4 @@
-"""``dp-dask``: one subcommand per job (fit, sample, synth, demo)."""
+"""``dp-dask``: one subcommand per job (fit, sample, synth, demo, evaluate, report)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,16 @@ from pathlib import Path
 from dp_dask.cluster import compute, dask_client
 from dp_dask.counts import count_graph
 from dp_dask.encode import EncodingError
-from dp_dask.evaluate import marginal_distances
+from dp_dask.evaluate import (
+    DEFAULT_Q3_SAMPLE,
+    evaluate_release,
+    marginal_distances,
+    markdown_table,
+    wide_table,
+    write_tables,
+)
 from dp_dask.io import read_table
-from dp_dask.schema import SchemaError
+from dp_dask.schema import SchemaError, load_schema
 from dp_dask.synthesizer import DEFAULT_DELTA, EmptyInputError, GaussianCopulaSynthesizer
 
 log = logging.getLogger("dp_dask")
@@ -113,6 +120,46 @@ def run_demo(args: argparse.Namespace) -> None:
     print(json.dumps(marginal_distances(real, synthetic, schema), indent=2))
 
 
+def _q3_sample(args: argparse.Namespace) -> int:
+    if args.q3_sample < 1:
+        raise ValueError(f"--q3-sample must be positive, got {args.q3_sample}")
+    return args.q3_sample
+
+
+def run_evaluate(args: argparse.Namespace) -> None:
+    schema = load_schema(args.schema)
+    records, workload = evaluate_release(args.data, args.synthetic, schema,
+                                         q3_sample=_q3_sample(args), seed=args.seed)
+    print(f"Q3: {workload.describe()}")
+    print(markdown_table(wide_table(records, ["workload", "queries"])))
+    if args.out:
+        paths = write_tables(records, args.out, "alpha-beta", "(α, β) errors of a release",
+                             f"Synthetic: {args.synthetic}. Q3: {workload.describe()}.")
+        for kind, path in paths.items():
+            print(f"{kind:>4}: {path}")
+
+
+def run_report(args: argparse.Namespace) -> None:
+    from dp_dask.report import write_report
+
+    started = time.perf_counter()
+    path = write_report(args.data, load_schema(args.schema), args.out,
+                        epsilons=tuple(args.epsilons), seeds=args.seeds, delta=args.delta,
+                        q3_sample=_q3_sample(args), table_epsilon=args.table_epsilon,
+                        calibration_draws=args.calibration_draws, test_data=args.test_data,
+                        target=args.target)
+    print(f"report: {path} ({time.perf_counter() - started:.0f} s)")
+
+
+def _evaluation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True,
+                        help="the raw data (Parquet/CSV): the data owner's evaluation only")
+    parser.add_argument("--schema", required=True, help="schema JSON or built-in name")
+    parser.add_argument("--q3-sample", type=int, default=DEFAULT_Q3_SAMPLE,
+                        help="3-way queries: all if at most this many, else a uniform sample "
+                        f"of this size (default {DEFAULT_Q3_SAMPLE:,})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dp-dask", description="Differentially private synthetic data (Gaussian copula) "
@@ -147,6 +194,36 @@ def build_parser() -> argparse.ArgumentParser:
     _sampling_options(demo, out_default=Path("dp-dask-demo"))
     _cluster_options(demo)
     demo.set_defaults(run=run_demo)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries")
+    _evaluation_options(evaluate)
+    evaluate.add_argument("--synthetic", required=True,
+                          help="decoded synthetic Parquet (schema labels), e.g. from synth")
+    evaluate.add_argument("--out", type=Path, default=None,
+                          help="directory for alpha-beta.{md,csv,json} (default: print only)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the Q3 sample")
+    _cluster_options(evaluate)
+    evaluate.set_defaults(run=run_evaluate)
+
+    report = commands.add_parser(
+        "report", help="ε sweep of the copula and reference releases: tables, plots, report.md")
+    _evaluation_options(report)
+    report.add_argument("--out", type=Path, required=True, help="output directory")
+    report.add_argument("--epsilons", type=float, nargs="+", default=[0.25, 0.5, 1, 2, 5],
+                        help="ε values to sweep (default 0.25 0.5 1 2 5)")
+    report.add_argument("--seeds", type=int, default=3,
+                        help="seeds per ε, 0..N-1, for noise and sampling (default 3)")
+    report.add_argument("--table-epsilon", type=float, default=1.0,
+                        help="ε of the (α, β) table and the classifier (default 1)")
+    report.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="δ (default 2^-30)")
+    report.add_argument("--calibration-draws", type=int, default=200_000,
+                        help="draws per attribute to calibrate decoding (default 200,000)")
+    report.add_argument("--test-data", default=None,
+                        help="held-out real rows for the classifier test (needs --target)")
+    report.add_argument("--target", default=None, help="attribute the classifier predicts")
+    _cluster_options(report)
+    report.set_defaults(run=run_report)
     return parser
 
 

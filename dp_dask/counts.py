@@ -13,7 +13,8 @@ before anything is returned, logged or written.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import dask
 import dask.dataframe as dd
@@ -59,19 +60,24 @@ def combine_counts(blocks: list[np.ndarray]) -> np.ndarray:
     return functools.reduce(np.add, blocks)
 
 
-def count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
-    """Lazy d×d exact counts: per-partition chunks summed by a tree reduction.
+def reduction_graph(ddf: dd.DataFrame, schema: Schema,
+                    chunk: Callable[..., np.ndarray], *args: Any, split_every: int = 8) -> Delayed:
+    """Lazy sum over partitions of ``chunk(partition, *args)`` (an array), by a tree reduction.
 
     A plain delayed tree rather than dask.array: array graph optimisation drops the keys of
     some dask-expr inputs (e.g. ``dd.from_delayed`` frames) when they are wrapped as arrays.
     """
     check_columns(ddf.columns, schema)
-    level = [dask.delayed(partition_counts)(part, schema)
-             for part in ddf[schema.names].to_delayed()]
+    level = [dask.delayed(chunk)(part, *args) for part in ddf[schema.names].to_delayed()]
     while len(level) > 1:
         level = [dask.delayed(combine_counts)(level[i : i + split_every])
                  for i in range(0, len(level), split_every)]
     return level[0]
+
+
+def count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
+    """Lazy d×d exact counts: per-partition chunks summed by a tree reduction."""
+    return reduction_graph(ddf, schema, partition_counts, schema, split_every=split_every)
 
 
 def rows_counted(counts: np.ndarray, schema: Schema) -> int:

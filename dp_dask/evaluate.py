@@ -1,15 +1,43 @@
-"""Utility of a release: how far synthetic 1-way and 2-way marginals are from the data's.
+"""Utility of a release: counting-query errors against the raw data, and (α, β) tables.
 
-This compares with the raw data, so it is for the data owner's own evaluation, never part of a
-release.
+Workloads, as in Asghar et al.: Q1, every 1-way marginal count (each category of each attribute);
+Q2, every positive 2-way conjunction of categories of two distinct attributes; Q3, positive 3-way
+conjunctions of three distinct attributes (all of them, or a seeded uniform sample when there are
+too many). A query's error is |true count − released count|, released counts scaled to n rows.
+
+PRIVACY: this module reads the raw data, so it is the data owner's own evaluation and never part
+of a release. Its outputs hold errors and summary statistics only, never exact counts.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
 
-from dp_dask.counts import attribute_pairs
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask.delayed import Delayed
+
+from dp_dask.cluster import compute
+from dp_dask.counts import (
+    attribute_pairs,
+    count_graph,
+    query_vector,
+    reduction_graph,
+    rows_counted,
+)
+from dp_dask.decode import codes_to_frame
+from dp_dask.encode import encode_partition
+from dp_dask.io import TableSource, read_table, write_json
 from dp_dask.schema import Schema
+
+BETAS = (0.95, 0.99, 1.0)
+STRONG_CORRELATION = 0.5  # Q2 is split at |r| >= this (r: Pearson r of the two dummies)
+DEFAULT_Q3_SAMPLE = 100_000
 
 
 def marginal_distances(real: np.ndarray, synthetic: np.ndarray, schema: Schema) -> dict[str, float]:
@@ -31,3 +59,238 @@ def marginal_distances(real: np.ndarray, synthetic: np.ndarray, schema: Schema) 
         "two_way_tvd_mean": float(np.mean(two_way)) if two_way else 0.0,
         "two_way_tvd_max": float(np.max(two_way)) if two_way else 0.0,
     }
+
+
+def workload_sizes(schema: Schema) -> dict[str, int]:
+    """|Q1| = d, |Q2| = Σ_{i<j} |A_i||A_j|, |Q3| = Σ_{i<j<k} |A_i||A_j||A_k|."""
+    sizes = schema.sizes.tolist()
+    return {"Q1": schema.d,
+            "Q2": sum(a * b for a, b in combinations(sizes, 2)),
+            "Q3": sum(a * b * c for a, b, c in combinations(sizes, 3))}
+
+
+@dataclass(frozen=True)
+class ThreeWayWorkload:
+    """Positive 3-way conjunctions, stored grouped by attribute triple so each is one bincount.
+
+    Query q belongs to triple t for ``bounds[t] <= q < bounds[t + 1]``; ``cells[q]`` is its cell
+    in the row-major |A_i|×|A_j|×|A_k| table of that triple.
+    """
+
+    triples: np.ndarray  # (T, 3) attribute indices i < j < k that hold at least one query
+    bounds: np.ndarray  # (T + 1,)
+    cells: np.ndarray  # (N,)
+    total: int  # |Q3|: all positive 3-way conjunctions of the schema
+    seed: int | None  # seed of the sample; None when the workload is all of Q3
+
+    @property
+    def sampled(self) -> bool:
+        return len(self.cells) < self.total
+
+    def describe(self) -> str:
+        if not self.sampled:
+            return f"all {self.total:,} queries"
+        return (f"uniform sample of {len(self.cells):,} of {self.total:,} queries "
+                f"(seed {self.seed})")
+
+    def queries(self, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+        """Attribute indices (N, 3) and category codes (N, 3) of every query, in order."""
+        per_triple = np.diff(self.bounds)
+        attributes = np.repeat(self.triples, per_triple, axis=0)
+        return attributes, _unravel(self.cells, schema.sizes[attributes])
+
+
+def _unravel(cells: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Row-wise np.unravel_index of ``cells`` in tables of shape ``sizes`` (N, 3)."""
+    last = cells % sizes[:, 2]
+    rest = cells // sizes[:, 2]
+    return np.stack([rest // sizes[:, 1], rest % sizes[:, 1], last], axis=1)
+
+
+def three_way_workload(schema: Schema, sample: int | None = DEFAULT_Q3_SAMPLE,
+                       seed: int = 0) -> ThreeWayWorkload:
+    """All of Q3 if it has at most ``sample`` queries (or ``sample`` is None), else a seeded
+    uniform sample of ``sample`` distinct queries.
+    """
+    if schema.m < 3:
+        raise ValueError(f"3-way queries need at least 3 attributes; schema has {schema.m}")
+    if sample is not None and sample < 1:
+        raise ValueError(f"the Q3 sample size must be positive, got {sample}")
+    triples = np.array(list(combinations(range(schema.m), 3)), dtype=np.int64)
+    table_cells = schema.sizes[triples].prod(axis=1)
+    starts = np.concatenate([[0], np.cumsum(table_cells)])
+    total = int(starts[-1])
+    if sample is None or total <= sample:
+        flat, used_seed = np.arange(total), None
+    else:
+        flat = np.sort(np.random.default_rng(seed).choice(total, size=sample, replace=False))
+        used_seed = seed
+    # flat is sorted, so each triple's queries are contiguous.
+    triple_of = np.searchsorted(starts, flat, side="right") - 1
+    present, first = np.unique(triple_of, return_index=True)
+    return ThreeWayWorkload(triples[present], np.append(first, len(flat)),
+                            flat - starts[triple_of], total, used_seed)
+
+
+def three_way_counts_from_codes(codes: np.ndarray, workload: ThreeWayWorkload,
+                                schema: Schema) -> np.ndarray:
+    """Chunk step: the answers (N,) int64 of one partition's codes (m, rows).
+
+    One bincount of a combined integer key per triple, as counts.py does for pairs.
+    """
+    sizes = schema.sizes
+    wide = codes.astype(np.intp)
+    answers = np.empty(len(workload.cells), dtype=np.int64)
+    for (i, j, k), lo, hi in zip(workload.triples, workload.bounds[:-1], workload.bounds[1:]):
+        keys = (wide[i] * sizes[j] + wide[j]) * sizes[k] + wide[k]
+        table = np.bincount(keys, minlength=sizes[i] * sizes[j] * sizes[k])
+        answers[lo:hi] = table[workload.cells[lo:hi]]
+    return answers
+
+
+def partition_three_way_counts(frame: pd.DataFrame, workload: ThreeWayWorkload,
+                               schema: Schema) -> np.ndarray:
+    """Chunk step on a raw partition."""
+    return three_way_counts_from_codes(encode_partition(frame, schema), workload, schema)
+
+
+def three_way_graph(ddf: dd.DataFrame, schema: Schema, workload: ThreeWayWorkload) -> Delayed:
+    """Lazy Q3 answers, reduced over partitions like the d×d counts."""
+    shared = dask.delayed(workload, pure=True)  # one copy in the graph, not one per task
+    return reduction_graph(ddf, schema, partition_three_way_counts, shared, schema)
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Answers to Q1, Q2 (and Q3, when the release can answer it) for a table of n_rows."""
+
+    q1: np.ndarray
+    q2: np.ndarray
+    q3: np.ndarray | None
+    n_rows: int
+
+    @classmethod
+    def from_counts(cls, counts: np.ndarray, schema: Schema, q3: np.ndarray | None = None,
+                    n_rows: int | None = None) -> Answers:
+        """Q1 is the diagonal of the d×d counts; Q2 the 2-way tables in query order."""
+        n_rows = rows_counted(counts, schema) if n_rows is None else n_rows
+        vector = query_vector(counts, schema)
+        return cls(vector[: schema.d], vector[schema.d :], q3, n_rows)
+
+
+def answer_graphs(source: TableSource, schema: Schema,
+                  workload: ThreeWayWorkload) -> tuple[Delayed, Delayed]:
+    """Lazy d×d counts and Q3 answers of a table, sharing one read."""
+    ddf = read_table(source, schema)
+    return count_graph(ddf, schema), three_way_graph(ddf, schema, workload)
+
+
+def pair_correlations(counts: np.ndarray, schema: Schema) -> np.ndarray:
+    """Pearson r of the two dummy columns of each Q2 query, from exact counts (0 if constant)."""
+    n = rows_counted(counts, schema)
+    ones = np.diagonal(counts).astype(np.float64)
+    parts = []
+    for _, _, rows, cols in attribute_pairs(schema):
+        a, b = np.meshgrid(ones[rows], ones[cols], indexing="ij")
+        covariance = n * counts[rows, cols] - a * b
+        spread = np.sqrt(a * (n - a) * b * (n - b))
+        parts.append(np.divide(covariance, spread, out=np.zeros_like(spread),
+                               where=spread > 0).ravel())
+    return np.concatenate(parts)
+
+
+def alpha_beta(errors: np.ndarray,
+               betas: tuple[float, ...] = BETAS) -> dict[float, tuple[float, float]]:
+    """For each β, the average and the maximum error over the best ceil(β·N) queries."""
+    ordered = np.sort(np.asarray(errors, dtype=np.float64))
+    result = {}
+    for beta in betas:
+        # round() so that e.g. 0.95·20 = 18.999… still keeps 19 queries
+        kept = ordered[: max(1, math.ceil(round(beta * len(ordered), 9)))]
+        result[beta] = (float(kept.mean()), float(kept.max()))
+    return result
+
+
+def error_records(method: str, true: Answers, released: Answers, correlations: np.ndarray,
+                  betas: tuple[float, ...] = BETAS) -> list[dict[str, object]]:
+    """Long-format (α, β) rows of one release: one per workload and β."""
+    scale = true.n_rows / released.n_rows
+    workloads = {
+        "Q1": np.abs(true.q1 - scale * released.q1),
+        "Q2": np.abs(true.q2 - scale * released.q2),
+    }
+    strong = np.abs(correlations) >= STRONG_CORRELATION
+    workloads[f"Q2 |r|>={STRONG_CORRELATION:g}"] = workloads["Q2"][strong]
+    workloads[f"Q2 |r|<{STRONG_CORRELATION:g}"] = workloads["Q2"][~strong]
+    if true.q3 is not None and released.q3 is not None:
+        workloads["Q3"] = np.abs(true.q3 - scale * released.q3)
+    records = []
+    for workload, errors in workloads.items():
+        if len(errors) == 0:
+            continue
+        for beta, (average, maximum) in alpha_beta(errors, betas).items():
+            records.append({"method": method, "workload": workload, "queries": len(errors),
+                            "beta": beta, "average": average, "maximum": maximum})
+    return records
+
+
+def evaluate_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
+                     q3_sample: int | None = DEFAULT_Q3_SAMPLE, seed: int = 0,
+                     method: str = "synthetic") -> tuple[pd.DataFrame, ThreeWayWorkload]:
+    """(α, β) errors of one decoded synthetic table (schema labels) against the raw data."""
+    workload = three_way_workload(schema, q3_sample, seed)
+    labels = schema.as_labels()
+    real_counts, real_q3, synthetic_counts, synthetic_q3 = compute(
+        *answer_graphs(data, schema, workload), *answer_graphs(synthetic, labels, workload))
+    true = Answers.from_counts(real_counts, schema, real_q3)
+    released = Answers.from_counts(synthetic_counts, labels, synthetic_q3)
+    if released.n_rows == 0:
+        raise ValueError("the synthetic table has no rows")
+    records = error_records(method, true, released, pair_correlations(real_counts, schema))
+    return pd.DataFrame.from_records(records), workload
+
+
+def labels_frame(source: TableSource, schema: Schema) -> dd.DataFrame:
+    """Raw rows mapped to their schema labels (bins), the form a decoded release takes."""
+    meta = codes_to_frame(np.zeros((0, schema.m), dtype=np.int16), schema)
+    return read_table(source, schema).map_partitions(_partition_labels, schema, meta=meta)
+
+
+def _partition_labels(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    return codes_to_frame(encode_partition(frame, schema).T, schema)
+
+
+def markdown_table(frame: pd.DataFrame, float_format: str = "{:.1f}") -> str:
+    """A GitHub Markdown table of a small frame (no tabulate dependency)."""
+    def cell(value: object) -> str:
+        return float_format.format(value) if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(str(c) for c in frame.columns) + " |",
+             "|" + "|".join("---" for _ in frame.columns) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |"
+              for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def wide_table(records: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """One row per method and workload; columns ``avg β``/``max β`` for each β."""
+    wide = records.pivot_table(index=index, columns="beta", values=["average", "maximum"],
+                               sort=False)
+    columns = {}
+    for beta in sorted(records["beta"].unique()):
+        columns[f"avg {beta:.0%}"] = wide[("average", beta)]
+        columns[f"max {beta:.0%}"] = wide[("maximum", beta)]
+    return pd.DataFrame(columns).reset_index()
+
+
+def write_tables(records: pd.DataFrame, out: Path, stem: str, title: str,
+                 notes: str = "") -> dict[str, Path]:
+    """``<stem>.csv`` (long), ``<stem>.json`` (long) and ``<stem>.md`` (wide) under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": out / f"{stem}.csv", "json": out / f"{stem}.json", "md": out / f"{stem}.md"}
+    records.to_csv(paths["csv"], index=False)
+    write_json(paths["json"], {"title": title, "notes": notes,
+                               "records": records.to_dict(orient="records")})
+    table = wide_table(records, ["method", "workload", "queries"])
+    paths["md"].write_text(f"# {title}\n\n{notes}\n\n{markdown_table(table)}\n")
+    return paths
