@@ -25,41 +25,51 @@ MIN_PROBABILITY = 1e-6
 MODEL_FORMAT = 1
 
 
-def marginals_from_counts(noisy_counts: np.ndarray, schema: Schema) -> np.ndarray:
+def project_to_total(cells: np.ndarray, total: float) -> np.ndarray:
+    """Euclidean projection of noisy counts onto {x ≥ 0, Σx = total} (Duchi et al. 2008).
+
+    n is public, so every histogram and table must sum to n. Clamping alone keeps the positive
+    noise of many near-empty cells and then renormalising takes that mass from the large cells;
+    subtracting one common shift instead is unbiased for the cells that stay positive.
+    Hand-written: no library offers this simplex projection.
+    """
+    flat = np.asarray(cells, dtype=np.float64).ravel()
+    ordered = np.sort(flat)[::-1]
+    excess = (np.cumsum(ordered) - total) / np.arange(1, flat.size + 1)
+    shift = excess[np.nonzero(ordered > excess)[0][-1]]
+    return np.clip(flat - shift, 0.0, None).reshape(np.shape(cells))
+
+
+def marginals_from_counts(noisy_counts: np.ndarray, schema: Schema, n_rows: int) -> np.ndarray:
     """Per-attribute category probabilities from the noisy 1-way counts (diagonal)."""
-    diagonal = np.clip(np.diagonal(noisy_counts), 0.0, None)
+    diagonal = np.diagonal(noisy_counts)
     probabilities = np.empty(schema.d)
     for o, s in zip(schema.offsets, schema.sizes):
-        cells = diagonal[o : o + s]
-        total = cells.sum()
-        block = cells / total if total > 0 else np.full(s, 1.0 / s)
-        block = np.maximum(block, MIN_PROBABILITY)
+        block = np.maximum(project_to_total(diagonal[o : o + s], n_rows) / n_rows,
+                           MIN_PROBABILITY)
         probabilities[o : o + s] = block / block.sum()
     return probabilities
 
 
 def latent_correlation_matrix(noisy_counts: np.ndarray, schema: Schema, marginals: np.ndarray,
-                              *, within_attribute: str = "pairwise") -> np.ndarray:
+                              n_rows: int, *, within_attribute: str = "pairwise") -> np.ndarray:
     """The pairwise latent correlations ρ_ab, before any repair to a correlation matrix.
 
-    Across attributes, p_ab is the noisy 2-way cell over its table's total. Within an attribute
-    the dummies are exclusive (p_ab = 0): ``"pairwise"`` solves for ρ like any other pair, which
-    drives it to the Fréchet bound (≈ -1) and leaves the nearest-correlation repair to reconcile
-    the block; ``"zero"`` leaves ρ = 0 there. Pairwise measured far better (docs/method.md): with
-    zeros, the cross-attribute ρ of exclusive dummies are jointly infeasible.
+    Across attributes, p_ab is the noisy 2-way cell, its table projected to total n. Within an
+    attribute the dummies are exclusive (p_ab = 0): ``"pairwise"`` solves for ρ like any other
+    pair, which drives it to the Fréchet bound (≈ -1) and leaves the nearest-correlation repair
+    to reconcile the block; ``"zero"`` leaves ρ = 0 there. Pairwise measured better
+    (docs/method.md): with zeros, the cross-attribute ρ of exclusive dummies are infeasible.
     """
     if within_attribute not in WITHIN_ATTRIBUTE_RULES:
         raise ValueError(f"within_attribute must be one of {WITHIN_ATTRIBUTE_RULES}")
-    counts = np.clip(noisy_counts, 0.0, None)
     rows, cols, joint = [], [], []
     for _, _, a, b in attribute_pairs(schema):
-        table = counts[a, b]
-        total = table.sum()
         grid_a, grid_b = np.meshgrid(np.arange(a.start, a.stop), np.arange(b.start, b.stop),
                                      indexing="ij")
         rows.append(grid_a.ravel())
         cols.append(grid_b.ravel())
-        joint.append((table / total if total > 0 else np.zeros_like(table)).ravel())
+        joint.append(project_to_total(noisy_counts[a, b], n_rows).ravel() / n_rows)
     if within_attribute == "pairwise":
         for o, s in zip(schema.offsets, schema.sizes):
             a, b = np.triu_indices(s, k=1)
@@ -122,8 +132,8 @@ def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
               within_attribute: str = "pairwise", calibration_draws: int = 200_000,
               seed: int = 0, metadata: dict[str, Any] | None = None) -> CopulaModel:
     """Noisy counts → marginals → pairwise ρ → nearest correlation matrix → decoding offsets."""
-    marginals = marginals_from_counts(noisy_counts, schema)
-    pairwise = latent_correlation_matrix(noisy_counts, schema, marginals,
+    marginals = marginals_from_counts(noisy_counts, schema, n_rows)
+    pairwise = latent_correlation_matrix(noisy_counts, schema, marginals, n_rows,
                                          within_attribute=within_attribute)
     correlation = nearest_correlation(pairwise)
     offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,

@@ -77,7 +77,7 @@ def noisy_counts(exact: np.ndarray, schema: Schema, mechanism: str, epsilon: flo
 def independent_model(noisy: np.ndarray, schema: Schema, n_rows: int, *,
                       calibration_draws: int = 200_000) -> CopulaModel:
     """The copula with ρ = identity: attributes drawn independently from their noisy marginals."""
-    marginals = marginals_from_counts(noisy, schema)
+    marginals = marginals_from_counts(noisy, schema, n_rows)
     identity = np.eye(schema.d)
     # The argmax decoding still needs offsets that reproduce the marginals under independence.
     offsets = calibrate_offsets(identity, marginals, schema, draws=calibration_draws)
