@@ -69,6 +69,11 @@ class NoisePlan:
             f"({self.epsilon:g}, {self.delta:g})-DP"
         )
 
+    @property
+    def cell_std(self) -> float:
+        """Standard deviation of the noise on one count."""
+        return math.sqrt(2.0) * self.scale if self.mechanism == "laplace" else self.scale
+
     def to_json(self) -> dict[str, Any]:
         """All fields plus the budget split, as JSON-serialisable values."""
         return {**asdict(self), "budget_split": self.budget_split()}

@@ -125,7 +125,8 @@ def run_sweep(data: TableSource, schema: Schema, *, epsilons: tuple[float, ...] 
                                      _noise_seed(seed, epsilon, mechanism))
                 histograms[(f"{short}-histograms", epsilon, seed)] = noisy
                 models[(f"dpc-{short}", epsilon, seed)] = fit(
-                    noisy, schema, n_rows, calibration_draws=calibration_draws)
+                    noisy, schema, n_rows, calibration_draws=calibration_draws,
+                    noise_std=plan_noise(mechanism, epsilon, delta, schema.m).cell_std)
             models[("independent", epsilon, seed)] = dask.delayed(independent_model)(
                 histograms[("gauss-histograms", epsilon, seed)], schema, n_rows,
                 calibration_draws=calibration_draws)

@@ -130,7 +130,7 @@ class GaussianCopulaSynthesizer:
             "versions": library_versions(),
         }
         self.model_ = fit_model(noisy_counts, self.schema, n_rows,
-                                within_attribute=self.within_attribute,
+                                within_attribute=self.within_attribute, noise_std=plan.cell_std,
                                 calibration_draws=self.calibration_draws, metadata=metadata)
         self._timed("copula", started)
         return self

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp_dask.model import marginals_from_counts, project_to_total
+from dp_dask.model import marginals_from_counts, project_to_total, shrink_dependence
 from dp_dask.schema import load_schema
 
 
@@ -38,3 +38,17 @@ def test_marginals_sum_to_one_per_attribute_and_stay_positive():
     # The common shift is 10 for a: 590/1000, floor for the negative cell, 410/1000.
     assert marginals[0] == pytest.approx(0.59, abs=1e-5)
     assert marginals[2] == pytest.approx(0.41, abs=1e-5)
+
+
+def test_shrinkage_moves_small_departures_to_independence_only():
+    p_a = np.array([0.01, 0.5, 0.3])
+    p_b = np.array([0.02, 0.4, 0.3])
+    p_ab = np.array([0.0030, 0.35, 0.0])  # noise-sized, strong positive, strong negative
+    shrunk = shrink_dependence(p_ab, p_a, p_b, threshold=0.005)
+    np.testing.assert_allclose(shrunk, [0.0002, 0.345, 0.005])
+
+
+def test_schema_maps_dummy_columns_to_attributes():
+    schema = load_schema({"attributes": [{"name": "a", "categories": ["x", "y", "z"]},
+                                         {"name": "b", "categories": ["p", "q"]}]})
+    assert schema.attribute_of(np.arange(5)).tolist() == [0, 0, 0, 1, 1]
