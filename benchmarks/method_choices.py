@@ -51,7 +51,8 @@ def measure(adult: Path, epsilon: float, within: str, seed: int) -> dict[str, fl
     result["binary_two_way"] = float(np.concatenate(
         [diff[a, b].ravel() for _, _, a, b in attribute_pairs(schema)]).mean())
     result["ones_per_row_per_attribute"] = float(binary.sum() / (n * schema.m))
-    result.update({k: v for k, v in model.metadata["model"].items() if k != "within_attribute"})
+    diagnostics = model.metadata["model"]
+    result.update({k: diagnostics[k] for k in ("pairwise_min_eigenvalue", "repair_max_abs_change")})
     return result
 
 
