@@ -18,6 +18,7 @@ from dp_dask.copula import latent_correlation, nearest_correlation
 from dp_dask.counts import attribute_pairs
 from dp_dask.decode import calibrate_offsets
 from dp_dask.schema import Schema
+from dp_dask.timing import timed
 
 WITHIN_ATTRIBUTE_RULES = ("zero", "pairwise")
 # Floor on a category's probability, so every threshold Φ⁻¹(p) is finite.
@@ -120,19 +121,27 @@ class CopulaModel:
 
 def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
               within_attribute: str = "pairwise", calibration_draws: int = 200_000,
-              seed: int = 0, metadata: dict[str, Any] | None = None) -> CopulaModel:
-    """Noisy counts → marginals → pairwise ρ → nearest correlation matrix → decoding offsets."""
-    marginals = marginals_from_counts(noisy_counts, schema)
-    pairwise = latent_correlation_matrix(noisy_counts, schema, marginals,
-                                         within_attribute=within_attribute)
-    correlation = nearest_correlation(pairwise)
-    offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,
-                                seed=seed)
-    diagnostics = {
-        "within_attribute": within_attribute,
-        "pairwise_min_eigenvalue": float(np.linalg.eigvalsh(pairwise)[0]),
-        "repair_max_abs_change": float(np.abs(correlation - pairwise).max()),
-        "calibration_draws": calibration_draws,
-    }
+              seed: int = 0, metadata: dict[str, Any] | None = None,
+              timings: dict[str, float] | None = None) -> CopulaModel:
+    """Noisy counts → marginals → pairwise ρ → nearest correlation matrix → decoding offsets.
+
+    With ``timings``, the seconds of each step are recorded in it.
+    """
+    with timed(timings, "rho_mapping"):
+        marginals = marginals_from_counts(noisy_counts, schema)
+        pairwise = latent_correlation_matrix(noisy_counts, schema, marginals,
+                                             within_attribute=within_attribute)
+    with timed(timings, "ncm"):
+        correlation = nearest_correlation(pairwise)
+    with timed(timings, "calibration"):
+        offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,
+                                    seed=seed)
+    with timed(timings, "diagnostics"):
+        diagnostics = {
+            "within_attribute": within_attribute,
+            "pairwise_min_eigenvalue": float(np.linalg.eigvalsh(pairwise)[0]),
+            "repair_max_abs_change": float(np.abs(correlation - pairwise).max()),
+            "calibration_draws": calibration_draws,
+        }
     return CopulaModel(schema, n_rows, noisy_counts, marginals, correlation, offsets,
                        {**(metadata or {}), "model": diagnostics})
