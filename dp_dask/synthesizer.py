@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
-import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +21,9 @@ from dp_dask.counts import count_graph, counts_from_queries, query_vector, rows_
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import add_noise, clamp, plan_noise
-from dp_dask.sample import default_partition_rows, sample_binary, sample_frame
+from dp_dask.sample import Sampler, default_partition_rows, sample_binary, sample_frame
 from dp_dask.schema import Schema, load_schema
-
-log = logging.getLogger(__name__)
+from dp_dask.timing import timed
 
 DEFAULT_DELTA = 2.0**-30
 
@@ -95,29 +92,22 @@ class GaussianCopulaSynthesizer:
             raise RuntimeError("call fit() first, or load a model with from_model()")
         return self.model_
 
-    def _timed(self, stage: str, started: float) -> None:
-        self.timings_[stage] = time.perf_counter() - started
-        log.info("%s: %.2f s", stage, self.timings_[stage])
-
     def fit(self, data: TableSource) -> GaussianCopulaSynthesizer:
         """Count exactly on Dask, add noise once on the driver, fit the copula to noisy counts."""
         plan = plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m)
-        started = time.perf_counter()
-        ddf = read_table(data, self.schema)
-        (exact,) = compute(count_graph(ddf, self.schema), show_progress=self.show_progress)
-        n_rows = rows_counted(exact, self.schema)
-        if n_rows == 0:
-            raise EmptyInputError("the input has no rows; nothing to release")
-        self._timed("read_encode_count", started)
+        with timed(self.timings_, "read_encode_count"):
+            ddf = read_table(data, self.schema)
+            (exact,) = compute(count_graph(ddf, self.schema), show_progress=self.show_progress)
+            n_rows = rows_counted(exact, self.schema)
+            if n_rows == 0:
+                raise EmptyInputError("the input has no rows; nothing to release")
 
-        started = time.perf_counter()
-        noisy = add_noise(query_vector(exact, self.schema), plan, sampler=self.noise_sampler,
-                          seed=self.noise_seed)
-        del exact  # from here on only noisy counts exist
-        noisy_counts = counts_from_queries(clamp(noisy), self.schema)
-        self._timed("noise", started)
+        with timed(self.timings_, "noise"):
+            noisy = add_noise(query_vector(exact, self.schema), plan,
+                              sampler=self.noise_sampler, seed=self.noise_seed)
+            del exact  # from here on only noisy counts exist
+            noisy_counts = counts_from_queries(clamp(noisy), self.schema)
 
-        started = time.perf_counter()
         metadata = {
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "method": "dp-gaussian-copula (Asghar et al.)",
@@ -129,10 +119,12 @@ class GaussianCopulaSynthesizer:
                        "attributes": self.schema.m, "dummy_columns": self.schema.d},
             "versions": library_versions(),
         }
-        self.model_ = fit_model(noisy_counts, self.schema, n_rows,
-                                within_attribute=self.within_attribute, noise_std=plan.cell_std,
-                                calibration_draws=self.calibration_draws, metadata=metadata)
-        self._timed("copula", started)
+        with timed(self.timings_, "copula"):
+            self.model_ = fit_model(noisy_counts, self.schema, n_rows,
+                                    within_attribute=self.within_attribute,
+                                    noise_std=plan.cell_std,
+                                    calibration_draws=self.calibration_draws, metadata=metadata,
+                                    timings=self.timings_)
         return self
 
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
@@ -159,17 +151,18 @@ class GaussianCopulaSynthesizer:
         n_rows = n_rows or self.model.n_rows
         partition_rows = partition_rows or default_partition_rows(self.schema.d)
         metadata = self.release_metadata(n_rows, seed, partition_rows)
-        started = time.perf_counter()
-        paths = {"zarr": out / "synthetic.zarr", "parquet": out / "synthetic.parquet",
-                 "metadata": out / "metadata.json"}
-        target = create_zarr(paths["zarr"], (n_rows, self.schema.d), partition_rows,
-                             {"columns": self.schema.column_labels(), **metadata})
-        frame = sample_frame(self.model, n_rows, seed=seed, partition_rows=partition_rows,
-                             binary_target=target)
-        compute(frame.to_parquet(paths["parquet"], write_index=False, compute=False),
-                show_progress=self.show_progress)
-        write_json(paths["metadata"], metadata)
-        self._timed("sample_write", started)
+        with timed(self.timings_, "cholesky"):
+            sampler = Sampler.from_model(self.model)
+        with timed(self.timings_, "sample_write"):
+            paths = {"zarr": out / "synthetic.zarr", "parquet": out / "synthetic.parquet",
+                     "metadata": out / "metadata.json"}
+            target = create_zarr(paths["zarr"], (n_rows, self.schema.d), partition_rows,
+                                 {"columns": self.schema.column_labels(), **metadata})
+            frame = sample_frame(self.model, n_rows, seed=seed, partition_rows=partition_rows,
+                                 binary_target=target, sampler=sampler)
+            compute(frame.to_parquet(paths["parquet"], write_index=False, compute=False),
+                    show_progress=self.show_progress)
+            write_json(paths["metadata"], metadata)
         return paths
 
     def save(self, path: str | Path) -> Path:

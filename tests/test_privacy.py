@@ -218,6 +218,18 @@ def test_opendp_noise_scale(mechanism: str) -> None:
     _check_noise(noise, plan, discrete=True, z=Z_UNSEEDED)
 
 
+def test_opendp_noise_in_threaded_chunks_keeps_order_and_scale() -> None:
+    # Large enough to be split across threads: every chunk must be its own independent draw,
+    # returned in place (each count keeps its cell).
+    plan = plan_noise("gaussian", 1.0, ADULT_DELTA, ADULT_M)
+    counts = np.repeat(np.array([0, 10**9], dtype=np.int64), 60_000)
+    noise = add_noise(counts, plan) - counts
+    assert np.all(np.abs(noise) < 12 * plan.scale)  # a misplaced cell would be off by 1e9
+    _check_noise(noise, plan, discrete=True, z=Z_UNSEEDED)
+    first, second = noise[:60_000], noise[60_000:]
+    assert abs(np.corrcoef(first, second)[0, 1]) < 0.03  # not the same draws reused
+
+
 @pytest.mark.parametrize("sampler", ["opendp", "numpy"])
 def test_add_noise_shape_dtype_and_no_clamping(sampler: str) -> None:
     plan = plan_noise("gaussian", 1.0, 1e-9, 3)

@@ -1,0 +1,172 @@
+"""Run the whole pipeline on a benchmark shape and print a per-stage table.
+
+    python -m benchmarks.run --shape dss [--rows N] [--workers 2] [--memory-limit 4GiB]
+
+The input is generated (or reused) under ``--root``, a LocalCluster is started (not timed), and
+``fit`` then ``write`` run on it; the stage times come from ``synthesizer.timings_``. Peak RSS of
+the driver and of each worker process is sampled with psutil in a background thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+from distributed import Client, LocalCluster
+from threadpoolctl import threadpool_limits
+
+from benchmarks.shapes import SHAPES, generate
+from dp_dask.counts import query_vector
+from dp_dask.synthesizer import GaussianCopulaSynthesizer
+
+# Table rows: (label, key in timings_). "total" is their sum.
+STAGES = [
+    ("read+encode+count", "read_encode_count"),
+    ("noise", "noise"),
+    ("rho-mapping", "rho_mapping"),
+    ("NCM", "ncm"),
+    ("diagnostics (eigvalsh)", "diagnostics"),
+    ("decode calibration", "calibration"),
+    ("Cholesky", "cholesky"),
+    ("sampling+write (Zarr+Parquet)", "sample_write"),
+]
+MEMORY_POLL_S = 0.1
+
+
+class PeakMemory:
+    """Peak RSS of a set of processes, polled in a daemon thread."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.processes = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self.peak = dict.fromkeys(pids, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            for name, process in self.processes.items():
+                with contextlib.suppress(psutil.Error):  # a worker restarting
+                    self.peak[name] = max(self.peak[name], process.memory_info().rss)
+            self._stop.wait(MEMORY_POLL_S)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").open()
+                  if line.startswith("model name")), platform.processor())
+    return {"nproc": os.cpu_count(), "cpu": model,
+            "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def rates(result: dict[str, Any]) -> dict[str, str]:
+    """Throughput of the stages that have a natural unit."""
+    t, rows, m, d = result["timings"], result["rows"], result["m"], result["d"]
+    updates = rows * m * (m - 1) / 2 / t["read_encode_count"] / result["workers"]
+    out = {"read_encode_count": f"{updates / 1e6:.0f} M pair-updates/s/worker",
+           "noise": f"{result['cells'] / t['noise'] / 1e6:.2f} M cells/s",
+           "rho_mapping": f"{d * (d - 1) / 2 / t['rho_mapping'] / 1e6:.2f} M pairs/s"}
+    if "sample_write" in t:
+        flops = 2.0 * result["sample_rows"] * d * d
+        out["sample_write"] = f"{flops / t['sample_write'] / 1e9:.0f} GFLOP/s (GEMM-equivalent)"
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    t = result["timings"]
+    rate = rates(result)
+    lines = [f"shape {result['shape']}: {result['rows']:,} rows, m={result['m']}, d={result['d']}, "
+             f"{result['workers']} worker(s), load {result['load_before']} -> "
+             f"{result['load_after']}",
+             f"{'stage':32s} {'seconds':>9s}  rate"]
+    lines += [f"{label:32s} {t[key]:9.2f}  {rate.get(key, '')}" for label, key in STAGES
+              if key in t]
+    lines.append(f"{'total':32s} {result['total_s']:9.2f}")
+    peak = result["peak_rss_gib"]
+    lines.append("peak RSS GiB: " + ", ".join(f"{k} {v:.2f}" for k, v in peak.items()))
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def cluster(workers: int, memory_limit: str) -> Iterator[Client]:
+    with (LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
+                       dashboard_address=":0") as local, Client(local) as client):
+        yield client
+
+
+def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: str = "4GiB",
+        sample_rows: int | None = None, root: Path = Path("/tmp/dp_dask_bench"),
+        blas_threads: int | None = None, keep_output: bool = False) -> dict[str, Any]:
+    """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results."""
+    rows = rows or SHAPES[shape].rows
+    data = generate(shape, root / f"{shape}-{rows}", rows=rows)
+    sample_rows = rows if sample_rows is None else sample_rows
+    out = root / f"out-{shape}-{rows}"
+    with cluster(workers, memory_limit) as client:
+        pids = {"driver": os.getpid(), **{f"worker{i}": pid for i, pid in
+                                          enumerate(client.run(os.getpid).values())}}
+        load_before = os.getloadavg()[0]
+        # The driver's BLAS (eigh, Cholesky) only; workers are single-threaded by Dask.
+        with PeakMemory(pids) as memory, threadpool_limits(blas_threads, user_api="blas"):
+            synthesizer = GaussianCopulaSynthesizer(data / "schema.json", epsilon=1.0)
+            synthesizer.fit(data / "data")
+            if sample_rows:
+                synthesizer.write(out, sample_rows)
+        load_after = os.getloadavg()[0]
+    if not keep_output:
+        shutil.rmtree(out, ignore_errors=True)
+    schema = synthesizer.schema
+    timings = synthesizer.timings_
+    return {"shape": shape, "rows": rows, "m": schema.m, "d": schema.d, "workers": workers,
+            "memory_limit": memory_limit, "sample_rows": sample_rows,
+            "blas_threads": blas_threads,
+            "cells": int(query_vector(synthesizer.model.noisy_counts, schema).size),
+            "timings": {key: timings[key] for _, key in STAGES if key in timings},
+            "total_s": sum(timings[key] for _, key in STAGES if key in timings),
+            "peak_rss_gib": {k: v / 2**30 for k, v in memory.peak.items()},
+            "load_before": round(load_before, 2), "load_after": round(load_after, 2),
+            "machine": machine()}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--rows", type=int, help="input rows (default: the paper's)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--memory-limit", default="4GiB", help="per worker")
+    parser.add_argument("--sample-rows", type=int,
+                        help="synthetic rows to write (default: as many as input; 0: fit only)")
+    parser.add_argument("--blas-threads", type=int, help="cap the driver's BLAS threads")
+    parser.add_argument("--root", type=Path, default=Path("/tmp/dp_dask_bench"))
+    parser.add_argument("--keep-output", action="store_true")
+    parser.add_argument("--json", type=Path, help="append the result as one JSON line")
+    args = parser.parse_args(argv)
+    result = run(args.shape, rows=args.rows, workers=args.workers,
+                 memory_limit=args.memory_limit, sample_rows=args.sample_rows, root=args.root,
+                 blas_threads=args.blas_threads, keep_output=args.keep_output)
+    print(table(result))
+    if args.json:
+        with args.json.open("a") as f:
+            f.write(json.dumps(result) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The benchmark generator and runner, on the smallest shape (timings are never asserted)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchmarks.run import STAGES, run, table
+from benchmarks.shapes import SHAPES, generate, schema_for
+from dp_dask.schema import load_schema
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shape_schema_has_the_papers_d(name):
+    shape = SHAPES[name]
+    schema = load_schema(schema_for(shape)[0])
+    assert (schema.m, schema.d) == (shape.m, shape.d)
+    assert {a.kind for a in schema.attributes} == {"numeric", "categorical"}
+    assert schema.sizes.min() >= 2
+
+
+def test_generator_is_seeded_and_correlated(tmp_path):
+    first = generate("adult", tmp_path / "a", rows=3_000, partition_rows=1_000)
+    second = generate("adult", tmp_path / "b", rows=3_000, partition_rows=1_000)
+    frame = pd.read_parquet(first / "data")
+    pd.testing.assert_frame_equal(frame, pd.read_parquet(second / "data"))
+    assert len(frame) == 3_000 and len(list((first / "data").glob("*.parquet"))) == 3
+    schema = load_schema(first / "schema.json")
+    assert list(frame.columns) == schema.names
+    # x1 and x3 share a latent block (loading 0.75²): clearly correlated.
+    assert frame["x1"].corr(frame["x3"]) > 0.4
+
+
+def test_runner_reports_every_stage(tmp_path):
+    result = run("adult", rows=2_000, workers=1, memory_limit="2GiB", root=tmp_path)
+    assert set(result["timings"]) == {key for _, key in STAGES}
+    assert result["d"] == SHAPES["adult"].d and result["sample_rows"] == 2_000
+    assert result["total_s"] == pytest.approx(sum(result["timings"].values()))
+    assert set(result["peak_rss_gib"]) == {"driver", "worker0"}
+    assert all(v > 0 for v in result["peak_rss_gib"].values())
+    text = table(result)
+    assert all(label in text for label, _ in STAGES)
+    assert not (tmp_path / "out-adult-2000").exists()  # output removed unless kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hospital", "dss"])
+def test_full_shape_runs(name, tmp_path):
+    result = run(name, root=tmp_path)
+    assert set(result["timings"]) == {key for _, key in STAGES}
