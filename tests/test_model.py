@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dp_dask.decode import calibrate_offsets, decode_latent
 from dp_dask.model import marginals_from_counts, project_to_total, shrink_dependence
 from dp_dask.schema import load_schema
 
@@ -52,3 +53,25 @@ def test_schema_maps_dummy_columns_to_attributes():
     schema = load_schema({"attributes": [{"name": "a", "categories": ["x", "y", "z"]},
                                          {"name": "b", "categories": ["p", "q"]}]})
     assert schema.attribute_of(np.arange(5)).tolist() == [0, 0, 0, 1, 1]
+
+
+def test_decoding_calibration_reproduces_marginals_of_a_large_attribute():
+    sizes = [3, 150]
+    schema = load_schema({"attributes": [
+        {"name": f"a{i}", "categories": [str(c) for c in range(s)]} for i, s in enumerate(sizes)]})
+    rng = np.random.default_rng(1)
+    marginals = np.concatenate([rng.dirichlet(np.full(s, 0.7)) for s in sizes])
+    marginals = np.maximum(marginals, 1e-4)
+    for o, s in zip(schema.offsets, schema.sizes):
+        marginals[o : o + s] /= marginals[o : o + s].sum()
+    correlation = np.eye(schema.d)
+    offsets = calibrate_offsets(correlation, marginals, schema, draws=100_000, seed=0)
+    # Fresh draws, not the calibration's: frequencies within 5 Monte-Carlo standard errors.
+    draws = 100_000
+    latent = np.random.default_rng(7).standard_normal((draws, schema.d))
+    codes = decode_latent(latent, offsets, schema)
+    for i, (o, s) in enumerate(zip(schema.offsets, schema.sizes)):
+        frequency = np.bincount(codes[:, i], minlength=s) / draws
+        target = marginals[o : o + s]
+        standard_error = np.sqrt(target * (1 - target) / draws) + np.sqrt(target / 100_000)
+        assert np.all(np.abs(frequency - target) < 5 * standard_error)
