@@ -113,7 +113,9 @@ class GaussianCopulaSynthesizer:
             "method": "dp-gaussian-copula (Asghar et al.)",
             "privacy": {**plan.to_json(), "noise_sampler": self.noise_sampler,
                         "noise_seeded": self.noise_seed is not None,
-                        "neighbouring": "replace one row; n public", "negatives": "clamped to 0"},
+                        "neighbouring": "replace one row; n public", "negatives": "clamped to 0",
+                        "post_processing": "histograms and tables projected onto the public "
+                                           "total n; noise-sized dependence shrunk (see model)"},
             "n_rows": n_rows,
             "schema": {"name": self.schema.name, "sha256": self.schema.sha256(),
                        "attributes": self.schema.m, "dummy_columns": self.schema.d},
@@ -160,7 +162,9 @@ class GaussianCopulaSynthesizer:
                                  {"columns": self.schema.column_labels(), **metadata})
             frame = sample_frame(self.model, n_rows, seed=seed, partition_rows=partition_rows,
                                  binary_target=target, sampler=sampler)
-            compute(frame.to_parquet(paths["parquet"], write_index=False, compute=False),
+            # overwrite: part files of an earlier, larger release must not mix into this one
+            compute(frame.to_parquet(paths["parquet"], write_index=False, overwrite=True,
+                                     compute=False),
                     show_progress=self.show_progress)
             write_json(paths["metadata"], metadata)
         return paths

@@ -145,3 +145,10 @@ def test_missing_column_fails_before_any_work(client, small_schema):
     frame = correlated_frame(100).drop(columns=["flag"])
     with pytest.raises(EncodingError, match=r"missing column\(s\) \['flag'\]"):
         GaussianCopulaSynthesizer(small_schema).fit(frame)
+
+
+def test_rewriting_a_release_replaces_it(client, exact_fit, tmp_path):
+    exact_fit.write(tmp_path, 6_000, seed=1, partition_rows=1_000)
+    paths = exact_fit.write(tmp_path, 2_500, seed=2, partition_rows=1_000)
+    assert len(pd.read_parquet(paths["parquet"])) == 2_500
+    assert zarr.open_array(str(paths["zarr"]), mode="r").shape[0] == 2_500
