@@ -77,18 +77,21 @@ def latent_correlation_matrix(noisy_counts: np.ndarray, schema: Schema, marginal
     Across attributes, p_ab is the noisy 2-way cell, its table projected to total n. Within an
     attribute the dummies are exclusive (p_ab = 0): ``"pairwise"`` solves for ρ like any other
     pair, which drives it to the Fréchet bound (≈ -1) and leaves the nearest-correlation repair
-    to reconcile the block; ``"zero"`` leaves ρ = 0 there. Pairwise measured better
-    (docs/method.md): with zeros, the cross-attribute ρ of exclusive dummies are infeasible.
+    to reconcile the block; ``"zero"`` leaves ρ = 0 there. Pairwise measured 6× better on
+    strongly dependent data and within 4 % on Adult (docs/method.md).
     """
     if within_attribute not in WITHIN_ATTRIBUTE_RULES:
         raise ValueError(f"within_attribute must be one of {WITHIN_ATTRIBUTE_RULES}")
+    threshold = shrinkage * noise_std / n_rows
     rows, cols, joint = [], [], []
     for _, _, a, b in attribute_pairs(schema):
         grid_a, grid_b = np.meshgrid(np.arange(a.start, a.stop), np.arange(b.start, b.stop),
                                      indexing="ij")
         rows.append(grid_a.ravel())
         cols.append(grid_b.ravel())
-        joint.append(project_to_total(noisy_counts[a, b], n_rows).ravel() / n_rows)
+        table = project_to_total(noisy_counts[a, b], n_rows) / n_rows
+        joint.append(shrink_dependence(table, marginals[a, np.newaxis], marginals[b],
+                                       threshold).ravel())
     if within_attribute == "pairwise":
         for o, s in zip(schema.offsets, schema.sizes):
             a, b = np.triu_indices(s, k=1)
@@ -98,9 +101,6 @@ def latent_correlation_matrix(noisy_counts: np.ndarray, schema: Schema, marginal
     correlation = np.eye(schema.d)
     if rows:
         row, col, p_ab = np.concatenate(rows), np.concatenate(cols), np.concatenate(joint)
-        cross = schema.attribute_of(row) != schema.attribute_of(col)
-        p_ab[cross] = shrink_dependence(p_ab[cross], marginals[row[cross]], marginals[col[cross]],
-                                        shrinkage * noise_std / n_rows)
         rho = latent_correlation(marginals[row], marginals[col], p_ab)
         correlation[row, col] = rho
         correlation[col, row] = rho

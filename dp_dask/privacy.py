@@ -29,6 +29,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq
 
+from dp_dask.counts import counts_from_queries, query_vector
+from dp_dask.schema import Schema
+
 MECHANISMS = ("laplace", "gaussian")
 SAMPLERS = ("opendp", "numpy")
 QUERY_L1_SENSITIVITY = 2.0  # one replaced row: one count -1, another +1
@@ -292,3 +295,10 @@ def add_noise(
 def clamp(noisy: np.ndarray) -> np.ndarray:
     """Set negative noisy counts to 0 (post-processing, so free of privacy cost)."""
     return np.maximum(np.asarray(noisy, dtype=np.float64), 0.0)
+
+
+def noisy_count_matrix(exact: np.ndarray, schema: Schema, plan: NoisePlan, *,
+                       sampler: str = "opendp", seed: int | None = None) -> np.ndarray:
+    """The clamped noisy d×d counts: one draw per released query cell, structural zeros kept."""
+    noisy = add_noise(query_vector(exact, schema), plan, sampler=sampler, seed=seed)
+    return counts_from_queries(clamp(noisy), schema)

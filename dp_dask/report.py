@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.cluster import compute
-from dp_dask.counts import counts_from_queries, query_vector, rows_counted
+from dp_dask.counts import rows_counted
 from dp_dask.decode import calibrate_offsets
 from dp_dask.evaluate import (
     Answers,
@@ -35,7 +35,7 @@ from dp_dask.evaluate import (
 )
 from dp_dask.io import TableSource
 from dp_dask.model import CopulaModel, fit_model, marginals_from_counts
-from dp_dask.privacy import add_noise, clamp, plan_noise
+from dp_dask.privacy import noisy_count_matrix, plan_noise
 from dp_dask.sample import sample_frame
 from dp_dask.schema import Schema
 
@@ -69,9 +69,8 @@ class SweepResult:
 def noisy_counts(exact: np.ndarray, schema: Schema, mechanism: str, epsilon: float,
                  delta: float, seed: int) -> np.ndarray:
     """Clamped noisy d×d counts, as a release computes them but with seeded numpy noise."""
-    plan = plan_noise(mechanism, epsilon, delta, schema.m)
-    noisy = add_noise(query_vector(exact, schema), plan, sampler="numpy", seed=seed)
-    return counts_from_queries(clamp(noisy), schema)
+    return noisy_count_matrix(exact, schema, plan_noise(mechanism, epsilon, delta, schema.m),
+                              sampler="numpy", seed=seed)
 
 
 def independent_model(noisy: np.ndarray, schema: Schema, n_rows: int, *,

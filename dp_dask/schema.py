@@ -186,10 +186,6 @@ class Schema:
         """Number of dummy (binary) columns."""
         return int(self.sizes.sum())
 
-    def attribute_of(self, columns: np.ndarray) -> np.ndarray:
-        """The attribute index of each dummy column index."""
-        return np.searchsorted(self.offsets, columns, side="right") - 1
-
     def column_labels(self) -> list[str]:
         return [f"{a.name}={label}" for a in self.attributes for label in a.labels]
 

@@ -17,10 +17,10 @@ import numpy as np
 
 import dp_dask
 from dp_dask.cluster import compute
-from dp_dask.counts import count_graph, counts_from_queries, query_vector, rows_counted
+from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.model import CopulaModel, fit_model
-from dp_dask.privacy import add_noise, clamp, plan_noise
+from dp_dask.privacy import noisy_count_matrix, plan_noise
 from dp_dask.sample import Sampler, default_partition_rows, sample_binary, sample_frame
 from dp_dask.schema import Schema, load_schema
 from dp_dask.timing import timed
@@ -103,10 +103,9 @@ class GaussianCopulaSynthesizer:
                 raise EmptyInputError("the input has no rows; nothing to release")
 
         with timed(self.timings_, "noise"):
-            noisy = add_noise(query_vector(exact, self.schema), plan,
-                              sampler=self.noise_sampler, seed=self.noise_seed)
+            noisy_counts = noisy_count_matrix(exact, self.schema, plan,
+                                              sampler=self.noise_sampler, seed=self.noise_seed)
             del exact  # from here on only noisy counts exist
-            noisy_counts = counts_from_queries(clamp(noisy), self.schema)
 
         metadata = {
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -49,12 +49,6 @@ def test_shrinkage_moves_small_departures_to_independence_only():
     np.testing.assert_allclose(shrunk, [0.0002, 0.345, 0.005])
 
 
-def test_schema_maps_dummy_columns_to_attributes():
-    schema = load_schema({"attributes": [{"name": "a", "categories": ["x", "y", "z"]},
-                                         {"name": "b", "categories": ["p", "q"]}]})
-    assert schema.attribute_of(np.arange(5)).tolist() == [0, 0, 0, 1, 1]
-
-
 def test_decoding_calibration_reproduces_marginals_of_a_large_attribute():
     sizes = [3, 150]
     schema = load_schema({"attributes": [
