@@ -19,6 +19,7 @@ from dp_dask.privacy import (
     add_noise,
     advanced_composition_epsilon,
     clamp,
+    gaussian_noise,
     plan_noise,
     query_count,
     zcdp_delta,
@@ -165,8 +166,9 @@ def test_zcdp_delta_matches_opendp(rho: float, epsilon: float) -> None:
     [(1.0, 1e-9), (0.1, 1e-6), (5.0, 1e-12), (10.0, 1e-9), (1000.0, ADULT_DELTA)],
 )
 def test_gaussian_plan_is_within_budget_per_opendp(epsilon: float, delta: float) -> None:
-    plan = plan_noise("gaussian", epsilon, delta, ADULT_M)
-    assert plan.accountant == ZCDP_CONVERSION
+    plan = plan_noise("gaussian", epsilon, delta, ADULT_M, accountant="zcdp")
+    assert plan.accountant == "zcdp"
+    assert ZCDP_CONVERSION in plan.budget_split()
     assert plan.sensitivity == pytest.approx(math.sqrt(2 * 105), rel=1e-15)
     assert plan.scale == pytest.approx(plan.sensitivity / math.sqrt(2 * plan.rho), rel=1e-15)
     gauss = dp.m.make_gaussian(
@@ -321,3 +323,56 @@ def test_clamp() -> None:
     clamped = clamp(noisy)
     assert np.array_equal(clamped, [0.0, 0.0, 2.25, 0.0, 10.0])
     assert noisy[0] == -3.5  # input untouched
+
+
+def test_gaussian_noise_checks_opendp_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    counts = np.arange(10, dtype=np.int64)
+    noisy = gaussian_noise(counts, 40.0, sensitivity=3.0)  # map: 9/(2·1600), as calibrated
+    assert noisy.dtype == np.float64 and noisy.shape == counts.shape
+    assert np.array_equal(noisy, np.round(noisy))
+    real = dp.m.make_gaussian
+
+    def halved(domain, metric, scale):  # an OpenDP that would draw half the noise asked for
+        return real(domain, metric, scale=scale / 2)
+
+    monkeypatch.setattr(dp.m, "make_gaussian", halved)
+    with pytest.raises(RuntimeError, match="refusing to release"):
+        gaussian_noise(counts, 40.0, sensitivity=3.0)
+
+
+def test_gaussian_noise_samplers_and_arguments() -> None:
+    counts = np.zeros(5, dtype=np.int64)
+    with pytest.raises(ValueError, match="needs rng"):
+        gaussian_noise(counts, 1.0, sensitivity=1.0, sampler="numpy")
+    with pytest.raises(ValueError, match="cannot be seeded"):
+        gaussian_noise(counts, 1.0, sensitivity=1.0, rng=np.random.default_rng(0))
+    for bad in ({"sigma": 0.0}, {"sigma": math.inf}, {"sensitivity": -1.0}):
+        args = {"sigma": 1.0, "sensitivity": 1.0} | bad
+        with pytest.raises(ValueError, match="must be a finite number"):
+            gaussian_noise(counts, args["sigma"], sensitivity=args["sensitivity"])
+    with pytest.raises(ValueError, match="1-D integer"):
+        gaussian_noise(np.zeros(3), 1.0, sensitivity=1.0)
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_add_noise_is_the_measurement_api(mechanism: str) -> None:
+    # One code path: the plan's noise is gaussian_noise/laplace_noise with the plan's scale.
+    from dp_dask.privacy import laplace_noise
+
+    plan = plan_noise(mechanism, 1.0, 1e-9, 4)
+    counts = np.arange(50, dtype=np.int64)
+    ours = add_noise(counts, plan, sampler="numpy", seed=3)
+    draw = gaussian_noise if mechanism == "gaussian" else laplace_noise
+    sensitivity = plan.sensitivity if mechanism == "gaussian" else int(plan.sensitivity)
+    direct = draw(counts, plan.scale, sensitivity=sensitivity, sampler="numpy",
+                  rng=np.random.default_rng(3))
+    assert np.array_equal(ours, direct)
+
+
+def test_heterogeneous_gaussian_measurements_opendp() -> None:
+    # Two tables with different σ, as a release that spends a ρ budget in shares would draw.
+    small = gaussian_noise(np.zeros(20_000, dtype=np.int64), 2.5, sensitivity=math.sqrt(2))
+    large = gaussian_noise(np.zeros(20_000, dtype=np.int64), 50.0, sensitivity=math.sqrt(2))
+    for noise, sigma in ((small, 2.5), (large, 50.0)):
+        se = sigma / math.sqrt(2 * noise.size)
+        assert abs(noise.std() - sigma) <= Z_UNSEEDED * se * 1.05
