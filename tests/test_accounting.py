@@ -63,8 +63,9 @@ def test_gdp_matches_dp_accounting(epsilon: float, delta: float) -> None:
 
 
 def test_gdp_published_values() -> None:
-    # Balle & Wang 2018 (Sec. 4; also Dong-Roth-Su 2022, Cor. 2.13): δ(ε) = Φ(−ε/μ + μ/2) −
-    # e^ε Φ(−ε/μ − μ/2). Closed-form points: δ(0) = 2Φ(μ/2) − 1 (total variation of 1-GDP).
+    # Balle & Wang 2018, Thm. 8 (= Dong-Roth-Su 2022, Cor. 2.13): δ(ε) = Φ(−ε/μ + μ/2) −
+    # e^ε Φ(−ε/μ − μ/2). At ε = 0 it is the total variation 2Φ(μ/2) − 1; δ(1) of 1-GDP is
+    # 0.1269367375066 (the same formula in dp-accounting's gaussian_mechanism and PLD).
     assert gdp_delta(1.0, 0.0) == pytest.approx(math.erf(0.5 / math.sqrt(2)), rel=1e-12)
     assert gdp_delta(1.0, 1.0) == pytest.approx(0.126936737506644, rel=1e-9)
     # dp-accounting's PLD accountant (a different algorithm: discretised privacy loss) agrees.

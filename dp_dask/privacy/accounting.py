@@ -288,7 +288,7 @@ def rho_budget(epsilon: float, delta: float, accountant: str = "exact") -> float
     """Largest total ρ such that Gaussian measurements whose charges sum to it are (ε, δ)-DP.
 
     Charges are ``gaussian_rho(σ_i, Δ_i, accountant)`` and add up under composition, adaptive
-    included (exact: Dong-Roth-Su 2022, Thm. 3.2 / Cor. 3.3; zcdp: Bun-Steinke 2016, Lemma 2.3).
+    included (exact: Dong-Roth-Su 2022, Thm. 3.2 / Cor. 3.3; zcdp: Bun-Steinke 2016).
     The result is rounded down (never above the true root) and checked by plugging it back in.
     """
     _check_epsilon_delta(epsilon, delta)
