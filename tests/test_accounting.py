@@ -136,6 +136,10 @@ def test_charges_add_up_and_invert() -> None:
     assert epsilon_spent(sum(charges), DELTA) <= 1.0
     assert gaussian_rho(10.0, 2.0, "zcdp") == 4 / 200
     assert gaussian_rho(10.0, 2.0, "exact") == 4 / (2 * 96)
+    for epsilon in (1e3, 1e9, 1e15):  # almost no noise: σ just above 2 under the exact charge
+        plan = plan_noise("gaussian", epsilon, DELTA, 4)
+        assert 2 < plan.scale < 2.01
+        assert gaussian_rho(plan.scale, plan.sensitivity) <= plan.rho
     with pytest.raises(ValueError, match="sigma > 2"):
         gaussian_rho(2.0, 1.0, "exact")
     with pytest.raises(ValueError, match="unknown accountant"):

@@ -352,6 +352,8 @@ def gaussian_sigma(rho: float, sensitivity: float, accountant: str = "exact") ->
     _check_accountant(accountant)
     tau = sensitivity / math.sqrt(2 * rho)
     sigma = tau if accountant == "zcdp" else math.sqrt(tau**2 + DISCRETE_VARIANCE_SHIFT)
+    if accountant == "exact" and sigma**2 <= DISCRETE_VARIANCE_SHIFT:  # τ² below 4's last digit
+        sigma = math.nextafter(math.sqrt(DISCRETE_VARIANCE_SHIFT), math.inf)
     while gaussian_rho(sigma, sensitivity, accountant) > rho:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
