@@ -21,25 +21,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
 from benchmarks.shapes import SHAPES, generate
 from dp_dask.counts import query_vector
-from dp_dask.synthesizer import GaussianCopulaSynthesizer
+from dp_dask.synthesizer import Synthesizer
 
-# Table rows: (label, key in timings_). "total" is their sum.
-STAGES = [
-    ("read+encode+count", "read_encode_count"),
-    ("noise", "noise"),
-    ("rho-mapping", "rho_mapping"),
-    ("NCM", "ncm"),
-    ("diagnostics (eigvalsh)", "diagnostics"),
-    ("decode calibration", "calibration"),
-    ("Cholesky", "cholesky"),
-    ("sampling+write (Zarr+Parquet)", "sample_write"),
-]
+# Table rows per method: (label, key in timings_). "total" is their sum.
+COUNT, NOISE = ("read+encode+count", "read_encode_count"), ("noise", "noise")
+SAMPLE_WRITE = ("sampling+write (Zarr+Parquet)", "sample_write")
+STAGES = {
+    "copula": [COUNT, NOISE, ("rho-mapping", "rho_mapping"), ("NCM", "ncm"),
+               ("diagnostics (eigvalsh)", "diagnostics"), ("decode calibration", "calibration"),
+               ("Cholesky", "prepare_sampler"), SAMPLE_WRITE],
+    "marginals": [COUNT, NOISE, ("consistency + tree", "consistency"),
+                  ("prepare sampler", "prepare_sampler"),
+                  ("sampling+row updates+write", "sample_write")],
+}
 MEMORY_POLL_S = 0.1
 
 
@@ -81,9 +82,12 @@ def rates(result: dict[str, Any]) -> dict[str, str]:
     t, rows, m, d = result["timings"], result["rows"], result["m"], result["d"]
     updates = rows * m * (m - 1) / 2 / t["read_encode_count"] / result["workers"]
     out = {"read_encode_count": f"{updates / 1e6:.0f} M pair-updates/s/worker",
-           "noise": f"{result['cells'] / t['noise'] / 1e6:.2f} M cells/s",
-           "rho_mapping": f"{d * (d - 1) / 2 / t['rho_mapping'] / 1e6:.2f} M pairs/s"}
-    if "sample_write" in t:
+           "noise": f"{result['cells'] / t['noise'] / 1e6:.2f} M cells/s"}
+    if "rho_mapping" in t:
+        out["rho_mapping"] = f"{d * (d - 1) / 2 / t['rho_mapping'] / 1e6:.2f} M pairs/s"
+    if "sample_write" in t and result["method"] == "marginals":
+        out["sample_write"] = f"{result['sample_rows'] / t['sample_write'] / 1e3:.0f} k rows/s"
+    elif "sample_write" in t:
         flops = 2.0 * result["sample_rows"] * d * d
         out["sample_write"] = f"{flops / t['sample_write'] / 1e9:.0f} GFLOP/s (GEMM-equivalent)"
     return out
@@ -92,12 +96,13 @@ def rates(result: dict[str, Any]) -> dict[str, str]:
 def table(result: dict[str, Any]) -> str:
     t = result["timings"]
     rate = rates(result)
-    lines = [f"shape {result['shape']}: {result['rows']:,} rows, m={result['m']}, d={result['d']}, "
+    lines = [f"shape {result['shape']} ({result['method']}): {result['rows']:,} rows, "
+             f"m={result['m']}, d={result['d']}, "
              f"{result['workers']} worker(s), load {result['load_before']} -> "
              f"{result['load_after']}",
              f"{'stage':32s} {'seconds':>9s}  rate"]
-    lines += [f"{label:32s} {t[key]:9.2f}  {rate.get(key, '')}" for label, key in STAGES
-              if key in t]
+    lines += [f"{label:32s} {t[key]:9.2f}  {rate.get(key, '')}"
+              for label, key in STAGES[result["method"]] if key in t]
     lines.append(f"{'total':32s} {result['total_s']:9.2f}")
     peak = result["peak_rss_gib"]
     lines.append("peak RSS GiB: " + ", ".join(f"{k} {v:.2f}" for k, v in peak.items()))
@@ -113,7 +118,8 @@ def cluster(workers: int, memory_limit: str) -> Iterator[Client]:
 
 def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: str = "4GiB",
         sample_rows: int | None = None, root: Path = Path("/tmp/dp_dask_bench"),
-        blas_threads: int | None = None, keep_output: bool = False) -> dict[str, Any]:
+        blas_threads: int | None = None, keep_output: bool = False,
+        method: str = "marginals") -> dict[str, Any]:
     """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results."""
     rows = rows or SHAPES[shape].rows
     data = generate(shape, root / f"{shape}-{rows}", rows=rows)
@@ -125,7 +131,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         load_before = os.getloadavg()[0]
         # The driver's BLAS (eigh, Cholesky) only; workers are single-threaded by Dask.
         with PeakMemory(pids) as memory, threadpool_limits(blas_threads, user_api="blas"):
-            synthesizer = GaussianCopulaSynthesizer(data / "schema.json", epsilon=1.0)
+            synthesizer = Synthesizer.create(method, data / "schema.json", epsilon=1.0)
             synthesizer.fit(data / "data")
             if sample_rows:
                 synthesizer.write(out, sample_rows)
@@ -134,12 +140,14 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         shutil.rmtree(out, ignore_errors=True)
     schema = synthesizer.schema
     timings = synthesizer.timings_
-    return {"shape": shape, "rows": rows, "m": schema.m, "d": schema.d, "workers": workers,
+    stages = STAGES[method]
+    return {"shape": shape, "method": method, "rows": rows, "m": schema.m, "d": schema.d,
+            "workers": workers,
             "memory_limit": memory_limit, "sample_rows": sample_rows,
             "blas_threads": blas_threads,
-            "cells": int(query_vector(synthesizer.model.noisy_counts, schema).size),
-            "timings": {key: timings[key] for _, key in STAGES if key in timings},
-            "total_s": sum(timings[key] for _, key in STAGES if key in timings),
+            "cells": int(query_vector(np.zeros((schema.d, schema.d)), schema).size),
+            "timings": {key: timings[key] for _, key in stages if key in timings},
+            "total_s": sum(timings[key] for _, key in stages if key in timings),
             "peak_rss_gib": {k: v / 2**30 for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(load_after, 2),
             "machine": machine()}
@@ -148,6 +156,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--method", choices=sorted(STAGES), default="marginals")
     parser.add_argument("--rows", type=int, help="input rows (default: the paper's)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="4GiB", help="per worker")
@@ -160,7 +169,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     result = run(args.shape, rows=args.rows, workers=args.workers,
                  memory_limit=args.memory_limit, sample_rows=args.sample_rows, root=args.root,
-                 blas_threads=args.blas_threads, keep_output=args.keep_output)
+                 blas_threads=args.blas_threads, keep_output=args.keep_output,
+                 method=args.method)
     print(table(result))
     if args.json:
         with args.json.open("a") as f:

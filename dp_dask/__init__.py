@@ -1,17 +1,19 @@
-"""dp_dask: differentially private synthetic data with a Gaussian copula, out-of-core on Dask."""
+"""dp_dask: differentially private synthetic tables from noisy marginals, out-of-core on Dask."""
 
 __version__ = "0.1.0"  # before the imports: dp_dask.synthesizer records it
 
 from dp_dask.model import CopulaModel
 from dp_dask.schema import Attribute, Schema, SchemaError, load_schema
-from dp_dask.synthesizer import GaussianCopulaSynthesizer
+from dp_dask.synthesizer import GaussianCopulaSynthesizer, MarginalSynthesizer, Synthesizer
 
 __all__ = [
     "Attribute",
     "CopulaModel",
     "GaussianCopulaSynthesizer",
+    "MarginalSynthesizer",
     "Schema",
     "SchemaError",
+    "Synthesizer",
     "load_schema",
     "__version__",
 ]

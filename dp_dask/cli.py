@@ -22,7 +22,7 @@ from dp_dask.evaluate import (
 )
 from dp_dask.io import read_table
 from dp_dask.schema import SchemaError, load_schema
-from dp_dask.synthesizer import DEFAULT_DELTA, EmptyInputError, GaussianCopulaSynthesizer
+from dp_dask.synthesizer import DEFAULT_DELTA, EmptyInputError, Synthesizer
 
 log = logging.getLogger("dp_dask")
 
@@ -38,12 +38,18 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _privacy_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("privacy")
+    group = parser.add_argument_group("privacy and method")
+    group.add_argument("--method", choices=sorted(Synthesizer.methods), default="marginals",
+                       help="marginals (default: consistent noisy marginals + row updates) or "
+                       "copula (the paper's binary Gaussian copula)")
     group.add_argument("--epsilon", type=float, default=1.0, help="ε of the release (default 1)")
     group.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="δ (default 2^-30)")
-    group.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian")
+    group.add_argument("--accountant", choices=["exact", "zcdp"], default="exact",
+                       help="Gaussian accounting: exact privacy curve (default) or zCDP")
+    group.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
+                       help="copula only: one Gaussian mechanism (default) or the paper's Laplace")
     group.add_argument("--within-attribute", choices=["zero", "pairwise"], default="pairwise",
-                       help="latent correlation of an attribute's own dummies")
+                       help="copula only: latent correlation of an attribute's own dummies")
     group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                        help="opendp (secure, default) or numpy (seeded; testing only)")
     group.add_argument("--noise-seed", type=int, default=None,
@@ -61,17 +67,19 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
                        help=f"output directory (default: {out_default})")
 
 
-def _synthesizer(args: argparse.Namespace, schema: str) -> GaussianCopulaSynthesizer:
-    return GaussianCopulaSynthesizer(
-        schema, epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
-        within_attribute=args.within_attribute, noise_sampler=args.noise_sampler,
-        noise_seed=args.noise_seed, show_progress=not args.quiet)
+def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
+    common = {"epsilon": args.epsilon, "delta": args.delta, "accountant": args.accountant,
+              "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
+              "show_progress": not args.quiet}
+    if args.method == "copula":
+        common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
+    return Synthesizer.create(args.method, schema, **common)
 
 
-def _report(synthesizer: GaussianCopulaSynthesizer, paths: dict[str, Path]) -> None:
+def _report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
     privacy = synthesizer.model.metadata["privacy"]
     print(f"released with ε={privacy['epsilon']}, δ={privacy['delta']:.3g}, "
-          f"{privacy['mechanism']} ({privacy['accountant']})")
+          f"{privacy['mechanism']} ({privacy['accountant']}), method {synthesizer.name}")
     print("stage timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in synthesizer.timings_.items()))
     for kind, path in paths.items():
         print(f"{kind:>9}: {path}")
@@ -84,7 +92,7 @@ def run_fit(args: argparse.Namespace) -> None:
 
 
 def run_sample(args: argparse.Namespace) -> None:
-    synthesizer = GaussianCopulaSynthesizer.from_model(args.model, show_progress=not args.quiet)
+    synthesizer = Synthesizer.from_model(args.model, show_progress=not args.quiet)
     paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                               partition_rows=args.partition_rows)
     _report(synthesizer, paths)

@@ -17,6 +17,7 @@ from scipy.special import ndtri
 from dp_dask.copula import latent_correlation, nearest_correlation
 from dp_dask.counts import attribute_pairs
 from dp_dask.decode import calibrate_offsets
+from dp_dask.sample import Sampler
 from dp_dask.schema import Schema
 from dp_dask.timing import timed
 
@@ -118,6 +119,10 @@ class CopulaModel:
     correlation: np.ndarray  # d×d correlation matrix after the nearest-correlation repair
     decode_offsets: np.ndarray  # d, argmax offsets that keep the decoded 1-way marginals
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def sampler(self) -> Sampler:
+        """The per-partition sampler: Cholesky factor, thresholds and decoding offsets."""
+        return Sampler.from_model(self)
 
     @property
     def thresholds(self) -> np.ndarray:

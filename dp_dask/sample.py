@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import dask
 import dask.array as da
@@ -20,8 +20,10 @@ from dask.delayed import Delayed
 
 from dp_dask.copula import psd_correlation_factor
 from dp_dask.decode import codes_to_frame, decode_latent
-from dp_dask.model import CopulaModel
 from dp_dask.schema import Schema
+
+if TYPE_CHECKING:
+    from dp_dask.model import CopulaModel
 
 # Rows drawn at once inside a partition: bounds the float32 latent block to ~64 MiB.
 LATENT_BLOCK_BYTES = 64 * 2**20
@@ -30,6 +32,25 @@ LATENT_BLOCK_BYTES = 64 * 2**20
 def default_partition_rows(d: int) -> int:
     """Rows per output partition: 100k, fewer for wide models so a partition stays ~256 MiB."""
     return int(min(100_000, max(1_000, 2**28 // (4 * d))))
+
+
+class PartitionSampler(Protocol):
+    """What a sampling task calls: one partition's binary dummies and codes from its seed."""
+
+    schema: Schema
+
+    def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+        ...
+
+
+class SampledModel(Protocol):
+    """A fitted model of any method: its schema, row count and partition sampler."""
+
+    schema: Schema
+    n_rows: int
+
+    def sampler(self) -> PartitionSampler:
+        ...
 
 
 @dataclass(frozen=True)
@@ -70,19 +91,19 @@ def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
     return [partition_rows] * full + ([rest] if rest else [])
 
 
-def _seeded_partitions(model: CopulaModel, n_rows: int, seed: int, partition_rows: int | None,
-                       sampler: Sampler | None = None
+def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_rows: int | None,
+                       sampler: PartitionSampler | None = None
                        ) -> tuple[Delayed, list[tuple[int, int, Any]]]:
     """The shared sampler (built from the model unless given) and, per partition,
     (first row, rows, child seed)."""
     sizes = partition_sizes(n_rows, partition_rows or default_partition_rows(model.schema.d))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
     children = np.random.SeedSequence(seed).spawn(len(sizes))
-    shared = dask.delayed(sampler or Sampler.from_model(model), pure=True)
+    shared = dask.delayed(sampler or model.sampler(), pure=True)
     return shared, list(zip(starts, sizes, children))
 
 
-def _draw_frame(sampler: Sampler, start: int, rows: int, child: np.random.SeedSequence,
+def _draw_frame(sampler: PartitionSampler, start: int, rows: int, child: np.random.SeedSequence,
                 binary_target: zarr.Array | None) -> pd.DataFrame:
     binary, codes = sampler.draw(rows, child)
     if binary_target is not None:
@@ -92,14 +113,14 @@ def _draw_frame(sampler: Sampler, start: int, rows: int, child: np.random.SeedSe
     return codes_to_frame(codes, sampler.schema)
 
 
-def sample_frame(model: CopulaModel, n_rows: int, *, seed: int = 0,
+def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
                  partition_rows: int | None = None,
                  binary_target: zarr.Array | None = None,
-                 sampler: Sampler | None = None) -> dd.DataFrame:
+                 sampler: PartitionSampler | None = None) -> dd.DataFrame:
     """Lazy decoded synthetic rows; with ``binary_target`` each task also stores its dummies.
 
-    Writing both outputs from one task draws each partition once. ``sampler`` (the model's, its
-    Cholesky factor already computed) saves factorising again.
+    Writing both outputs from one task draws each partition once. ``sampler`` (the model's,
+    prepared already, e.g. its Cholesky factor) saves preparing it again.
     """
     sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     frames = [dask.delayed(_draw_frame, pure=True)(sampler, start, rows, child, binary_target)
@@ -108,12 +129,17 @@ def sample_frame(model: CopulaModel, n_rows: int, *, seed: int = 0,
     return dd.from_delayed(frames, meta=meta, verify_meta=False)
 
 
-def sample_binary(model: CopulaModel, n_rows: int, *, seed: int = 0,
+def _draw(sampler: PartitionSampler, rows: int,
+          child: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+    return sampler.draw(rows, child)
+
+
+def sample_binary(model: SampledModel, n_rows: int, *, seed: int = 0,
                   partition_rows: int | None = None) -> da.Array:
     """Lazy (rows, d) uint8 binary dummies, one chunk per partition, same draws as the frame."""
     sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
     d = model.schema.d
-    blocks = [dask.delayed(Sampler.draw, pure=True)(sampler, rows, child)
+    blocks = [dask.delayed(_draw, pure=True)(sampler, rows, child)
               for _, rows, child in partitions]
     return da.concatenate([
         da.from_delayed(dask.delayed(operator.getitem)(block, 0), shape=(rows, d), dtype=np.uint8)

@@ -1,15 +1,17 @@
-"""The user-facing estimator: ``GaussianCopulaSynthesizer(schema, epsilon=1).fit(data)``.
+"""The user-facing estimators: ``Synthesizer.create("marginals", schema, epsilon=1).fit(data)``.
 
-fit: read lazily → exact counts on Dask → noise once on the driver → copula model.
+fit: read lazily → exact counts on Dask → noise once on the driver → a model of noisy statistics.
 sample: per-partition draws on Dask → Zarr (binary dummies) and Parquet (decoded), + metadata.
+The methods differ only in what they measure and how they turn it into a model and rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dask.array as da
 import dask.dataframe as dd
@@ -19,13 +21,15 @@ import dp_dask
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
+from dp_dask.methods.marginals import MarginalModel, fit_marginals, measure
 from dp_dask.model import CopulaModel, fit_model
-from dp_dask.privacy import noisy_count_matrix, plan_noise
-from dp_dask.sample import Sampler, default_partition_rows, sample_binary, sample_frame
+from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
+from dp_dask.sample import default_partition_rows, sample_binary, sample_frame
 from dp_dask.schema import Schema, load_schema
 from dp_dask.timing import timed
 
 DEFAULT_DELTA = 2.0**-30
+Model = CopulaModel | MarginalModel
 
 
 class EmptyInputError(ValueError):
@@ -38,95 +42,106 @@ def library_versions() -> dict[str, str]:
             **{name: importlib.metadata.version(name) for name in names}}
 
 
-class GaussianCopulaSynthesizer:
-    """Differentially private Gaussian-copula synthesizer (Asghar et al.), fit on Dask.
+def load_model(path: str | Path) -> Model:
+    """A saved model of either method, by the method its model.json names."""
+    path = Path(path)
+    if not (path / "model.json").exists():
+        raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model directory")
+    document = json.loads((path / "model.json").read_text())
+    if document.get("method") == MarginalSynthesizer.name:
+        return MarginalModel.from_files(path, document)
+    return CopulaModel.load(path)
 
-    Parameters
-    ----------
+
+class Synthesizer:
+    """Shared spine of every method: count on Dask, noise on the driver, sample on Dask.
+
+    Parameters common to all methods
+    --------------------------------
     schema: a :class:`Schema`, a schema JSON path, or a built-in name ("adult", "demo").
     epsilon, delta: the (ε, δ) budget of the whole release.
-    mechanism: "gaussian" (one Gaussian mechanism, zCDP accounting) or "laplace" (per-query
-        Laplace, advanced composition, as in the paper).
-    within_attribute: how exclusive dummies of one attribute enter the latent correlation
-        matrix: "pairwise" (default: solved like other pairs) or "zero" (see docs/method.md).
     noise_sampler: "opendp" (vetted samplers, OS entropy; use for real releases) or "numpy"
         (seeded by ``noise_seed``, reproducible: for tests and research only).
     show_progress: print progress bars for the Dask steps.
     """
 
+    name: ClassVar[str]
+    methods: ClassVar[dict[str, type[Synthesizer]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Synthesizer.methods[cls.name] = cls
+
     def __init__(self, schema: Schema | str | Path, *, epsilon: float = 1.0,
-                 delta: float = DEFAULT_DELTA, mechanism: str = "gaussian",
-                 within_attribute: str = "pairwise", noise_sampler: str = "opendp",
-                 noise_seed: int | None = None, calibration_draws: int = 200_000,
-                 show_progress: bool = False) -> None:
+                 delta: float = DEFAULT_DELTA, noise_sampler: str = "opendp",
+                 noise_seed: int | None = None, show_progress: bool = False) -> None:
         self.schema = load_schema(schema)
         self.epsilon = epsilon
         self.delta = delta
-        self.mechanism = mechanism
-        self.within_attribute = within_attribute
         self.noise_sampler = noise_sampler
         self.noise_seed = noise_seed
-        self.calibration_draws = calibration_draws
         self.show_progress = show_progress
-        self.model_: CopulaModel | None = None
+        self.model_: Model | None = None
         self.timings_: dict[str, float] = {}
 
-    @classmethod
-    def from_model(cls, model: CopulaModel | str | Path,
-                   show_progress: bool = False) -> GaussianCopulaSynthesizer:
+    @staticmethod
+    def create(method: str, schema: Schema | str | Path, **params: Any) -> Synthesizer:
+        """The synthesizer of ``method`` ("marginals", the default, or "copula")."""
+        if method not in Synthesizer.methods:
+            raise ValueError(f"unknown method {method!r}; expected one of "
+                             f"{sorted(Synthesizer.methods)}")
+        return Synthesizer.methods[method](schema, **params)
+
+    @staticmethod
+    def from_model(model: Model | str | Path, show_progress: bool = False) -> Synthesizer:
         """A synthesizer that samples from a saved model, without the private data."""
-        if not isinstance(model, CopulaModel):
-            model = CopulaModel.load(model)
+        if isinstance(model, str | Path):
+            model = load_model(model)
+        cls = MarginalSynthesizer if isinstance(model, MarginalModel) else GaussianCopulaSynthesizer
         privacy = model.metadata.get("privacy", {})
         synthesizer = cls(model.schema, epsilon=privacy.get("epsilon", np.nan),
-                          delta=privacy.get("delta", np.nan),
-                          mechanism=privacy.get("mechanism", "gaussian"),
-                          within_attribute=model.metadata["model"]["within_attribute"],
-                          show_progress=show_progress)
+                          delta=privacy.get("delta", np.nan), show_progress=show_progress)
         synthesizer.model_ = model
         return synthesizer
 
     @property
-    def model(self) -> CopulaModel:
+    def model(self) -> Model:
         if self.model_ is None:
             raise RuntimeError("call fit() first, or load a model with from_model()")
         return self.model_
 
-    def fit(self, data: TableSource) -> GaussianCopulaSynthesizer:
-        """Count exactly on Dask, add noise once on the driver, fit the copula to noisy counts."""
-        plan = plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m)
+    def fit(self, data: TableSource) -> Synthesizer:
+        """Count exactly on Dask, add noise once on the driver, fit the model to noisy counts."""
+        self._check_budget()
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema)
             (exact,) = compute(count_graph(ddf, self.schema), show_progress=self.show_progress)
             n_rows = rows_counted(exact, self.schema)
             if n_rows == 0:
                 raise EmptyInputError("the input has no rows; nothing to release")
-
-        with timed(self.timings_, "noise"):
-            noisy_counts = noisy_count_matrix(exact, self.schema, plan,
-                                              sampler=self.noise_sampler, seed=self.noise_seed)
-            del exact  # from here on only noisy counts exist
-
         metadata = {
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "method": "dp-gaussian-copula (Asghar et al.)",
-            "privacy": {**plan.to_json(), "noise_sampler": self.noise_sampler,
-                        "noise_seeded": self.noise_seed is not None,
-                        "neighbouring": "replace one row; n public", "negatives": "clamped to 0",
-                        "post_processing": "histograms and tables projected onto the public "
-                                           "total n; noise-sized dependence shrunk (see model)"},
             "n_rows": n_rows,
             "schema": {"name": self.schema.name, "sha256": self.schema.sha256(),
                        "attributes": self.schema.m, "dummy_columns": self.schema.d},
             "versions": library_versions(),
         }
-        with timed(self.timings_, "copula"):
-            self.model_ = fit_model(noisy_counts, self.schema, n_rows,
-                                    within_attribute=self.within_attribute,
-                                    noise_std=plan.cell_std,
-                                    calibration_draws=self.calibration_draws, metadata=metadata,
-                                    timings=self.timings_)
+        self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
         return self
+
+    def _check_budget(self) -> None:
+        """Validate the privacy parameters before any data is read."""
+        raise NotImplementedError
+
+    def _fit_counts(self, exact: np.ndarray, n_rows: int, metadata: dict[str, Any]) -> Model:
+        """Noise the exact d×d counts once and fit the method's model to the noisy ones."""
+        raise NotImplementedError
+
+    def _privacy_record(self, **fields: Any) -> dict[str, Any]:
+        return {"epsilon": float(self.epsilon), "delta": float(self.delta), **fields,
+                "noise_sampler": self.noise_sampler,
+                "noise_seeded": self.noise_seed is not None,
+                "neighbouring": "replace one row; n public"}
 
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
                partition_rows: int | None = None) -> dd.DataFrame:
@@ -136,7 +151,7 @@ class GaussianCopulaSynthesizer:
 
     def sample_binary(self, n_rows: int | None = None, *, seed: int = 0,
                       partition_rows: int | None = None) -> da.Array:
-        """A lazy (rows, d) uint8 dask array of the paper's binary (dummy-coded) output."""
+        """A lazy (rows, d) uint8 dask array of the dummy-coded (binary) output."""
         return sample_binary(self.model, n_rows or self.model.n_rows, seed=seed,
                              partition_rows=partition_rows)
 
@@ -152,8 +167,8 @@ class GaussianCopulaSynthesizer:
         n_rows = n_rows or self.model.n_rows
         partition_rows = partition_rows or default_partition_rows(self.schema.d)
         metadata = self.release_metadata(n_rows, seed, partition_rows)
-        with timed(self.timings_, "cholesky"):
-            sampler = Sampler.from_model(self.model)
+        with timed(self.timings_, "prepare_sampler"):
+            sampler = self.model.sampler()
         with timed(self.timings_, "sample_write"):
             paths = {"zarr": out / "synthetic.zarr", "parquet": out / "synthetic.parquet",
                      "metadata": out / "metadata.json"}
@@ -171,3 +186,90 @@ class GaussianCopulaSynthesizer:
     def save(self, path: str | Path) -> Path:
         """Save the noisy model (no raw data) for sampling later."""
         return self.model.save(path)
+
+
+class MarginalSynthesizer(Synthesizer):
+    """Consistent noisy 1- and 2-way marginals, then rows updated to match them (the default).
+
+    See dp_dask/methods/marginals.py. Extra parameter: ``accountant``, "exact" (the Gaussian
+    mechanism's exact privacy curve, default) or "zcdp" (zCDP with the CKS conversion).
+    """
+
+    name = "marginals"
+
+    def __init__(self, schema: Schema | str | Path, *, accountant: str = "exact",
+                 **common: Any) -> None:
+        super().__init__(schema, **common)
+        self.accountant = accountant
+
+    def _check_budget(self) -> None:
+        rho_budget(self.epsilon, self.delta, self.accountant)
+
+    def _fit_counts(self, exact: np.ndarray, n_rows: int,
+                    metadata: dict[str, Any]) -> MarginalModel:
+        rho = rho_budget(self.epsilon, self.delta, self.accountant)
+        rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
+        with timed(self.timings_, "noise"):
+            measurements = measure(exact, self.schema, rho, accountant=self.accountant,
+                                   sampler=self.noise_sampler, rng=rng)
+        k = query_count(self.schema.m)
+        metadata |= {
+            "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
+            "privacy": self._privacy_record(
+                mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
+                budget_split=f"{k} Gaussian measurements (every 1-way histogram and 2-way "
+                f"table, L2 sensitivity sqrt(2) each) sharing rho = {rho:.6g} in proportion "
+                f"to cells^(1/3); the {self.accountant} accountant gives "
+                f"({self.epsilon:g}, {self.delta:g})-DP",
+                post_processing="consistent marginals (inverse-variance 1-way estimates, "
+                "tables shrunk towards independence and fitted to them); rows sampled from a "
+                "spanning tree and updated towards the tables"),
+        }
+        with timed(self.timings_, "consistency"):
+            return fit_marginals(measurements, self.schema, n_rows, metadata)
+
+
+class GaussianCopulaSynthesizer(Synthesizer):
+    """The binary Gaussian copula of Asghar et al., as in the paper (``--method copula``).
+
+    Extra parameters: ``mechanism`` "gaussian" (one Gaussian mechanism, default) or "laplace"
+    (per-query Laplace, advanced composition, as in the paper); ``accountant`` of the Gaussian
+    mechanism; ``within_attribute`` "pairwise" (default) or "zero": how an attribute's exclusive
+    dummies enter the latent correlation matrix (docs/method.md); ``calibration_draws``.
+    """
+
+    name = "copula"
+
+    def __init__(self, schema: Schema | str | Path, *, mechanism: str = "gaussian",
+                 accountant: str = "exact", within_attribute: str = "pairwise",
+                 calibration_draws: int = 200_000, **common: Any) -> None:
+        super().__init__(schema, **common)
+        self.mechanism = mechanism
+        self.accountant = accountant
+        self.within_attribute = within_attribute
+        self.calibration_draws = calibration_draws
+
+    def _plan(self) -> NoisePlan:
+        return plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m,
+                          accountant=self.accountant)
+
+    def _check_budget(self) -> None:
+        self._plan()
+
+    def _fit_counts(self, exact: np.ndarray, n_rows: int,
+                    metadata: dict[str, Any]) -> CopulaModel:
+        plan = self._plan()
+        with timed(self.timings_, "noise"):
+            noisy_counts = noisy_count_matrix(exact, self.schema, plan,
+                                              sampler=self.noise_sampler, seed=self.noise_seed)
+        metadata |= {
+            "method": "dp-gaussian-copula (Asghar et al.)",
+            "privacy": {**self._privacy_record(**plan.to_json()), "negatives": "clamped to 0",
+                        "post_processing": "histograms and tables projected onto the public "
+                                           "total n; noise-sized dependence shrunk (see model)"},
+        }
+        with timed(self.timings_, "copula"):
+            return fit_model(noisy_counts, self.schema, n_rows,
+                             within_attribute=self.within_attribute, noise_std=plan.cell_std,
+                             calibration_draws=self.calibration_draws, metadata=metadata,
+                             timings=self.timings_)

@@ -19,16 +19,22 @@ def scheduler(client) -> list[str]:
     return ["--scheduler", client.scheduler.address, "--quiet"]
 
 
-def test_synth_on_adult_writes_zarr_parquet_metadata(client, adult_csv, tmp_path, capsys):
+@pytest.mark.parametrize("method, options, accounting", [
+    ("marginals", [], "exact"),
+    ("copula", ["--mechanism", "laplace"], "advanced composition"),  # the paper's pipeline
+])
+def test_synth_on_adult_writes_zarr_parquet_metadata(client, adult_csv, tmp_path, capsys,
+                                                     method, options, accounting):
     code = main(["synth", "--data", str(adult_csv), "--schema", "adult", "--out",
-                 str(tmp_path), "--epsilon", "1", "--mechanism", "laplace", "--rows", "5000",
+                 str(tmp_path), "--epsilon", "1", "--method", method, *options, "--rows", "5000",
                  "--partition-rows", "2000", *scheduler(client)])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "advanced composition" in printed and "synthetic.zarr" in printed
+    assert accounting in printed and "synthetic.zarr" in printed
     metadata = json.loads((tmp_path / "metadata.json").read_text())
-    assert metadata["privacy"]["mechanism"] == "laplace"
+    assert metadata["privacy"]["mechanism"] == (options[1] if options else "gaussian")
     assert metadata["privacy"]["k"] == 15 + 105
+    assert metadata["method"].startswith(method if method == "marginals" else "dp-gaussian")
     assert metadata["n_rows"] == 32_561
     assert zarr.open_array(str(tmp_path / "synthetic.zarr"), mode="r").shape == (5000, 177)
     frame = pd.read_parquet(tmp_path / "synthetic.parquet")

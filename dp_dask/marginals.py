@@ -1,0 +1,129 @@
+"""Consistent marginals from noisy ones: the driver-side post-processing of the release method.
+
+Every attribute's histogram is measured directly and again, summed out, by each noisy 2-way table
+that holds it. :func:`consistent_marginals` combines all those estimates by inverse variance,
+shrinks each table's departure from independence by how much of it the noise can explain, and
+fits every table to the combined marginals, non-negative and summing to n. It reads only noisy
+counts, their noise scales, n and the public schema: post-processing, free of privacy cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dp_dask.model import project_to_total
+
+# Alternating projections between the margin constraints and x ≥ 0 (Dykstra), then IPF: both
+# settle within a few dozen sweeps on Adult-sized tables; more changes cells by < 0.01 rows.
+DYKSTRA_SWEEPS = 100
+IPF_SWEEPS = 50
+# Lets IPF reach margins whose row or column the projection emptied (an all-zero row cannot be
+# scaled): a thousandth of a row spread by independence.
+IPF_SEED_ROWS = 1e-3
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A noisy 1-way histogram or 2-way table (row-major, flattened), with its noise std."""
+
+    attributes: tuple[int, ...]
+    values: np.ndarray
+    sigma: float
+
+
+@dataclass(frozen=True)
+class Marginals:
+    """Consistent estimates: per-attribute counts and per-pair tables, all summing to n."""
+
+    one_way: tuple[np.ndarray, ...]
+    two_way: dict[tuple[int, int], np.ndarray]
+
+    def table(self, a: int, b: int) -> np.ndarray:
+        """The |A_a|×|A_b| table of attributes a and b, in either order."""
+        return self.two_way[(a, b)] if a < b else self.two_way[(b, a)].T
+
+
+def combine_one_way(measurements: list[Measurement], sizes: np.ndarray,
+                    n_rows: int) -> tuple[np.ndarray, ...]:
+    """Each attribute's histogram: inverse-variance mean of every measured estimate of it.
+
+    A table of a with b gives a's histogram as its row sums, each the sum of |A_b| cells of
+    variance σ², hence variance |A_b|·σ². The mean is projected onto {x ≥ 0, Σx = n}.
+    """
+    weighted = [np.zeros(size) for size in sizes]
+    precision = np.zeros(len(sizes))
+    for measurement in measurements:
+        shape = [sizes[a] for a in measurement.attributes]
+        values = measurement.values.reshape(shape)
+        for axis, attribute in enumerate(measurement.attributes):
+            others = tuple(k for k in range(len(shape)) if k != axis)
+            variance = measurement.sigma**2 * np.prod([shape[k] for k in others])
+            weighted[attribute] += values.sum(axis=others) / variance
+            precision[attribute] += 1.0 / variance
+    if (precision == 0).any():
+        raise ValueError(f"attributes {np.flatnonzero(precision == 0).tolist()} are not measured")
+    return tuple(project_to_total(w / p, n_rows) for w, p in zip(weighted, precision))
+
+
+def shrink_to_independence(table: np.ndarray, independent: np.ndarray,
+                           sigma: float) -> np.ndarray:
+    """Positive-part James–Stein shrinkage of a noisy table's departure from independence.
+
+    Noise alone puts about cells·σ² of squared departure into a table; the departure is scaled
+    by 1 − cells·σ²/‖departure‖², so a table whose dependence is within the noise becomes the
+    independent table, and a strongly dependent one is kept almost as measured.
+    """
+    departure = table - independent
+    energy = float(np.sum(departure**2))
+    keep = max(0.0, 1.0 - departure.size * sigma**2 / energy) if energy > 0 else 0.0
+    return independent + keep * departure
+
+
+def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The non-negative table nearest ``table`` (least squares) with these row and column sums.
+
+    Dykstra's alternating projections between the affine set of tables with the given sums and
+    the non-negative orthant (hand-written: scipy has no such projection for this convex set),
+    then iterative proportional fitting to make the sums exact without leaving the orthant.
+    """
+    n_rows, n_cols = table.shape
+    total = rows.sum()
+    x = table.astype(np.float64)
+    affine_fix = np.zeros_like(x)
+    orthant_fix = np.zeros_like(x)
+    for _ in range(DYKSTRA_SWEEPS):
+        z = x + affine_fix
+        projected = (z + (rows - z.sum(axis=1))[:, None] / n_cols
+                     + (cols - z.sum(axis=0))[None, :] / n_rows
+                     - (total - z.sum()) / (n_rows * n_cols))
+        affine_fix = z - projected
+        w = projected + orthant_fix
+        x = np.maximum(w, 0.0)
+        orthant_fix = w - x
+    x += IPF_SEED_ROWS * np.outer(rows, cols) / max(total, 1.0) ** 2
+    for _ in range(IPF_SWEEPS):
+        x *= _ratio(rows, x.sum(axis=1))[:, None]
+        x *= _ratio(cols, x.sum(axis=0))[None, :]
+    return x
+
+
+def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    return np.divide(target, current, out=np.zeros_like(target), where=current > 0)
+
+
+def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray,
+                         n_rows: int) -> Marginals:
+    """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them."""
+    one_way = combine_one_way(measurements, sizes, n_rows)
+    two_way = {}
+    for measurement in measurements:
+        if len(measurement.attributes) != 2:
+            continue
+        a, b = measurement.attributes
+        independent = np.outer(one_way[a], one_way[b]) / n_rows
+        noisy = measurement.values.reshape(sizes[a], sizes[b])
+        shrunk = shrink_to_independence(noisy, independent, measurement.sigma)
+        two_way[(a, b)] = fit_to_margins(shrunk, one_way[a], one_way[b])
+    return Marginals(one_way, two_way)

@@ -1,0 +1,161 @@
+"""dp_dask's release method: consistent noisy marginals, then rows that match them.
+
+    measure   every 1-way histogram and 2-way table, one Gaussian measurement each, sharing
+              the zCDP budget ρ in proportion to cells^(1/3)
+    combine   inverse-variance 1-way estimates; each table shrunk towards independence by its
+              own signal-to-noise and fitted to them (dp_dask.marginals)
+    model     a maximum-information spanning tree of the consistent tables
+    sample    per output partition: a tree start with exact counts, row updates towards every
+              table, exact 1-way counts (dp_dask.rowupdate)
+
+Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
+density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
+measured worse: docs/results-adult.md). Only ``measure`` touches exact counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dp_dask.counts import attribute_pairs
+from dp_dask.marginals import Marginals, Measurement, consistent_marginals
+from dp_dask.privacy.accounting import gaussian_sigma
+from dp_dask.privacy.noise import gaussian_noise
+from dp_dask.rowupdate import (
+    match_one_way,
+    round_to_total,
+    sample_tree,
+    spanning_tree,
+    update_rows,
+)
+from dp_dask.schema import Schema
+
+MODEL_FORMAT = 1
+METHOD = "marginals"
+# Replacing one row moves one cell of each histogram and table down by 1 and one up by 1.
+TABLE_L2_SENSITIVITY = math.sqrt(2.0)
+# ρ_t ∝ cells^(1/3) minimises the summed expected L1 error Σ cells_t·σ_t (Lagrange: σ_t ∝
+# cells_t^(-1/3)); on Adult it also beat equal shares (docs/results-adult.md).
+CELLS_EXPONENT = 1.0 / 3.0
+
+
+def measured_queries(schema: Schema) -> list[tuple[int, ...]]:
+    """Every attribute alone, then every pair, in the order of dp_dask.counts.query_vector."""
+    return [(a,) for a in range(schema.m)] + [(i, j) for i, j, _, _ in attribute_pairs(schema)]
+
+
+def budget_shares(schema: Schema, queries: list[tuple[int, ...]]) -> np.ndarray:
+    """Each query's share of ρ, ∝ cells^(1/3); a function of the public schema only."""
+    cells = np.array([np.prod(schema.sizes[list(q)]) for q in queries], dtype=np.float64)
+    weights = cells**CELLS_EXPONENT
+    return weights / weights.sum()
+
+
+def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> np.ndarray:
+    """One query's exact cells, flattened, from the d×d count matrix."""
+    slices = [slice(schema.offsets[a], schema.offsets[a] + schema.sizes[a]) for a in query]
+    if len(query) == 1:
+        return np.diagonal(counts)[slices[0]].copy()
+    return counts[slices[0], slices[1]].ravel()
+
+
+def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
+            sampler: str = "opendp",
+            rng: np.random.Generator | None = None) -> list[Measurement]:
+    """One Gaussian measurement per query, charges summing to at most ``rho``.
+
+    The only step that reads exact counts; what it returns is noisy.
+    """
+    queries = measured_queries(schema)
+    measurements = []
+    for query, share in zip(queries, budget_shares(schema, queries)):
+        sigma = gaussian_sigma(rho * share, TABLE_L2_SENSITIVITY, accountant)
+        noisy = gaussian_noise(exact_answer(counts, schema, query), sigma,
+                               sensitivity=TABLE_L2_SENSITIVITY, sampler=sampler, rng=rng)
+        measurements.append(Measurement(query, noisy, sigma))
+    return measurements
+
+
+@dataclass(frozen=True)
+class MarginalModel:
+    """The consistent noisy marginals and the spanning tree: all that sampling needs."""
+
+    schema: Schema
+    n_rows: int
+    marginals: Marginals
+    order: np.ndarray  # breadth-first order of the spanning tree
+    parents: np.ndarray  # parent of each attribute, -1 for the root
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def sampler(self) -> MarginalSampler:
+        return MarginalSampler(self)
+
+    def save(self, path: str | Path) -> Path:
+        """``<path>/model.npz`` (consistent marginals, tree) and ``<path>/model.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        arrays = {f"one_way_{a}": v for a, v in enumerate(self.marginals.one_way)}
+        arrays |= {f"two_way_{a}_{b}": t for (a, b), t in self.marginals.two_way.items()}
+        np.savez_compressed(path / "model.npz", order=self.order, parents=self.parents, **arrays)
+        document = {"format": MODEL_FORMAT, "method": METHOD, "n_rows": self.n_rows,
+                    "schema": self.schema.to_json(), "metadata": self.metadata}
+        (path / "model.json").write_text(json.dumps(document, indent=2))
+        return path
+
+    @classmethod
+    def from_files(cls, path: Path, document: dict[str, Any]) -> MarginalModel:
+        schema = Schema.from_json(document["schema"])
+        with np.load(path / "model.npz") as arrays:
+            one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
+            two_way = {(i, j): arrays[f"two_way_{i}_{j}"]
+                       for i, j, _, _ in attribute_pairs(schema)}
+            order, parents = arrays["order"], arrays["parents"]
+        return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way), order, parents,
+                   document["metadata"])
+
+
+@dataclass(frozen=True)
+class MarginalSampler:
+    """Draws one output partition: tree start, row updates, exact 1-way counts."""
+
+    model: MarginalModel
+
+    @property
+    def schema(self) -> Schema:
+        return self.model.schema
+
+    def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+        """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
+        rng = np.random.default_rng(seed)
+        model, sizes = self.model, self.schema.sizes
+        codes = sample_tree(model.marginals, model.order, model.parents, rows, rng)
+        targets = {pair: round_to_total(table.ravel(), rows)
+                   for pair, table in model.marginals.two_way.items()}
+        update_rows(codes, targets, sizes, rng)
+        match_one_way(codes, [round_to_total(v, rows) for v in model.marginals.one_way],
+                      sizes, rng)
+        binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
+        binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
+        return binary, codes.astype(np.int16)
+
+
+def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
+                  metadata: dict[str, Any] | None = None) -> MarginalModel:
+    """Post-processing of the measurements: consistent marginals and their spanning tree."""
+    marginals = consistent_marginals(measurements, schema.sizes, n_rows)
+    order, parents = spanning_tree(marginals, schema.m)
+    sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
+              "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
+    details = {"method": METHOD,
+               "budget_shares": f"rho_t proportional to cells^{CELLS_EXPONENT:.4g}",
+               "noise_sigma": sigmas,
+               "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
+                                for a, p in enumerate(parents.tolist())}}
+    return MarginalModel(schema, n_rows, marginals, order, parents,
+                         {**(metadata or {}), "model": details})

@@ -1,0 +1,157 @@
+"""Consistent marginals (driver math) and row updates (per-partition sampling), without Dask."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dp_dask.marginals import (
+    IPF_SEED_ROWS,
+    Measurement,
+    consistent_marginals,
+    fit_to_margins,
+    shrink_to_independence,
+)
+from dp_dask.rowupdate import (
+    match_one_way,
+    round_to_total,
+    sample_tree,
+    spanning_tree,
+    update_rows,
+)
+
+SIZES = np.array([3, 4, 2, 6])
+
+
+def dependent_codes(n: int, seed: int = 0) -> np.ndarray:
+    """Codes (n, 4): attribute 1 follows 0, attribute 3 copies 0 for most rows, 2 is free."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice(3, n, p=[0.5, 0.3, 0.2])
+    b = np.where(rng.random(n) < 0.7, a, rng.integers(0, 4, n))
+    c = rng.integers(0, 2, n)
+    d = np.where(rng.random(n) < 0.99, a, rng.integers(0, 6, n))  # near-deterministic pair
+    return np.stack([a, b, c, d], axis=1)
+
+
+def table(codes: np.ndarray, clique: tuple[int, ...]) -> np.ndarray:
+    keys = np.zeros(len(codes), dtype=np.int64)
+    for a in clique:
+        keys = keys * SIZES[a] + codes[:, a]
+    return np.bincount(keys, minlength=int(np.prod(SIZES[list(clique)]))).astype(float)
+
+
+def measurements(codes: np.ndarray, sigma: float, seed: int = 1) -> list[Measurement]:
+    rng = np.random.default_rng(seed)
+    cliques = [(a,) for a in range(len(SIZES))] + list(itertools.combinations(range(4), 2))
+    return [Measurement(c, table(codes, c) + rng.normal(0, sigma, int(np.prod(SIZES[list(c)]))),
+                        sigma) for c in cliques]
+
+
+@pytest.mark.parametrize("sigma", [0.01, 30.0, 300.0])
+def test_consistent_marginals_agree_everywhere(sigma):
+    n = 5_000
+    marginals = consistent_marginals(measurements(dependent_codes(n), sigma), SIZES, n)
+    for histogram in marginals.one_way:
+        assert histogram.sum() == pytest.approx(n)
+        assert (histogram >= 0).all()
+    for (a, b), joint in marginals.two_way.items():
+        assert (joint >= 0).all()
+        np.testing.assert_allclose(joint.sum(axis=1), marginals.one_way[a], atol=1e-6 * n)
+        np.testing.assert_allclose(joint.sum(axis=0), marginals.one_way[b], atol=1e-6 * n)
+
+
+def test_tiny_noise_changes_nothing():
+    n = 5_000
+    codes = dependent_codes(n)
+    marginals = consistent_marginals(measurements(codes, 0.01), SIZES, n)
+    for a, histogram in enumerate(marginals.one_way):
+        np.testing.assert_allclose(histogram, table(codes, (a,)), atol=0.1)
+    for (a, b), joint in marginals.two_way.items():
+        np.testing.assert_allclose(joint.ravel(), table(codes, (a, b)), atol=0.5)
+
+
+def test_combined_histogram_beats_the_direct_one():
+    # 1 + 3 tables estimate each histogram: the combination must err less than the 1-way alone.
+    n, sigma = 20_000, 40.0
+    codes = dependent_codes(n)
+    combined, direct = [], []
+    for seed in range(20):
+        noisy = measurements(codes, sigma, seed)
+        marginals = consistent_marginals(noisy, SIZES, n)
+        combined.append(np.abs(marginals.one_way[0] - table(codes, (0,))).mean())
+        direct.append(np.abs(noisy[0].values - table(codes, (0,))).mean())
+    assert np.mean(combined) < 0.7 * np.mean(direct)
+
+
+def test_shrinkage_removes_noise_and_keeps_strong_dependence():
+    rng = np.random.default_rng(0)
+    independent = np.outer([600.0, 400.0], [300.0, 300.0, 400.0]) / 1_000
+    sigma = 10.0
+    noise_only = shrink_to_independence(independent + rng.normal(0, sigma, (2, 3)),
+                                        independent, sigma)
+    np.testing.assert_allclose(noise_only, independent)
+    strong = independent + np.array([[150.0, -75, -75], [-150, 75, 75]])
+    kept = shrink_to_independence(strong + rng.normal(0, sigma, (2, 3)), independent, sigma)
+    assert np.abs(kept - strong).max() < 4 * sigma
+
+
+def test_fit_to_margins_is_nonnegative_exact_and_keeps_a_feasible_table():
+    rng = np.random.default_rng(2)
+    feasible = rng.integers(1, 50, (4, 5)).astype(float)
+    # unchanged up to the thousandth of a row that seeds IPF
+    np.testing.assert_allclose(fit_to_margins(feasible, feasible.sum(1), feasible.sum(0)),
+                               feasible, atol=IPF_SEED_ROWS)
+    noisy = feasible + rng.normal(0, 30, feasible.shape)
+    fitted = fit_to_margins(noisy, feasible.sum(1), feasible.sum(0))
+    assert (fitted >= 0).all()
+    np.testing.assert_allclose(fitted.sum(1), feasible.sum(1), rtol=1e-9)
+    np.testing.assert_allclose(fitted.sum(0), feasible.sum(0), rtol=1e-9)
+
+
+def test_round_to_total():
+    counts = round_to_total(np.array([0.2, 0.5, 0.3]), 7)
+    assert counts.sum() == 7 and (counts >= 0).all()
+    np.testing.assert_array_equal(round_to_total(np.array([2.0, 0.0, 5.0]), 7), [2, 0, 5])
+
+
+def rows_for(marginals, rows: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    order, parents = spanning_tree(marginals, len(SIZES))
+    codes = sample_tree(marginals, order, parents, rows, rng)
+    targets = {p: round_to_total(t.ravel(), rows) for p, t in marginals.two_way.items()}
+    update_rows(codes, targets, SIZES, rng)
+    match_one_way(codes, [round_to_total(v, rows) for v in marginals.one_way], SIZES, rng)
+    return codes
+
+
+def test_row_updates_keep_rows_and_hit_one_way_targets():
+    n = 8_000
+    marginals = consistent_marginals(measurements(dependent_codes(n), 20.0), SIZES, n)
+    for rows in (n, 1_234):
+        codes = rows_for(marginals, rows, seed=3)
+        assert codes.shape == (rows, len(SIZES))
+        for a, histogram in enumerate(marginals.one_way):
+            np.testing.assert_array_equal(table(codes, (a,)), round_to_total(histogram, rows))
+
+
+def test_same_seed_same_rows():
+    n = 3_000
+    marginals = consistent_marginals(measurements(dependent_codes(n), 20.0), SIZES, n)
+    np.testing.assert_array_equal(rows_for(marginals, n, 9), rows_for(marginals, n, 9))
+    assert (rows_for(marginals, n, 9) != rows_for(marginals, n, 10)).any()
+
+
+def test_near_deterministic_pair_is_reproduced_within_the_noise():
+    # Attribute 3 copies attribute 0 for 99 % of rows: off-diagonal cells hold ~1 % of n.
+    n, sigma = 20_000, 25.0
+    codes = dependent_codes(n)
+    marginals = consistent_marginals(measurements(codes, sigma), SIZES, n)
+    synthetic = rows_for(marginals, n, seed=4)
+    error = np.abs(table(synthetic, (0, 3)) - table(codes, (0, 3)))
+    assert error.max() < 4 * sigma
+    # An independent sample would put ~half the rows off the diagonal.
+    rng = np.random.default_rng(5)
+    independent = np.stack([rng.permutation(codes[:, a]) for a in range(len(SIZES))], axis=1)
+    assert np.abs(table(independent, (0, 3)) - table(codes, (0, 3))).max() > 50 * sigma

@@ -1,0 +1,102 @@
+"""The default release method end to end on a real LocalCluster: fit, sample, save, load."""
+
+from __future__ import annotations
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+from conftest import SMALL_SCHEMA_PATH, correlated_frame
+
+from dp_dask.cluster import compute
+from dp_dask.counts import count_graph
+from dp_dask.io import read_table
+from dp_dask.methods.marginals import MarginalModel, budget_shares, measured_queries
+from dp_dask.privacy import gaussian_rho, rho_budget
+from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
+
+ROWS = 20_000
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("input") / "data.parquet"
+    dd.from_pandas(correlated_frame(ROWS, seed=1), npartitions=4).to_parquet(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fitted(client, data):
+    return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
+                              noise_sampler="numpy", noise_seed=3).fit(data)
+
+
+def test_create_knows_the_methods():
+    assert isinstance(Synthesizer.create("marginals", SMALL_SCHEMA_PATH), MarginalSynthesizer)
+    with pytest.raises(ValueError, match="unknown method"):
+        Synthesizer.create("nope", SMALL_SCHEMA_PATH)
+
+
+def test_measurements_spend_exactly_the_budget(fitted):
+    privacy = fitted.model.metadata["privacy"]
+    rho = rho_budget(1.0, fitted.delta, "exact")
+    assert privacy["rho"] == pytest.approx(rho)
+    sigmas = (fitted.model.metadata["model"]["noise_sigma"]["one_way"]
+              + fitted.model.metadata["model"]["noise_sigma"]["two_way"])
+    spent = sum(gaussian_rho(s, np.sqrt(2), "exact") for s in sigmas)
+    assert spent <= rho * (1 + 1e-12)
+    assert spent == pytest.approx(rho, rel=1e-6)
+    shares = budget_shares(fitted.schema, measured_queries(fitted.schema))
+    assert shares.sum() == pytest.approx(1.0)
+
+
+def codes_of(frame: pd.DataFrame, schema) -> np.ndarray:
+    return np.stack([frame[a.name].cat.codes.to_numpy() for a in schema.attributes], axis=1)
+
+
+def test_partitions_hit_their_one_way_targets_and_two_way_tables(client, fitted, data):
+    schema = fitted.schema
+    frame = fitted.sample(ROWS, seed=1, partition_rows=7_000).compute()
+    assert len(frame) == ROWS
+    synthetic = codes_of(frame, schema)
+    model = fitted.model
+    for a, histogram in enumerate(model.marginals.one_way):
+        counts = np.bincount(synthetic[:, a], minlength=schema.sizes[a])
+        # each of the 3 partitions rounds its own targets: at most 1 off per cell and partition
+        assert np.abs(counts - histogram * ROWS / model.n_rows).max() <= 3
+    (real,) = compute(count_graph(read_table(data, schema), schema))
+    sigma = max(model.metadata["model"]["noise_sigma"]["two_way"])
+    labels = schema.as_labels()
+    (released,) = compute(count_graph(dd.from_pandas(frame, npartitions=2), labels))
+    pair = slice(0, 3), slice(3, 8)  # colour × size, the strongest dependence
+    assert np.abs(released[pair] - real[pair]).max() < 5 * sigma
+
+
+def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
+    on_cluster = fitted.sample(9_000, seed=4, partition_rows=4_000).compute()
+    with dask.config.set(scheduler="sync"):
+        in_process = fitted.sample(9_000, seed=4, partition_rows=4_000).compute(scheduler="sync")
+    pd.testing.assert_frame_equal(on_cluster.reset_index(drop=True),
+                                  in_process.reset_index(drop=True))
+
+
+def test_saved_model_samples_the_same(client, fitted, tmp_path):
+    loaded = load_model(fitted.save(tmp_path / "model"))
+    assert isinstance(loaded, MarginalModel)
+    again = Synthesizer.from_model(loaded).sample(3_000, seed=2).compute()
+    first = fitted.sample(3_000, seed=2).compute()
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), first.reset_index(drop=True))
+
+
+def test_write_release(client, fitted, tmp_path):
+    paths = fitted.write(tmp_path / "release", 5_000, seed=0, partition_rows=2_000)
+    frame = pd.read_parquet(paths["parquet"])
+    assert len(frame) == 5_000
+    binary = zarr.open_array(str(paths["zarr"]))[:]
+    # one dummy set per attribute and row, agreeing with the decoded labels
+    assert (binary.sum(axis=1) == fitted.schema.m).all()
+    codes = codes_of(frame, fitted.schema)
+    np.testing.assert_array_equal(binary[np.arange(5_000)[:, None],
+                                         fitted.schema.offsets + codes], 1)
