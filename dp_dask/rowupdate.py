@@ -28,6 +28,9 @@ from dp_dask.marginals import Marginals
 UPDATE_SWEEPS = 10
 UPDATE_DECAY = 0.9
 DUPLICATE_SHARE = 0.5
+# A table whose over-full cells hold at most this share of the rows in excess is left alone for
+# the sweep: a tenth of a percent is far below the noise of any table at useful ε.
+SETTLED_SHARE = 1e-3
 
 
 def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
@@ -71,7 +74,7 @@ def sample_tree(targets: Marginals, order: np.ndarray, parents: np.ndarray, rows
                 rng: np.random.Generator) -> np.ndarray:
     """Codes (rows, m) whose root and parent→child counts equal their targets up to rounding."""
     m = len(order)
-    codes = np.empty((rows, m), dtype=np.int64)
+    codes = np.empty((rows, m), dtype=np.int64, order="F")  # column reads dominate
     root = order[0]
     codes[:, root] = rng.permutation(_repeat(round_to_total(targets.one_way[root], rows)))
     for child in order[1:]:
@@ -99,39 +102,42 @@ def _cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray
     return keys
 
 
+def _assign_cells(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, ...],
+                  cells: np.ndarray, sizes: np.ndarray) -> None:
+    for a in reversed(attributes):
+        codes[rows, a] = cells % sizes[a]
+        cells = cells // sizes[a]
+
+
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, rate: float,
                   duplicate_share: float) -> None:
-    """Move about ``rate`` of each over-full cell's excess rows into the deficient cells."""
+    """Move about ``rate`` of each over-full cell's excess rows into the deficient cells.
+
+    Rows are picked by independent coin flips at their cell's rate (a few passes over the rows,
+    no sort), so counts are right in expectation; the sweeps correct what one visit leaves.
+    """
     keys = _cell_keys(codes, attributes, sizes)
     current = np.bincount(keys, minlength=target.size)
     excess = current - target
-    deficit = np.maximum(-excess, 0)
-    leaving = np.floor(rate * np.maximum(excess, 0) + rng.random(target.size)).astype(np.int64)
-    leaving = np.minimum(leaving, np.maximum(excess, 0))
-    moving = int(leaving.sum())
-    if moving == 0 or deficit.sum() == 0:
+    over = np.maximum(excess, 0)
+    if over.sum() <= SETTLED_SHARE * len(keys):
         return
-    # Rows grouped by cell in random order; the first `leaving[cell]` rows of each group leave.
-    shuffled = rng.permutation(len(keys))
-    grouped = shuffled[np.argsort(keys[shuffled], kind="stable")]
-    starts = np.concatenate([[0], np.cumsum(current)[:-1]])
-    position = np.arange(len(keys)) - np.repeat(starts, current)
-    movers = grouped[position < np.repeat(leaving, current)]
-    destinations = rng.permutation(_repeat(round_to_total(deficit, moving)))
-    copies = int(round(duplicate_share * moving))
-    # A copy needs a donor row already in the destination cell.
-    copied = np.flatnonzero(current[destinations[:copies]] > 0)
-    donor_cells = destinations[copied]
-    donors = grouped[starts[donor_cells]
-                     + (rng.random(len(copied)) * current[donor_cells]).astype(np.int64)]
-    codes[movers[copied]] = codes[donors]
-    changed = np.ones(moving, dtype=bool)
-    changed[copied] = False
-    cells = destinations[changed]
-    for a in reversed(attributes):
-        codes[movers[changed], a] = cells % sizes[a]
-        cells = cells // sizes[a]
+    leave_rate = rate * over / np.maximum(current, 1)
+    movers = np.flatnonzero(rng.random(len(keys)) < leave_rate[keys])
+    if len(movers) == 0:
+        return
+    movers = rng.permutation(movers)
+    arriving = round_to_total(np.maximum(-excess, 0), len(movers))
+    # Copies: whole rows already in a deficient cell, picked at the cell's copy rate.
+    copy_rate = duplicate_share * arriving / np.maximum(current, 1)
+    donors = rng.permutation(np.flatnonzero(rng.random(len(keys)) < copy_rate[keys]))
+    donors = donors[: len(movers)]
+    codes[movers[: len(donors)]] = codes[donors]
+    changed = movers[len(donors):]
+    rest = np.maximum(arriving - np.bincount(keys[donors], minlength=target.size), 0)
+    cells = rng.permutation(_repeat(round_to_total(rest, len(changed))))
+    _assign_cells(codes, changed, attributes, cells, sizes)
 
 
 def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
@@ -149,6 +155,18 @@ def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
 
 def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarray,
                   rng: np.random.Generator) -> None:
-    """Change just enough values that each attribute's counts equal its integer targets."""
+    """Change just enough values that each attribute's counts equal their integer targets.
+
+    The rows leaving an over-full value are a random subset of exactly its excess.
+    """
     for a, target in enumerate(one_way):
-        _update_table(codes, (a,), target, sizes, rng, 1.0, 0.0)
+        excess = np.bincount(codes[:, a], minlength=len(target)) - target
+        if not excess.any():
+            continue
+        shuffled = rng.permutation(len(codes))
+        values = codes[shuffled, a]
+        grouped = shuffled[np.argsort(values, kind="stable")]
+        current = excess + target
+        starts = np.cumsum(current) - current
+        leaving = np.concatenate([grouped[s : s + e] for s, e in zip(starts, excess) if e > 0])
+        codes[leaving, a] = rng.permutation(_repeat(np.maximum(-excess, 0)))
