@@ -21,6 +21,8 @@ from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import noisy_count_matrix, plan_noise
+from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
+from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
 from dp_dask.sample import Sampler, default_partition_rows, sample_binary, sample_frame
 from dp_dask.schema import Schema, load_schema
 from dp_dask.timing import timed
@@ -52,13 +54,24 @@ class GaussianCopulaSynthesizer:
     noise_sampler: "opendp" (vetted samplers, OS entropy; use for real releases) or "numpy"
         (seeded by ``noise_seed``, reproducible: for tests and research only).
     show_progress: print progress bars for the Dask steps.
+    ledger: the privacy ledger that ``fit`` checks and records in: a :class:`Ledger`, a path,
+        None (the default ledger: ``$DP_DASK_LEDGER`` or ``~/.config/dp_dask/ledger.sqlite``), or
+        False (not recorded: for public data only).
+    dataset_name: the dataset's name in the ledger (default: the input file's stem; unnamed
+        in-memory frames all count against one dataset, "in-memory").
+    run_id: the id of this fit; a retried job with the same id reuses the model it saved rather
+        than spending again (default: a fresh id per fit).
+    budget_epsilon: refuse to fit past this total ε for the dataset (besides its stored budget).
+    force: fit even past the budget, or when the run id is recorded without a saved model.
     """
 
     def __init__(self, schema: Schema | str | Path, *, epsilon: float = 1.0,
                  delta: float = DEFAULT_DELTA, mechanism: str = "gaussian",
                  within_attribute: str = "pairwise", noise_sampler: str = "opendp",
                  noise_seed: int | None = None, calibration_draws: int = 200_000,
-                 show_progress: bool = False) -> None:
+                 show_progress: bool = False, ledger: Ledger | str | Path | bool | None = None,
+                 dataset_name: str | None = None, run_id: str | None = None,
+                 budget_epsilon: float | None = None, force: bool = False) -> None:
         self.schema = load_schema(schema)
         self.epsilon = epsilon
         self.delta = delta
@@ -70,6 +83,15 @@ class GaussianCopulaSynthesizer:
         self.show_progress = show_progress
         self.model_: CopulaModel | None = None
         self.timings_: dict[str, float] = {}
+        self.ledger: Ledger | None = (None if ledger is False else
+                                      ledger if isinstance(ledger, Ledger) else
+                                      Ledger(None if ledger in (None, True) else ledger))
+        self.dataset_name = dataset_name
+        self.run_id = run_id
+        self.budget_epsilon = budget_epsilon
+        self.force = force
+        self.ledger_entry_: Entry | None = None  # this fit's ledger entry
+        self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
 
     @classmethod
     def from_model(cls, model: CopulaModel | str | Path,
@@ -93,7 +115,30 @@ class GaussianCopulaSynthesizer:
         return self.model_
 
     def fit(self, data: TableSource) -> GaussianCopulaSynthesizer:
-        """Count exactly on Dask, add noise once on the driver, fit the copula to noisy counts."""
+        """Count exactly on Dask, add noise once on the driver, fit the copula to noisy counts.
+
+        With a ledger, the fit is first checked against the dataset's budget and recorded, before
+        any data is read; a run id already recorded with a saved model reuses that model.
+        """
+        reservation = self._ledger_reserve(data)
+        if reservation is not None and reservation.reused:
+            self.model_ = CopulaModel.load(reservation.entry.model_path or "")
+            return self
+        try:
+            self._fit(data)
+        except BaseException:
+            if reservation is not None:  # nothing was released
+                self.ledger.cancel(reservation.entry.id)
+            raise
+        privacy = self.model.metadata["privacy"]
+        privacy.update(privacy_claim(self.noise_sampler, privacy))
+        if reservation is not None:
+            self.ledger.mark_spent(reservation.entry.id)
+            self.model.metadata["ledger"] = {"dataset_name": reservation.entry.dataset_name,
+                                             "run_id": reservation.entry.run_id}
+        return self
+
+    def _fit(self, data: TableSource) -> GaussianCopulaSynthesizer:
         plan = plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m)
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema)
@@ -127,6 +172,20 @@ class GaussianCopulaSynthesizer:
                                     calibration_draws=self.calibration_draws, metadata=metadata,
                                     timings=self.timings_)
         return self
+
+    def _ledger_reserve(self, data: TableSource) -> Reservation | None:
+        """Budget check and record, before any data is read (None without a ledger)."""
+        if self.ledger is None:
+            return None
+        plan = plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m)
+        request = Entry.for_plan(plan, dataset_name=dataset_name_for(data, self.dataset_name),
+                                 schema_sha256=self.schema.sha256(),
+                                 run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
+                                 private=self.noise_sampler in PRIVATE_SAMPLERS)
+        reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
+                                          force=self.force)
+        self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
+        return reservation
 
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
                partition_rows: int | None = None) -> dd.DataFrame:
@@ -166,8 +225,13 @@ class GaussianCopulaSynthesizer:
                                      compute=False),
                     show_progress=self.show_progress)
             write_json(paths["metadata"], metadata)
+        if self.ledger is not None and self.ledger_entry_ is not None:
+            self.ledger.set_paths(self.ledger_entry_.id, release_path=out)
         return paths
 
     def save(self, path: str | Path) -> Path:
         """Save the noisy model (no raw data) for sampling later."""
-        return self.model.save(path)
+        path = self.model.save(path)
+        if self.ledger is not None and self.ledger_entry_ is not None:
+            self.ledger.set_paths(self.ledger_entry_.id, model_path=path)
+        return path
