@@ -14,6 +14,7 @@ from dp_dask.counts import count_graph
 from dp_dask.encode import EncodingError
 from dp_dask.evaluate import (
     DEFAULT_Q3_SAMPLE,
+    check_outside_release,
     evaluate_release,
     marginal_distances,
     markdown_table,
@@ -166,13 +167,16 @@ def _q3_sample(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> None:
     schema = load_schema(args.schema)
+    if args.out:
+        check_outside_release(args.out, args.force)  # before reading anything
     records, workload = evaluate_release(args.data, args.synthetic, schema,
                                          q3_sample=_q3_sample(args), seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
     if args.out:
         paths = write_tables(records, args.out, "alpha-beta", "(α, β) errors of a release",
-                             f"Synthetic: {args.synthetic}. Q3: {workload.describe()}.")
+                             f"Synthetic: {args.synthetic}. Q3: {workload.describe()}.",
+                             force=args.force)
         for kind, path in paths.items():
             print(f"{kind:>4}: {path}")
 
@@ -185,7 +189,7 @@ def run_report(args: argparse.Namespace) -> None:
                         epsilons=tuple(args.epsilons), seeds=args.seeds, delta=args.delta,
                         q3_sample=_q3_sample(args), table_epsilon=args.table_epsilon,
                         calibration_draws=args.calibration_draws, test_data=args.test_data,
-                        target=args.target)
+                        target=args.target, force=args.force)
     print(f"report: {path} ({time.perf_counter() - started:.0f} s)")
 
 
@@ -209,6 +213,9 @@ def _evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--q3-sample", type=int, default=DEFAULT_Q3_SAMPLE,
                         help="3-way queries: all if at most this many, else a uniform sample "
                         f"of this size (default {DEFAULT_Q3_SAMPLE:,})")
+    parser.add_argument("--force", action="store_true",
+                        help="write --out even inside a release directory (its outputs are "
+                        "exact functions of the raw data, not differentially private)")
 
 
 def build_parser() -> argparse.ArgumentParser:
