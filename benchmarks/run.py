@@ -112,7 +112,8 @@ def table(result: dict[str, Any]) -> str:
 @contextlib.contextmanager
 def cluster(workers: int, memory_limit: str) -> Iterator[Client]:
     with (LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
-                       dashboard_address=":0") as local, Client(local) as client):
+                       host="127.0.0.1", dashboard_address="127.0.0.1:0") as local,
+          Client(local) as client):
         yield client
 
 
@@ -131,7 +132,9 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         load_before = os.getloadavg()[0]
         # The driver's BLAS (eigh, Cholesky) only; workers are single-threaded by Dask.
         with PeakMemory(pids) as memory, threadpool_limits(blas_threads, user_api="blas"):
-            synthesizer = Synthesizer.create(method, data / "schema.json", epsilon=1.0)
+            # Generated, public data: nothing to record in the privacy ledger.
+            synthesizer = Synthesizer.create(method, data / "schema.json", epsilon=1.0,
+                                             ledger=False)
             synthesizer.fit(data / "data")
             if sample_rows:
                 synthesizer.write(out, sample_rows)

@@ -14,6 +14,7 @@ from dp_dask.counts import count_graph
 from dp_dask.encode import EncodingError
 from dp_dask.evaluate import (
     DEFAULT_Q3_SAMPLE,
+    check_outside_release,
     evaluate_release,
     marginal_distances,
     markdown_table,
@@ -21,6 +22,9 @@ from dp_dask.evaluate import (
     write_tables,
 )
 from dp_dask.io import read_table
+from dp_dask.privacy.labels import describe
+from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
+from dp_dask.privacy.ledger import report as ledger_report
 from dp_dask.schema import SchemaError, load_schema
 from dp_dask.synthesizer import DEFAULT_DELTA, EmptyInputError, Synthesizer
 
@@ -56,6 +60,26 @@ def _privacy_options(parser: argparse.ArgumentParser) -> None:
                        help="seed of the numpy noise sampler: never for a real release")
 
 
+def _ledger_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "ledger", "every fit is checked against the dataset's budget and recorded, before any "
+        "data is read")
+    group.add_argument("--ledger", type=Path, default=None, metavar="PATH",
+                       help=f"privacy ledger (default: ${LEDGER_ENV}, else "
+                       "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+    group.add_argument("--dataset-name", default=None, metavar="NAME",
+                       help="the dataset's name in the ledger (default: the input's file stem)")
+    group.add_argument("--run-id", default=None,
+                       help="id of this run: a retry with the same id reuses the saved model "
+                       "instead of spending again (default: a fresh id)")
+    group.add_argument("--budget-epsilon", type=float, default=None, metavar="E",
+                       help="refuse if the dataset's composed total would exceed ε=E "
+                       "(besides the budget stored with 'dp-dask ledger set-budget')")
+    group.add_argument("--force", action="store_true",
+                       help="fit past the budget, or again for a recorded run id whose model "
+                       "is missing (recorded all the same)")
+
+
 def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None = None) -> None:
     group = parser.add_argument_group("sampling")
     group.add_argument("--rows", type=int, default=None,
@@ -70,17 +94,34 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
 def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
     common = {"epsilon": args.epsilon, "delta": args.delta, "accountant": args.accountant,
               "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
-              "show_progress": not args.quiet}
+              "show_progress": not args.quiet,
+              "ledger": False if getattr(args, "no_ledger", False) else getattr(args, "ledger",
+                                                                                None),
+              "dataset_name": getattr(args, "dataset_name", None),
+              "run_id": getattr(args, "run_id", None),
+              "budget_epsilon": getattr(args, "budget_epsilon", None),
+              "force": getattr(args, "force", False)}
     if args.method == "copula":
         common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
     return Synthesizer.create(args.method, schema, **common)
 
 
 def _report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
-    privacy = synthesizer.model.metadata["privacy"]
-    print(f"released with ε={privacy['epsilon']}, δ={privacy['delta']:.3g}, "
-          f"{privacy['mechanism']} ({privacy['accountant']}), method {synthesizer.name}")
-    print("stage timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in synthesizer.timings_.items()))
+    print(describe(synthesizer.model.metadata["privacy"]) + f"; method {synthesizer.name}")
+    entry = synthesizer.ledger_entry_
+    if synthesizer.ledger is not None and entry is not None:
+        if synthesizer.reused_:
+            print(f"   ledger: run {entry.run_id!r} of {entry.dataset_id} was recorded at "
+                  f"{entry.created}: reused its model {entry.model_path}, nothing spent again")
+        else:
+            total = synthesizer.ledger.total(entry.dataset_name)
+            counted = "counted" if entry.counted else "recorded, not counted (not DP)"
+            print(f"   ledger: run {entry.run_id!r} of {entry.dataset_id} {counted}"
+                  f"{' (forced)' if entry.forced else ''}; dataset total ε={total.epsilon:.6g} "
+                  f"at δ={total.delta:.3g} ({synthesizer.ledger.path})")
+    if synthesizer.timings_:
+        print("stage timings: "
+              + ", ".join(f"{k} {v:.2f}s" for k, v in synthesizer.timings_.items()))
     for kind, path in paths.items():
         print(f"{kind:>9}: {path}")
 
@@ -114,6 +155,7 @@ def run_demo(args: argparse.Namespace) -> None:
                         overwrite=True)
     print(f"wrote {args.demo_rows:,} census-like rows to {data} "
           f"in {time.perf_counter() - started:.1f}s")
+    args.no_ledger = True  # the demo data is generated here and public: nothing to account for
     synthesizer = _synthesizer(args, "demo").fit(data)
     paths = {"model": synthesizer.save(args.out / "model")}
     paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,
@@ -136,13 +178,16 @@ def _q3_sample(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> None:
     schema = load_schema(args.schema)
+    if args.out:
+        check_outside_release(args.out, args.force)  # before reading anything
     records, workload = evaluate_release(args.data, args.synthetic, schema,
                                          q3_sample=_q3_sample(args), seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
     if args.out:
         paths = write_tables(records, args.out, "alpha-beta", "(α, β) errors of a release",
-                             f"Synthetic: {args.synthetic}. Q3: {workload.describe()}.")
+                             f"Synthetic: {args.synthetic}. Q3: {workload.describe()}.",
+                             force=args.force)
         for kind, path in paths.items():
             print(f"{kind:>4}: {path}")
 
@@ -155,8 +200,21 @@ def run_report(args: argparse.Namespace) -> None:
                         epsilons=tuple(args.epsilons), seeds=args.seeds, delta=args.delta,
                         q3_sample=_q3_sample(args), table_epsilon=args.table_epsilon,
                         calibration_draws=args.calibration_draws, test_data=args.test_data,
-                        target=args.target)
+                        target=args.target, force=args.force)
     print(f"report: {path} ({time.perf_counter() - started:.0f} s)")
+
+
+def run_ledger_list(args: argparse.Namespace) -> None:
+    print(ledger_report(Ledger(args.ledger), args.dataset))
+
+
+def run_ledger_set_budget(args: argparse.Namespace) -> None:
+    ledger = Ledger(args.ledger)
+    budget = ledger.set_budget(args.name, args.epsilon, args.delta)
+    total = ledger.total(budget.dataset_name)
+    print(f"budget of {budget.dataset_name!r}: ε={budget.epsilon:g} at δ={budget.delta:.3g} "
+          f"({ledger.path}); spent so far: ε={total.epsilon:.6g} over {total.releases} DP "
+          "release(s)")
 
 
 def _evaluation_options(parser: argparse.ArgumentParser) -> None:
@@ -166,6 +224,9 @@ def _evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--q3-sample", type=int, default=DEFAULT_Q3_SAMPLE,
                         help="3-way queries: all if at most this many, else a uniform sample "
                         f"of this size (default {DEFAULT_Q3_SAMPLE:,})")
+    parser.add_argument("--force", action="store_true",
+                        help="write --out even inside a release directory (its outputs are "
+                        "exact functions of the raw data, not differentially private)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--schema", required=True, help="schema JSON or built-in name (adult, demo)")
     fit.add_argument("--model", type=Path, required=True, help="directory to save the model in")
     _privacy_options(fit)
+    _ledger_options(fit)
     _cluster_options(fit)
     fit.set_defaults(run=run_fit)
 
@@ -192,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--data", required=True, help="Parquet file/directory or CSV")
     synth.add_argument("--schema", required=True, help="schema JSON or built-in name")
     _privacy_options(synth)
+    _ledger_options(synth)
     _sampling_options(synth)
     _cluster_options(synth)
     synth.set_defaults(run=run_synth)
@@ -232,6 +295,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--target", default=None, help="attribute the classifier predicts")
     _cluster_options(report)
     report.set_defaults(run=run_report)
+
+    ledger = commands.add_parser("ledger", help="the privacy ledger: what each dataset has spent")
+    actions = ledger.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="entries and each dataset's composed total")
+    listing.add_argument("--dataset", default=None, metavar="NAME", help="one dataset only")
+    budget = actions.add_parser("set-budget", help="store a dataset's total (ε, δ) budget")
+    budget.add_argument("name", help="dataset name (as given by --dataset-name, or the stem)")
+    budget.add_argument("--epsilon", type=float, required=True, help="total ε")
+    budget.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+                        help="total δ (default 2^-30)")
+    for action, run in ((listing, run_ledger_list), (budget, run_ledger_set_budget)):
+        action.add_argument("--ledger", type=Path, default=None, metavar="PATH",
+                            help=f"privacy ledger (default: ${LEDGER_ENV}, else "
+                            "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+        action.set_defaults(run=run, cluster=False, quiet=True)
     return parser
 
 
@@ -240,10 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
     log.setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
+        if not getattr(args, "cluster", True):
+            args.run(args)
+            return 0
         with dask_client(args.scheduler, n_workers=args.workers,
                          memory_limit=args.memory_limit):
             args.run(args)
-    except (EncodingError, SchemaError, EmptyInputError, FileNotFoundError, ValueError) as exc:
+    except (EncodingError, SchemaError, EmptyInputError, FileNotFoundError, ValueError,
+            LedgerError) as exc:
         print(f"dp-dask: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -12,6 +12,7 @@ from dask.diagnostics import ProgressBar
 from distributed import Client, LocalCluster, progress
 
 log = logging.getLogger(__name__)
+LOCAL_HOST = "127.0.0.1"
 
 
 @contextlib.contextmanager
@@ -26,8 +27,10 @@ def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
             yield client
         return
     with (
+        # Loopback only: the scheduler, workers and dashboard are not reachable from the network.
         LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                     memory_limit=memory_limit, dashboard_address=":0") as cluster,
+                     memory_limit=memory_limit, host=LOCAL_HOST,
+                     dashboard_address=f"{LOCAL_HOST}:0") as cluster,
         Client(cluster) as client,
     ):
         log.info("local cluster: %d workers, dashboard %s", len(cluster.workers),

@@ -6,11 +6,14 @@ conjunctions of three distinct attributes (all of them, or a seeded uniform samp
 too many). A query's error is |true count − released count|, released counts scaled to n rows.
 
 PRIVACY: this module reads the raw data, so it is the data owner's own evaluation and never part
-of a release. Its outputs hold errors and summary statistics only, never exact counts.
+of a release. Its outputs hold errors and summary statistics only, never exact counts, but they are
+exact functions of the raw data: every file is marked "not differentially private — for the data
+owner only", and none is written inside a release directory unless forced.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from itertools import combinations
@@ -33,6 +36,7 @@ from dp_dask.counts import (
 from dp_dask.decode import codes_to_frame
 from dp_dask.encode import encode_partition
 from dp_dask.io import TableSource, read_table, write_json
+from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.schema import Schema
 
 BETAS = (0.95, 0.99, 1.0)
@@ -283,14 +287,62 @@ def wide_table(records: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     return pd.DataFrame(columns).reset_index()
 
 
+class ReleaseDirectoryError(ValueError):
+    """An evaluation output would land inside a release directory."""
+
+
+def release_holding(path: Path) -> Path | None:
+    """The nearest directory at or above ``path`` that holds a release's ``metadata.json``."""
+    for directory in [path, *path.parents]:
+        metadata = directory / "metadata.json"
+        if not metadata.is_file():
+            continue
+        try:
+            document = json.loads(metadata.read_text())
+        except (OSError, ValueError):
+            return directory  # unreadable: assume a release, to be safe
+        if isinstance(document, dict) and "privacy" in document:
+            return directory
+    return None
+
+
+def check_outside_release(out: Path, force: bool = False) -> None:
+    """Refuse to write the data owner's evaluation inside a release directory unless ``force``."""
+    release = release_holding(Path(out).resolve())
+    if release is not None and not force:
+        raise ReleaseDirectoryError(
+            f"{out} is inside the release directory {release} (it holds a release's "
+            "metadata.json); evaluation outputs are exact functions of the raw data, "
+            f"{OWNER_ONLY}: write them elsewhere, or pass --force (force=True)")
+
+
+def owner_only_markdown(text: str) -> str:
+    """Markdown that opens with the not-DP, data-owner-only line."""
+    return f"> **{OWNER_ONLY.capitalize()}**: computed from the raw data.\n\n{text}"
+
+
+def write_owner_csv(frame: pd.DataFrame, path: Path) -> Path:
+    """A CSV whose first line is a ``#`` comment marking it not DP (read with comment="#")."""
+    with path.open("w", newline="") as handle:
+        handle.write(f"# {OWNER_ONLY}: computed from the raw data\n")
+        frame.to_csv(handle, index=False)
+    return path
+
+
 def write_tables(records: pd.DataFrame, out: Path, stem: str, title: str,
-                 notes: str = "") -> dict[str, Path]:
-    """``<stem>.csv`` (long), ``<stem>.json`` (long) and ``<stem>.md`` (wide) under ``out``."""
+                 notes: str = "", *, force: bool = False) -> dict[str, Path]:
+    """``<stem>.csv`` (long), ``<stem>.json`` (long) and ``<stem>.md`` (wide) under ``out``.
+
+    Each is marked not DP; ``out`` must not lie inside a release directory unless ``force``.
+    """
+    check_outside_release(out, force)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / f"{stem}.csv", "json": out / f"{stem}.json", "md": out / f"{stem}.md"}
-    records.to_csv(paths["csv"], index=False)
-    write_json(paths["json"], {"title": title, "notes": notes,
+    write_owner_csv(records, paths["csv"])
+    write_json(paths["json"], {"privacy": OWNER_ONLY, "differentially_private": False,
+                               "title": title, "notes": notes,
                                "records": records.to_dict(orient="records")})
     table = wide_table(records, ["method", "workload", "queries"])
-    paths["md"].write_text(f"# {title}\n\n{notes}\n\n{markdown_table(table)}\n")
+    paths["md"].write_text(owner_only_markdown(f"# {title}\n\n{notes}\n\n"
+                                               f"{markdown_table(table)}\n"))
     return paths

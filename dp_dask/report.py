@@ -3,7 +3,9 @@
 PRIVACY: this is the data owner's evaluation and never part of a release. It reads the raw data,
 draws its noise from the seeded numpy sampler (reproducible, hence not private), fits one
 reference model to the exact counts, and keeps all of it in memory. What it writes are errors,
-accuracies and plots of them, never counts, noisy counts or models.
+accuracies and plots of them, never counts, noisy counts or models; each is marked "not
+differentially private — for the data owner only", and none goes inside a release directory
+unless forced.
 """
 
 from __future__ import annotations
@@ -25,17 +27,21 @@ from dp_dask.evaluate import (
     Answers,
     ThreeWayWorkload,
     answer_graphs,
+    check_outside_release,
     error_records,
     labels_frame,
     markdown_table,
+    owner_only_markdown,
     pair_correlations,
     three_way_workload,
     workload_sizes,
+    write_owner_csv,
     write_tables,
 )
 from dp_dask.io import TableSource
 from dp_dask.model import CopulaModel, fit_model, marginals_from_counts
 from dp_dask.privacy import noisy_count_matrix, plan_noise
+from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.sample import sample_frame
 from dp_dask.schema import Schema
 
@@ -235,7 +241,8 @@ def plot_sweep(summary: pd.DataFrame, out: Path, beta: float = PLOT_BETA) -> lis
             axis.set_title(f"{workload}: {stat} error over the best {beta:.0%}")
         axes[0].set_ylabel("absolute error (counts, n rows)")
         axes[1].legend(fontsize=8)
-        figure.tight_layout()
+        figure.tight_layout(rect=(0, 0.04, 1, 1))
+        figure.text(0.5, 0.01, OWNER_ONLY, ha="center", va="bottom", fontsize=8, color="grey")
         path = out / f"error-vs-epsilon-{workload.lower()}.png"
         figure.savefig(path, dpi=110)
         plt.close(figure)
@@ -258,8 +265,13 @@ def write_report(data: TableSource, schema: Schema, out: Path, *,
                  epsilons: tuple[float, ...] = EPSILONS, seeds: int = 3,
                  delta: float = 2.0**-30, q3_sample: int | None = 100_000,
                  table_epsilon: float = 1.0, calibration_draws: int = 200_000,
-                 test_data: TableSource | None = None, target: str | None = None) -> Path:
-    """Run the sweep and write ``report.md`` with tables (md/csv/json), plots and accuracies."""
+                 test_data: TableSource | None = None, target: str | None = None,
+                 force: bool = False) -> Path:
+    """Run the sweep and write ``report.md`` with tables (md/csv/json), plots and accuracies.
+
+    Every file is marked not DP; ``out`` must not lie inside a release directory unless ``force``.
+    """
+    check_outside_release(out, force)
     if table_epsilon not in epsilons:
         raise ValueError(f"the table ε {table_epsilon} is not among the swept {list(epsilons)}")
     if (test_data is None) != (target is None):
@@ -276,16 +288,16 @@ def write_report(data: TableSource, schema: Schema, out: Path, *,
     result = run_sweep(data, schema, epsilons=tuple(epsilons), seeds=tuple(range(seeds)),
                        delta=delta, q3_sample=q3_sample, table_epsilon=table_epsilon,
                        calibration_draws=calibration_draws)
-    result.records.to_csv(out / "sweep.csv", index=False)
+    write_owner_csv(result.records, out / "sweep.csv")
     summary = summarise(result.records)
-    summary.to_csv(out / "sweep-summary.csv", index=False)
+    write_owner_csv(summary, out / "sweep-summary.csv")
     sizes = workload_sizes(schema)
     title = f"(α, β) errors at ε = {table_epsilon:g}"
     notes = (f"Absolute error per counting query (n = {result.n_rows:,} rows), mean over "
              f"{seeds} seed(s); β keeps the best ceil(β·N) queries. Q3: "
              f"{result.workload.describe()}.")
     tables = write_tables(at_epsilon(result.records, table_epsilon), out, "alpha-beta", title,
-                          notes)
+                          notes, force=force)
     try:
         plots = plot_sweep(summary, out)
     except ImportError:
@@ -301,7 +313,7 @@ def write_report(data: TableSource, schema: Schema, out: Path, *,
         f"- δ = {delta:.3g}; ε ∈ {{{', '.join(f'{e:g}' for e in epsilons)}}}; seeds "
         f"0..{seeds - 1} (noise and sampling); calibration draws {calibration_draws:,}",
         "## Methods\n\n" + "\n".join(f"- **{k}**: {v}" for k, v in METHODS.items()),
-        "## " + title + "\n\n" + notes + "\n\n" + tables["md"].read_text().split("\n\n", 2)[2],
+        "## " + title + "\n\n" + notes + "\n\n" + tables["md"].read_text().split("\n\n", 3)[3],
     ]
     for workload in ("Q1", "Q2", "Q3"):
         table = _sweep_table(summary, workload)
@@ -315,7 +327,7 @@ def write_report(data: TableSource, schema: Schema, out: Path, *,
                         "(`pip install dp-dask[plots]`).")
     if test_data is not None and target is not None:
         accuracies = _classifier_section(data, schema, result, test_data, target)
-        accuracies.to_csv(out / "classifier.csv", index=False)
+        write_owner_csv(accuracies, out / "classifier.csv")
         sections.append(
             f"## Classifier: predict {target!r}, test on held-out real rows\n\n"
             f"Logistic regression on one-hot schema labels; synthetic sets are seed 0 at "
@@ -323,7 +335,7 @@ def write_report(data: TableSource, schema: Schema, out: Path, *,
             + markdown_table(accuracies, "{:.4f}"))
     sections.append(f"Report computed in {time.perf_counter() - started:.0f} s.")
     path = out / "report.md"
-    path.write_text("\n\n".join(sections) + "\n")
+    path.write_text(owner_only_markdown("\n\n".join(sections) + "\n"))
     return path
 
 

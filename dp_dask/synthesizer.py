@@ -24,6 +24,8 @@ from dp_dask.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.methods.marginals import MarginalModel, fit_marginals, measure
 from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
+from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
+from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
 from dp_dask.sample import default_partition_rows, sample_binary, sample_frame
 from dp_dask.schema import Schema, load_schema
 from dp_dask.timing import timed
@@ -63,6 +65,15 @@ class Synthesizer:
     noise_sampler: "opendp" (vetted samplers, OS entropy; use for real releases) or "numpy"
         (seeded by ``noise_seed``, reproducible: for tests and research only).
     show_progress: print progress bars for the Dask steps.
+    ledger: the privacy ledger that ``fit`` checks and records in: a :class:`Ledger`, a path,
+        None (the default ledger: ``$DP_DASK_LEDGER`` or ``~/.config/dp_dask/ledger.sqlite``), or
+        False (not recorded: for public data only).
+    dataset_name: the dataset's name in the ledger (default: the input file's stem; unnamed
+        in-memory frames all count against one dataset, "in-memory").
+    run_id: the id of this fit; a retried job with the same id reuses the model it saved rather
+        than spending again (default: a fresh id per fit).
+    budget_epsilon: refuse to fit past this total ε for the dataset (besides its stored budget).
+    force: fit even past the budget, or when the run id is recorded without a saved model.
     """
 
     name: ClassVar[str]
@@ -74,7 +85,10 @@ class Synthesizer:
 
     def __init__(self, schema: Schema | str | Path, *, epsilon: float = 1.0,
                  delta: float = DEFAULT_DELTA, noise_sampler: str = "opendp",
-                 noise_seed: int | None = None, show_progress: bool = False) -> None:
+                 noise_seed: int | None = None, show_progress: bool = False,
+                 ledger: Ledger | str | Path | bool | None = None,
+                 dataset_name: str | None = None, run_id: str | None = None,
+                 budget_epsilon: float | None = None, force: bool = False) -> None:
         self.schema = load_schema(schema)
         self.epsilon = epsilon
         self.delta = delta
@@ -83,6 +97,15 @@ class Synthesizer:
         self.show_progress = show_progress
         self.model_: Model | None = None
         self.timings_: dict[str, float] = {}
+        self.ledger: Ledger | None = (None if ledger is False else
+                                      ledger if isinstance(ledger, Ledger) else
+                                      Ledger(None if ledger in (None, True) else ledger))
+        self.dataset_name = dataset_name
+        self.run_id = run_id
+        self.budget_epsilon = budget_epsilon
+        self.force = force
+        self.ledger_entry_: Entry | None = None  # this fit's ledger entry
+        self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
 
     @staticmethod
     def create(method: str, schema: Schema | str | Path, **params: Any) -> Synthesizer:
@@ -100,7 +123,8 @@ class Synthesizer:
         cls = MarginalSynthesizer if isinstance(model, MarginalModel) else GaussianCopulaSynthesizer
         privacy = model.metadata.get("privacy", {})
         synthesizer = cls(model.schema, epsilon=privacy.get("epsilon", np.nan),
-                          delta=privacy.get("delta", np.nan), show_progress=show_progress)
+                          delta=privacy.get("delta", np.nan), show_progress=show_progress,
+                          ledger=False)  # sampling spends nothing
         synthesizer.model_ = model
         return synthesizer
 
@@ -111,7 +135,30 @@ class Synthesizer:
         return self.model_
 
     def fit(self, data: TableSource) -> Synthesizer:
-        """Count exactly on Dask, add noise once on the driver, fit the model to noisy counts."""
+        """Count exactly on Dask, add noise once on the driver, fit the model to noisy counts.
+
+        With a ledger, the fit is first checked against the dataset's budget and recorded, before
+        any data is read; a run id already recorded with a saved model reuses that model.
+        """
+        reservation = self._ledger_reserve(data)
+        if reservation is not None and reservation.reused:
+            self.model_ = load_model(reservation.entry.model_path or "")
+            return self
+        try:
+            self._fit(data)
+        except BaseException:
+            if reservation is not None:  # nothing was released
+                self.ledger.cancel(reservation.entry.id)
+            raise
+        privacy = self.model.metadata["privacy"]
+        privacy.update(privacy_claim(self.noise_sampler, privacy))
+        if reservation is not None:
+            self.ledger.mark_spent(reservation.entry.id)
+            self.model.metadata["ledger"] = {"dataset_name": reservation.entry.dataset_name,
+                                             "run_id": reservation.entry.run_id}
+        return self
+
+    def _fit(self, data: TableSource) -> None:
         self._check_budget()
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema)
@@ -127,10 +174,24 @@ class Synthesizer:
             "versions": library_versions(),
         }
         self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
-        return self
 
-    def _check_budget(self) -> None:
-        """Validate the privacy parameters before any data is read."""
+    def _ledger_reserve(self, data: TableSource) -> Reservation | None:
+        """Budget check and record, before any data is read (None without a ledger)."""
+        if self.ledger is None:
+            return None
+        request = Entry.for_plan(self._check_budget(),
+                                 dataset_name=dataset_name_for(data, self.dataset_name),
+                                 schema_sha256=self.schema.sha256(),
+                                 run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
+                                 private=self.noise_sampler in PRIVATE_SAMPLERS)
+        reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
+                                          force=self.force)
+        self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
+        return reservation
+
+    def _check_budget(self) -> dict[str, Any]:
+        """The calibration (epsilon, delta, mechanism, accountant, rho), validated before any
+        data is read: what the ledger records."""
         raise NotImplementedError
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int, metadata: dict[str, Any]) -> Model:
@@ -181,11 +242,16 @@ class Synthesizer:
                                      compute=False),
                     show_progress=self.show_progress)
             write_json(paths["metadata"], metadata)
+        if self.ledger is not None and self.ledger_entry_ is not None:
+            self.ledger.set_paths(self.ledger_entry_.id, release_path=out)
         return paths
 
     def save(self, path: str | Path) -> Path:
         """Save the noisy model (no raw data) for sampling later."""
-        return self.model.save(path)
+        path = self.model.save(path)
+        if self.ledger is not None and self.ledger_entry_ is not None:
+            self.ledger.set_paths(self.ledger_entry_.id, model_path=path)
+        return path
 
 
 class MarginalSynthesizer(Synthesizer):
@@ -202,12 +268,14 @@ class MarginalSynthesizer(Synthesizer):
         super().__init__(schema, **common)
         self.accountant = accountant
 
-    def _check_budget(self) -> None:
-        rho_budget(self.epsilon, self.delta, self.accountant)
+    def _check_budget(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
+                "accountant": self.accountant,
+                "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
-        rho = rho_budget(self.epsilon, self.delta, self.accountant)
+        rho = self._check_budget()["rho"]
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         with timed(self.timings_, "noise"):
             measurements = measure(exact, self.schema, rho, accountant=self.accountant,
@@ -253,8 +321,8 @@ class GaussianCopulaSynthesizer(Synthesizer):
         return plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m,
                           accountant=self.accountant)
 
-    def _check_budget(self) -> None:
-        self._plan()
+    def _check_budget(self) -> dict[str, Any]:
+        return self._plan().to_json()
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> CopulaModel:

@@ -18,11 +18,24 @@ SHARED = Path(os.environ.get("DP_DASK_SHARED", ROOT.parent / "shared"))
 ADULT_CSV = SHARED / "data" / "adult" / "adult.csv"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def suite_ledger(tmp_path_factory):
+    """Fits record in a privacy ledger: the suite's goes to a temporary file, never ~/.config."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    before = os.environ.get("DP_DASK_LEDGER")
+    os.environ["DP_DASK_LEDGER"] = str(path)  # notebook kernels inherit it
+    yield path
+    if before is None:
+        del os.environ["DP_DASK_LEDGER"]
+    else:
+        os.environ["DP_DASK_LEDGER"] = before
+
+
 @pytest.fixture(scope="session")
 def client():
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="3GiB",
-                     dashboard_address=":0") as cluster,
+                     host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as client,
     ):
         yield client

@@ -25,6 +25,7 @@ from dp_dask.evaluate import (
     three_way_workload,
     workload_sizes,
 )
+from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.schema import load_schema
 
 
@@ -184,11 +185,15 @@ def test_evaluate_command_writes_tables(client, tmp_path, capsys):
     assert "uniform sample of 50 of 180 queries (seed 7)" in capsys.readouterr().out
     records = json.loads((tmp_path / "eval" / "alpha-beta.json").read_text())["records"]
     assert {r["workload"] for r in records} >= {"Q1", "Q2", "Q3"}
-    table = pd.read_csv(tmp_path / "eval" / "alpha-beta.csv")
+    table = pd.read_csv(tmp_path / "eval" / "alpha-beta.csv", comment="#")
     assert set(table["beta"]) == {0.95, 0.99, 1.0}
     assert (table["average"] > 0).all()  # different samples: some error everywhere
     assert "| method | workload | queries | avg 95% |" in (tmp_path / "eval"
                                                           / "alpha-beta.md").read_text()
+    for name in ("alpha-beta.md", "alpha-beta.csv"):  # marked on their first line
+        first = (tmp_path / "eval" / name).read_text().splitlines()[0]
+        assert OWNER_ONLY in first.lower()
+    assert json.loads((tmp_path / "eval" / "alpha-beta.json").read_text())["privacy"] == OWNER_ONLY
 
     labelled(correlated_frame(50)).drop(columns=["city"]).to_parquet(tmp_path / "bad.parquet")
     code = main(["evaluate", "--data", str(real), "--synthetic", str(tmp_path / "bad.parquet"),
@@ -211,14 +216,17 @@ def test_report_command_on_a_small_frame(client, tmp_path, capsys):
     assert {"report.md", "alpha-beta.md", "alpha-beta.csv", "alpha-beta.json", "sweep.csv",
             "sweep-summary.csv", "classifier.csv", "error-vs-epsilon-q1.png",
             "error-vs-epsilon-q2.png", "error-vs-epsilon-q3.png"} <= written
-    sweep = pd.read_csv(out / "sweep.csv")
+    sweep = pd.read_csv(out / "sweep.csv", comment="#")
     assert set(sweep["method"]) == {"dpc-gauss", "dpc-laplace", "independent", "copula-exact",
                                     "gauss-histograms", "laplace-histograms"}
     assert set(sweep["seed"]) == {0, 1}
     assert not sweep.loc[sweep["method"].str.endswith("histograms"), "workload"].eq("Q3").any()
     report = (out / "report.md").read_text()
+    for name in ("report.md", "sweep.csv", "sweep-summary.csv", "classifier.csv"):
+        assert OWNER_ONLY in (out / name).read_text().splitlines()[0].lower()
     assert "(α, β) errors at ε = 5" in report and "![error-vs-epsilon-q2]" in report
-    accuracy = pd.read_csv(out / "classifier.csv").set_index("training data")["accuracy"]
+    accuracy = pd.read_csv(out / "classifier.csv", comment="#").set_index(
+        "training data")["accuracy"]
     assert accuracy["real"] > accuracy.filter(like="majority").iloc[0]
 
     code = main(["report", "--data", str(real), "--schema", str(SMALL_SCHEMA_PATH),

@@ -1,0 +1,47 @@
+"""What a model or release may claim about its privacy, in its metadata and in the CLI output.
+
+Only noise from the OpenDP samplers (OS entropy) makes a release differentially private. The
+numpy sampler is seeded, for tests and research: anyone who knows or guesses the seed can subtract
+the noise, so such a release is labelled non-private wherever its ε and δ are shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRIVATE_SAMPLERS = ("opendp",)
+NON_PRIVATE_LABEL = "NON-PRIVATE TEST RELEASE (seeded noise)"
+OWNER_ONLY = "not differentially private — for the data owner only"
+
+
+def privacy_claim(sampler: str, privacy: dict[str, Any]) -> dict[str, Any]:
+    """Fields to merge into a model's ``privacy`` metadata: whether it is DP, and why (not)."""
+    if sampler in PRIVATE_SAMPLERS:
+        return {"differentially_private": True,
+                "label": "differentially private release",
+                "reason": f"noise from OpenDP's samplers with OS entropy; {privacy['accountant']}"}
+    return {"differentially_private": False,
+            "label": NON_PRIVATE_LABEL,
+            "reason": f"noise from the {sampler} sampler (tests and research only): anyone who "
+                      "knows or guesses its seed can remove the noise, and its floating-point "
+                      "samplers are not hardened; epsilon and delta give the noise scale only, "
+                      "not a guarantee",
+            "budget_split": "NOT A GUARANTEE (seeded noise); noise calibrated as follows: "
+                            + privacy.get("budget_split", "")}
+
+
+def is_private(privacy: dict[str, Any]) -> bool:
+    """Whether a model's ``privacy`` metadata claims DP (older models: by their noise sampler)."""
+    if "differentially_private" in privacy:
+        return bool(privacy["differentially_private"])
+    return privacy.get("noise_sampler") in PRIVATE_SAMPLERS
+
+
+def describe(privacy: dict[str, Any]) -> str:
+    """One line for the CLI: the (ε, δ) guarantee of a release, or its non-private label."""
+    if is_private(privacy):
+        return (f"released with ε={privacy['epsilon']}, δ={privacy['delta']:.3g}, "
+                f"{privacy['mechanism']} ({privacy['accountant']})")
+    return (f"{NON_PRIVATE_LABEL}: not differentially private; {privacy['mechanism']} noise "
+            f"from the seeded {privacy.get('noise_sampler', 'numpy')} sampler, scaled for a "
+            f"nominal ε={privacy['epsilon']}, δ={privacy['delta']:.3g} (no guarantee)")

@@ -1,0 +1,331 @@
+"""The privacy ledger: recording, budget refusal before any read, retries, composition, CLI."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import dask.dataframe as dd
+import numpy as np
+import pytest
+from conftest import SMALL_SCHEMA_PATH, correlated_frame
+
+from dp_dask.cli import main
+from dp_dask.model import CopulaModel
+from dp_dask.privacy import zcdp_rho_for
+from dp_dask.privacy.ledger import (
+    APPROX_DP,
+    IN_MEMORY,
+    SPENT,
+    BudgetExceededError,
+    Entry,
+    Ledger,
+    LedgerError,
+    compose,
+    composed,
+    dataset_name_for,
+    default_ledger_path,
+    epsilon_for_rho,
+)
+from dp_dask.schema import load_schema
+from dp_dask.synthesizer import GaussianCopulaSynthesizer
+
+SHA = load_schema(SMALL_SCHEMA_PATH).sha256()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("input") / "people.parquet"
+    dd.from_pandas(correlated_frame(3_000, seed=1), npartitions=2).to_parquet(path)
+    return path
+
+
+def entry(epsilon=1.0, delta=1e-6, rho=None, *, private=True, notion=APPROX_DP, run="r",
+          name="people") -> Entry:
+    mechanism = "gaussian" if rho is not None else "laplace"
+    return Entry(name, SHA, run, epsilon, delta, mechanism, "test", rho, private,
+                 "opendp" if private else "numpy", notion=notion)
+
+
+def cks_delta_on_a_grid(rho: float, epsilon: float) -> float:
+    """CKS 2020 Cor. 13, minimised over a dense grid of α (independent of the library's solver)."""
+    alpha = 1 + np.logspace(-6, 4, 400_001)
+    log_delta = ((alpha - 1) * (alpha * rho - epsilon) - np.log(alpha - 1)
+                 + alpha * np.log1p(-1 / alpha))
+    return float(np.exp(log_delta.min()))
+
+
+def epsilon_by_bisection(rho: float, delta: float) -> float:
+    lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if cks_delta_on_a_grid(rho, mid) <= delta else (mid, hi)
+    return hi
+
+
+# --- composition --------------------------------------------------------------------------
+
+
+def test_gaussian_releases_compose_by_adding_rho():
+    delta = 1e-6
+    rho = zcdp_rho_for(1.0, delta)
+    # One release composes back to its own ε (its ρ is shaved by 1e-9 for safety).
+    assert compose([entry(1.0, delta, rho)], delta) == pytest.approx(1.0, rel=1e-6)
+    two = compose([entry(1.0, delta, rho), entry(1.0, delta, rho)], delta)
+    assert two == pytest.approx(epsilon_by_bisection(2 * rho, delta), rel=1e-4)
+    # zCDP composition beats adding the ε (2) and the Bun-Steinke conversion of 2ρ.
+    assert two < 2 * rho + 2 * math.sqrt(2 * rho * math.log(1 / delta)) and two < 2.0
+    assert 1.4 < two < 1.5  # ≈ sqrt(2) for small ρ
+
+
+def test_laplace_releases_compose_by_basic_composition():
+    assert compose([entry(0.5, 0.0), entry(0.25, 0.0)], 1e-9) == 0.75
+    advanced = [entry(1.0, 1e-7), entry(1.0, 1e-7)]
+    assert compose(advanced, 1e-6) == 2.0
+    assert compose(advanced, 1e-7) == math.inf  # their δ alone is 2e-7
+
+
+def test_mixed_releases_add_the_two_parts():
+    delta = 1e-6
+    total = composed([entry(0.5, 1e-7), entry(1.0, 2e-6, rho=0.1)], delta)
+    assert total.rho == 0.1 and total.pure_epsilon == 0.5 and total.pure_delta == 1e-7
+    assert total.epsilon == pytest.approx(0.5 + epsilon_by_bisection(0.1, delta - 1e-7),
+                                          rel=1e-4)
+    assert total.epsilon == pytest.approx(0.5 + epsilon_for_rho(0.1, 9e-7), rel=1e-12)
+
+
+def test_test_runs_and_other_notions_are_never_summed():
+    entries = [entry(1.0, 0.0), entry(5.0, 0.0, private=False),
+               entry(3.0, 0.0, notion="dependent-DP")]
+    total = composed(entries, 1e-9)
+    assert total.epsilon == 1.0 and total.releases == 1
+    assert total.test_runs == 1 and total.other_notions == 1
+    assert compose([], 1e-9) == 0.0
+
+
+# --- paths and names ----------------------------------------------------------------------
+
+
+def test_default_path_honours_the_env_var_and_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("DP_DASK_LEDGER", str(tmp_path / "mine.sqlite"))
+    assert default_ledger_path() == tmp_path / "mine.sqlite"
+    monkeypatch.delenv("DP_DASK_LEDGER")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    assert default_ledger_path() == tmp_path / "config" / "dp_dask" / "ledger.sqlite"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_ledger_path() == tmp_path / ".config" / "dp_dask" / "ledger.sqlite"
+
+
+def test_dataset_names():
+    assert dataset_name_for("/x/adult.csv") == "adult"
+    assert dataset_name_for("/x/adult.csv.gz") == "adult"
+    assert dataset_name_for(Path("/x/people.parquet")) == "people"
+    assert dataset_name_for("/x/parts/") == "parts"
+    assert dataset_name_for(correlated_frame(3)) == IN_MEMORY
+    assert dataset_name_for(correlated_frame(3), "census-2020") == "census-2020"
+    with pytest.raises(ValueError):
+        dataset_name_for("a.csv", " ")
+
+
+# --- fit and the ledger -------------------------------------------------------------------
+
+
+def test_fit_records_an_entry(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    synthesizer = GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=1.0, delta=1e-6,
+                                            ledger=ledger, calibration_draws=2_000)
+    synthesizer.fit(data)
+    model = synthesizer.save(tmp_path / "model")
+    (recorded,) = ledger.entries()
+    assert recorded.dataset_name == "people" and recorded.schema_sha256 == SHA
+    assert recorded.dataset_id == f"people@sha256:{SHA[:12]}"
+    assert (recorded.epsilon, recorded.delta, recorded.mechanism) == (1.0, 1e-6, "gaussian")
+    assert recorded.rho == pytest.approx(zcdp_rho_for(1.0, 1e-6))
+    assert "zCDP" in recorded.accountant and recorded.notion == APPROX_DP
+    assert recorded.private and recorded.counted and recorded.status == SPENT
+    assert recorded.created.endswith("+00:00")  # UTC
+    assert recorded.model_path == str(model.resolve())
+    assert synthesizer.model.metadata["ledger"] == {"dataset_name": "people",
+                                                    "run_id": recorded.run_id}
+    assert ledger.total("people").epsilon == pytest.approx(1.0, rel=1e-6)
+
+
+def test_budget_refusal_comes_before_reading_the_data(client, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 1.0, 1e-6)
+    missing = tmp_path / "people.parquet"  # does not exist: reading it would fail
+    with pytest.raises(BudgetExceededError, match="budget of ε=1 .*before reading any data"):
+        GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=2.0, delta=1e-6,
+                                  ledger=ledger).fit(missing)
+    assert ledger.entries() == []
+    # Within budget, the fit goes on to the read (and fails there: nothing is recorded).
+    with pytest.raises(FileNotFoundError):
+        GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=0.5, delta=1e-6,
+                                  ledger=ledger).fit(missing)
+    assert ledger.entries() == []
+    # --budget-epsilon alone, without a stored budget.
+    with pytest.raises(BudgetExceededError, match="--budget-epsilon"):
+        GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=0.5, ledger=ledger,
+                                  dataset_name="other", budget_epsilon=0.4).fit(missing)
+
+
+def test_budget_composes_and_force_goes_past_it(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 1.0, 1e-6)
+
+    def fit(**options):
+        return GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, delta=1e-6, ledger=ledger,
+                                         calibration_draws=2_000, **options).fit(data)
+
+    fit(epsilon=0.6)
+    fit(epsilon=0.6)  # zCDP: two ε=0.6 Gaussian releases compose to ≈ 0.86, within 1
+    assert 0.8 < ledger.total("people").epsilon < 1.0
+    with pytest.raises(BudgetExceededError):
+        fit(epsilon=0.6)
+    with pytest.raises(BudgetExceededError):  # Laplace ε adds to the zCDP part
+        fit(epsilon=0.2, mechanism="laplace")
+    forced = fit(epsilon=0.6, force=True)
+    assert forced.ledger_entry_.forced and len(ledger.entries()) == 3
+    assert ledger.total("people").epsilon > 1.0
+
+
+def test_test_runs_are_recorded_but_not_counted(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 0.1, 1e-6)
+    synthesizer = GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=5.0, ledger=ledger,
+                                            noise_sampler="numpy", noise_seed=1,
+                                            calibration_draws=2_000).fit(data)
+    (recorded,) = ledger.entries()
+    assert not recorded.private and not recorded.counted and recorded.kind == "TEST (not DP)"
+    assert recorded.sampler == "numpy"
+    total = ledger.total("people")
+    assert total.epsilon == 0.0 and total.releases == 0 and total.test_runs == 1
+    assert synthesizer.model.metadata["privacy"]["differentially_private"] is False
+
+
+def test_retry_with_the_same_run_id_reuses_the_saved_model(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+
+    def fit(**options):
+        return GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=1.0, ledger=ledger,
+                                         run_id="nightly-1", calibration_draws=2_000,
+                                         **options)
+
+    first = fit().fit(data)
+    first.save(tmp_path / "model")
+    again = fit().fit(tmp_path / "people.parquet")  # not read: the saved model is reused
+    assert again.reused_ and len(ledger.entries()) == 1
+    np.testing.assert_array_equal(again.model.noisy_counts, first.model.noisy_counts)
+    with pytest.raises(LedgerError, match="use a new run id"):
+        fit(mechanism="laplace").fit(data)
+    # The model is gone: refuse, unless forced (which records and spends again).
+    (tmp_path / "model" / "model.json").unlink()
+    with pytest.raises(LedgerError, match="its model is not at"):
+        fit().fit(data)
+    assert not fit(force=True).fit(data).reused_
+    assert len(ledger.entries()) == 2
+
+
+def test_a_failed_fit_releases_its_reservation(client, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    frame = correlated_frame(100).drop(columns=["flag"])
+    with pytest.raises(ValueError, match="missing column"):
+        GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, ledger=ledger,
+                                  dataset_name="people").fit(frame)
+    assert ledger.entries() == []
+
+
+def test_ledger_false_records_nothing(client, data, tmp_path, suite_ledger):
+    before = Ledger(suite_ledger).entries()
+    GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, ledger=False, noise_sampler="numpy",
+                              calibration_draws=2_000).fit(data)
+    assert Ledger(suite_ledger).entries() == before
+
+
+def test_concurrent_fits_cannot_both_pass_the_budget(tmp_path):
+    ledger_path = tmp_path / "ledger.sqlite"
+    Ledger(ledger_path).set_budget("people", 1.0, 1e-6)
+    start = threading.Barrier(8)
+    outcomes = []
+
+    def attempt(index: int) -> None:
+        ledger = Ledger(ledger_path)  # its own connections, as another process would have
+        start.wait()
+        try:
+            ledger.reserve(entry(0.8, 0.0, run=f"run-{index}"))
+            outcomes.append("recorded")
+        except BudgetExceededError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["recorded"] + ["refused"] * 7
+    assert len(Ledger(ledger_path).entries()) == 1
+
+
+def test_reserved_entries_count_until_cancelled(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 1.0, 1e-6)
+    held = ledger.reserve(entry(0.8, 0.0, run="a"))
+    with pytest.raises(BudgetExceededError):
+        ledger.reserve(entry(0.8, 0.0, run="b"))
+    ledger.cancel(held.entry.id)
+    assert not ledger.reserve(entry(0.8, 0.0, run="b")).reused
+    other = ledger.record(replace(entry(9.0, 0.0, run="c"), notion="dependent-DP"))
+    assert other.status == SPENT and ledger.total("people").epsilon == 0.8
+
+
+# --- CLI ----------------------------------------------------------------------------------
+
+
+def scheduler(client) -> list[str]:
+    return ["--scheduler", client.scheduler.address, "--quiet"]
+
+
+def test_cli_budget_refusal_exits_2_before_reading(client, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger.sqlite")
+    assert main(["ledger", "set-budget", "adult", "--epsilon", "0.5", "--delta", "1e-6",
+                 "--ledger", ledger]) == 0
+    assert "budget of 'adult': ε=0.5 at δ=1e-06" in capsys.readouterr().out
+    code = main(["fit", "--data", str(tmp_path / "adult.csv"), "--schema", "adult",
+                 "--model", str(tmp_path / "model"), "--ledger", ledger, *scheduler(client)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "dataset 'adult' has a budget of ε=0.5" in err and "does not exist" not in err
+
+
+def test_cli_synth_retry_and_ledger_list(client, data, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger.sqlite")
+    base = ["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+            str(tmp_path / "release"), "--rows", "500", "--ledger", ledger,
+            "--dataset-name", "people-2024", *scheduler(client)]
+    synth = [*base, "--run-id", "job-7"]
+    assert main(synth) == 0
+    first = capsys.readouterr().out
+    assert "released with ε=1.0" in first and "run 'job-7' of people-2024@sha256:" in first
+    model = CopulaModel.load(tmp_path / "release" / "model")
+    assert main(synth) == 0  # the retried task: same run id
+    assert "reused its model" in capsys.readouterr().out
+    np.testing.assert_array_equal(CopulaModel.load(tmp_path / "release" / "model").noisy_counts,
+                                  model.noisy_counts)
+    assert main([*base, "--run-id", "test-1", "--noise-sampler", "numpy", "--noise-seed",
+                 "3", "--out", str(tmp_path / "test-release")]) == 0
+    capsys.readouterr()
+
+    assert main(["ledger", "list", "--ledger", ledger]) == 0
+    listing = capsys.readouterr().out
+    lines = listing.splitlines()
+    assert lines[0] == f"ledger: {ledger}"
+    assert lines[1].split()[:4] == ["id", "created", "(UTC)", "dataset"]
+    assert sum("job-7" in line for line in lines) == 1  # recorded once
+    assert "TEST (not DP)" in listing and str(tmp_path / "release" / "model") in listing
+    assert ("total 'people-2024': ε=1 at δ=9.31e-10 over 1 DP release(s)" in listing
+            and "1 non-private test run(s) not counted" in listing)
+    assert main(["ledger", "list", "--ledger", ledger, "--dataset", "nobody"]) == 0
+    assert "no entries for dataset 'nobody'" in capsys.readouterr().out
