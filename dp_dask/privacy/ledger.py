@@ -32,10 +32,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from scipy.optimize import brentq
-
-from dp_dask.privacy import BASIC_COMPOSITION, zcdp_delta
+from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
@@ -188,40 +185,13 @@ class Total:
     other_notions: int  # entries under notions that are never summed (e.g. dependent-DP)
 
 
-def epsilon_for_rho(rho: float, delta: float) -> float:
-    """Smallest ε (rounded up) such that ρ-zCDP implies (ε, δ)-DP, by the CKS 2020 conversion.
-
-    The one place the zCDP-to-(ε, δ) accountant enters the composition; it can be swapped for
-    ``dp_dask.privacy.accounting.epsilon_spent(rho, delta, accountant)``.
-    """
-    if not (math.isfinite(rho) and rho >= 0):
-        raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    if rho == 0 or zcdp_delta(rho, 0.0) <= delta:
-        return 0.0
-    log_target = math.log(delta)
-
-    def excess(epsilon: float) -> float:  # decreasing in ε
-        return math.log(max(zcdp_delta(rho, epsilon), 1e-320)) - log_target
-
-    # Bun-Steinke 2016 (ε = ρ + 2 sqrt(ρ ln(1/δ))) is looser than CKS: an upper bracket.
-    hi = rho + 2 * math.sqrt(rho * math.log(1 / delta))
-    while excess(hi) > 0:  # only float rounding could get here
-        hi *= 2
-    epsilon = brentq(excess, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
-    step = 4 * np.finfo(float).eps
-    while zcdp_delta(rho, epsilon) > delta:  # round outward: the bound must hold at ε
-        epsilon *= 1 + step
-        step *= 2
-    return epsilon
-
-
 def composed(entries: Iterable[Entry], delta: float) -> Total:
     """The total spending of ``entries`` at total ``delta``, with its parts.
 
-    Gaussian releases add exactly in zCDP: ρ = Σρ_i. Other releases add by basic composition:
-    ε = Σε_i, δ = Σδ_i. A mix spends ``delta - Σδ_i`` on converting Σρ, and the two ε add.
+    Gaussian releases add exactly: ρ = Σρ_i, converted by the exact Gaussian curve when every
+    one was charged by it, else by the zCDP conversion (an exact charge is a valid zCDP ρ too).
+    Other releases add by basic composition: ε = Σε_i, δ = Σδ_i. A mix spends
+    ``delta - Σδ_i`` on converting Σρ, and the two ε add.
     """
     entries = list(entries)
     counted = [e for e in entries if e.counted]
@@ -232,7 +202,8 @@ def composed(entries: Iterable[Entry], delta: float) -> Total:
     pure_delta = math.fsum(e.delta for e in pure)
     if gaussian:
         remaining = delta - pure_delta
-        epsilon = (epsilon_for_rho(rho, remaining) + pure_epsilon if remaining > 0
+        accountant = "exact" if all(e.accountant == "exact" for e in gaussian) else "zcdp"
+        epsilon = (epsilon_spent(rho, remaining, accountant) + pure_epsilon if remaining > 0
                    else math.inf)
     else:
         epsilon = pure_epsilon if pure_delta <= delta * (1 + _RELATIVE_SLACK) else math.inf
