@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.dataframe as dd
 import pandas as pd
 import zarr
@@ -22,11 +23,17 @@ def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250
 
     CSV cells are read as text and parsed by the encoder, so a stray non-number in a numeric
     column is reported by the schema's rules rather than by the CSV parser.
+
+    A pandas DataFrame keeps its dtypes: Dask's default would turn its object columns to text
+    with ``str`` (3.0 → "3.0") but leave float columns as numbers (3.0 → "3" by the encoder), so
+    one string in a float column would change every row's text. A Dask DataFrame is used as
+    given; build it with ``dataframe.convert-string`` off for the same reason.
     """
     if isinstance(source, dd.DataFrame):
         ddf = source
     elif isinstance(source, pd.DataFrame):
-        ddf = dd.from_pandas(source, chunksize=partition_rows)
+        with dask.config.set({"dataframe.convert-string": False}):
+            ddf = dd.from_pandas(source, chunksize=partition_rows)
     else:
         path = Path(source)
         if not path.exists():

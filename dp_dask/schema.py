@@ -14,6 +14,9 @@ JSON format (``schema_version`` 1)::
         {"name": "sex", "type": "categorical", "categories": ["Female", "Male"]}]}
 
 Numeric bins are half-open ``[edges[i], edges[i+1])``; ``"inf"``/``"-inf"`` are allowed as edges.
+Categories are text, and each value is compared with them on its own: a string as it is, an
+integer or an integral float as its digits (3 and 3.0 are "3"), any other float as its repr
+("2.5", "inf"), a bool as "True"/"False"; never depending on the other rows or the column's dtype.
 ``on_missing`` (NaN/None) and ``on_unknown`` (a value outside the domain) are either ``"error"``
 (the default: encoding stops with a message naming the column and an offending value) or the
 label of a bin of the attribute's domain that such values are counted in.
