@@ -21,7 +21,7 @@ import dp_dask
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
-from dp_dask.methods.marginals import MarginalModel, fit_marginals, measure
+from dp_dask.methods.marginals import ONE_WAY_SHARE, MarginalModel, fit_marginals, measure
 from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
@@ -286,8 +286,9 @@ class MarginalSynthesizer(Synthesizer):
             "privacy": self._privacy_record(
                 mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
                 budget_split=f"{k} Gaussian measurements (every 1-way histogram and 2-way "
-                f"table, L2 sensitivity sqrt(2) each) sharing rho = {rho:.6g} in proportion "
-                f"to cells^(1/3); the {self.accountant} accountant gives "
+                f"table, L2 sensitivity sqrt(2) each) sharing rho = {rho:.6g}: "
+                f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
+                f"proportion to cells^(1/3); the {self.accountant} accountant gives "
                 f"({self.epsilon:g}, {self.delta:g})-DP",
                 post_processing="consistent marginals (inverse-variance 1-way estimates, "
                 "tables shrunk towards independence and fitted to them); rows sampled from a "
