@@ -49,6 +49,7 @@ CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relati
                "race", "sex", "native-country", "income")
 COLUMN_SETS = ("categorical", "all")
 WORKLOADS = ("Q1", "Q2", "Q3")
+LOAD_POLL_S = 5.0
 
 # The peers: the authors' scripts, run as they are (their argparse defaults) on our code table.
 PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
@@ -164,7 +165,8 @@ def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
                  log: Path, timeout: float | None = None) -> dict[str, Any]:
     """Run ``argv``; its wall and CPU seconds and peak RSS (from wait4), and the load around it."""
     load_before = os.getloadavg()
-    start = time.perf_counter()
+    loads = [load_before[0]]  # 1-minute load average, sampled every LOAD_POLL_S during the run
+    start = polled = time.perf_counter()
     with log.open("wb") as out:
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         timed_out = False
@@ -172,6 +174,9 @@ def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
+            if time.perf_counter() - polled >= LOAD_POLL_S:
+                loads.append(os.getloadavg()[0])
+                polled = time.perf_counter()
             if timeout and time.perf_counter() - start > timeout:
                 process.kill()
                 _, status, usage = os.wait4(process.pid, 0)
@@ -184,7 +189,9 @@ def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
             "load_before": [round(x, 2) for x in load_before],
-            "load_after": [round(x, 2) for x in os.getloadavg()]}
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+            "load_mean": round(float(np.mean(loads + [os.getloadavg()[0]])), 2),
+            "load_max": round(max(loads + [os.getloadavg()[0]]), 2)}
 
 
 # --- the cache of peer results ------------------------------------------------------------------
@@ -305,7 +312,7 @@ def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any]
         row["rows_released"] = len(synthetic)
         row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
     print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
-          f"{row['peak_rss_mib']} MiB, load {row['load_before'][0]}", flush=True)
+          f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
     return row
 
 
@@ -333,7 +340,7 @@ def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float
 
         row["versions"] = library_versions()
     print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
-          f"{row['peak_rss_mib']} MiB, load {row['load_before'][0]}", flush=True)
+          f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
     return row
 
 
@@ -347,7 +354,8 @@ def machine() -> dict[str, Any]:
 # --- the table and the plot ---------------------------------------------------------------------
 
 def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One line per release and ε, averaged over seeds (errors, wall, CPU, RSS, load)."""
+    """One line per release and ε, averaged over seeds (errors, wall, CPU, RSS, load). ``load``
+    is the machine's 1-minute load average during the run (2 cores: above 2, runs queued)."""
     lines = []
     order = {}
     for row in rows:
@@ -367,13 +375,20 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             line["wall s"] = float(np.mean([r["wall_s"] for r in ok]))
             line["CPU s"] = float(np.mean([r["cpu_s"] for r in ok]))
             line["peak RSS GiB"] = f"{np.mean([r['peak_rss_mib'] for r in ok]) / 1024:.2f}"
-            line["load"] = f"{np.mean([r['load_before'][0] for r in ok]):.1f}"
+            line["load"] = f"{np.mean([run_load(r) for r in ok]):.1f}"
         else:
             line["wall s"] = f"{group[0]['status']}"
             line["CPU s"] = line["peak RSS GiB"] = "—"
-            line["load"] = f"{group[0]['load_before'][0]:.1f}"
+            line["load"] = f"{run_load(group[0]):.1f}"
         lines.append(line)
     return pd.DataFrame(lines)
+
+
+def run_load(row: dict[str, Any]) -> float:
+    """The 1-minute load average during a run (its mean; before/after for rows that lack it)."""
+    if "load_mean" in row:
+        return row["load_mean"]
+    return (row["load_before"][0] + row["load_after"][0]) / 2
 
 
 def plot(rows: list[dict[str, Any]], out: Path, title: str) -> Path:

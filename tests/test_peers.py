@@ -81,7 +81,8 @@ def peer_row(peer, epsilon, seed=0, wall=10.0, columns="categorical"):
     errors = {w: {"avg95": 1.0, "max": 2.0, "queries": 10} for w in ("Q1", "Q2", "Q3")}
     return {"kind": "peer", "release": peer.upper(), "peer": peer, "columns": columns,
             "epsilon": epsilon, "delta": 1e-9, "seed": seed, "status": "ok", "errors": errors,
-            "wall_s": wall, "cpu_s": wall, "peak_rss_mib": 1024.0, "load_before": [1, 1, 1]}
+            "wall_s": wall, "cpu_s": wall, "peak_rss_mib": 1024.0, "load_before": [1, 1, 1],
+            "load_after": [3, 1, 1]}
 
 
 def test_cache_reuses_rows_by_key_unless_rerun(tmp_path):
@@ -121,6 +122,7 @@ def test_results_table_averages_seeds_and_shows_timeouts():
     assert {"Q1 95 %", "Q3 max", "wall s", "CPU s", "peak RSS GiB", "load"} <= set(table.columns)
     mst = table[table["release"] == "MST"].iloc[0]
     assert mst["seeds"] == 2 and mst["wall s"] == 20.0 and mst["peak RSS GiB"] == "1.00"
+    assert mst["load"] == "2.0"  # no load_mean: between before and after
     aim = table[table["release"] == "AIM"].iloc[0]
     assert aim["wall s"] == "timeout after 2400 s" and aim["Q1 95 %"] == "—"
 
