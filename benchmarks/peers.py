@@ -56,14 +56,23 @@ PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
          "aim": ("AIM (private-pgm)", "mechanisms/aim.py")}  # run in this order (MST is fast)
 
 # Runs a peer script in the peers' env. It seeds numpy's global generator (the scripts and mbi's
-# sampler draw all their noise and choices from it) and restores ``Domain.attrs``, an alias of
-# ``Domain.attributes`` that the scripts still use and mbi 2.0 removed. Nothing else is changed.
+# sampler draw all their noise and choices from it) and maps two names the scripts still use and
+# mbi 2.0 removed (both deprecated aliases in mbi 1.3) onto their mbi 2.0 replacements:
+# ``Domain.attrs`` -> ``Domain.attributes``, ``Estimator.estimate(potentials=...)`` ->
+# ``estimate(warm_start=...)`` (a CliqueVector, expanded to the new cliques). Nothing else changes.
 PEER_RUNNER = """\
-import os, runpy, sys
+import functools, os, runpy, sys
 import numpy as np
 import mbi
 if not hasattr(mbi.Domain, "attrs"):
     mbi.Domain.attrs = property(lambda self: self.attributes)
+_estimate = mbi.estimation.Estimator.estimate
+@functools.wraps(_estimate)
+def estimate(self, *args, potentials=None, **kwargs):
+    if potentials is not None:
+        kwargs.setdefault("warm_start", potentials)
+    return _estimate(self, *args, **kwargs)
+mbi.estimation.Estimator.estimate = estimate
 np.random.seed(int(sys.argv[1]))
 script = os.path.abspath(sys.argv[2])
 sys.argv = sys.argv[2:]
@@ -227,16 +236,22 @@ def append_cache(path: Path, row: dict[str, Any]) -> None:
         out.write(json.dumps(row, sort_keys=True) + "\n")
 
 
+def reusable(row: dict[str, Any]) -> bool:
+    """A finished run (or one stopped at its time limit) is kept; a crashed one is run again."""
+    return row["status"] == "ok" or row["status"].startswith("timeout")
+
+
 def plan_peers(peers: Iterable[str], columns: str, epsilons: Iterable[float], delta: float,
                seeds: Iterable[int], cache: dict, rerun: bool = False
                ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float, float, int]]]:
-    """(cached rows to reuse, keys to run) for every peer × ε × seed, in run order."""
+    """(cached rows to reuse, keys to run) for every peer × ε × seed, in run order. Failed rows
+    are run again; timeouts are kept (``--rerun-peers`` runs everything again)."""
     reused, todo = [], []
     for epsilon in epsilons:
         for peer in peers:
             for seed in seeds:
                 key = cache_key(peer, columns, epsilon, delta, seed)
-                if key in cache and not rerun:
+                if key in cache and reusable(cache[key]) and not rerun:
                     reused.append(cache[key])
                 else:
                     todo.append(key)

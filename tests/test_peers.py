@@ -108,6 +108,16 @@ def test_cache_reuses_rows_by_key_unless_rerun(tmp_path):
     assert reused == [] and len(todo) == 2
 
 
+def test_cache_runs_failed_peers_again_but_keeps_timeouts(tmp_path):
+    cache_path = tmp_path / "peers.jsonl"
+    append_cache(cache_path, {**peer_row("mst", 1), "status": "failed (exit 1)"})
+    append_cache(cache_path, {**peer_row("aim", 1), "status": "timeout after 2400 s"})
+    reused, todo = plan_peers(["mst", "aim"], "categorical", [1], 1e-9, [0],
+                              load_cache(cache_path))
+    assert [r["peer"] for r in reused] == ["aim"]
+    assert todo == [("mst", "categorical", 1.0, 1e-9, 0)]
+
+
 def test_peer_name_marks_non_default_options():
     assert peer_name("aim") == "aim" and peer_name("aim", {}) == "aim"
     assert peer_name("aim", {"max_model_size": 10.0}) == "aim[max_model_size=10]"
