@@ -502,6 +502,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             data_csv, domain_json = export_codes(frame, schema, work / f"table-{args.columns}")
             versions = peer_versions(args.peer_python)
             for key in todo:
+                cached = load_cache(args.cache).get(key)  # another run may have done it since
+                if cached and reusable(cached) and not args.rerun_peers:
+                    rows.append(cached)
+                    continue
                 row = run_peer(key, checkout=args.private_pgm.resolve(),
                                python=args.peer_python,
                                options=options if key[0].startswith("aim") else {},
