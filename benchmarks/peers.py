@@ -307,7 +307,8 @@ def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any]
             "--delta", repr(delta), "--save", str(save)]
     for name, value in sorted(options.items()):
         argv += [f"--{name}", str(value)]
-    env = {**os.environ, "PYTHONPATH": ""}  # mbi from the peers' env, never a checkout's src/
+    # mbi from the peers' env, never a checkout's src/; the log written as it goes
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"}
     print(f"running {label} ({peer}) on {columns}, ε = {epsilon:g}, seed {seed} ...", flush=True)
     measured = measured_run(argv, cwd=checkout / "mechanisms", env=env,
                             log=save.with_suffix(".log"), timeout=timeout)
