@@ -1,0 +1,543 @@
+"""dp_dask beside the real peers: private-pgm's MST and AIM (mbi 2.0) on binned Adult.
+
+    python -m benchmarks.peers --private-pgm DIR --peer-python PY --columns categorical \\
+        --epsilons 0.5 1 2 5 --seeds 1 --ours copula --out docs/results-adult/peers --plot
+
+Every release gets the same binned table (Adult through the built-in ``adult`` schema, all 15
+attributes or its 9 categorical ones), the same ε and δ, and the same evaluation
+(``dp_dask.evaluate.evaluate_release``: Q1, Q2, a seeded sample of Q3). Each release runs in a
+child process of its own and is measured the same way: wall time, CPU time (user + system) and
+peak RSS from ``wait4``, the load average next to it.
+
+The peers are the authors' own scripts ``mechanisms/mst.py`` and ``mechanisms/aim.py`` from a
+checkout (``--private-pgm``), with their default parameters, run by the Python of a separate
+virtual env that holds ``mbi==2.0.0`` (``--peer-python``). Nothing of private-pgm is part of this
+repository. Their results are slow to get, so each one is cached as one JSON line in ``--cache``
+keyed by (peer, attribute set, ε, δ, seed), and reused unless ``--rerun-peers``. dp_dask rows are
+recomputed on every run; a new method is one more entry in ``OURS``.
+
+See benchmarks/PEERS.md for how to get the peers and for the measured table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_dask.decode import codes_to_frame
+from dp_dask.encode import encode_partition
+from dp_dask.evaluate import DEFAULT_Q3_SAMPLE, evaluate_release, markdown_table
+from dp_dask.schema import Schema, load_schema
+
+DELTA = 1e-9
+DEFAULT_DATA = "/work/shared/data/adult/adult.csv"
+DEFAULT_CACHE = Path("docs/results-adult/peers.jsonl")
+CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship",
+               "race", "sex", "native-country", "income")
+COLUMN_SETS = ("categorical", "all")
+WORKLOADS = ("Q1", "Q2", "Q3")
+LOAD_POLL_S = 5.0
+
+# The peers: the authors' scripts, run as they are (their argparse defaults) on our code table.
+PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
+         "aim": ("AIM (private-pgm)", "mechanisms/aim.py")}  # run in this order (MST is fast)
+
+# Runs a peer script in the peers' env. It seeds numpy's global generator (the scripts and mbi's
+# sampler draw all their noise and choices from it) and maps two names the scripts still use and
+# mbi 2.0 removed (both deprecated aliases in mbi 1.3) onto their mbi 2.0 replacements:
+# ``Domain.attrs`` -> ``Domain.attributes``, ``Estimator.estimate(potentials=...)`` ->
+# ``estimate(warm_start=...)`` (a CliqueVector, expanded to the new cliques). Nothing else changes.
+PEER_RUNNER = """\
+import functools, os, runpy, sys
+import numpy as np
+import mbi
+if not hasattr(mbi.Domain, "attrs"):
+    mbi.Domain.attrs = property(lambda self: self.attributes)
+_estimate = mbi.estimation.Estimator.estimate
+@functools.wraps(_estimate)
+def estimate(self, *args, potentials=None, **kwargs):
+    if potentials is not None:
+        kwargs.setdefault("warm_start", potentials)
+    return _estimate(self, *args, **kwargs)
+mbi.estimation.Estimator.estimate = estimate
+np.random.seed(int(sys.argv[1]))
+script = os.path.abspath(sys.argv[2])
+sys.argv = sys.argv[2:]
+sys.path.insert(0, os.path.dirname(script))
+runpy.run_path(script, run_name="__main__")
+"""
+PEER_VERSIONS = """\
+import importlib.metadata as m, json, platform
+names = ["mbi", "jax", "jaxlib", "numpy", "scipy", "pandas", "networkx"]
+print(json.dumps({"python": platform.python_version(), **{n: m.version(n) for n in names}}))
+"""
+
+
+# --- the table every release sees ---------------------------------------------------------------
+
+def table_schema(columns: str) -> Schema:
+    """The built-in adult schema, whole ("all") or restricted to its 9 categorical attributes."""
+    adult = load_schema("adult")
+    if columns == "all":
+        return adult
+    if columns != "categorical":
+        raise ValueError(f"columns must be one of {COLUMN_SETS}, got {columns!r}")
+    attributes = tuple(adult[name] for name in CATEGORICAL)
+    assert all(a.kind == "categorical" for a in attributes)
+    return Schema(attributes, name="adult-categorical")
+
+
+def read_data(path: str | Path) -> pd.DataFrame:
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def export_codes(frame: pd.DataFrame, schema: Schema, out: Path) -> tuple[Path, Path]:
+    """private-pgm's data format: a CSV of integer codes (one column per attribute, header = the
+    attribute names) and a domain JSON ``{"attr": size, ...}``. Returns (csv, domain) paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    codes = encode_partition(frame, schema)  # (m, rows)
+    csv, domain = out / "data.csv", out / "domain.json"
+    pd.DataFrame(codes.T, columns=schema.names).to_csv(csv, index=False)
+    domain.write_text(json.dumps(dict(zip(schema.names, schema.sizes.tolist()))))
+    return csv, domain
+
+
+def read_codes(csv: Path, schema: Schema) -> np.ndarray:
+    """Codes (rows, m) of a code CSV (a peer's output), checked against the schema's domain."""
+    frame = pd.read_csv(csv)
+    missing = [name for name in schema.names if name not in frame.columns]
+    if missing:
+        raise ValueError(f"{csv}: no column(s) {missing}")
+    codes = frame[schema.names].to_numpy(dtype=np.int64)
+    bad = (codes < 0) | (codes >= schema.sizes[None, :])
+    if bad.any():
+        column = schema.names[int(np.nonzero(bad.any(axis=0))[0][0])]
+        raise ValueError(f"{csv}: column {column!r} has codes outside its domain")
+    return codes
+
+
+def codes_release(csv: Path, schema: Schema) -> pd.DataFrame:
+    """A code CSV decoded to schema labels, the form ``evaluate_release`` reads."""
+    return codes_to_frame(read_codes(csv, schema), schema)
+
+
+# --- dp_dask's side: pluggable ------------------------------------------------------------------
+
+Release = Callable[[Schema, pd.DataFrame, float, float, int], pd.DataFrame]
+
+
+def copula_release(schema: Schema, frame: pd.DataFrame, epsilon: float, delta: float,
+                   seed: int) -> pd.DataFrame:
+    """dp_dask's Gaussian copula: fit, then n synthetic rows (schema labels). Seeded numpy noise,
+    as in the data owner's evaluation (a real release uses OpenDP's samplers, same scale)."""
+    from dp_dask.synthesizer import GaussianCopulaSynthesizer
+
+    synthesizer = GaussianCopulaSynthesizer(schema, epsilon=epsilon, delta=delta,
+                                            noise_sampler="numpy", noise_seed=seed)
+    return synthesizer.fit(frame).sample(len(frame), seed=seed).compute()
+
+
+# name -> (label in the table, function (schema, raw frame, ε, δ, seed) -> labels frame)
+OURS: dict[str, tuple[str, Release]] = {
+    "copula": ("dp_dask copula", copula_release),
+}
+
+
+def run_ours_child(name: str, columns: str, data: str, epsilon: float, delta: float, seed: int,
+                   save: Path) -> None:
+    """In the child process: one dp_dask release, written as Parquet (labels) to ``save``."""
+    schema = table_schema(columns)
+    frame = read_data(data)
+    start = time.perf_counter()
+    synthetic = OURS[name][1](schema, frame, epsilon, delta, seed)
+    seconds = time.perf_counter() - start
+    synthetic[schema.names].astype(str).to_parquet(save, index=False)
+    save.with_suffix(".json").write_text(json.dumps({"release_s": round(seconds, 2)}))
+
+
+# --- measuring a child process ------------------------------------------------------------------
+
+def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+                 log: Path, timeout: float | None = None) -> dict[str, Any]:
+    """Run ``argv``; its wall and CPU seconds and peak RSS (from wait4), and the load around it."""
+    load_before = os.getloadavg()
+    loads = [load_before[0]]  # 1-minute load average, sampled every LOAD_POLL_S during the run
+    start = polled = time.perf_counter()
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        timed_out = False
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - polled >= LOAD_POLL_S:
+                loads.append(os.getloadavg()[0])
+                polled = time.perf_counter()
+            if timeout and time.perf_counter() - start > timeout:
+                process.kill()
+                _, status, usage = os.wait4(process.pid, 0)
+                timed_out = True
+                break
+            time.sleep(0.2)
+        process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    return {"returncode": process.returncode, "timed_out": timed_out,
+            "wall_s": round(time.perf_counter() - start, 2),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+            "load_before": [round(x, 2) for x in load_before],
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+            "load_mean": round(float(np.mean(loads + [os.getloadavg()[0]])), 2),
+            "load_max": round(max(loads + [os.getloadavg()[0]]), 2)}
+
+
+# --- the cache of peer results ------------------------------------------------------------------
+
+def peer_name(peer: str, options: dict[str, Any] | None = None) -> str:
+    """Cache name of a peer run: ``aim``, or ``aim[max_model_size=10]`` off the authors'
+    defaults."""
+    if not options:
+        return peer
+    return peer + "[" + ",".join(f"{k}={v:g}" for k, v in sorted(options.items())) + "]"
+
+
+def cache_key(peer: str, columns: str, epsilon: float, delta: float,
+              seed: int) -> tuple[str, str, float, float, int]:
+    return (str(peer), str(columns), float(epsilon), float(delta), int(seed))
+
+
+def row_key(row: dict[str, Any]) -> tuple[str, str, float, float, int]:
+    return cache_key(row["peer"], row["columns"], row["epsilon"], row["delta"], row["seed"])
+
+
+def load_cache(path: Path) -> dict[tuple[str, str, float, float, int], dict[str, Any]]:
+    """Cached peer rows by key; a later line for the same key replaces an earlier one."""
+    if not path.exists():
+        return {}
+    rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return {row_key(row): row for row in rows}
+
+
+def append_cache(path: Path, row: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        out.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def reusable(row: dict[str, Any]) -> bool:
+    """A finished run (or one stopped at its time limit) is kept; a crashed one is run again."""
+    return row["status"] == "ok" or row["status"].startswith("timeout")
+
+
+def plan_peers(peers: Iterable[str], columns: str, epsilons: Iterable[float], delta: float,
+               seeds: Iterable[int], cache: dict, rerun: bool = False
+               ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float, float, int]]]:
+    """(cached rows to reuse, keys to run) for every peer × ε × seed, in run order. Failed rows
+    are run again; timeouts are kept (``--rerun-peers`` runs everything again)."""
+    reused, todo = [], []
+    for epsilon in epsilons:
+        for peer in peers:
+            for seed in seeds:
+                key = cache_key(peer, columns, epsilon, delta, seed)
+                if key in cache and reusable(cache[key]) and not rerun:
+                    reused.append(cache[key])
+                else:
+                    todo.append(key)
+    return reused, todo
+
+
+# --- running and evaluating releases ------------------------------------------------------------
+
+def error_summary(records: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Q1/Q2/Q3: mean error over the best 95 % of queries, and the largest error of all."""
+    summary = {}
+    for workload in WORKLOADS:
+        rows = records[records["workload"] == workload]
+        if rows.empty:
+            continue
+        best = rows[np.isclose(rows["beta"], 0.95)]["average"].iloc[0]
+        worst = rows[np.isclose(rows["beta"], 1.0)]["maximum"].iloc[0]
+        summary[workload] = {"avg95": round(float(best), 2), "max": round(float(worst), 2),
+                             "queries": int(rows["queries"].iloc[0])}
+    return summary
+
+
+def evaluate(frame: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, method: str,
+             q3_sample: int) -> tuple[dict[str, Any], str]:
+    records, workload = evaluate_release(frame, synthetic, schema, q3_sample=q3_sample, seed=0,
+                                         method=method)
+    return error_summary(records), workload.describe()
+
+
+def git_commit(checkout: Path) -> str | None:
+    try:
+        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def peer_versions(python: str) -> dict[str, str]:
+    result = subprocess.run([python, "-c", PEER_VERSIONS], check=True, capture_output=True,
+                            text=True)
+    return json.loads(result.stdout)
+
+
+def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any],
+             data_csv: Path, domain_json: Path, work: Path, frame: pd.DataFrame, schema: Schema,
+             q3_sample: int, timeout: float | None, versions: dict[str, str]) -> dict[str, Any]:
+    peer, columns, epsilon, delta, seed = key
+    base = peer.split("[")[0]
+    label, script = PEERS[base]
+    save = work / f"{peer}-{columns}-eps{epsilon:g}-seed{seed}.csv"
+    argv = [python, "-c", PEER_RUNNER, str(seed), str(checkout / script), "--dataset",
+            str(data_csv), "--domain", str(domain_json), "--epsilon", repr(epsilon),
+            "--delta", repr(delta), "--save", str(save)]
+    for name, value in sorted(options.items()):
+        argv += [f"--{name}", str(value)]
+    # mbi from the peers' env, never a checkout's src/; the log written as it goes
+    env = {**os.environ, "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"}
+    print(f"running {label} ({peer}) on {columns}, ε = {epsilon:g}, seed {seed} ...", flush=True)
+    measured = measured_run(argv, cwd=checkout / "mechanisms", env=env,
+                            log=save.with_suffix(".log"), timeout=timeout)
+    row = {"kind": "peer", "release": label + (peer[len(base):] if peer != base else ""),
+           "peer": peer, "columns": columns, "epsilon": epsilon, "delta": delta, "seed": seed,
+           "command": shlex.join(["python", "-c", "<PEER_RUNNER>"] + argv[3:]),
+           "private_pgm_commit": git_commit(checkout), "versions": versions,
+           "machine": machine(), **measured}
+    if measured["timed_out"]:
+        row["status"] = f"timeout after {timeout:g} s"
+    elif measured["returncode"] != 0:
+        row["status"] = f"failed (exit {measured['returncode']})"
+        row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
+    else:
+        synthetic = codes_release(save, schema)
+        row["status"] = "ok"
+        row["rows_released"] = len(synthetic)
+        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
+    print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
+          f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
+    return row
+
+
+def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float, seed: int,
+             work: Path, frame: pd.DataFrame, schema: Schema, q3_sample: int) -> dict[str, Any]:
+    label = OURS[name][0]
+    save = work / f"ours-{name}-{columns}-eps{epsilon:g}-seed{seed}.parquet"
+    argv = [sys.executable, "-m", "benchmarks.peers", "--child", name, "--columns", columns,
+            "--data", data, "--epsilons", repr(epsilon), "--delta", repr(delta),
+            "--seed-value", str(seed), "--save", str(save)]
+    print(f"running {label} on {columns}, ε = {epsilon:g}, seed {seed} ...", flush=True)
+    measured = measured_run(argv, log=save.with_suffix(".log"))
+    row = {"kind": "ours", "release": label, "ours": name, "columns": columns,
+           "epsilon": epsilon, "delta": delta, "seed": seed,
+           "command": shlex.join(["python"] + argv[1:]), "machine": machine(), **measured}
+    if measured["returncode"] != 0:
+        row["status"] = f"failed (exit {measured['returncode']})"
+        row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
+    else:
+        synthetic = pd.read_parquet(save)
+        row.update(json.loads(save.with_suffix(".json").read_text()), status="ok",
+                   rows_released=len(synthetic))
+        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
+        from dp_dask.synthesizer import library_versions
+
+        row["versions"] = library_versions()
+    print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
+          f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
+    return row
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").open()
+                  if line.startswith("model name")), platform.processor())
+    return {"nproc": os.cpu_count(), "cpu": model,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+# --- the table and the plot ---------------------------------------------------------------------
+
+def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One line per release and ε, averaged over seeds (errors, wall, CPU, RSS, load). ``load``
+    is the machine's 1-minute load average during the run (2 cores: above 2, runs queued)."""
+    lines = []
+    order = {}
+    for row in rows:
+        order.setdefault(row["release"], len(order))
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["release"], row["epsilon"]), []).append(row)
+    for (release, epsilon), group in sorted(groups.items(),
+                                            key=lambda kv: (kv[0][1], order[kv[0][0]])):
+        ok = [r for r in group if r["status"] == "ok"]
+        line: dict[str, Any] = {"release": release, "ε": f"{epsilon:g}", "seeds": len(group)}
+        for workload in WORKLOADS:
+            for stat, title in (("avg95", "95 %"), ("max", "max")):
+                values = [r["errors"][workload][stat] for r in ok if workload in r["errors"]]
+                line[f"{workload} {title}"] = float(np.mean(values)) if values else "—"
+        if ok:
+            line["wall s"] = float(np.mean([r["wall_s"] for r in ok]))
+            line["CPU s"] = float(np.mean([r["cpu_s"] for r in ok]))
+            line["peak RSS GiB"] = f"{np.mean([r['peak_rss_mib'] for r in ok]) / 1024:.2f}"
+            line["load"] = f"{np.mean([run_load(r) for r in ok]):.1f}"
+        else:
+            line["wall s"] = f"{group[0]['status']}"
+            line["CPU s"] = line["peak RSS GiB"] = "—"
+            line["load"] = f"{run_load(group[0]):.1f}"
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def run_load(row: dict[str, Any]) -> float:
+    """The 1-minute load average during a run (its mean; before/after for rows that lack it)."""
+    if "load_mean" in row:
+        return row["load_mean"]
+    return (row["load_before"][0] + row["load_after"][0]) / 2
+
+
+def plot(rows: list[dict[str, Any]], out: Path, title: str) -> Path:
+    """Error (mean over the best 95 % of queries) against ε, one line per release, Q1/Q2/Q3."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    releases = list(dict.fromkeys(r["release"] for r in rows))
+    for ax, workload in zip(axes, WORKLOADS):
+        for release in releases:
+            points: dict[float, list[float]] = {}
+            for r in rows:
+                if r["release"] == release and r["status"] == "ok" and workload in r["errors"]:
+                    points.setdefault(r["epsilon"], []).append(r["errors"][workload]["avg95"])
+            if points:
+                eps = sorted(points)
+                ax.plot(eps, [np.mean(points[e]) for e in eps], "o-", label=release)
+        ax.set(xscale="log", yscale="log", xlabel="ε", title=f"{workload}: mean error, best 95 %")
+        ax.set_xticks(sorted({r["epsilon"] for r in rows}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axes[0].set_ylabel("|true − synthetic| (counts, n rows)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+# --- command line -------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--private-pgm", type=Path,
+                        help="a checkout holding mechanisms/mst.py and mechanisms/aim.py; "
+                             "without it only cached peer rows are shown")
+    parser.add_argument("--peer-python", default=None,
+                        help="python of the peers' virtual env (mbi==2.0.0, pandas, matplotlib)")
+    parser.add_argument("--columns", choices=COLUMN_SETS, default="categorical")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--delta", type=float, default=DELTA)
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0 .. N-1 for every release")
+    parser.add_argument("--peers", nargs="*", choices=list(PEERS), default=list(PEERS),
+                        help="peers to show (default: all; none: dp_dask only)")
+    parser.add_argument("--ours", nargs="*", choices=sorted(OURS), default=["copula"])
+    parser.add_argument("--aim-max-model-size", type=float, default=None,
+                        help="AIM's --max_model_size (MB); default: the authors' (80). A value "
+                             "here is cached as a peer of its own, aim[max_model_size=...]")
+    parser.add_argument("--peer-timeout", type=float, default=None,
+                        help="seconds before a peer run is stopped (recorded as a timeout)")
+    parser.add_argument("--rerun-peers", action="store_true", help="ignore cached peer rows")
+    parser.add_argument("--data", default=DEFAULT_DATA, help="raw Adult CSV")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--out", type=Path, default=Path("peers-out"))
+    parser.add_argument("--work", type=Path, default=None,
+                        help="where code tables, synthetic outputs and logs go (default: a "
+                             "temporary directory, removed afterwards)")
+    parser.add_argument("--q3-sample", type=int, default=DEFAULT_Q3_SAMPLE)
+    parser.add_argument("--plot", action="store_true", help="also write error-vs-ε plots")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # one dp_dask release, in a child
+    parser.add_argument("--seed-value", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--save", type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    args = parse_args(argv)
+    if args.child:
+        run_ours_child(args.child, args.columns, args.data, args.epsilons[0], args.delta,
+                       args.seed_value, args.save)
+        return []
+    schema = table_schema(args.columns)
+    frame = read_data(args.data)
+    seeds = list(range(args.seeds))
+    options = ({"max_model_size": args.aim_max_model_size}
+               if args.aim_max_model_size is not None else {})
+    names = [peer_name(p, options if p == "aim" else None) for p in args.peers]
+    cache = load_cache(args.cache)
+    reused, todo = plan_peers(names, args.columns, args.epsilons, args.delta, seeds, cache,
+                              args.rerun_peers)
+    if todo and args.private_pgm is None:
+        print(f"not run (no --private-pgm): {len(todo)} peer release(s) without a cached row")
+        todo = []
+    if todo and not args.peer_python:
+        raise SystemExit("--peer-python is needed to run the peers")
+
+    with tempfile.TemporaryDirectory(prefix="dp-dask-peers-") as scratch:
+        work = args.work or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        rows = list(reused)
+        if todo:
+            data_csv, domain_json = export_codes(frame, schema, work / f"table-{args.columns}")
+            versions = peer_versions(args.peer_python)
+            for key in todo:
+                cached = load_cache(args.cache).get(key)  # another run may have done it since
+                if cached and reusable(cached) and not args.rerun_peers:
+                    rows.append(cached)
+                    continue
+                row = run_peer(key, checkout=args.private_pgm.resolve(),
+                               python=args.peer_python,
+                               options=options if key[0].startswith("aim") else {},
+                               data_csv=data_csv, domain_json=domain_json, work=work,
+                               frame=frame, schema=schema, q3_sample=args.q3_sample,
+                               timeout=args.peer_timeout, versions=versions)
+                append_cache(args.cache, row)
+                rows.append(row)
+        for name in args.ours:
+            for epsilon in args.epsilons:
+                for seed in seeds:
+                    rows.append(run_ours(name, columns=args.columns, data=args.data,
+                                         epsilon=epsilon, delta=args.delta, seed=seed, work=work,
+                                         frame=frame, schema=schema, q3_sample=args.q3_sample))
+
+    order = {name: i for i, name in enumerate(names)}
+    rows.sort(key=lambda r: (r["kind"] != "peer", order.get(r.get("peer"), 0), r["epsilon"],
+                             r["seed"]))
+    title = (f"Adult, {args.columns} attributes (m = {schema.m}, d = {schema.d}), "
+             f"δ = {args.delta:g}, {len(frame):,} rows")
+    table = markdown_table(results_table(rows))
+    print(f"\n{title}\n\n{table}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"peers-{args.columns}"
+    stem.with_suffix(".md").write_text(f"{title}\n\n{table}\n")
+    stem.with_suffix(".jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n"
+                                                  for r in rows))
+    if args.plot and rows:
+        print(plot(rows, stem.with_suffix(".png"), title))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""benchmarks/peers.py without the peers: the code table they read, the cache, the table."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.peers import (
+    CATEGORICAL,
+    append_cache,
+    cache_key,
+    codes_release,
+    export_codes,
+    load_cache,
+    measured_run,
+    peer_name,
+    plan_peers,
+    read_codes,
+    results_table,
+    table_schema,
+)
+from dp_dask.decode import codes_to_frame
+from dp_dask.encode import encode_partition
+from dp_dask.schema import load_schema
+
+
+def raw_frame(schema, rows=500, seed=0):
+    """Raw-looking rows of a schema: categories, and numbers at a bin's left (finite) edge."""
+    rng = np.random.default_rng(seed)
+    columns = {}
+    for attribute in schema.attributes:
+        if attribute.kind == "categorical":
+            columns[attribute.name] = rng.choice(list(attribute.categories), rows)
+        else:
+            columns[attribute.name] = rng.choice(np.asarray(attribute.edges[:-1]), rows)
+    return pd.DataFrame(columns)
+
+
+def test_categorical_table_is_the_adult_schema_restricted():
+    adult, schema = load_schema("adult"), table_schema("categorical")
+    assert schema.names == list(CATEGORICAL)
+    assert all(schema[name] == adult[name] for name in CATEGORICAL)
+    assert table_schema("all") == adult
+    with pytest.raises(ValueError):
+        table_schema("numeric")
+
+
+@pytest.mark.parametrize("columns", ["categorical", "all"])
+def test_code_table_round_trips(tmp_path, columns):
+    schema = table_schema(columns)
+    frame = raw_frame(load_schema("adult"))  # extra columns are ignored by the encoder
+    csv, domain = export_codes(frame, schema, tmp_path)
+    assert json.loads(domain.read_text()) == dict(zip(schema.names, schema.sizes.tolist()))
+    assert list(json.loads(domain.read_text())) == schema.names  # order kept
+    codes = read_codes(csv, schema)
+    np.testing.assert_array_equal(codes, encode_partition(frame, schema).T)
+    decoded = codes_release(csv, schema)
+    pd.testing.assert_frame_equal(decoded, codes_to_frame(codes, schema))
+    # decoded labels encode back to the same codes (what evaluate_release counts)
+    np.testing.assert_array_equal(encode_partition(decoded, schema.as_labels()).T, codes)
+
+
+def test_read_codes_rejects_codes_outside_the_domain(tmp_path):
+    schema = table_schema("categorical")
+    codes = np.zeros((3, schema.m), dtype=np.int64)
+    codes[1, schema.names.index("sex")] = 2  # sex has 2 categories
+    pd.DataFrame(codes, columns=schema.names).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match="sex"):
+        read_codes(tmp_path / "bad.csv", schema)
+    pd.DataFrame(codes[:, :-1], columns=schema.names[:-1]).to_csv(tmp_path / "short.csv",
+                                                                  index=False)
+    with pytest.raises(ValueError, match="income"):
+        read_codes(tmp_path / "short.csv", schema)
+
+
+def peer_row(peer, epsilon, seed=0, wall=10.0, columns="categorical"):
+    errors = {w: {"avg95": 1.0, "max": 2.0, "queries": 10} for w in ("Q1", "Q2", "Q3")}
+    return {"kind": "peer", "release": peer.upper(), "peer": peer, "columns": columns,
+            "epsilon": epsilon, "delta": 1e-9, "seed": seed, "status": "ok", "errors": errors,
+            "wall_s": wall, "cpu_s": wall, "peak_rss_mib": 1024.0, "load_before": [1, 1, 1],
+            "load_after": [3, 1, 1]}
+
+
+def test_cache_reuses_rows_by_key_unless_rerun(tmp_path):
+    cache_path = tmp_path / "peers.jsonl"
+    assert load_cache(cache_path) == {}
+    append_cache(cache_path, peer_row("mst", 1, wall=50.0))
+    append_cache(cache_path, peer_row("aim", 1.0, wall=600.0))
+    append_cache(cache_path, peer_row("mst", 1, wall=40.0))  # a later line replaces it
+    append_cache(cache_path, peer_row("mst", 1, columns="all"))
+    cache = load_cache(cache_path)
+    assert len(cache) == 3
+    assert cache[cache_key("mst", "categorical", 1, 1e-9, 0)]["wall_s"] == 40.0
+
+    reused, todo = plan_peers(["mst", "aim"], "categorical", [1.0, 2.0], 1e-9, [0, 1], cache)
+    assert [(r["peer"], r["seed"]) for r in reused] == [("mst", 0), ("aim", 0)]
+    assert todo == [("mst", "categorical", 1.0, 1e-9, 1), ("aim", "categorical", 1.0, 1e-9, 1),
+                    ("mst", "categorical", 2.0, 1e-9, 0), ("mst", "categorical", 2.0, 1e-9, 1),
+                    ("aim", "categorical", 2.0, 1e-9, 0), ("aim", "categorical", 2.0, 1e-9, 1)]
+    # another δ, or another attribute set, is another key
+    assert plan_peers(["mst"], "categorical", [1], 2e-9, [0], cache)[0] == []
+    assert plan_peers(["mst"], "all", [1], 1e-9, [0], cache)[1] == []
+    reused, todo = plan_peers(["mst", "aim"], "categorical", [1], 1e-9, [0], cache, rerun=True)
+    assert reused == [] and len(todo) == 2
+
+
+def test_cache_runs_failed_peers_again_but_keeps_timeouts(tmp_path):
+    cache_path = tmp_path / "peers.jsonl"
+    append_cache(cache_path, {**peer_row("mst", 1), "status": "failed (exit 1)"})
+    append_cache(cache_path, {**peer_row("aim", 1), "status": "timeout after 2400 s"})
+    reused, todo = plan_peers(["mst", "aim"], "categorical", [1], 1e-9, [0],
+                              load_cache(cache_path))
+    assert [r["peer"] for r in reused] == ["aim"]
+    assert todo == [("mst", "categorical", 1.0, 1e-9, 0)]
+
+
+def test_peer_name_marks_non_default_options():
+    assert peer_name("aim") == "aim" and peer_name("aim", {}) == "aim"
+    assert peer_name("aim", {"max_model_size": 10.0}) == "aim[max_model_size=10]"
+
+
+def test_results_table_averages_seeds_and_shows_timeouts():
+    timeout = {**peer_row("aim", 1), "status": "timeout after 2400 s", "errors": None}
+    rows = [peer_row("mst", 1, seed=0, wall=10.0), peer_row("mst", 1, seed=1, wall=30.0),
+            timeout]
+    table = results_table(rows)
+    assert list(table.columns[:3]) == ["release", "ε", "seeds"]
+    assert {"Q1 95 %", "Q3 max", "wall s", "CPU s", "peak RSS GiB", "load"} <= set(table.columns)
+    mst = table[table["release"] == "MST"].iloc[0]
+    assert mst["seeds"] == 2 and mst["wall s"] == 20.0 and mst["peak RSS GiB"] == "1.00"
+    assert mst["load"] == "2.0"  # no load_mean: between before and after
+    aim = table[table["release"] == "AIM"].iloc[0]
+    assert aim["wall s"] == "timeout after 2400 s" and aim["Q1 95 %"] == "—"
+
+
+def test_measured_run_reports_time_memory_and_exit(tmp_path):
+    work = "x = bytearray(50 * 2**20); sum(range(10**6))"
+    result = measured_run([sys.executable, "-c", work], log=tmp_path / "log")
+    assert result["returncode"] == 0 and not result["timed_out"]
+    assert result["peak_rss_mib"] >= 50 and result["cpu_s"] >= 0 and result["wall_s"] > 0
+    failed = measured_run([sys.executable, "-c", "raise SystemExit(3)"], log=tmp_path / "log")
+    assert failed["returncode"] == 3
+    slow = measured_run([sys.executable, "-c", "import time; time.sleep(30)"],
+                        log=tmp_path / "log", timeout=0.5)
+    assert slow["timed_out"] and slow["wall_s"] < 10
