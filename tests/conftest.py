@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
@@ -77,3 +78,14 @@ def correlated_frame(n: int, seed: int = 0) -> pd.DataFrame:
         "flag": np.where(flag, "yes", "no"),
         "city": np.array(list("abcde"))[city],
     })
+
+
+CORRELATED_ROWS = 20_000
+
+
+@pytest.fixture(scope="session")
+def data(tmp_path_factory) -> Path:
+    """CORRELATED_ROWS rows of correlated_frame(seed=1) as 4 Parquet partitions."""
+    path = tmp_path_factory.mktemp("input") / "data.parquet"
+    dd.from_pandas(correlated_frame(CORRELATED_ROWS, seed=1), npartitions=4).to_parquet(path)
+    return path

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import SMALL_SCHEMA_PATH, correlated_frame
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
 
 from dp_dask.counts import count_graph
@@ -22,18 +22,11 @@ from dp_dask.model import CopulaModel
 from dp_dask.sample import sample_frame
 from dp_dask.synthesizer import EmptyInputError, GaussianCopulaSynthesizer
 
-ROWS = 20_000
+ROWS = CORRELATED_ROWS  # the rows of conftest's `data`
 
 
 def counts_of(client, frame_or_path, schema):
     return client.compute(count_graph(read_table(frame_or_path, schema), schema)).result()
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("input") / "data.parquet"
-    dd.from_pandas(correlated_frame(ROWS, seed=1), npartitions=4).to_parquet(path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import SMALL_SCHEMA_PATH, correlated_frame
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
 
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph
@@ -17,14 +17,7 @@ from dp_dask.methods.marginals import MarginalModel, budget_shares, measured_que
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
 
-ROWS = 20_000
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("input") / "data.parquet"
-    dd.from_pandas(correlated_frame(ROWS, seed=1), npartitions=4).to_parquet(path)
-    return path
+ROWS = CORRELATED_ROWS  # the rows of conftest's `data`
 
 
 @pytest.fixture(scope="module")
