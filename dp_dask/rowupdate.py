@@ -136,8 +136,48 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     codes[movers[: len(donors)]] = codes[donors]
     changed = movers[len(donors):]
     rest = np.maximum(arriving - np.bincount(keys[donors], minlength=target.size), 0)
-    cells = rng.permutation(_repeat(round_to_total(rest, len(changed))))
+    if len(attributes) == 2 and rest.any():
+        cells = _nearby_cells(keys[changed], rest.reshape(sizes[list(attributes)]), rng)
+    else:
+        cells = rng.permutation(_repeat(round_to_total(rest, len(changed))))
     _assign_cells(codes, changed, attributes, cells, sizes)
+
+
+def _nearby_cells(sources: np.ndarray, deficit: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """A deficient cell for each row leaving cell ``sources`` (row-major) of a 2-way table,
+    changing one attribute where it can: a cell of the same row or column (a coin decides which,
+    when both have deficit), drawn ∝ deficit; any cell only when neither line has any.
+
+    Changing one attribute keeps the row's other pairs as they were: moving a husband's age
+    never makes him a never-married husband.
+    """
+    rows, cols = deficit.shape
+    i, j = np.divmod(sources, cols)
+    row_total, col_total = deficit.sum(axis=1), deficit.sum(axis=0)
+    along_row = np.where(row_total[i] == 0, False,
+                         np.where(col_total[j] == 0, True, rng.random(len(sources)) < 0.5))
+    anywhere = (row_total[i] == 0) & (col_total[j] == 0)
+    along_col = ~along_row & ~anywhere
+    by_rows = np.cumsum(deficit.ravel())
+    by_cols = np.cumsum(deficit.T.ravel())
+    cells = np.empty(len(sources), dtype=np.int64)
+    cells[along_row] = _draw_within(by_rows, i[along_row] * cols, row_total[i[along_row]], rng)
+    column_major = _draw_within(by_cols, j[along_col] * rows, col_total[j[along_col]], rng)
+    cells[along_col] = (column_major % rows) * cols + column_major // rows
+    cells[anywhere] = _draw_within(by_rows, np.zeros(anywhere.sum(), dtype=np.int64),
+                                   np.full(anywhere.sum(), by_rows[-1]), rng)
+    return cells
+
+
+def _draw_within(cumulative: np.ndarray, first: np.ndarray, total: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Indices drawn ∝ the (integer) weights in [first, first + len) of a cumulative sum whose
+    segment sums are ``total``."""
+    before = np.concatenate([[0], cumulative])[first]
+    # weights are integers: staying half a unit below the segment's end keeps the draw inside
+    point = np.minimum(before + rng.random(len(first)) * total, before + total - 0.5)
+    return np.searchsorted(cumulative, point, side="right")
 
 
 def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],

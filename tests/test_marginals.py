@@ -155,3 +155,22 @@ def test_near_deterministic_pair_is_reproduced_within_the_noise():
     rng = np.random.default_rng(5)
     independent = np.stack([rng.permutation(codes[:, a]) for a in range(len(SIZES))], axis=1)
     assert np.abs(table(independent, (0, 3)) - table(codes, (0, 3))).max() > 50 * sigma
+
+
+def test_rows_move_to_deficient_cells_changing_one_attribute_where_possible():
+    from dp_dask.rowupdate import _nearby_cells
+
+    deficit = np.zeros((3, 4), dtype=np.int64)
+    deficit[0, 3] = 5  # row 0 and column 3 have deficit
+    deficit[2, 1] = 2  # row 2 and column 1 too
+    rng = np.random.default_rng(0)
+    sources = np.array([0 * 4 + 0, 1 * 4 + 3, 1 * 4 + 2] * 200)  # (0,0), (1,3), (1,2)
+    cells = _nearby_cells(sources, deficit, rng)
+    assert (deficit.ravel()[cells] > 0).all()
+    # (0,0): its row has deficit at (0,3), its column none: stays in row 0
+    assert (cells[0::3] == 3).all()
+    # (1,3): row 1 has none, column 3 has (0,3): stays in column 3
+    assert (cells[1::3] == 3).all()
+    # (1,2): neither line has deficit: any deficient cell, in proportion (5 : 2)
+    anywhere = cells[2::3]
+    assert set(anywhere) == {3, 9} and 0.55 < np.mean(anywhere == 3) < 0.85
