@@ -434,6 +434,7 @@ def plot(rows: list[dict[str, Any]], out: Path, title: str) -> Path:
         ax.set(xscale="log", yscale="log", xlabel="ε", title=f"{workload}: mean error, best 95 %")
         ax.set_xticks(sorted({r["epsilon"] for r in rows}))
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.get_xaxis().set_minor_formatter(matplotlib.ticker.NullFormatter())  # no 3×10⁰ etc.
     axes[0].set_ylabel("|true − synthetic| (counts, n rows)")
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
