@@ -159,7 +159,7 @@ class Synthesizer:
         return self
 
     def _fit(self, data: TableSource) -> None:
-        self._check_budget()
+        self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is read
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema)
             (exact,) = compute(count_graph(ddf, self.schema), show_progress=self.show_progress)
@@ -179,7 +179,7 @@ class Synthesizer:
         """Budget check and record, before any data is read (None without a ledger)."""
         if self.ledger is None:
             return None
-        request = Entry.for_plan(self._check_budget(),
+        request = Entry.for_plan(self._privacy_plan(),
                                  dataset_name=dataset_name_for(data, self.dataset_name),
                                  schema_sha256=self.schema.sha256(),
                                  run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
@@ -189,7 +189,7 @@ class Synthesizer:
         self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
         return reservation
 
-    def _check_budget(self) -> dict[str, Any]:
+    def _privacy_plan(self) -> dict[str, Any]:
         """The calibration (epsilon, delta, mechanism, accountant, rho), validated before any
         data is read: what the ledger records."""
         raise NotImplementedError
@@ -268,14 +268,14 @@ class MarginalSynthesizer(Synthesizer):
         super().__init__(schema, **common)
         self.accountant = accountant
 
-    def _check_budget(self) -> dict[str, Any]:
+    def _privacy_plan(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
                 "accountant": self.accountant,
                 "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
-        rho = self._check_budget()["rho"]
+        rho = self._privacy_plan()["rho"]
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         with timed(self.timings_, "noise"):
             measurements = measure(exact, self.schema, rho, accountant=self.accountant,
@@ -322,7 +322,7 @@ class GaussianCopulaSynthesizer(Synthesizer):
         return plan_noise(self.mechanism, self.epsilon, self.delta, self.schema.m,
                           accountant=self.accountant)
 
-    def _check_budget(self) -> dict[str, Any]:
+    def _privacy_plan(self) -> dict[str, Any]:
         return self._plan().to_json()
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,

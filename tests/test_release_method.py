@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import dask
 import dask.dataframe as dd
 import numpy as np
@@ -13,7 +15,7 @@ from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph
 from dp_dask.io import read_table
-from dp_dask.methods.marginals import MarginalModel, budget_shares, measured_queries
+from dp_dask.methods.marginals import MarginalModel, budget_shares, measure, measured_queries
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
 
@@ -93,3 +95,16 @@ def test_write_release(client, fitted, tmp_path):
     codes = codes_of(frame, fitted.schema)
     np.testing.assert_array_equal(binary[np.arange(5_000)[:, None],
                                          fitted.schema.offsets + codes], 1)
+
+
+def test_opendp_measurements_pass_their_privacy_map(fitted):
+    # Queries of one noise scale are drawn as one OpenDP measurement with sensitivity √(2k):
+    # OpenDP's own map must agree with that charge, else gaussian_noise refuses to draw.
+    schema = fitted.schema
+    counts = np.full((schema.d, schema.d), 1_000, dtype=np.int64)
+    rho = rho_budget(1.0, 1e-9, "exact")
+    measurements = measure(counts, schema, rho, accountant="exact")
+    assert [m.attributes for m in measurements] == measured_queries(schema)
+    z = np.concatenate([(m.values - 1_000) / m.sigma for m in measurements])
+    assert len(z) == schema.d + sum(a * b for a, b in itertools.combinations(schema.sizes, 2))
+    assert 0.7 < z.std() < 1.3 and abs(z.mean()) < 0.5

@@ -78,16 +78,22 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
             rng: np.random.Generator | None = None) -> list[Measurement]:
     """One Gaussian measurement per query, charges summing to at most ``rho``.
 
-    The only step that reads exact counts; what it returns is noisy.
+    Queries of one noise scale (same share of ρ) are drawn as one measurement of their
+    concatenation, L2 sensitivity √(2k) for k queries: the same charge as k separate ones, and
+    one OpenDP call instead of k. The only step that reads exact counts; it returns noisy ones.
     """
     queries = measured_queries(schema)
-    measurements = []
-    for query, share in zip(queries, budget_shares(schema, queries)):
-        sigma = gaussian_sigma(rho * share, TABLE_L2_SENSITIVITY, accountant)
-        noisy = gaussian_noise(exact_answer(counts, schema, query), sigma,
-                               sensitivity=TABLE_L2_SENSITIVITY, sampler=sampler, rng=rng)
-        measurements.append(Measurement(query, noisy, sigma))
-    return measurements
+    sigmas = [gaussian_sigma(rho * share, TABLE_L2_SENSITIVITY, accountant)
+              for share in budget_shares(schema, queries)]
+    noisy: dict[tuple[int, ...], np.ndarray] = {}
+    for sigma in dict.fromkeys(sigmas):
+        group = [q for q, s in zip(queries, sigmas) if s == sigma]
+        exact = [exact_answer(counts, schema, q) for q in group]
+        drawn = gaussian_noise(np.concatenate(exact), sigma,
+                               sensitivity=TABLE_L2_SENSITIVITY * math.sqrt(len(group)),
+                               sampler=sampler, rng=rng)
+        noisy |= zip(group, np.split(drawn, np.cumsum([len(e) for e in exact])[:-1]))
+    return [Measurement(q, noisy[q], s) for q, s in zip(queries, sigmas)]
 
 
 @dataclass(frozen=True)
