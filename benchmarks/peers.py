@@ -325,6 +325,9 @@ def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any]
            "machine": machine(), **measured}
     if measured["timed_out"]:
         row["status"] = f"timeout after {timeout:g} s"
+    elif measured["returncode"] < 0:  # killed by a signal: by hand, or for memory
+        row["status"] = f"stopped (signal {-measured['returncode']}) after {row['wall_s']:g} s"
+        row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
     elif measured["returncode"] != 0:
         row["status"] = f"failed (exit {measured['returncode']})"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
@@ -497,7 +500,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     reused, todo = plan_peers(names, args.columns, args.epsilons, args.delta, seeds, cache,
                               args.rerun_peers)
     if todo and args.private_pgm is None:
-        print(f"not run (no --private-pgm): {len(todo)} peer release(s) without a cached row")
+        shown = [cache[key] for key in todo if key in cache]  # failed or stopped: shown as such
+        print(f"not run (no --private-pgm): {len(todo)} peer release(s) without a finished "
+              f"cached row ({len(shown)} shown with their status)")
+        reused += shown
         todo = []
     if todo and not args.peer_python:
         raise SystemExit("--peer-python is needed to run the peers")
