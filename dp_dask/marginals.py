@@ -67,18 +67,17 @@ def combine_one_way(measurements: list[Measurement], sizes: np.ndarray,
     return tuple(project_to_total(w / p, n_rows) for w, p in zip(weighted, precision))
 
 
-def shrink_to_independence(table: np.ndarray, independent: np.ndarray,
-                           sigma: float) -> np.ndarray:
-    """Positive-part James–Stein shrinkage of a noisy table's departure from independence.
+def shrink_towards(table: np.ndarray, target: np.ndarray, sigma: float) -> np.ndarray:
+    """Positive-part James–Stein shrinkage of a noisy table's departure from a target table.
 
     Noise alone puts about cells·σ² of squared departure into a table; the departure is scaled
-    by 1 − cells·σ²/‖departure‖², so a table whose dependence is within the noise becomes the
-    independent table, and a strongly dependent one is kept almost as measured.
+    by 1 − cells·σ²/‖departure‖², so a table whose departure is within the noise becomes the
+    target (independence, or a tree's implied table), and a far one is kept almost as measured.
     """
-    departure = table - independent
+    departure = table - target
     energy = float(np.sum(departure**2))
     keep = max(0.0, 1.0 - departure.size * sigma**2 / energy) if energy > 0 else 0.0
-    return independent + keep * departure
+    return target + keep * departure
 
 
 def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -113,17 +112,24 @@ def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
     return np.divide(target, current, out=np.zeros_like(target), where=current > 0)
 
 
-def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray,
-                         n_rows: int) -> Marginals:
-    """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them."""
+def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
+                         prior: dict[tuple[int, int], np.ndarray] | None = None) -> Marginals:
+    """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them.
+
+    Tables shrink towards ``prior`` where given (e.g. the tables a tree fitted to a first pass
+    implies, :func:`dp_dask.tree.implied_tables`), else towards independence.
+    """
     one_way = combine_one_way(measurements, sizes, n_rows)
     two_way = {}
     for measurement in measurements:
         if len(measurement.attributes) != 2:
             continue
         a, b = measurement.attributes
-        independent = np.outer(one_way[a], one_way[b]) / n_rows
+        if prior is not None and (a, b) in prior:
+            target = prior[(a, b)]
+        else:
+            target = np.outer(one_way[a], one_way[b]) / n_rows
         noisy = measurement.values.reshape(sizes[a], sizes[b])
-        shrunk = shrink_to_independence(noisy, independent, measurement.sigma)
+        shrunk = shrink_towards(noisy, target, measurement.sigma)
         two_way[(a, b)] = fit_to_margins(shrunk, one_way[a], one_way[b])
     return Marginals(one_way, two_way)

@@ -17,8 +17,6 @@ the partition's rows, so partitions never communicate and the output depends onl
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from dp_dask.marginals import Marginals
 
@@ -43,31 +41,6 @@ def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
     if short > 0:
         counts[np.argsort(counts - scaled, kind="stable")[:short]] += 1
     return counts
-
-
-def mutual_information(table: np.ndarray) -> float:
-    """Mutual information (nats) of the two attributes of a count table."""
-    joint = table / table.sum()
-    product = joint.sum(axis=1, keepdims=True) * joint.sum(axis=0, keepdims=True)
-    positive = joint > 0
-    return float(np.sum(joint[positive] * np.log(joint[positive] / product[positive])))
-
-
-def spanning_tree(marginals: Marginals, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Breadth-first order and parents (-1 for the root) of a maximum-information spanning tree.
-
-    A Chow–Liu tree fitted to the consistent noisy tables: post-processing, no privacy cost.
-    """
-    weights = np.zeros((m, m))
-    for (a, b), table in marginals.two_way.items():
-        # +1 keeps zero-information pairs as edges, so the tree spans every attribute
-        weights[a, b] = 1.0 + mutual_information(table)
-    if m == 1 or not weights.any():
-        return np.arange(m), np.full(m, -1)
-    tree = minimum_spanning_tree(csr_matrix(-weights))
-    order, parents = breadth_first_order(tree, 0, directed=False)
-    parents = np.where(parents < 0, -1, parents)
-    return order, parents
 
 
 def sample_tree(targets: Marginals, order: np.ndarray, parents: np.ndarray, rows: int,

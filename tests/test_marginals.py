@@ -12,15 +12,10 @@ from dp_dask.marginals import (
     Measurement,
     consistent_marginals,
     fit_to_margins,
-    shrink_to_independence,
+    shrink_towards,
 )
-from dp_dask.rowupdate import (
-    match_one_way,
-    round_to_total,
-    sample_tree,
-    spanning_tree,
-    update_rows,
-)
+from dp_dask.rowupdate import match_one_way, round_to_total, sample_tree, update_rows
+from dp_dask.tree import implied_tables, spanning_tree
 
 SIZES = np.array([3, 4, 2, 6])
 
@@ -89,11 +84,11 @@ def test_shrinkage_removes_noise_and_keeps_strong_dependence():
     rng = np.random.default_rng(0)
     independent = np.outer([600.0, 400.0], [300.0, 300.0, 400.0]) / 1_000
     sigma = 10.0
-    noise_only = shrink_to_independence(independent + rng.normal(0, sigma, (2, 3)),
+    noise_only = shrink_towards(independent + rng.normal(0, sigma, (2, 3)),
                                         independent, sigma)
     np.testing.assert_allclose(noise_only, independent)
     strong = independent + np.array([[150.0, -75, -75], [-150, 75, 75]])
-    kept = shrink_to_independence(strong + rng.normal(0, sigma, (2, 3)), independent, sigma)
+    kept = shrink_towards(strong + rng.normal(0, sigma, (2, 3)), independent, sigma)
     assert np.abs(kept - strong).max() < 4 * sigma
 
 
@@ -108,6 +103,28 @@ def test_fit_to_margins_is_nonnegative_exact_and_keeps_a_feasible_table():
     assert (fitted >= 0).all()
     np.testing.assert_allclose(fitted.sum(1), feasible.sum(1), rtol=1e-9)
     np.testing.assert_allclose(fitted.sum(0), feasible.sum(0), rtol=1e-9)
+
+
+def test_tree_implies_its_edges_and_the_pairs_it_separates():
+    # 1 and 3 each depend on 0 only, so a tree through 0 implies their table from two edges.
+    n = 50_000
+    codes = dependent_codes(n)
+    marginals = consistent_marginals(measurements(codes, 0.01), SIZES, n)
+    order, parents = spanning_tree(marginals, len(SIZES))
+    assert parents[1] == 0 or parents[0] == 1
+    assert parents[3] == 0 or parents[0] == 3
+    implied = implied_tables(marginals, order, parents)
+    for child, parent in enumerate(parents):
+        if parent >= 0:
+            pair = (min(child, parent), max(child, parent))
+            np.testing.assert_allclose(implied[pair], marginals.two_way[pair], atol=1e-6)
+    # Sampling error alone: cells of n·p counts differ by a few sqrt(n·p).
+    truth = table(codes, (1, 3)).reshape(4, 6)
+    assert np.abs(implied[(1, 3)] - truth).max() < 5 * np.sqrt(truth.max())
+    independent = np.outer(truth.sum(1), truth.sum(0)) / n
+    assert np.abs(independent - truth).max() > 50 * np.sqrt(truth.max())
+    for pair, total in ((pair, t.sum()) for pair, t in implied.items()):
+        assert total == pytest.approx(n), pair
 
 
 def test_round_to_total():

@@ -27,14 +27,9 @@ from dp_dask.counts import attribute_pairs
 from dp_dask.marginals import Marginals, Measurement, consistent_marginals
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.noise import gaussian_noise
-from dp_dask.rowupdate import (
-    match_one_way,
-    round_to_total,
-    sample_tree,
-    spanning_tree,
-    update_rows,
-)
+from dp_dask.rowupdate import match_one_way, round_to_total, sample_tree, update_rows
 from dp_dask.schema import Schema
+from dp_dask.tree import implied_tables, spanning_tree
 
 MODEL_FORMAT = 1
 METHOD = "marginals"
@@ -161,8 +156,14 @@ class MarginalSampler:
 
 def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                   metadata: dict[str, Any] | None = None) -> MarginalModel:
-    """Post-processing of the measurements: consistent marginals and their spanning tree."""
-    marginals = consistent_marginals(measurements, schema.sizes, n_rows)
+    """Post-processing of the measurements: consistent marginals and their spanning tree.
+
+    Two passes: tables shrunk towards independence give a first tree; the tables that tree
+    implies are a closer target, so the second pass shrinks towards them and refits the tree.
+    """
+    first = consistent_marginals(measurements, schema.sizes, n_rows)
+    prior = implied_tables(first, *spanning_tree(first, schema.m))
+    marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior)
     order, parents = spanning_tree(marginals, schema.m)
     sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
