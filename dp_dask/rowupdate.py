@@ -10,7 +10,8 @@ the partition's rows, so partitions never communicate and the output depends onl
 * :func:`update_rows` then repeatedly moves rows out of over-full cells of each 2-way table into
   deficient ones (Zhang et al., "PrivSyn", USENIX Security 2021): half of the moved rows change
   only the two attributes, half are replaced by a copy of a row already in the deficient cell,
-  which keeps that row's other attributes consistent with it.
+  which keeps that row's other attributes consistent with it. With :func:`possible_cells`, no
+  move puts a row into a cell another table's target rules out (never-married husbands).
 * :func:`match_one_way` finally makes every attribute's counts equal their targets.
 """
 
@@ -29,6 +30,7 @@ DUPLICATE_SHARE = 0.5
 # A table whose over-full cells hold at most this share of the rows in excess is left alone for
 # the sweep: a tenth of a percent is far below the noise of any table at useful ε.
 SETTLED_SHARE = 1e-3
+SWAP_ROUNDS = 10
 
 
 def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
@@ -84,7 +86,8 @@ def _assign_cells(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, ..
 
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, rate: float,
-                  duplicate_share: float) -> None:
+                  duplicate_share: float,
+                  possible: dict[tuple[int, int], np.ndarray] | None = None) -> None:
     """Move about ``rate`` of each over-full cell's excess rows into the deficient cells.
 
     Rows are picked by independent coin flips at their cell's rate (a few passes over the rows,
@@ -113,7 +116,42 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
         cells = _nearby_cells(keys[changed], rest.reshape(sizes[list(attributes)]), rng)
     else:
         cells = rng.permutation(_repeat(round_to_total(rest, len(changed))))
+    if possible is not None:
+        keep = _stays_possible(codes, changed, attributes, cells, sizes, possible)
+        changed, cells = changed[keep], cells[keep]
     _assign_cells(codes, changed, attributes, cells, sizes)
+
+
+def _stays_possible(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, ...],
+                    cells: np.ndarray, sizes: np.ndarray,
+                    possible: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
+    """Which moves put no row into a cell whose target is zero in another table.
+
+    A move for one table changes an attribute without looking at the row's other values; where
+    another table says a combination does not occur (never-married husbands), the row stays put
+    and later sweeps move another one.
+    """
+    keep = np.ones(len(rows), dtype=bool)
+    for a in reversed(attributes):
+        value = cells % sizes[a]
+        cells = cells // sizes[a]
+        moved = value != codes[rows, a]
+        keep &= ~moved | _possible(codes, rows, a, value, possible, attributes)
+    return keep
+
+
+def _possible(codes: np.ndarray, rows: np.ndarray, a: int, values: np.ndarray,
+              possible: dict[tuple[int, int], np.ndarray],
+              fixed: tuple[int, ...] = ()) -> np.ndarray:
+    """Whether each row, given ``values`` for attribute a, has a non-zero target in every
+    table of a with an attribute outside ``fixed``."""
+    ok = np.ones(len(rows), dtype=bool)
+    for (x, y), allowed in possible.items():
+        if x == a and y not in fixed:
+            ok &= allowed[values, codes[rows, y]]
+        elif y == a and x not in fixed:
+            ok &= allowed[codes[rows, x], values]
+    return ok
 
 
 def _nearby_cells(sources: np.ndarray, deficit: np.ndarray,
@@ -153,24 +191,38 @@ def _draw_within(cumulative: np.ndarray, first: np.ndarray, total: np.ndarray,
     return np.searchsorted(cumulative, point, side="right")
 
 
+def possible_cells(targets: dict[tuple[int, ...], np.ndarray],
+                   sizes: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """For each 2-way target, which cells may hold rows (target > 0)."""
+    return {clique: (target > 0).reshape(sizes[list(clique)])
+            for clique, target in targets.items() if len(clique) == 2}
+
+
 def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
                 sizes: np.ndarray, rng: np.random.Generator, *, sweeps: int = UPDATE_SWEEPS,
-                decay: float = UPDATE_DECAY, duplicate_share: float = DUPLICATE_SHARE) -> None:
-    """Row updates in place: each sweep visits every target table once, in random order."""
+                decay: float = UPDATE_DECAY, duplicate_share: float = DUPLICATE_SHARE,
+                possible: dict[tuple[int, int], np.ndarray] | None = None) -> None:
+    """Row updates in place: each sweep visits every target table once, in random order.
+
+    With ``possible`` (:func:`possible_cells`), no move creates a pair another table rules out.
+    """
     cliques = list(targets)
     rate = 1.0
     for _ in range(sweeps):
         for index in rng.permutation(len(cliques)):
             clique = cliques[index]
-            _update_table(codes, clique, targets[clique], sizes, rng, rate, duplicate_share)
+            _update_table(codes, clique, targets[clique], sizes, rng, rate, duplicate_share,
+                          possible)
         rate *= decay
 
 
 def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarray,
-                  rng: np.random.Generator) -> None:
+                  rng: np.random.Generator,
+                  possible: dict[tuple[int, int], np.ndarray] | None = None) -> None:
     """Change just enough values that each attribute's counts equal their integer targets.
 
-    The rows leaving an over-full value are a random subset of exactly its excess.
+    The rows leaving an over-full value are a random subset of exactly its excess; with
+    ``possible``, rows whose new value would be impossible are swapped for others of their value.
     """
     for a, target in enumerate(one_way):
         excess = np.bincount(codes[:, a], minlength=len(target)) - target
@@ -182,4 +234,30 @@ def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarra
         current = excess + target
         starts = np.cumsum(current) - current
         leaving = np.concatenate([grouped[s : s + e] for s, e in zip(starts, excess) if e > 0])
-        codes[leaving, a] = rng.permutation(_repeat(np.maximum(-excess, 0)))
+        arriving = rng.permutation(_repeat(np.maximum(-excess, 0)))
+        if possible is not None:
+            _swap_impossible(codes, a, leaving, arriving, grouped, starts, current, possible, rng)
+        codes[leaving, a] = arriving
+
+
+def _swap_impossible(codes: np.ndarray, a: int, leaving: np.ndarray, arriving: np.ndarray,
+                     grouped: np.ndarray, starts: np.ndarray, current: np.ndarray,
+                     possible: dict[tuple[int, int], np.ndarray],
+                     rng: np.random.Generator) -> None:
+    """Replace, in place, leaving rows whose arriving value is impossible by other rows of the
+    same value drawn at random (a few rounds; what is left stays as drawn)."""
+    left = np.zeros(len(codes), dtype=bool)
+    left[leaving] = True
+    for _ in range(SWAP_ROUNDS):
+        bad = np.flatnonzero(~_possible(codes, leaving, a, arriving, possible))
+        if len(bad) == 0:
+            return
+        value = codes[leaving[bad], a]
+        offset = (rng.random(len(bad)) * current[value]).astype(np.int64)
+        candidate = grouped[starts[value] + offset]
+        candidate, first = np.unique(candidate, return_index=True)
+        bad = bad[first]
+        good = ~left[candidate] & _possible(codes, candidate, a, arriving[bad], possible)
+        left[leaving[bad[good]]] = False
+        left[candidate[good]] = True
+        leaving[bad[good]] = candidate[good]

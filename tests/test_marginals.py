@@ -14,7 +14,13 @@ from dp_dask.marginals import (
     fit_to_margins,
     shrink_towards,
 )
-from dp_dask.rowupdate import match_one_way, round_to_total, sample_tree, update_rows
+from dp_dask.rowupdate import (
+    match_one_way,
+    possible_cells,
+    round_to_total,
+    sample_tree,
+    update_rows,
+)
 from dp_dask.tree import implied_tables, spanning_tree
 
 SIZES = np.array([3, 4, 2, 6])
@@ -191,3 +197,39 @@ def test_rows_move_to_deficient_cells_changing_one_attribute_where_possible():
     # (1,2): neither line has deficit: any deficient cell, in proportion (5 : 2)
     anywhere = cells[2::3]
     assert set(anywhere) == {3, 9} and 0.55 < np.mean(anywhere == 3) < 0.85
+
+
+def test_row_updates_never_fill_a_cell_another_table_rules_out():
+    # b is a function of a for a < 2 (a=0 ⇒ b=0, a=1 ⇒ b=1), a=2 ⇒ b ≥ 2: 8 of the 12 (a, b)
+    # cells are empty. Three attributes follow b in the targets but not in the start, so rows
+    # must change b; a move that ignores a creates impossible (a, b) rows, a guarded one not.
+    rng = np.random.default_rng(0)
+    n, sizes = 6_000, np.array([3, 4, 3, 3, 3])
+
+    def rows(p_three, follows):
+        a = rng.choice(3, n, p=[0.4, 0.3, 0.3])
+        b = np.where(a < 2, a, np.where(rng.random(n) < p_three, 3, 2))
+        others = [np.where(rng.random(n) < follows, (b + k) % 3, rng.integers(0, 3, n))
+                  for k in range(3)]
+        return np.stack([a, b, *others], axis=1)
+
+    def counts(codes, pair):
+        keys = codes[:, pair[0]] * sizes[pair[1]] + codes[:, pair[1]]
+        return np.bincount(keys, minlength=sizes[pair[0]] * sizes[pair[1]])
+
+    start, truth = rows(0.2, 0.0), rows(0.8, 0.8)
+    targets = {pair: counts(truth, pair) for pair in itertools.combinations(range(5), 2)}
+    one_way = [np.bincount(truth[:, a], minlength=size) for a, size in enumerate(sizes)]
+    zero = targets[(0, 1)] == 0
+    assert zero.sum() == 8
+    impossible = {}
+    for guarded in (False, True):
+        codes = start.copy()
+        possible = possible_cells(targets, sizes) if guarded else None
+        update_rows(codes, targets, sizes, np.random.default_rng(1), possible=possible)
+        after_updates = int(counts(codes, (0, 1))[zero].sum())
+        match_one_way(codes, one_way, sizes, np.random.default_rng(2), possible)
+        impossible[guarded] = (after_updates, int(counts(codes, (0, 1))[zero].sum()))
+    assert impossible[True][0] == 0 and impossible[False][0] >= 20
+    # Exact 1-way counts can force a few (rounding, or targets a row can't reach otherwise).
+    assert impossible[True][1] * 3 < impossible[False][1]

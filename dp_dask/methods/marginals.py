@@ -27,7 +27,13 @@ from dp_dask.counts import attribute_pairs
 from dp_dask.marginals import Marginals, Measurement, consistent_marginals
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.noise import gaussian_noise
-from dp_dask.rowupdate import match_one_way, round_to_total, sample_tree, update_rows
+from dp_dask.rowupdate import (
+    match_one_way,
+    possible_cells,
+    round_to_total,
+    sample_tree,
+    update_rows,
+)
 from dp_dask.schema import Schema
 from dp_dask.tree import implied_tables, spanning_tree
 
@@ -146,9 +152,10 @@ class MarginalSampler:
         codes = sample_tree(model.marginals, model.order, model.parents, rows, rng)
         targets = {pair: round_to_total(table.ravel(), rows)
                    for pair, table in model.marginals.two_way.items()}
-        update_rows(codes, targets, sizes, rng)
+        possible = possible_cells(targets, sizes)
+        update_rows(codes, targets, sizes, rng, possible=possible)
         match_one_way(codes, [round_to_total(v, rows) for v in model.marginals.one_way],
-                      sizes, rng)
+                      sizes, rng, possible)
         binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
         binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
         return binary, codes.astype(np.int16)
