@@ -160,7 +160,7 @@ def _missing(values: pd.Series, attribute: Attribute) -> np.ndarray:
     """Real nulls, and values whose text the schema lists in ``missing_values``."""
     missing = values.isna().to_numpy(dtype=bool)
     if attribute.missing_values:
-        missing |= _text_lookup(values, attribute.missing_values) >= 0
+        missing = missing | (_text_lookup(values, attribute.missing_values) >= 0)
     return missing
 
 
@@ -208,8 +208,9 @@ def _datetime_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
     stamps = _timestamps(values, attribute)
     if attribute.unit == "year":
         return _numeric_codes(stamps.dt.year, attribute.edges)
-    field = {"month": stamps.dt.month - 1, "weekday": stamps.dt.weekday,
-             "hour": stamps.dt.hour}[attribute.unit]
+    accessor, first = {"month": ("month", 1), "weekday": ("day_of_week", 0),
+                       "hour": ("hour", 0)}[attribute.unit]
+    field = getattr(stamps.dt, accessor) - first
     return field.fillna(-1).to_numpy(dtype=np.int64)  # NaT (not a time): out of domain
 
 
