@@ -244,11 +244,17 @@ def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attr
     codes[where] = attribute.rule_code(rule)
 
 
-def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:
-    """Codes in ``[0, attribute.size)`` for one column, int64."""
+def domain_codes(values: pd.Series, attribute: Attribute) -> tuple[np.ndarray, np.ndarray]:
+    """Codes before the out-of-domain rules (-1: missing or unknown), and the missing mask."""
     missing = _missing(values, attribute)
     codes = CODERS[attribute.kind](values, attribute)
     codes[missing] = -1
+    return codes, missing
+
+
+def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    """Codes in ``[0, attribute.size)`` for one column, int64."""
+    codes, missing = domain_codes(values, attribute)
     _apply_rule(codes, missing, attribute.on_missing, attribute, values, "missing")
     unknown = (codes < 0) & ~missing
     _apply_rule(codes, unknown, attribute.on_unknown, attribute, values, "out-of-domain")

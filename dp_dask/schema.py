@@ -55,6 +55,7 @@ import numpy as np
 SCHEMA_VERSION = 1
 ERROR = "error"
 BUILTIN_SCHEMAS = ("adult", "demo")
+TODO = "todo"  # key of a drafted attribute the user still has to fill in
 KINDS = ("categorical", "numeric", "boolean", "datetime")
 TRUE_VALUES = ("True", "true", "TRUE", "T", "t", "1", "yes", "Yes", "YES", "y", "Y")
 FALSE_VALUES = ("False", "false", "FALSE", "F", "f", "0", "no", "No", "NO", "n", "N")
@@ -228,6 +229,8 @@ class Attribute:
             raise SchemaError(f"attribute spec {spec!r} needs a 'name'")
         name = str(spec["name"])
         where = f"attribute {name!r}"
+        if TODO in spec:  # left by dp_dask.draft for the user to fill in
+            raise SchemaError(f"{where} is a draft placeholder: {spec[TODO]}")
         kind = spec.get("type", "categorical")
         extra = _texts(spec, "extra", where)
         common: dict[str, Any] = {
