@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
+from pathlib import Path
 
 import dask
 import dask.dataframe as dd
@@ -225,3 +227,61 @@ def test_datetime_values_are_parsed_one_by_one(tmp_path):
     assert codes.tolist() == [[1, 6]]
     aware = pd.DataFrame({"t": pd.to_datetime(["2020-03-01T00:30+01:00"])})  # Feb in UTC
     assert encode_partition(aware, schema).tolist() == [[1]]
+
+
+# docs/from-csv.md, run as written on a generated mixed-type CSV.
+DOC = Path(__file__).resolve().parents[1] / "docs" / "from-csv.md"
+AIRPORTS = ["ATL", "DEN", "DFW", "LAX", "ORD"]
+
+
+def doc_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def survey_csv(path: Path, rows: int = 3_000, seed: int = 3) -> None:
+    """Text with NA, ISO dates (some empty), integers (some empty), floats, booleans, and ~400
+    airport codes of which the codebook names 5."""
+    rng = np.random.default_rng(seed)
+    codes = AIRPORTS + ["".join(c) for c in rng.choice(list("BCGHJKMPQVWXZ"), (400, 3))]
+    dates = pd.Timestamp("2023-01-01") + pd.to_timedelta(rng.integers(0, 365, rows), "D")
+    frame = pd.DataFrame({
+        "answer": rng.choice(["yes", "no", "NA"], rows, p=[0.5, 0.3, 0.2]),
+        "visit_date": np.where(rng.random(rows) < 0.05, "", dates.strftime("%Y-%m-%d")),
+        "age": np.where(rng.random(rows) < 0.05, "", rng.integers(18, 95, rows).astype(str)),
+        "income": np.round(rng.lognormal(10.5, 0.6, rows), 2),
+        "member": rng.choice(["true", "false"], rows),
+        "airport": np.where(rng.random(rows) < 0.5, rng.choice(AIRPORTS, rows),
+                            rng.choice(codes, rows)),
+    })
+    frame.to_csv(path, index=False)
+
+
+def test_from_csv_doc_runs_as_written(client, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    survey_csv(tmp_path / "survey.csv")
+    (tmp_path / "codebook.json").write_text(doc_blocks("json")[0])
+    commands = [shlex.split(line) for line in _joined(doc_blocks("bash"))]
+    assert [c[:2] for c in commands] == [["dp-dask", "schema"]] * 3 + [["dp-dask", "synth"]]
+    outputs = []
+    for command in commands:
+        cluster = [] if command[1:3] == ["schema", "draft"] else [
+            "--scheduler", client.scheduler.address, "--quiet"]
+        assert main(command[1:] + cluster) == 0, command
+        outputs.append(capsys.readouterr().out)
+    assert "6 attribute(s) to fill in" in outputs[0]
+    assert "nothing to fill in" in outputs[1]
+    assert outputs[2].startswith("NOT PRIVATE") and "every value has a bin" in outputs[2]
+    release = pd.read_parquet(tmp_path / "release" / "synthetic.parquet")
+    assert len(release) == 3_000 and release.notna().all().all()
+    assert "NA" in set(release["answer"].astype(str))
+    assert set(release["airport"].astype(str)) <= {*AIRPORTS, "other"}
+    privacy = json.loads((tmp_path / "release" / "metadata.json").read_text())["privacy"]
+    assert privacy["epsilon"] == 1.0 and privacy["differentially_private"] is True
+    for block in doc_blocks("python"):
+        exec(compile(block, str(DOC), "exec"), {})
+
+
+def _joined(blocks: list[str]) -> list[str]:
+    """The commands of bash blocks, continuation lines joined."""
+    return [line for block in blocks for line in block.replace("\\\n", " ").splitlines()
+            if line.strip()]
