@@ -156,6 +156,19 @@ def test_range_shorthand_expands_to_round_edges():
     assert load_schema(json.loads(schema.dumps())) == schema
 
 
+def test_boolean_and_datetime_attributes_round_trip_through_json():
+    schema = load_schema({"attributes": [
+        {"name": "b", "type": "boolean", "true_values": ["Y"], "false_values": ["N"]},
+        {"name": "t", "type": "datetime", "unit": "year", "format": "%Y",
+         "edges": {"start": 2000, "stop": 2020, "step": 10}, "extra": ["m"], "on_missing": "m"},
+        {"name": "h", "type": "datetime", "unit": "hour"}]})
+    assert schema.sizes.tolist() == [2, 3, 24]
+    assert load_schema(json.loads(schema.dumps())) == schema
+    assert encode_partition(pd.DataFrame({"b": ["N", "Y"], "t": ["2019", None],
+                                          "h": ["2020-01-01T05:00", "2020-01-01T23:59"]}),
+                            schema).tolist() == [[0, 1], [1, 2], [5, 23]]
+
+
 def test_schema_path_that_is_a_directory_exits_2(client, tmp_path, capsys):
     frame = survey(20)
     frame.to_parquet(tmp_path / "data.parquet")
