@@ -217,6 +217,55 @@ def run_ledger_set_budget(args: argparse.Namespace) -> None:
           "release(s)")
 
 
+def run_schema_draft(args: argparse.Namespace) -> None:
+    from dp_dask.draft import draft_schema, parse_range, write_draft
+
+    draft = draft_schema(args.data, public=args.public,
+                         ranges=dict(parse_range(r) for r in args.range),
+                         max_categories=args.max_categories, name=args.name)
+    path = write_draft(draft, args.out, force=args.force)
+    print(draft.summary())
+    print(f"schema draft: {path}")
+
+
+def run_schema_check(args: argparse.Namespace) -> None:
+    from dp_dask.draft import NOT_PRIVATE, check_schema
+
+    table = check_schema(args.data, args.schema, show_progress=not args.quiet)
+    print(NOT_PRIVATE)
+    print(markdown_table(table))
+    stops = table.loc[table["fit"] != "ok", "column"].tolist()
+    print(f"a fit would stop at column(s) {stops}: add the values to the schema (from public "
+          "sources) or map them to a public bin" if stops else "every value has a bin: ok")
+
+
+def _schema_commands(commands: argparse._SubParsersAction) -> None:
+    schema = commands.add_parser("schema", help="draft a schema from public information, or "
+                                 "check the data against one (data owner only)")
+    actions = schema.add_subparsers(dest="action", required=True)
+    draft = actions.add_parser(
+        "draft", help="a schema from column names and storage types, public ranges and a "
+        "public codebook or sample; never from the private values")
+    draft.add_argument("data", help="the input (Parquet/CSV): only its header/metadata is read")
+    draft.add_argument("--out", type=Path, required=True, help="schema JSON to write")
+    draft.add_argument("--public", default=None, metavar="FILE",
+                       help="public codebook (JSON) or public sample file (CSV/Parquet)")
+    draft.add_argument("--range", action="append", default=[], metavar="NAME=START:STOP:STEP",
+                       help="public bounds of a numeric column (repeatable)")
+    draft.add_argument("--max-categories", type=int, default=50, metavar="K",
+                       help="from a public sample: past K levels keep the top K and 'other'")
+    draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
+    draft.add_argument("--force", action="store_true", help="overwrite --out")
+    draft.set_defaults(run=run_schema_draft, cluster=False, quiet=True)
+    check = actions.add_parser(
+        "check", help="NOT PRIVATE: per column, how many raw values are missing or outside the "
+        "schema (printed for the data owner, never written)")
+    check.add_argument("data", help="the private input (Parquet/CSV)")
+    check.add_argument("schema", help="schema JSON or built-in name")
+    _cluster_options(check)
+    check.set_defaults(run=run_schema_check)
+
+
 def _evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True,
                         help="the raw data (Parquet/CSV): the data owner's evaluation only")
@@ -295,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--target", default=None, help="attribute the classifier predicts")
     _cluster_options(report)
     report.set_defaults(run=run_report)
+
+    _schema_commands(commands)
 
     ledger = commands.add_parser("ledger", help="the privacy ledger: what each dataset has spent")
     actions = ledger.add_subparsers(dest="action", required=True)

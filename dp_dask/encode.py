@@ -8,7 +8,10 @@ A row's codes are a function of its own values and the public schema alone, neve
 rows, the partition or the column's dtype (the DP analysis relies on it: replacing one row changes
 one row's codes). Categorical values are compared with the categories as text, value by value
 (see :func:`category_text`): 3.0 and 3 are "3", 2.5 is "2.5", True is "True". Numeric values are
-parsed value by value with ``pd.to_numeric(errors="coerce")``.
+parsed value by value with ``pd.to_numeric(errors="coerce")``, boolean values by their text,
+datetime values with the schema's public format. A value is missing if it is a real null or its
+text is in the attribute's ``missing_values``: the same rule for CSV, Parquet, pandas and Dask
+input (a CSV cell is text, never a null).
 """
 
 from __future__ import annotations
@@ -146,24 +149,74 @@ def _object_text(objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(texts, dtype=object), inverse
 
 
-def _categorical_codes(values: pd.Series, attribute: Attribute) -> tuple[np.ndarray, np.ndarray]:
-    missing = values.isna().to_numpy(dtype=bool)
+def _text_lookup(values: pd.Series, table: tuple[str, ...]) -> np.ndarray:
+    """Per row, the position of the value's text (:func:`category_text`) in ``table``, or -1."""
     texts, inverse = category_text(values)
-    found = pd.Index(attribute.categories).get_indexer(texts).astype(np.int64)  # -1: unknown
-    codes = found if inverse is None else np.append(found, -1)[inverse]  # inverse -1 → -1
-    codes[missing] = -1
-    return codes, missing
+    found = pd.Index(table, dtype=object).get_indexer(texts).astype(np.int64)
+    return found if inverse is None else np.append(found, -1)[inverse]  # inverse -1 → -1
 
 
-def _numeric_codes(values: pd.Series, attribute: Attribute) -> tuple[np.ndarray, np.ndarray]:
-    missing = values.isna().to_numpy()
+def _missing(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    """Real nulls, and values whose text the schema lists in ``missing_values``."""
+    missing = values.isna().to_numpy(dtype=bool)
+    if attribute.missing_values:
+        missing = missing | (_text_lookup(values, attribute.missing_values) >= 0)
+    return missing
+
+
+def _categorical_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    return _text_lookup(values, attribute.categories)
+
+
+def _boolean_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    true = _text_lookup(values, attribute.true_values) >= 0
+    false = _text_lookup(values, attribute.false_values) >= 0
+    return np.where(true, 1, np.where(false, 0, -1)).astype(np.int64)
+
+
+def _numeric_codes(values: pd.Series, edges: tuple[float, ...]) -> np.ndarray:
     numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    edges = np.asarray(attribute.edges)
+    edges = np.asarray(edges)
     codes = np.searchsorted(edges, numbers, side="right") - 1
     bins = len(edges) - 1
     # Non-numeric text and values beyond the outer edges are out of domain (code -1).
     codes[(codes < 0) | (codes >= bins) | np.isnan(numbers)] = -1
-    return codes, missing
+    return codes
+
+
+def _timestamps(values: pd.Series, attribute: Attribute) -> pd.Series:
+    """Each value as a UTC-or-naive timestamp, parsed on its own (NaT where it is not a time).
+
+    Datetime columns are used as they are (aware ones in UTC). Anything else is parsed from its
+    text (:func:`category_text`) with the schema's public format: never pandas' format guess,
+    which looks at the first row of the partition.
+    """
+    dtype = values.dtype
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return values.dt.tz_convert("UTC").dt.tz_localize(None)
+    if pd.api.types.is_datetime64_dtype(dtype):
+        return values
+    texts, inverse = category_text(values)
+    if inverse is not None:
+        texts = np.append(np.asarray(texts, dtype=object), None)[inverse]
+    parsed = pd.to_datetime(pd.Series(texts, dtype=object, index=values.index),
+                            format=attribute.format, errors="coerce", utc=True)
+    return parsed.dt.tz_localize(None)
+
+
+def _datetime_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    stamps = _timestamps(values, attribute)
+    if attribute.unit == "year":
+        return _numeric_codes(stamps.dt.year, attribute.edges)
+    accessor, first = {"month": ("month", 1), "weekday": ("day_of_week", 0),
+                       "hour": ("hour", 0)}[attribute.unit]
+    field = getattr(stamps.dt, accessor) - first
+    return field.fillna(-1).to_numpy(dtype=np.int64)  # NaT (not a time): out of domain
+
+
+CODERS = {"categorical": _categorical_codes, "boolean": _boolean_codes,
+          "numeric": lambda values, attribute: _numeric_codes(values, attribute.edges),
+          "datetime": _datetime_codes}
 
 
 def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attribute,
@@ -172,13 +225,15 @@ def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attr
         return
     if rule == ERROR:
         if what == "missing":
-            problem = f"{int(where.sum())} missing value(s) (NaN/None)"
+            listed = f" or in missing_values {list(attribute.missing_values)}" \
+                if attribute.missing_values else ""
+            problem = f"{int(where.sum())} missing value(s) (null{listed})"
             remedy = "on_missing"
         else:
             example = values.iloc[int(np.flatnonzero(where)[0])]  # the first offending row's
             example = example.item() if isinstance(example, np.generic) else example
             compared = ""
-            if attribute.kind == "categorical" and _value_text(example) != str(example):
+            if attribute.kind != "numeric" and _value_text(example) != str(example):
                 compared = f", compared with the categories as {_value_text(example)!r}"
             problem = f"out-of-domain value {example!r}{compared} ({int(where.sum())} row(s))"
             remedy = "on_unknown"
@@ -189,12 +244,17 @@ def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attr
     codes[where] = attribute.rule_code(rule)
 
 
+def domain_codes(values: pd.Series, attribute: Attribute) -> tuple[np.ndarray, np.ndarray]:
+    """Codes before the out-of-domain rules (-1: missing or unknown), and the missing mask."""
+    missing = _missing(values, attribute)
+    codes = CODERS[attribute.kind](values, attribute)
+    codes[missing] = -1
+    return codes, missing
+
+
 def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:
     """Codes in ``[0, attribute.size)`` for one column, int64."""
-    if attribute.kind == "categorical":
-        codes, missing = _categorical_codes(values, attribute)
-    else:
-        codes, missing = _numeric_codes(values, attribute)
+    codes, missing = domain_codes(values, attribute)
     _apply_rule(codes, missing, attribute.on_missing, attribute, values, "missing")
     unknown = (codes < 0) & ~missing
     _apply_rule(codes, unknown, attribute.on_unknown, attribute, values, "out-of-domain")

@@ -22,7 +22,9 @@ def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250
     """The schema's columns of a Parquet file/directory, a CSV, or a (Dask) DataFrame, lazily.
 
     CSV cells are read as text and parsed by the encoder, so a stray non-number in a numeric
-    column is reported by the schema's rules rather than by the CSV parser.
+    column is reported by the schema's rules rather than by the CSV parser. No cell is a null:
+    pandas' default markers (``NA``, ``null``, ``""``, ``N/A``...) stay text, and the schema's
+    ``missing_values`` say which texts mean missing, the one rule for every input format.
 
     A pandas DataFrame keeps its dtypes: Dask's default would turn its object columns to text
     with ``str`` (3.0 → "3.0") but leave float columns as numbers (3.0 → "3" by the encoder), so
@@ -42,7 +44,8 @@ def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250
         if name.endswith((".csv", ".csv.gz")):
             check_columns(pd.read_csv(path, nrows=0).columns, schema)
             blocksize = None if name.endswith(".gz") else csv_blocksize  # gzip can't be split
-            ddf = dd.read_csv(path, usecols=schema.names, dtype=str, blocksize=blocksize)
+            ddf = dd.read_csv(path, usecols=schema.names, dtype=str, blocksize=blocksize,
+                              keep_default_na=False, na_filter=False)
         else:
             ddf = dd.read_parquet(path)
     check_columns(ddf.columns, schema)

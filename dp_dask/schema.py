@@ -17,9 +17,27 @@ Numeric bins are half-open ``[edges[i], edges[i+1])``; ``"inf"``/``"-inf"`` are 
 Categories are text, and each value is compared with them on its own: a string as it is, an
 integer or an integral float as its digits (3 and 3.0 are "3"), any other float as its repr
 ("2.5", "inf"), a bool as "True"/"False"; never depending on the other rows or the column's dtype.
-``on_missing`` (NaN/None) and ``on_unknown`` (a value outside the domain) are either ``"error"``
-(the default: encoding stops with a message naming the column and an offending value) or the
-label of a bin of the attribute's domain that such values are counted in.
+``on_missing`` (a missing value) and ``on_unknown`` (a value outside the domain) are either
+``"error"`` (the default: encoding stops with a message naming the column and an offending value)
+or the label of a bin of the attribute's domain that such values are counted in.
+
+Missing values: a real null (None, NaN, pd.NA, NaT; a Parquet null) always, and any value whose
+text is listed in ``missing_values`` — per attribute, else the schema-wide ``missing_values``
+(default: none). A CSV cell is text, never a null: the empty cell is ``""`` and ``NA`` is ``"NA"``;
+list them in ``missing_values`` to count them as missing. A value can't be both a category and a
+missing value.
+
+Bin edges (numeric ``edges``, datetime ``year`` edges) are a list or the public range shorthand
+``{"start": 0, "stop": 100, "step": 5}`` (``start, start+step, ..., stop``; ``"open_below"`` /
+``"open_above": true`` add ``-inf`` / ``inf``), stored expanded.
+
+``boolean``: bins ``False``/``True``; a value is True if its text is in ``true_values``, False if in
+``false_values`` (defaults :data:`TRUE_VALUES` / :data:`FALSE_VALUES`), else out of domain.
+
+``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
+year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
+parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
+taken in UTC, naive ones as written.
 """
 
 from __future__ import annotations
@@ -37,20 +55,76 @@ import numpy as np
 SCHEMA_VERSION = 1
 ERROR = "error"
 BUILTIN_SCHEMAS = ("adult", "demo")
+TODO = "todo"  # key of a drafted attribute the user still has to fill in
+KINDS = ("categorical", "numeric", "boolean", "datetime")
+TRUE_VALUES = ("True", "true", "TRUE", "T", "t", "1", "yes", "Yes", "YES", "y", "Y")
+FALSE_VALUES = ("False", "false", "FALSE", "F", "f", "0", "no", "No", "NO", "n", "N")
+# Public calendar bins of a datetime attribute: unit → fixed labels (year: from its edges).
+CALENDAR_UNITS: dict[str, tuple[str, ...]] = {
+    "year": (),
+    "month": ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+    "weekday": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
+    "hour": tuple(f"{h:02d}" for h in range(24)),
+}
 
 
 class SchemaError(ValueError):
     """The schema file itself is invalid."""
 
 
-def _edge(value: Any) -> float:
+def _edge(value: Any, where: str) -> float:
     if isinstance(value, str):
         if value.strip().lower() in ("inf", "+inf", "infinity"):
             return math.inf
         if value.strip().lower() in ("-inf", "-infinity"):
             return -math.inf
-        raise SchemaError(f"bin edge {value!r} is not a number, 'inf' or '-inf'")
+        raise SchemaError(f"{where}: bin edge {value!r} is not a number, 'inf' or '-inf'")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SchemaError(f"{where}: bin edge {value!r} is not a number, 'inf' or '-inf'")
+    if math.isnan(value):
+        raise SchemaError(f"{where}: bin edge NaN is not a number")
     return float(value)
+
+
+def _range_edges(spec: dict[str, Any], where: str) -> list[float]:
+    """The public range shorthand ``{"start", "stop", "step"}``: start, start+step, ..., stop."""
+    unknown = set(spec) - {"start", "stop", "step", "open_below", "open_above"}
+    if unknown or not {"start", "stop", "step"} <= set(spec):
+        raise SchemaError(f"{where}: edges range needs 'start', 'stop', 'step' (and optional "
+                          f"'open_below', 'open_above'), got {sorted(spec)}")
+    start, stop, step = (_edge(spec[k], where) for k in ("start", "stop", "step"))
+    if not all(math.isfinite(v) for v in (start, stop, step)) or step <= 0 or stop <= start:
+        raise SchemaError(f"{where}: edges range needs finite start < stop and step > 0")
+    bins = (stop - start) / step
+    if abs(bins - round(bins)) > 1e-9 or round(bins) > 100_000:
+        raise SchemaError(f"{where}: edges range: stop - start must be a multiple of step "
+                          "(at most 100,000 bins)")
+    # round(): start + i * step in binary floats gives 0.30000000000000004 for 0.1 steps
+    edges = [round(start + i * step, 12) for i in range(round(bins) + 1)]
+    return [-math.inf] * bool(spec.get("open_below")) + edges + [math.inf] * bool(
+        spec.get("open_above"))
+
+
+def _edges(spec: Any, where: str) -> tuple[float, ...]:
+    if isinstance(spec, dict):
+        return tuple(_range_edges(spec, where))
+    if not isinstance(spec, list):
+        raise SchemaError(f"{where}: edges must be a list or a range "
+                          f"{{'start', 'stop', 'step'}}, got {spec!r}")
+    return tuple(_edge(e, where) for e in spec)
+
+
+def _texts(spec: dict[str, Any], key: str, where: str, default: Any = ()) -> tuple[str, ...]:
+    """A list of public values as text; a bare string ("MF") is refused, not split."""
+    values = spec.get(key, default)
+    if not isinstance(values, list | tuple):
+        raise SchemaError(f"{where}: {key!r} must be a list, got {values!r}")
+    texts = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise SchemaError(f"{where}: {key!r} holds {value!r}; give text or numbers")
+        texts.append(str(value))
+    return tuple(texts)
 
 
 def _edge_json(value: float) -> float | int | str:
@@ -66,89 +140,149 @@ def _interval_label(lo: float, hi: float) -> str:
     return f"[{fmt(lo)}, {fmt(hi)})"
 
 
+def _bin_labels(spec: dict[str, Any], edges: tuple[float, ...], where: str) -> tuple[str, ...]:
+    bins = len(edges) - 1
+    labels = spec.get("labels")
+    if labels is None:
+        return tuple(_interval_label(a, b) for a, b in zip(edges, edges[1:]))
+    labels = _texts(spec, "labels", where)
+    if len(labels) != bins:
+        raise SchemaError(f"{where}: {len(labels)} labels for {bins} bins")
+    return labels
+
+
 @dataclass(frozen=True)
 class Attribute:
     """One attribute: its name, its public domain (bin labels) and its out-of-domain rules."""
 
     name: str
-    kind: str  # "categorical" or "numeric"
+    kind: str  # one of KINDS
     labels: tuple[str, ...]
     categories: tuple[str, ...] = ()  # raw values of a categorical attribute, labels[:len]
-    edges: tuple[float, ...] = ()  # numeric bin edges, len(edges) - 1 bins, labels[:bins]
+    edges: tuple[float, ...] = ()  # numeric (or datetime year) bin edges, len(edges) - 1 bins
     on_missing: str = ERROR
     on_unknown: str = ERROR
+    missing_values: tuple[str, ...] = ()  # texts that mean missing, besides real nulls
+    true_values: tuple[str, ...] = ()  # boolean: texts read as True / False
+    false_values: tuple[str, ...] = ()
+    unit: str = ""  # datetime: a key of CALENDAR_UNITS
+    format: str = ""  # datetime: the public parse format of text values
 
     def __post_init__(self) -> None:
-        if self.kind not in ("categorical", "numeric"):
-            raise SchemaError(f"attribute {self.name!r}: type must be 'categorical' or 'numeric'")
+        where = f"attribute {self.name!r}"
+        if self.kind not in KINDS:
+            raise SchemaError(f"{where}: type must be one of {', '.join(KINDS)}")
         if not self.labels:
-            raise SchemaError(f"attribute {self.name!r}: empty domain")
+            raise SchemaError(f"{where}: empty domain")
         if len(set(self.labels)) != len(self.labels):
-            raise SchemaError(f"attribute {self.name!r}: duplicate labels in {list(self.labels)}")
-        if self.kind == "numeric":
+            raise SchemaError(f"{where}: duplicate labels in {list(self.labels)}")
+        if self.edges:
             if len(self.edges) < 2:
-                raise SchemaError(f"attribute {self.name!r}: numeric needs at least two edges")
+                raise SchemaError(f"{where}: bins need at least two edges")
+            if any(math.isnan(e) for e in self.edges):
+                raise SchemaError(f"{where}: bin edge NaN is not a number")
             if any(b <= a for a, b in zip(self.edges, self.edges[1:])):
-                raise SchemaError(f"attribute {self.name!r}: edges must increase strictly")
+                raise SchemaError(f"{where}: edges must increase strictly, got "
+                                  f"{[_edge_json(e) for e in self.edges]}")
+        elif self.kind == "numeric" or self.unit == "year":
+            raise SchemaError(f"{where}: needs 'edges'")
+        if self.kind == "datetime" and self.unit not in CALENDAR_UNITS:
+            raise SchemaError(f"{where}: datetime 'unit' must be one of "
+                              f"{', '.join(CALENDAR_UNITS)}, got {self.unit!r}")
         for rule_name in ("on_missing", "on_unknown"):
             rule = getattr(self, rule_name)
             if rule != ERROR and rule not in self.labels:
                 raise SchemaError(
-                    f"attribute {self.name!r}: {rule_name}={rule!r} is neither 'error' "
+                    f"{where}: {rule_name}={rule!r} is neither 'error' "
                     f"nor a label of its domain {list(self.labels)}"
                 )
+        values = self.categories + self.true_values + self.false_values
+        both = sorted(set(self.missing_values) & set(values))
+        if both:
+            raise SchemaError(f"{where}: {both} listed both as values and in missing_values")
+        if set(self.true_values) & set(self.false_values):
+            raise SchemaError(f"{where}: {sorted(set(self.true_values) & set(self.false_values))}"
+                              " listed in both true_values and false_values")
 
     @property
     def size(self) -> int:
         return len(self.labels)
+
+    @property
+    def bins(self) -> int:
+        """Bins of the domain proper (categories, intervals, calendar bins), before extra."""
+        if self.kind == "categorical":
+            return len(self.categories)
+        if self.edges:
+            return len(self.edges) - 1
+        return 2 if self.kind == "boolean" else len(CALENDAR_UNITS[self.unit])
 
     def rule_code(self, rule: str) -> int:
         """Code of the public bin a rule maps to, or -1 for 'error'."""
         return -1 if rule == ERROR else self.labels.index(rule)
 
     @classmethod
-    def from_json(cls, spec: dict[str, Any]) -> Attribute:
-        try:
-            name = str(spec["name"])
-            kind = spec.get("type", "categorical")
-        except (KeyError, TypeError) as exc:
-            raise SchemaError(f"attribute spec {spec!r} needs a 'name'") from exc
-        extra = tuple(str(x) for x in spec.get("extra", ()))
-        rules = {
+    def from_json(cls, spec: dict[str, Any],
+                  missing_values: tuple[str, ...] = ()) -> Attribute:
+        """An attribute from its JSON; ``missing_values``: the schema-wide default."""
+        if not isinstance(spec, dict) or "name" not in spec:
+            raise SchemaError(f"attribute spec {spec!r} needs a 'name'")
+        name = str(spec["name"])
+        where = f"attribute {name!r}"
+        if TODO in spec:  # left by dp_dask.draft for the user to fill in
+            raise SchemaError(f"{where} is a draft placeholder: {spec[TODO]}")
+        kind = spec.get("type", "categorical")
+        extra = _texts(spec, "extra", where)
+        common: dict[str, Any] = {
             "on_missing": str(spec.get("on_missing", ERROR)),
             "on_unknown": str(spec.get("on_unknown", ERROR)),
+            "missing_values": _texts(spec, "missing_values", where, list(missing_values)),
         }
         if kind == "categorical":
             if "categories" not in spec:
-                raise SchemaError(f"attribute {name!r}: categorical needs 'categories'")
-            categories = tuple(str(c) for c in spec["categories"])
-            return cls(name, kind, categories + extra, categories=categories, **rules)
+                raise SchemaError(f"{where}: categorical needs 'categories'")
+            categories = _texts(spec, "categories", where)
+            return cls(name, kind, categories + extra, categories=categories, **common)
         if kind == "numeric":
             if "edges" not in spec:
-                raise SchemaError(f"attribute {name!r}: numeric needs 'edges'")
-            edges = tuple(_edge(e) for e in spec["edges"])
-            bins = len(edges) - 1
-            labels = spec.get("labels")
-            if labels is None:
-                labels = [_interval_label(a, b) for a, b in zip(edges, edges[1:])]
-            if len(labels) != bins:
-                raise SchemaError(f"attribute {name!r}: {len(labels)} labels for {bins} bins")
-            return cls(name, kind, tuple(str(x) for x in labels) + extra, edges=edges, **rules)
-        raise SchemaError(f"attribute {name!r}: type must be 'categorical' or 'numeric'")
+                raise SchemaError(f"{where}: numeric needs 'edges'")
+            edges = _edges(spec["edges"], where)
+            return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges, **common)
+        if kind == "boolean":
+            return cls(name, kind, ("False", "True") + extra,
+                       true_values=_texts(spec, "true_values", where, TRUE_VALUES),
+                       false_values=_texts(spec, "false_values", where, FALSE_VALUES), **common)
+        if kind == "datetime":
+            unit = str(spec.get("unit", ""))
+            common |= {"unit": unit, "format": str(spec.get("format", "ISO8601"))}
+            if unit == "year":
+                if "edges" not in spec:
+                    raise SchemaError(f"{where}: datetime unit 'year' needs year 'edges'")
+                edges = _edges(spec["edges"], where)
+                return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges,
+                           **common)
+            return cls(name, kind, CALENDAR_UNITS.get(unit, ("?",)) + extra, **common)
+        raise SchemaError(f"{where}: type must be one of {', '.join(KINDS)}, got {kind!r}")
 
     def to_json(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"name": self.name, "type": self.kind}
         if self.kind == "categorical":
             spec["categories"] = list(self.categories)
-            extra = self.labels[len(self.categories) :]
-        else:
+        if self.kind == "datetime":
+            spec |= {"unit": self.unit, "format": self.format}
+        if self.kind == "boolean":
+            spec |= {"true_values": list(self.true_values),
+                     "false_values": list(self.false_values)}
+        if self.edges:
             spec["edges"] = [_edge_json(e) for e in self.edges]
-            spec["labels"] = list(self.labels[: len(self.edges) - 1])
-            extra = self.labels[len(self.edges) - 1 :]
+            spec["labels"] = list(self.labels[: self.bins])
+        extra = self.labels[self.bins :]
         if extra:
             spec["extra"] = list(extra)
         spec["on_missing"] = self.on_missing
         spec["on_unknown"] = self.on_unknown
+        if self.missing_values:  # absent when empty: older schemas keep their sha256
+            spec["missing_values"] = list(self.missing_values)
         return spec
 
 
@@ -225,7 +359,10 @@ class Schema:
         version = int(spec.get("schema_version", SCHEMA_VERSION))
         if version != SCHEMA_VERSION:
             raise SchemaError(f"schema_version {version} is not supported (expected 1)")
-        attributes = tuple(Attribute.from_json(a) for a in spec["attributes"])
+        if not isinstance(spec["attributes"], list):
+            raise SchemaError("schema JSON: 'attributes' must be a list")
+        missing_values = _texts(spec, "missing_values", "schema")  # default of every attribute
+        attributes = tuple(Attribute.from_json(a, missing_values) for a in spec["attributes"])
         return cls(attributes, name=str(spec.get("name", "schema")), version=version)
 
 
@@ -244,6 +381,8 @@ def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:
             raise FileNotFoundError(
                 f"schema {str(source)!r} is neither a file nor a built-in ({builtins})"
             )
+        if path.is_dir():
+            raise SchemaError(f"schema {str(source)!r} is a directory, not a JSON file")
         text = path.read_text()
     try:
         spec = json.loads(text)

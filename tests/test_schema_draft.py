@@ -1,0 +1,134 @@
+"""Drafting a schema from public information only, and checking the data against it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_dask.cli import main
+from dp_dask.draft import NOT_PRIVATE, check_schema, draft_schema
+from dp_dask.schema import SchemaError, load_schema
+
+
+def table(seed: int, rows: int = 200) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "answer": rng.choice(["yes", "no", "NA"], rows),
+        "age": rng.integers(18, 90, rows),
+        "income": rng.normal(50_000, 10_000, rows),
+        "when": pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 900, rows), "D"),
+        "ok": rng.random(rows) < 0.5,
+        "zip": rng.integers(10_000, 10_400, rows).astype(str),
+    })
+
+
+def test_draft_reads_metadata_only(tmp_path):
+    """Drafts of tables that differ in every value are identical: no value was read."""
+    drafts = []
+    for seed in (1, 2):
+        frame = table(seed, rows=50 * seed)
+        frame.to_parquet(tmp_path / f"{seed}.parquet")
+        drafts.append(draft_schema(tmp_path / f"{seed}.parquet", name="t"))
+    assert drafts[0] == drafts[1]
+    kinds = {a["name"]: a["type"] for a in drafts[0].schema["attributes"]}
+    assert kinds == {"answer": "categorical", "age": "numeric", "income": "numeric",
+                     "when": "datetime", "ok": "boolean", "zip": "categorical"}
+    assert set(drafts[0].todo) == {"answer", "age", "income", "zip"}
+    # A CSV: only the header is read; the body may be anything, even bytes that aren't text.
+    (tmp_path / "a.csv").write_bytes(b"answer,age\n\xff\xfe,\x00garbage\n")
+    csv = draft_schema(tmp_path / "a.csv")
+    assert set(csv.todo) == {"answer", "age"} and csv.schema["missing_values"] == [""]
+
+
+def test_placeholders_are_refused_by_name_until_filled(tmp_path):
+    table(1).to_parquet(tmp_path / "t.parquet")
+    draft = draft_schema(tmp_path / "t.parquet")
+    with pytest.raises(SchemaError, match="attribute 'answer' is a draft placeholder: "
+                                          "categorical"):
+        load_schema(draft.schema)
+    filled = draft_schema(tmp_path / "t.parquet",
+                          ranges={"age": {"start": 0, "stop": 100, "step": 10},
+                                  "income": {"start": 0, "stop": 200_000, "step": 20_000}},
+                          public=_codebook(tmp_path, {"answer": ["yes", "no", "NA"],
+                                                      "zip": {"type": "categorical",
+                                                              "categories": ["10000"],
+                                                              "extra": ["other"],
+                                                              "on_unknown": "other"}}))
+    assert filled.todo == {}
+    schema = load_schema(filled.schema)
+    assert schema["age"].edges == tuple(range(0, 101, 10))
+    assert schema["answer"].labels == ("yes", "no", "NA", "missing")
+    assert schema["zip"].labels == ("10000", "other")
+
+
+def _codebook(tmp_path, entries: dict) -> str:
+    path = tmp_path / "codebook.json"
+    path.write_text(json.dumps(entries))
+    return str(path)
+
+
+def test_public_sample_gives_categories_round_bins_and_a_top_k(tmp_path):
+    table(1).to_csv(tmp_path / "private.csv", index=False)
+    public = table(7, rows=120)
+    public.loc[3, "answer"] = ""  # the empty cell: missing, never a category
+    public.to_csv(tmp_path / "public.csv", index=False)
+    draft = draft_schema(tmp_path / "private.csv", public=tmp_path / "public.csv",
+                         max_categories=20)
+    assert draft.todo == {}
+    schema = load_schema(draft.schema)
+    assert schema["answer"].categories == tuple(sorted(set(public["answer"]) - {""}))
+    assert schema["ok"].kind == "boolean" and schema["when"].kind == "datetime"
+    age = schema["age"]  # round bins over the public range, open at both ends
+    assert age.edges[0] == -np.inf and age.edges[-1] == np.inf
+    assert age.edges[1] <= public["age"].min() and age.edges[-2] > public["age"].max()
+    assert all(e == round(e) for e in age.edges[1:-1])
+    # Wide text column of a Parquet input: the public top-k and an "other" bucket.
+    table(1).to_parquet(tmp_path / "private.parquet")
+    wide = load_schema(draft_schema(tmp_path / "private.parquet", public=tmp_path / "public.csv",
+                                    max_categories=20).schema)
+    top = public["zip"].value_counts().sort_index().sort_values(ascending=False, kind="stable")
+    assert wide["zip"].categories == tuple(top.index[:20])
+    assert wide["zip"].labels[-2:] == ("other", "missing") and wide["zip"].on_unknown == "other"
+
+
+def test_cli_draft_prints_what_to_fill_in_and_never_overwrites(tmp_path, capsys):
+    table(1).to_parquet(tmp_path / "t.parquet")
+    out = tmp_path / "schema.json"
+    assert main(["schema", "draft", str(tmp_path / "t.parquet"), "--out", str(out),
+                 "--range", "age=0:100:5"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 attribute(s) to fill in" in printed
+    for column in ("answer", "income", "zip"):
+        assert f"  {column}: " in printed
+    written = json.loads(out.read_text())
+    assert written["attributes"][1]["edges"] == {"start": 0, "stop": 100, "step": 5}
+    before = out.read_text()
+    assert main(["schema", "draft", str(tmp_path / "t.parquet"), "--out", str(out)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err and out.read_text() == before
+    assert main(["schema", "draft", str(tmp_path / "t.parquet"), "--out", str(out),
+                 "--range", "nope=0:1:1"]) == 2
+    assert "['nope'] not in the input" in capsys.readouterr().err
+
+
+def test_check_counts_outside_values_for_the_owner_only(client, tmp_path, capsys):
+    frame = pd.DataFrame({"answer": ["yes", "no", "NA", "maybe", "", "yes"],
+                          "age": ["30", "200", "", "41", "x", "17"]})
+    frame.to_csv(tmp_path / "private.csv", index=False)
+    schema = {"missing_values": [""], "attributes": [
+        {"name": "answer", "categories": ["yes", "no", "NA"]},
+        {"name": "age", "type": "numeric", "edges": {"start": 0, "stop": 120, "step": 10},
+         "extra": ["missing", "other"], "on_missing": "missing", "on_unknown": "other"}]}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    result = check_schema(tmp_path / "private.csv", tmp_path / "schema.json")
+    assert result[["column", "rows", "missing", "outside", "fit"]].values.tolist() == [
+        ["answer", 6, 1, 1, "stops here"], ["age", 6, 1, 2, "ok"]]
+    files = sorted(tmp_path.rglob("*"))
+    assert main(["schema", "check", str(tmp_path / "private.csv"), str(tmp_path / "schema.json"),
+                 "--scheduler", client.scheduler.address, "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(NOT_PRIVATE)
+    assert "a fit would stop at column(s) ['answer']" in printed
+    assert sorted(tmp_path.rglob("*")) == files  # printed, nothing written
