@@ -191,10 +191,13 @@ def _draw_within(cumulative: np.ndarray, first: np.ndarray, total: np.ndarray,
     return np.searchsorted(cumulative, point, side="right")
 
 
-def possible_cells(targets: dict[tuple[int, ...], np.ndarray],
-                   sizes: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """For each 2-way target, which cells may hold rows (target > 0)."""
-    return {clique: (target > 0).reshape(sizes[list(clique)])
+def possible_cells(targets: dict[tuple[int, ...], np.ndarray], sizes: np.ndarray,
+                   floors: dict[tuple[int, ...], float] | None = None
+                   ) -> dict[tuple[int, int], np.ndarray]:
+    """For each 2-way target, which cells may receive moved rows: target above its floor (0 by
+    default; a noise-derived floor also rules out cells that noise alone may have filled)."""
+    floors = floors or {}
+    return {clique: (target > max(floors.get(clique, 0.0), 0.0)).reshape(sizes[list(clique)])
             for clique, target in targets.items() if len(clique) == 2}
 
 
