@@ -32,7 +32,7 @@ from dp_dask.schema import Schema
 COMPLETE = "_COMPLETE.json"
 RECORD_FORMAT = 1
 BOOKKEEPING = "_staging"  # inside a staging directory only: the plan and per-partition markers
-RELEASE_FILES = ("synthetic.parquet", "synthetic.zarr", "metadata.json", COMPLETE)
+MARKS_OF_A_RELEASE = (COMPLETE, "metadata.json", "synthetic.zarr")  # beside synthetic.parquet
 LOCK_HEARTBEAT_SECONDS = 30.0
 # A lock whose holder has not refreshed it for this long is stale, wherever the holder runs.
 LOCK_STALE_SECONDS = 600.0
@@ -184,7 +184,7 @@ def release_lock(out: str | Path) -> Iterator[Path]:
 def check_target(target: Path) -> None:
     """A release may replace only nothing, an empty directory, or an earlier release."""
     if target.is_dir():
-        if any(target.iterdir()) and not any((target / name).exists() for name in RELEASE_FILES):
+        if any(target.iterdir()) and not _looks_like_release(target):
             raise ReleaseError(f"{target} exists and is not a dp_dask release; it would be "
                                "replaced as a whole: choose another output directory")
     elif target.exists():
@@ -351,14 +351,24 @@ def verify_release(path: str | Path, *, checksums: bool = False) -> dict[str, An
     return record
 
 
+def _looks_like_release(directory: Path) -> bool:
+    return (any((directory / name).exists() for name in MARKS_OF_A_RELEASE)
+            or directory.name.startswith(".") and ".staging-" in directory.name)
+
+
 def release_directory(path: str | Path) -> Path | None:
-    """The release ``path`` belongs to: a directory holding release files, or such a file (or a
-    part inside one); None for a table that is not part of a dp_dask release."""
+    """The release ``path`` belongs to, or None for a table that is not part of one.
+
+    A release directory holds ``_COMPLETE.json``, ``metadata.json`` or ``synthetic.zarr`` (a
+    killed older job left the last two without the first), or is a staging directory; ``path``
+    is one, or its ``synthetic.parquet``/``synthetic.zarr``, or a part inside those.
+    """
     path = resolve_target(path)
-    if path.is_dir() and any((path / name).exists() for name in RELEASE_FILES):
+    if path.is_dir() and _looks_like_release(path):
         return path
     for candidate in (path, path.parent):
-        if candidate.name in RELEASE_FILES:
+        if candidate.name in ("synthetic.parquet", "synthetic.zarr") \
+                and _looks_like_release(candidate.parent):
             return candidate.parent
     return None
 
