@@ -25,6 +25,7 @@ from dp_dask.io import read_table
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
+from dp_dask.release import release_lock
 from dp_dask.schema import SchemaError, load_schema
 from dp_dask.synthesizer import DEFAULT_DELTA, EmptyInputError, Synthesizer
 
@@ -133,17 +134,18 @@ def run_fit(args: argparse.Namespace) -> None:
 
 
 def run_sample(args: argparse.Namespace) -> None:
-    synthesizer = Synthesizer.from_model(args.model, show_progress=not args.quiet)
-    paths = synthesizer.write(args.out, args.rows, seed=args.seed,
-                              partition_rows=args.partition_rows)
+    with release_lock(args.out):  # before any work: a second job on this target fails at once
+        synthesizer = Synthesizer.from_model(args.model, show_progress=not args.quiet)
+        paths = synthesizer.write(args.out, args.rows, seed=args.seed,
+                                  partition_rows=args.partition_rows)
     _report(synthesizer, paths)
 
 
 def run_synth(args: argparse.Namespace) -> None:
-    synthesizer = _synthesizer(args, args.schema).fit(args.data)
-    paths = {"model": synthesizer.save(args.out / "model")}
-    paths |= synthesizer.write(args.out, args.rows, seed=args.seed,
-                               partition_rows=args.partition_rows)
+    with release_lock(args.out):  # before the fit spends any budget
+        synthesizer = _synthesizer(args, args.schema).fit(args.data)
+        paths = synthesizer.write(args.out, args.rows, seed=args.seed,
+                                  partition_rows=args.partition_rows, with_model=True)
     _report(synthesizer, paths)
 
 
@@ -319,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries")
     _evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
-                          help="decoded synthetic Parquet (schema labels), e.g. from synth")
+                          help="decoded synthetic Parquet (schema labels) or a release "
+                          "directory, e.g. from synth (a release is read only if complete)")
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json} (default: print only)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the Q3 sample")

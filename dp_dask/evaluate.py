@@ -37,6 +37,7 @@ from dp_dask.decode import codes_to_frame
 from dp_dask.encode import encode_partition
 from dp_dask.io import TableSource, read_table, write_json
 from dp_dask.privacy.labels import OWNER_ONLY
+from dp_dask.release import checked_table
 from dp_dask.schema import Schema
 
 BETAS = (0.95, 0.99, 1.0)
@@ -241,7 +242,12 @@ def error_records(method: str, true: Answers, released: Answers, correlations: n
 def evaluate_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
                      q3_sample: int | None = DEFAULT_Q3_SAMPLE, seed: int = 0,
                      method: str = "synthetic") -> tuple[pd.DataFrame, ThreeWayWorkload]:
-    """(α, β) errors of one decoded synthetic table (schema labels) against the raw data."""
+    """(α, β) errors of one decoded synthetic table (schema labels) against the raw data.
+
+    A dp_dask release (its directory or its ``synthetic.parquet``) is read only if complete.
+    """
+    if isinstance(synthetic, str | Path):
+        synthetic = checked_table(synthetic)
     workload = three_way_workload(schema, q3_sample, seed)
     labels = schema.as_labels()
     real_counts, real_q3, synthetic_counts, synthetic_q3 = compute(

@@ -1,13 +1,21 @@
 """Parallel sampling: each output partition draws Y = Z·Lᵀ with its own child seed.
 
 Partition p uses ``SeedSequence(seed).spawn(P)[p]``, so the output depends on the seed and the
-partitioning only, never on the number of workers or the order tasks run in.
+partitioning only, never on the number of workers or the order tasks run in. The copula's latent
+product runs on one BLAS thread: OpenBLAS sums float32 products in an order that depends on its
+thread count, which flips a few thresholded dummies (docs/releases.md, "Determinism").
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import os
+import threading
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import dask
@@ -17,6 +25,7 @@ import numpy as np
 import pandas as pd
 import zarr
 from dask.delayed import Delayed
+from threadpoolctl import threadpool_limits
 
 from dp_dask.copula import psd_correlation_factor
 from dp_dask.decode import codes_to_frame, decode_latent
@@ -27,6 +36,33 @@ if TYPE_CHECKING:
 
 # Rows drawn at once inside a partition: bounds the float32 latent block to ~64 MiB.
 LATENT_BLOCK_BYTES = 64 * 2**20
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limits: threadpool_limits | None = None
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """BLAS on one thread while any task of this process is inside the block.
+
+    Counted, because threadpoolctl's limits are process-wide: a task leaving must not restore
+    the thread count under another that is still multiplying.
+    """
+    global _blas_users, _blas_limits
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limits = threadpool_limits(limits=1, user_api="blas")
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0 and _blas_limits is not None:
+                _blas_limits.restore_original_limits()
+                _blas_limits = None
 
 
 def default_partition_rows(d: int) -> int:
@@ -74,11 +110,12 @@ class Sampler:
         binary = np.empty((rows, d), dtype=np.uint8)
         codes = np.empty((rows, self.schema.m), dtype=np.int16)
         block = max(1, LATENT_BLOCK_BYTES // (4 * d))
-        for start in range(0, rows, block):
-            stop = min(rows, start + block)
-            latent = rng.standard_normal((stop - start, d), dtype=np.float32) @ self.factor.T
-            binary[start:stop] = latent > self.thresholds
-            codes[start:stop] = decode_latent(latent, self.offsets, self.schema)
+        with single_threaded_blas():
+            for start in range(0, rows, block):
+                stop = min(rows, start + block)
+                latent = rng.standard_normal((stop - start, d), dtype=np.float32) @ self.factor.T
+                binary[start:stop] = latent > self.thresholds
+                codes[start:stop] = decode_latent(latent, self.offsets, self.schema)
         return binary, codes
 
 
@@ -103,30 +140,57 @@ def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_ro
     return shared, list(zip(starts, sizes, children))
 
 
-def _draw_frame(sampler: PartitionSampler, start: int, rows: int, child: np.random.SeedSequence,
-                binary_target: zarr.Array | None) -> pd.DataFrame:
-    binary, codes = sampler.draw(rows, child)
-    if binary_target is not None:
-        # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried
-        # task rewrites identical bytes.
-        binary_target[start : start + rows] = binary
-    return codes_to_frame(codes, sampler.schema)
+def _draw_frame(sampler: PartitionSampler, rows: int,
+                child: np.random.SeedSequence) -> pd.DataFrame:
+    return codes_to_frame(sampler.draw(rows, child)[1], sampler.schema)
 
 
 def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
-                 partition_rows: int | None = None,
-                 binary_target: zarr.Array | None = None,
-                 sampler: PartitionSampler | None = None) -> dd.DataFrame:
-    """Lazy decoded synthetic rows; with ``binary_target`` each task also stores its dummies.
-
-    Writing both outputs from one task draws each partition once. ``sampler`` (the model's,
-    prepared already, e.g. its Cholesky factor) saves preparing it again.
-    """
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
-    frames = [dask.delayed(_draw_frame, pure=True)(sampler, start, rows, child, binary_target)
-              for start, rows, child in partitions]
+                 partition_rows: int | None = None) -> dd.DataFrame:
+    """Lazy decoded synthetic rows."""
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
+    frames = [dask.delayed(_draw_frame, pure=True)(sampler, rows, child)
+              for _, rows, child in partitions]
     meta = codes_to_frame(np.zeros((0, model.schema.m), dtype=np.int16), model.schema)
     return dd.from_delayed(frames, meta=meta, verify_meta=False)
+
+
+def part_name(index: int, partitions: int) -> str:
+    """Zero-padded, so every reader's lexicographic file order is the row order."""
+    return f"part.{index:0{max(6, len(str(partitions)))}d}.parquet"
+
+
+def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: int,
+                     child: np.random.SeedSequence, binary_target: zarr.Array, part: str,
+                     markers: str) -> int:
+    binary, codes = sampler.draw(rows, child)
+    # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried or
+    # resumed task rewrites identical bytes.
+    binary_target[start : start + rows] = binary
+    # A unique hidden name (readers skip it) renamed into place: a part is never half-written,
+    # even if a straggler of a killed job writes the same part.
+    partial = Path(part).with_name(f".{Path(part).name}.{uuid.uuid4().hex}")
+    codes_to_frame(codes, sampler.schema).to_parquet(partial, index=False)
+    os.replace(partial, part)
+    (Path(markers) / str(index)).touch()  # last: both outputs of the partition are in place
+    return index
+
+
+def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_rows: int,
+                     binary_target: zarr.Array, parquet: Path, markers: Path,
+                     skip: set[int] | frozenset[int] = frozenset(),
+                     sampler: PartitionSampler | None = None) -> list[Delayed]:
+    """One task per partition not in ``skip``: draw it once, write its Zarr chunk and its
+    Parquet part under ``parquet``, then its done marker under ``markers``.
+
+    Paths must be absolute: the tasks run in the workers' working directories.
+    """
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
+    parquet.mkdir(parents=True, exist_ok=True)
+    return [dask.delayed(_write_partition, pure=True)(
+                sampler, index, start, rows, child, binary_target,
+                str(parquet / part_name(index, len(partitions))), str(markers))
+            for index, (start, rows, child) in enumerate(partitions) if index not in skip]
 
 
 def _draw(sampler: PartitionSampler, rows: int,

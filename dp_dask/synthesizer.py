@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
+import zarr
 
 import dp_dask
 from dp_dask.cluster import compute
@@ -26,7 +27,23 @@ from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
-from dp_dask.sample import default_partition_rows, sample_binary, sample_frame
+from dp_dask.release import (
+    COMPLETE,
+    RECORD_FORMAT,
+    ReleaseError,
+    StagedRelease,
+    model_fingerprint,
+    release_lock,
+    resolve_target,
+    stage_release,
+)
+from dp_dask.sample import (
+    default_partition_rows,
+    partition_sizes,
+    sample_binary,
+    sample_frame,
+    write_partitions,
+)
 from dp_dask.schema import Schema, load_schema
 from dp_dask.timing import timed
 
@@ -221,30 +238,74 @@ class Synthesizer:
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows}}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
-              partition_rows: int | None = None) -> dict[str, Path]:
-        """Sample and write ``synthetic.zarr``, ``synthetic.parquet``, ``metadata.json``."""
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+              partition_rows: int | None = None, with_model: bool = False) -> dict[str, Path]:
+        """Sample and publish the release ``synthetic.zarr``, ``synthetic.parquet``,
+        ``metadata.json`` (and the model in ``model/`` with ``with_model``) at ``out``.
+
+        Atomic (docs/releases.md): written into a staging directory beside ``out`` under the
+        target's lock, completed by ``_COMPLETE.json``, then renamed onto ``out``, replacing an
+        earlier release as a whole. Run again with the same model and arguments after being
+        stopped, it resumes the partitions not yet written.
+        """
+        target = resolve_target(out)  # on the driver: workers have other working directories
         n_rows = n_rows or self.model.n_rows
         partition_rows = partition_rows or default_partition_rows(self.schema.d)
+        partitions = len(partition_sizes(n_rows, partition_rows))
         metadata = self.release_metadata(n_rows, seed, partition_rows)
+        plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
+                "partition_rows": partition_rows, "with_model": with_model,
+                "record_format": RECORD_FORMAT}
+        with release_lock(target):
+            staged = stage_release(target, plan)
+            if not staged.complete:
+                self._write_staged(staged, metadata, partitions, with_model)
+            staged.publish()
+        paths = {"zarr": target / "synthetic.zarr", "parquet": target / "synthetic.parquet",
+                 "metadata": target / "metadata.json", "record": target / COMPLETE}
+        if with_model:
+            paths["model"] = target / "model"
+        if self.ledger is not None and self.ledger_entry_ is not None:
+            self.ledger.set_paths(self.ledger_entry_.id, release_path=target,
+                                  model_path=paths.get("model"))
+        return paths
+
+    def _write_staged(self, staged: StagedRelease, metadata: dict[str, Any], partitions: int,
+                      with_model: bool) -> None:
+        """The missing partitions, then metadata and the completion record, into staging."""
+        sampling = metadata["sampling"]
+        if with_model:  # recorded here first, so a retry with the run id reuses this model
+            self.save(staged.path / "model")
         with timed(self.timings_, "prepare_sampler"):
             sampler = self.model.sampler()
         with timed(self.timings_, "sample_write"):
-            paths = {"zarr": out / "synthetic.zarr", "parquet": out / "synthetic.parquet",
-                     "metadata": out / "metadata.json"}
-            target = create_zarr(paths["zarr"], (n_rows, self.schema.d), partition_rows,
-                                 {"columns": self.schema.column_labels(), **metadata})
-            frame = sample_frame(self.model, n_rows, seed=seed, partition_rows=partition_rows,
-                                 binary_target=target, sampler=sampler)
-            # overwrite: part files of an earlier, larger release must not mix into this one
-            compute(frame.to_parquet(paths["parquet"], write_index=False, overwrite=True,
-                                     compute=False),
+            done = staged.done()
+            zarr_path = staged.path / "synthetic.zarr"
+            binary = (zarr.open_array(str(zarr_path), mode="r+") if done else
+                      create_zarr(zarr_path, (sampling["rows"], self.schema.d),
+                                  sampling["partition_rows"],
+                                  {"columns": self.schema.column_labels(), **metadata}))
+            compute(*write_partitions(self.model, sampling["rows"], seed=sampling["seed"],
+                                      partition_rows=sampling["partition_rows"],
+                                      binary_target=binary,
+                                      parquet=staged.path / "synthetic.parquet",
+                                      markers=staged.markers, skip=done, sampler=sampler),
                     show_progress=self.show_progress)
-            write_json(paths["metadata"], metadata)
-        if self.ledger is not None and self.ledger_entry_ is not None:
-            self.ledger.set_paths(self.ledger_entry_.id, release_path=out)
-        return paths
+            missing = sorted(set(range(partitions)) - staged.done())
+            if missing:
+                raise ReleaseError(
+                    f"{len(missing)} partition(s) the workers wrote (e.g. {missing[0]}) are not "
+                    f"in {staged.path} as this machine sees it: the workers must see the "
+                    "output path at the same absolute location")
+            write_json(staged.path / "metadata.json", metadata)
+            privacy = metadata.get("privacy", {})
+            staged.finish({
+                "rows": sampling["rows"], "partitions": partitions,
+                "partition_rows": sampling["partition_rows"], "seed": sampling["seed"],
+                "columns": self.schema.names, "dummy_columns": self.schema.d,
+                "method": self.name,
+                "privacy": {key: privacy.get(key) for key in (
+                    "epsilon", "delta", "mechanism", "accountant", "differentially_private")},
+            })
 
     def save(self, path: str | Path) -> Path:
         """Save the noisy model (no raw data) for sampling later."""
