@@ -20,7 +20,7 @@ from typing import Any
 
 import dask
 from dask.diagnostics import ProgressBar
-from dask.utils import format_bytes, parse_timedelta
+from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, KilledWorker, LocalCluster, progress
 from distributed.client import FutureCancelledError
 
@@ -110,6 +110,20 @@ def _memory_limits(workers: dict[str, dict[str, Any]]) -> str:
     return "/".join(format_bytes(v) if v else "no limit" for v in limits) or "unknown"
 
 
+def _configured_limit(client: Client) -> str:
+    """The memory limit a LocalCluster gives its workers, for when none lived long enough to
+    report it ("auto" and fractions are resolved by the workers, so they are left as given)."""
+    spec = getattr(getattr(client, "cluster", None), "new_spec", None) or {}
+    limit = spec.get("options", {}).get("memory_limit")
+    if limit is None:
+        return "unknown"
+    try:
+        size = parse_bytes(limit) if isinstance(limit, str) else int(limit)
+    except (ValueError, TypeError):
+        return str(limit)
+    return format_bytes(size) if size > 1 else str(limit)  # a fraction of RAM parses as 0 or 1
+
+
 class Watchdog(threading.Thread):
     """Polls the scheduler while ``futures`` run and cancels them, keeping the reason, when the
     cluster cannot make progress (see the module docstring)."""
@@ -128,7 +142,7 @@ class Watchdog(threading.Thread):
 
     def run(self) -> None:
         seen: set[tuple[str, str]] = set()
-        losses, stalled_since, limits = 0, None, "unknown"
+        losses, stalled_since, limits = 0, None, _configured_limit(self.client)
         while not self._done.wait(POLL_SECONDS):
             try:
                 workers = self.client.scheduler_info(n_workers=-1)["workers"]
@@ -158,7 +172,7 @@ class Watchdog(threading.Thread):
                 else:
                     self.reason = (
                         f"no Dask worker has been alive for over {self.stall_seconds:g} s "
-                        f"(last memory limit per worker: {limits}): local workers died or "
+                        f"(memory limit per worker: {limits}): local workers died or "
                         "could not start (raise --memory-limit); with --scheduler, start "
                         "workers for it")
             if self.reason:
