@@ -111,7 +111,8 @@ def delta_value(text: str) -> float:
 
 
 def memory_limit(text: str) -> str:
-    """argparse ``type=``: "auto", a size ("4GiB", bytes) or a fraction of RAM in (0, 1]."""
+    """argparse ``type=``: "auto", a size ("4GiB", bytes; 0 for none) or a fraction of RAM in
+    (0, 1]."""
     if text == "auto":
         return text
     try:
@@ -126,9 +127,9 @@ def memory_limit(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"must be 'auto', a size such as 4GiB, or a fraction of RAM in (0, 1]; got {text!r}"
         ) from None
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive size, got {text!r}")
-    return text
+    if size < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return text  # 0: no limit, as in distributed
 
 
 def check_output_dir(path: str | Path, option: str) -> Path:
@@ -156,11 +157,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def check_input(path: str | Path, schema: Schema) -> None:
-    """The input file(s) exist, CSV is not compressed under a plain name, and every Parquet
-    file holds every column of the schema (read from the footers, not the rows)."""
+    """A CSV is not compressed under a plain name, and every Parquet file holds every column of
+    the schema (read from the footers, not the rows). A missing input is left to the reader, so
+    that the ledger's budget refusal, which comes first, is what the user sees."""
     path = Path(path)
     if not path.exists():
-        raise CheckError(f"input {path} does not exist")
+        return
     name = path.name.lower()
     if name.endswith(".csv"):
         if path.is_dir():
@@ -173,14 +175,17 @@ def check_input(path: str | Path, schema: Schema) -> None:
     if name.endswith(".csv.gz"):
         return
     import pyarrow.dataset as ds  # only Parquet needs it
+    import pyarrow.parquet as pq
 
     try:
-        files = ds.dataset(path, format="parquet").files
+        files = ds.dataset(path, format="parquet", partitioning="hive").files
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise CheckError(f"input {path} is not readable as Parquet: {exc}") from None
     for file in files:
+        # hive-partitioned directories (key=value/) supply columns of their own
+        keys = {part.split("=")[0] for part in Path(file).parent.parts if "=" in part}
         try:
-            columns = set(ds.dataset(file, format="parquet").schema.names)
+            columns = set(pq.read_schema(file).names) | keys
         except (OSError, ValueError) as exc:
             raise CheckError(f"input {file} is not readable as Parquet: {exc}") from None
         missing = [column for column in schema.names if column not in columns]
@@ -198,12 +203,15 @@ def locate_non_utf8(path: str | Path) -> str:
     opener = gzip.open if str(path).lower().endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8", errors="surrogateescape", newline="") as stream:
         reader = csv.reader(stream)
-        header = next(reader, [])
+        header: list[str] = []
         for row in reader:
             for column, cell in enumerate(row):
                 if any("\udc80" <= char <= "\udcff" for char in cell):
+                    if not header:
+                        return "line 1 (the header)"
                     name = header[column] if column < len(header) else f"#{column + 1}"
                     return f"line {reader.line_num}, column {name!r}"
+            header = header or row
     return "a value"
 
 
@@ -237,7 +245,9 @@ class Cost:
 
 
 def check_cost(schema: Schema, method: str) -> Cost:
-    """Refuse a schema past the hard limits; warn past the soft ones. Shared by CLI and API."""
+    """Refuse a schema past the hard limits; warn past the soft ones. Shared by CLI and API;
+    the warnings come from this line, so that warnings' "default" filter shows them once when
+    both run."""
     cost = Cost.of(schema)
     sizes = dict(zip(schema.names, schema.sizes.tolist()))
     advice = "merge rare categories or use coarser bins"
@@ -253,16 +263,16 @@ def check_cost(schema: Schema, method: str) -> Cost:
     if cost.dummy_columns > WARN_DUMMY_COLUMNS:
         slow = " and the copula's correlation repair grows as d³" if method == "copula" else ""
         warnings.warn(f"schema {schema.name!r}: {columns}: counting builds a d×d matrix per "
-                      f"task{slow}; expect a slow fit ({advice})", DpDaskWarning, stacklevel=2)
+                      f"task{slow}; expect a slow fit ({advice})", DpDaskWarning, stacklevel=1)
     elif method == "marginals" and cost.table_cells > WARN_TABLE_CELLS:
         warnings.warn(f"schema {schema.name!r}: the 2-way table {cost.largest_table} has "
                       f"{cost.table_cells:,} cells; expect a slow fit ({advice})",
-                      DpDaskWarning, stacklevel=2)
+                      DpDaskWarning, stacklevel=1)
     return cost
 
 
-def read_model_document(path: Path, format_version: int) -> dict[str, Any]:
-    """``<path>/model.json``, checked: valid JSON of the supported format."""
+def read_model_document(path: Path, format_version: int | None = None) -> dict[str, Any]:
+    """``<path>/model.json``, checked: a valid JSON object (of ``format_version``, if given)."""
     if not (path / "model.json").is_file():
         raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model directory")
     try:
@@ -270,9 +280,10 @@ def read_model_document(path: Path, format_version: int) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelError(f"model {path}/model.json is not valid JSON (truncated or edited?): "
                          f"{exc}") from None
-    if not isinstance(document, dict) or document.get("format") != format_version:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ModelError(f"model {path}: model format {found} is not supported")
+    if not isinstance(document, dict):
+        raise ModelError(f"model {path}/model.json is not a JSON object")
+    if format_version is not None and document.get("format") != format_version:
+        raise ModelError(f"model {path}: model format {document.get('format')} is not supported")
     return document
 
 

@@ -54,8 +54,8 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--workers", type=positive_int, default=None,
                        help="local workers to start (default: one per core)")
     group.add_argument("--memory-limit", type=memory_limit, default="auto",
-                       help="memory limit per local worker: auto, a size (4GiB) or a fraction "
-                       "of RAM")
+                       help="memory limit per local worker: auto, a size (4GiB; 0 for none) or "
+                       "a fraction of RAM")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage logs")
 
 
@@ -373,7 +373,7 @@ USER_ERRORS = (ValueError, OSError, LedgerError, ClusterError)
 
 def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
-        warnings.simplefilter("always", DpDaskWarning)
+        warnings.simplefilter("default", DpDaskWarning)  # once each, though checked twice
         warnings.showwarning = _show_warning
         args = build_parser().parse_args(argv)
         logging.basicConfig(format="%(asctime)s %(name)s %(message)s")

@@ -22,7 +22,7 @@ from dp_dask.cluster import compute
 from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.methods.marginals import ONE_WAY_SHARE, MarginalModel, fit_marginals, measure
-from dp_dask.model import MODEL_FORMAT, CopulaModel, fit_model
+from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
@@ -47,7 +47,7 @@ def library_versions() -> dict[str, str]:
 def load_model(path: str | Path) -> Model:
     """A saved model of either method, by the method its model.json names."""
     path = Path(path)
-    document = read_model_document(path, MODEL_FORMAT)
+    document = read_model_document(path)  # each method checks its own format
     if document.get("method") == MarginalSynthesizer.name:
         return MarginalModel.from_files(path, document)
     return CopulaModel.load(path)

@@ -141,6 +141,7 @@ class MarginalModel:
         return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
                    arrays["order"], arrays["parents"], document["metadata"])
 
+
 @dataclass(frozen=True)
 class MarginalSampler:
     """Draws one output partition: tree start, row updates, exact 1-way counts."""

@@ -51,7 +51,7 @@ CASES: dict[str, tuple[str, str]] = {
     "out-unwritable": ("main", "synth --data {csv} --schema {schema} --out /proc/dp-dask-out"),
     "model-out-is-file": ("main", "fit --data {csv} --schema {schema} --model {tmp}/afile"),
     "schema-missing": ("main", "synth --data {csv} --schema {tmp}/nope.json --out {out}"),
-    "data-missing": ("main", "synth --data {tmp}/nope.csv --schema {schema} --out {out}"),
+    "data-missing": ("scheduler", "synth --data {tmp}/nope.csv --schema {schema} --out {out}"),
     "parquet-part-missing-column": ("main", "synth --data {tmp}/parts --schema {schema} "
                                             "--out {out}"),
     "gzip-named-csv": ("main", "synth --data {tmp}/gzip.csv --schema {schema} --out {out}"),
@@ -143,6 +143,8 @@ def test_bad_input(case, inputs, capsys, request):
         stderr = capsys.readouterr().err
     assert_row(case, code, stderr, inputs)
     assert "Traceback" not in stderr
+    # a warning once, though the cost is checked both up front and by the fit
+    assert stderr.count("dp-dask: warning") == ("warning" in rows()[case].message)
     if code != 0:
         assert not out.exists(), "a refused job must write nothing"
 
