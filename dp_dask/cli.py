@@ -7,11 +7,27 @@ import json
 import logging
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
-from dp_dask.cluster import compute, dask_client
+from dp_dask.checks import (
+    EPSILON_WARN_HIGH,
+    EPSILON_WARN_LOW,
+    DpDaskWarning,
+    check_cost,
+    check_input,
+    check_output_dir,
+    delta_value,
+    epsilon_value,
+    locate_non_utf8,
+    memory_limit,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from dp_dask.cluster import ClusterError, compute, dask_client
 from dp_dask.counts import count_graph
-from dp_dask.encode import EncodingError
 from dp_dask.evaluate import (
     DEFAULT_Q3_SAMPLE,
     check_outside_release,
@@ -26,8 +42,8 @@ from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
 from dp_dask.release import release_lock
-from dp_dask.schema import SchemaError, load_schema
-from dp_dask.synthesizer import DEFAULT_DELTA, EmptyInputError, Synthesizer
+from dp_dask.schema import load_schema
+from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
 log = logging.getLogger("dp_dask")
 
@@ -36,9 +52,11 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="address of a running Dask scheduler (default: start local workers)")
-    group.add_argument("--workers", type=int, default=None,
+    group.add_argument("--workers", type=positive_int, default=None,
                        help="local workers to start (default: one per core)")
-    group.add_argument("--memory-limit", default="auto", help="memory limit per local worker")
+    group.add_argument("--memory-limit", type=memory_limit, default="auto",
+                       help="memory limit per local worker: auto, a size (4GiB; 0 for none) or "
+                       "a fraction of RAM")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage logs")
 
 
@@ -47,8 +65,11 @@ def _privacy_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--method", choices=sorted(Synthesizer.methods), default="marginals",
                        help="marginals (default: consistent noisy marginals + row updates) or "
                        "copula (the paper's binary Gaussian copula)")
-    group.add_argument("--epsilon", type=float, default=1.0, help="ε of the release (default 1)")
-    group.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="δ (default 2^-30)")
+    group.add_argument("--epsilon", type=epsilon_value, default=1.0,
+                       help="ε of the release (default 1; a warning outside "
+                       f"[{EPSILON_WARN_LOW:g}, {EPSILON_WARN_HIGH:g}])")
+    group.add_argument("--delta", type=delta_value, default=DEFAULT_DELTA,
+                       help="δ in (0, 1) (default 2^-30)")
     group.add_argument("--accountant", choices=["exact", "zcdp"], default="exact",
                        help="Gaussian accounting: exact privacy curve (default) or zCDP")
     group.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
@@ -57,7 +78,7 @@ def _privacy_options(parser: argparse.ArgumentParser) -> None:
                        help="copula only: latent correlation of an attribute's own dummies")
     group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                        help="opendp (secure, default) or numpy (seeded; testing only)")
-    group.add_argument("--noise-seed", type=int, default=None,
+    group.add_argument("--noise-seed", type=non_negative_int, default=None,
                        help="seed of the numpy noise sampler: never for a real release")
 
 
@@ -73,7 +94,7 @@ def _ledger_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--run-id", default=None,
                        help="id of this run: a retry with the same id reuses the saved model "
                        "instead of spending again (default: a fresh id)")
-    group.add_argument("--budget-epsilon", type=float, default=None, metavar="E",
+    group.add_argument("--budget-epsilon", type=positive_float, default=None, metavar="E",
                        help="refuse if the dataset's composed total would exceed ε=E "
                        "(besides the budget stored with 'dp-dask ledger set-budget')")
     group.add_argument("--force", action="store_true",
@@ -83,10 +104,11 @@ def _ledger_options(parser: argparse.ArgumentParser) -> None:
 
 def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None = None) -> None:
     group = parser.add_argument_group("sampling")
-    group.add_argument("--rows", type=int, default=None,
+    group.add_argument("--rows", type=positive_int, default=None,
                        help="synthetic rows (default: as many as the input)")
-    group.add_argument("--seed", type=int, default=0, help="seed of the synthetic sample")
-    group.add_argument("--partition-rows", type=int, default=None,
+    group.add_argument("--seed", type=non_negative_int, default=0,
+                       help="seed of the synthetic sample")
+    group.add_argument("--partition-rows", type=positive_int, default=None,
                        help="rows per output partition / Zarr chunk")
     group.add_argument("--out", type=Path, default=out_default, required=out_default is None,
                        help=f"output directory (default: {out_default})")
@@ -172,18 +194,12 @@ def run_demo(args: argparse.Namespace) -> None:
     print(json.dumps(marginal_distances(real, synthetic, schema), indent=2))
 
 
-def _q3_sample(args: argparse.Namespace) -> int:
-    if args.q3_sample < 1:
-        raise ValueError(f"--q3-sample must be positive, got {args.q3_sample}")
-    return args.q3_sample
-
-
 def run_evaluate(args: argparse.Namespace) -> None:
     schema = load_schema(args.schema)
     if args.out:
         check_outside_release(args.out, args.force)  # before reading anything
     records, workload = evaluate_release(args.data, args.synthetic, schema,
-                                         q3_sample=_q3_sample(args), seed=args.seed)
+                                         q3_sample=args.q3_sample, seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
     if args.out:
@@ -200,7 +216,7 @@ def run_report(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     path = write_report(args.data, load_schema(args.schema), args.out,
                         epsilons=tuple(args.epsilons), seeds=args.seeds, delta=args.delta,
-                        q3_sample=_q3_sample(args), table_epsilon=args.table_epsilon,
+                        q3_sample=args.q3_sample, table_epsilon=args.table_epsilon,
                         calibration_draws=args.calibration_draws, test_data=args.test_data,
                         target=args.target, force=args.force)
     print(f"report: {path} ({time.perf_counter() - started:.0f} s)")
@@ -272,7 +288,7 @@ def _evaluation_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True,
                         help="the raw data (Parquet/CSV): the data owner's evaluation only")
     parser.add_argument("--schema", required=True, help="schema JSON or built-in name")
-    parser.add_argument("--q3-sample", type=int, default=DEFAULT_Q3_SAMPLE,
+    parser.add_argument("--q3-sample", type=positive_int, default=DEFAULT_Q3_SAMPLE,
                         help="3-way queries: all if at most this many, else a uniform sample "
                         f"of this size (default {DEFAULT_Q3_SAMPLE:,})")
     parser.add_argument("--force", action="store_true",
@@ -311,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.set_defaults(run=run_synth)
 
     demo = commands.add_parser("demo", help="generate census-like data and release it")
-    demo.add_argument("--demo-rows", type=int, default=1_000_000, help="rows of demo data")
+    demo.add_argument("--demo-rows", type=positive_int, default=1_000_000, help="rows of demo data")
     _privacy_options(demo)
     _sampling_options(demo, out_default=Path("dp-dask-demo"))
     _cluster_options(demo)
@@ -325,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "directory, e.g. from synth (a release is read only if complete)")
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json} (default: print only)")
-    evaluate.add_argument("--seed", type=int, default=0, help="seed of the Q3 sample")
+    evaluate.add_argument("--seed", type=non_negative_int, default=0, help="seed of the Q3 sample")
     _cluster_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
@@ -333,14 +349,15 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="ε sweep of the copula and reference releases: tables, plots, report.md")
     _evaluation_options(report)
     report.add_argument("--out", type=Path, required=True, help="output directory")
-    report.add_argument("--epsilons", type=float, nargs="+", default=[0.25, 0.5, 1, 2, 5],
+    report.add_argument("--epsilons", type=epsilon_value, nargs="+", default=[0.25, 0.5, 1, 2, 5],
                         help="ε values to sweep (default 0.25 0.5 1 2 5)")
-    report.add_argument("--seeds", type=int, default=3,
+    report.add_argument("--seeds", type=positive_int, default=3,
                         help="seeds per ε, 0..N-1, for noise and sampling (default 3)")
-    report.add_argument("--table-epsilon", type=float, default=1.0,
+    report.add_argument("--table-epsilon", type=epsilon_value, default=1.0,
                         help="ε of the (α, β) table and the classifier (default 1)")
-    report.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="δ (default 2^-30)")
-    report.add_argument("--calibration-draws", type=int, default=200_000,
+    report.add_argument("--delta", type=delta_value, default=DEFAULT_DELTA,
+                        help="δ in (0, 1) (default 2^-30)")
+    report.add_argument("--calibration-draws", type=positive_int, default=200_000,
                         help="draws per attribute to calibrate decoding (default 200,000)")
     report.add_argument("--test-data", default=None,
                         help="held-out real rows for the classifier test (needs --target)")
@@ -356,8 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--dataset", default=None, metavar="NAME", help="one dataset only")
     budget = actions.add_parser("set-budget", help="store a dataset's total (ε, δ) budget")
     budget.add_argument("name", help="dataset name (as given by --dataset-name, or the stem)")
-    budget.add_argument("--epsilon", type=float, required=True, help="total ε")
-    budget.add_argument("--delta", type=float, default=DEFAULT_DELTA,
+    budget.add_argument("--epsilon", type=positive_float, required=True, help="total ε")
+    budget.add_argument("--delta", type=delta_value, default=DEFAULT_DELTA,
                         help="total δ (default 2^-30)")
     for action, run in ((listing, run_ledger_list), (budget, run_ledger_set_budget)):
         action.add_argument("--ledger", type=Path, default=None, metavar="PATH",
@@ -367,23 +384,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
-    log.setLevel(logging.WARNING if args.quiet else logging.INFO)
-    try:
-        if not getattr(args, "cluster", True):
-            args.run(args)
-            return 0
-        with dask_client(args.scheduler, n_workers=args.workers,
-                         memory_limit=args.memory_limit):
-            args.run(args)
-    except (EncodingError, SchemaError, EmptyInputError, FileNotFoundError, ValueError,
-            LedgerError) as exc:
-        print(f"dp-dask: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+def preflight(args: argparse.Namespace) -> None:
+    """Everything the job can check before the cluster starts and any data is read: outputs
+    writable (made absolute, so remote workers write where the driver means), schema sane and
+    affordable, inputs complete, a saved model intact."""
+    if args.command == "fit":
+        args.model = check_output_dir(args.model, "--model")
+    if args.command == "sample":
+        load_model(args.model)
+    if getattr(args, "out", None) is not None:
+        args.out = check_output_dir(args.out, "--out")
+    if getattr(args, "schema", None) is None:
+        return
+    schema = load_schema(args.schema)
+    if args.command in ("fit", "synth"):
+        check_cost(schema, args.method)
+    check_input(args.data, schema)
 
+
+def _undecodable(args: argparse.Namespace, exc: UnicodeDecodeError) -> str:
+    """A decoding failure (raised on a worker, so without its file) located in the input."""
+    data = getattr(args, "data", None)
+    if data is not None and str(data).lower().endswith((".csv", ".csv.gz")):
+        return f"input {data}: {locate_non_utf8(data)} is not UTF-8 text; save it as UTF-8"
+    return f"input is not UTF-8 text ({exc})"
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: Any,
+                  **kwargs: Any) -> None:
+    if issubclass(category, DpDaskWarning):
+        print(f"dp-dask: warning: {message}", file=sys.stderr)
+    else:
+        SHOW_WARNING(message, category, *args, **kwargs)
+
+
+SHOW_WARNING = warnings.showwarning
+# Errors of the input, the options or the cluster: a one-line message and exit code 2. ValueError
+# covers EncodingError, SchemaError, EmptyInputError and dp_dask.checks' errors; OSError covers
+# missing, unreadable and unwritable paths.
+USER_ERRORS = (ValueError, OSError, LedgerError, ClusterError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", DpDaskWarning)  # once each, though checked twice
+        warnings.showwarning = _show_warning
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
+        log.setLevel(logging.WARNING if args.quiet else logging.INFO)
+        try:
+            if not getattr(args, "cluster", True):
+                args.run(args)
+                return 0
+            preflight(args)
+            with dask_client(args.scheduler, n_workers=args.workers,
+                             memory_limit=args.memory_limit, quiet=args.quiet):
+                args.run(args)
+        except UnicodeDecodeError as exc:
+            print(f"dp-dask: error: {_undecodable(args, exc)}", file=sys.stderr)
+            return 2
+        except USER_ERRORS as exc:
+            print(f"dp-dask: error: {exc or type(exc).__name__}", file=sys.stderr)
+            return 2
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

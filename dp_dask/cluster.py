@@ -1,41 +1,98 @@
-"""Where the Dask work runs: an existing scheduler, or a LocalCluster started for the job."""
+"""Where the Dask work runs: an existing scheduler, or a LocalCluster started for the job.
+
+A cluster that cannot make progress must fail, never hang: while :func:`compute` waits, a
+watchdog polls the scheduler and cancels the work, naming the limit to raise, when workers keep
+dying, or when no worker can run tasks (none alive, or all paused for memory) for too long.
+Distributed handles one task killing workers itself (``KilledWorker``, after
+``distributed.scheduler.allowed-failures``); the watchdog catches workers that die or pause
+before any task is blamed, e.g. a memory limit below a worker process's own footprint.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import dask
 from dask.diagnostics import ProgressBar
-from distributed import Client, LocalCluster, progress
+from dask.utils import format_bytes, parse_bytes, parse_timedelta
+from distributed import Client, KilledWorker, LocalCluster, progress
+from distributed.client import FutureCancelledError
 
 log = logging.getLogger(__name__)
 LOCAL_HOST = "127.0.0.1"
+# Overridable in dask's config, e.g. DASK_DP_DASK__STALL_TIMEOUT=5s. The connect timeout is far
+# below distributed's 30 s default: a scheduler is either up or the address is wrong.
+dask.config.update_defaults({"dp_dask": {
+    "scheduler_timeout": "10s",  # connecting to --scheduler
+    "stall_timeout": "60s",  # no worker able to run tasks for this long: fail
+    "max_worker_losses": 6,  # workers dying more often than this during one compute: fail
+}})
+POLL_SECONDS = 0.5
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot run the job (unreachable, no workers, out of memory)."""
+
+
+@contextlib.contextmanager
+def _quiet_distributed() -> Iterator[None]:
+    """Silence distributed's own logs (e.g. workers' "Compute Failed" tracebacks) in this process
+    and the worker processes it starts, which read the environment when they import it."""
+    logger = logging.getLogger("distributed")
+    level, before = logger.level, os.environ.get("DASK_LOGGING__DISTRIBUTED")
+    logger.setLevel(logging.CRITICAL)
+    os.environ["DASK_LOGGING__DISTRIBUTED"] = "critical"
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if before is None:
+            del os.environ["DASK_LOGGING__DISTRIBUTED"]
+        else:
+            os.environ["DASK_LOGGING__DISTRIBUTED"] = before
 
 
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
-                threads_per_worker: int = 1,
-                memory_limit: str | int = "auto") -> Iterator[Client]:
-    """A client of the scheduler at ``scheduler``, else of a fresh LocalCluster (closed on exit)."""
-    if scheduler:
-        with Client(scheduler) as client:
-            log.info("connected to scheduler %s (%d workers)", scheduler,
-                     len(client.scheduler_info().get("workers", {})))
+                threads_per_worker: int = 1, memory_limit: str | int = "auto",
+                quiet: bool = False) -> Iterator[Client]:
+    """A client of the scheduler at ``scheduler``, else of a fresh LocalCluster (closed on exit).
+
+    ``quiet`` silences distributed's logs: failures reach the caller as exceptions anyway.
+    """
+    if n_workers is not None and n_workers < 1:
+        raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    with _quiet_distributed() if quiet else contextlib.nullcontext():
+        if scheduler:
+            timeout = dask.config.get("dp_dask.scheduler_timeout")
+            try:
+                client = Client(scheduler, timeout=timeout)
+            except (OSError, TimeoutError) as exc:
+                raise ClusterError(f"cannot connect to the Dask scheduler at --scheduler "
+                                   f"{scheduler} within {timeout}: is it running and reachable?"
+                                   f" ({exc})") from None
+            with client:
+                log.info("connected to scheduler %s (%d workers)", scheduler,
+                         len(client.scheduler_info().get("workers", {})))
+                yield client
+            return
+        with (
+            # Loopback only: the scheduler, workers and dashboard are not reachable from the
+            # network.
+            LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                         memory_limit=memory_limit, host=LOCAL_HOST,
+                         dashboard_address=f"{LOCAL_HOST}:0") as cluster,
+            Client(cluster) as client,
+        ):
+            log.info("local cluster: %d workers, dashboard %s", len(cluster.workers),
+                     client.dashboard_link)
             yield client
-        return
-    with (
-        # Loopback only: the scheduler, workers and dashboard are not reachable from the network.
-        LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                     memory_limit=memory_limit, host=LOCAL_HOST,
-                     dashboard_address=f"{LOCAL_HOST}:0") as cluster,
-        Client(cluster) as client,
-    ):
-        log.info("local cluster: %d workers, dashboard %s", len(cluster.workers),
-                 client.dashboard_link)
-        yield client
 
 
 def current_client() -> Client | None:
@@ -48,13 +105,106 @@ def current_client() -> Client | None:
         return None
 
 
+def _memory_limits(workers: dict[str, dict[str, Any]]) -> str:
+    limits = sorted({w.get("memory_limit") or 0 for w in workers.values()})
+    return "/".join(format_bytes(v) if v else "no limit" for v in limits) or "unknown"
+
+
+def _configured_limit(client: Client) -> str:
+    """The memory limit a LocalCluster gives its workers, for when none lived long enough to
+    report it ("auto" and fractions are resolved by the workers, so they are left as given)."""
+    spec = getattr(getattr(client, "cluster", None), "new_spec", None) or {}
+    limit = spec.get("options", {}).get("memory_limit")
+    if limit is None:
+        return "unknown"
+    try:
+        size = parse_bytes(limit) if isinstance(limit, str) else int(limit)
+    except (ValueError, TypeError):
+        return str(limit)
+    return format_bytes(size) if size > 1 else str(limit)  # a fraction of RAM parses as 0 or 1
+
+
+class Watchdog(threading.Thread):
+    """Polls the scheduler while ``futures`` run and cancels them, keeping the reason, when the
+    cluster cannot make progress (see the module docstring)."""
+
+    def __init__(self, client: Client, futures: list[Any]) -> None:
+        super().__init__(name="dp-dask-watchdog", daemon=True)
+        self.client, self.futures = client, futures
+        self.stall_seconds = parse_timedelta(dask.config.get("dp_dask.stall_timeout"))
+        self.max_losses = int(dask.config.get("dp_dask.max_worker_losses"))
+        self.reason: str | None = None
+        self._done = threading.Event()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def run(self) -> None:
+        seen: set[tuple[str, str]] = set()
+        losses, stalled_since, limits = 0, None, _configured_limit(self.client)
+        while not self._done.wait(POLL_SECONDS):
+            try:
+                workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            except Exception:  # client closing: the job itself reports what went wrong
+                return
+            alive = {(address, str(w.get("id"))) for address, w in workers.items()}
+            losses += len(seen - alive)
+            seen = alive
+            limits = _memory_limits(workers) if workers else limits
+            can_run = any(w.get("status") == "running" for w in workers.values())
+            stalled_since = None if can_run else stalled_since or time.monotonic()
+            if losses > self.max_losses:
+                self.reason = (
+                    f"Dask workers died {losses} times during this step (memory limit per "
+                    f"worker: {limits}; a worker is restarted when its process passes "
+                    f"{dask.config.get('distributed.worker.memory.terminate'):.0%} of it): "
+                    "raise --memory-limit, or use fewer workers with more memory each")
+            elif stalled_since is not None and time.monotonic() - stalled_since > \
+                    self.stall_seconds:
+                if workers:
+                    self.reason = (
+                        f"every Dask worker has been paused for memory for over "
+                        f"{self.stall_seconds:g} s (memory limit per worker: {limits}; a "
+                        f"worker pauses past "
+                        f"{dask.config.get('distributed.worker.memory.pause'):.0%} of it): "
+                        "raise --memory-limit, or use fewer workers with more memory each")
+                else:
+                    self.reason = (
+                        f"no Dask worker has been alive for over {self.stall_seconds:g} s "
+                        f"(memory limit per worker: {limits}): local workers died or "
+                        "could not start (raise --memory-limit); with --scheduler, start "
+                        "workers for it")
+            if self.reason:
+                self.client.cancel(self.futures)
+                return
+
+
 def compute(*collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
-    """``dask.compute`` that shares common tasks and shows progress on the active scheduler."""
+    """``dask.compute`` that shares common tasks and shows progress on the active scheduler.
+
+    On a distributed client, a cluster that cannot make progress raises :class:`ClusterError`.
+    """
     client = current_client()
     if client is None:
         with ProgressBar() if show_progress else contextlib.nullcontext():
             return dask.compute(*collections)
     futures = client.compute(list(collections))
-    if show_progress:
-        progress(futures)
-    return tuple(client.gather(futures))
+    watchdog = Watchdog(client, futures)
+    watchdog.start()
+    try:
+        if show_progress:
+            progress(futures)
+        return tuple(client.gather(futures))
+    except FutureCancelledError:
+        if watchdog.reason:
+            raise ClusterError(watchdog.reason) from None
+        raise
+    except KilledWorker as exc:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        raise ClusterError(
+            f"workers kept dying while running task {exc.task!r} (memory limit per worker: "
+            f"{_memory_limits(workers)}): raise --memory-limit, or use fewer workers with "
+            "more memory each") from None
+    finally:
+        watchdog.stop()

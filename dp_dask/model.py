@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from dp_dask.checks import model_schema, read_model_arrays, read_model_document
 from dp_dask.copula import latent_correlation, nearest_correlation
 from dp_dask.counts import attribute_pairs
 from dp_dask.decode import calibrate_offsets
@@ -143,17 +144,15 @@ class CopulaModel:
 
     @classmethod
     def load(cls, path: str | Path) -> CopulaModel:
+        """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
         path = Path(path)
-        if not (path / "model.json").exists():
-            raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model directory")
-        document = json.loads((path / "model.json").read_text())
-        if document.get("format") != MODEL_FORMAT:
-            raise ValueError(f"{path}: model format {document.get('format')} is not supported")
-        with np.load(path / "model.npz") as arrays:
-            return cls(Schema.from_json(document["schema"]), int(document["n_rows"]),
-                       arrays["noisy_counts"], arrays["marginals"], arrays["correlation"],
-                       arrays["decode_offsets"], document["metadata"])
-
+        document = read_model_document(path, MODEL_FORMAT)
+        schema = model_schema(path, document)
+        d = schema.d
+        arrays = read_model_arrays(path, {"noisy_counts": (d, d), "marginals": (d,),
+                                          "correlation": (d, d), "decode_offsets": (d,)})
+        return cls(schema, int(document["n_rows"]), arrays["noisy_counts"], arrays["marginals"],
+                   arrays["correlation"], arrays["decode_offsets"], document["metadata"])
 
 def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
               within_attribute: str = "pairwise", noise_std: float = 0.0,

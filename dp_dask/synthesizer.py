@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +18,7 @@ import numpy as np
 import zarr
 
 import dp_dask
+from dp_dask.checks import check_cost, read_model_document
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
@@ -64,9 +64,7 @@ def library_versions() -> dict[str, str]:
 def load_model(path: str | Path) -> Model:
     """A saved model of either method, by the method its model.json names."""
     path = Path(path)
-    if not (path / "model.json").exists():
-        raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model directory")
-    document = json.loads((path / "model.json").read_text())
+    document = read_model_document(path)  # each method checks its own format
     if document.get("method") == MarginalSynthesizer.name:
         return MarginalModel.from_files(path, document)
     return CopulaModel.load(path)
@@ -177,6 +175,7 @@ class Synthesizer:
 
     def _fit(self, data: TableSource) -> None:
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is read
+        check_cost(self.schema, self.name)  # warn, or refuse a schema too costly to fit
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema)
             (exact,) = compute(count_graph(ddf, self.schema), show_progress=self.show_progress)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_dask.checks import ModelError, model_schema, read_model_arrays
 from dp_dask.counts import attribute_pairs
 from dp_dask.marginals import Marginals, Measurement, consistent_marginals
 from dp_dask.privacy.accounting import gaussian_sigma
@@ -129,14 +130,21 @@ class MarginalModel:
 
     @classmethod
     def from_files(cls, path: Path, document: dict[str, Any]) -> MarginalModel:
-        schema = Schema.from_json(document["schema"])
-        with np.load(path / "model.npz") as arrays:
-            one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
-            two_way = {(i, j): arrays[f"two_way_{i}_{j}"]
-                       for i, j, _, _ in attribute_pairs(schema)}
-            order, parents = arrays["order"], arrays["parents"]
-        return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way), order, parents,
-                   document["metadata"])
+        """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
+        if document.get("format") != MODEL_FORMAT:
+            raise ModelError(f"model {path}: model format {document.get('format')} is not "
+                             "supported")
+        schema = model_schema(path, document)
+        sizes = schema.sizes.tolist()
+        shapes = {f"one_way_{a}": (s,) for a, s in enumerate(sizes)}
+        shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j])
+                   for i, j, _, _ in attribute_pairs(schema)}
+        arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
+                                                   "parents": (schema.m,)})
+        one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
+        two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j, _, _ in attribute_pairs(schema)}
+        return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
+                   arrays["order"], arrays["parents"], document["metadata"])
 
 
 @dataclass(frozen=True)
