@@ -133,7 +133,9 @@ def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_ro
                        ) -> tuple[Delayed, list[tuple[int, int, Any]]]:
     """The shared sampler (built from the model unless given) and, per partition,
     (first row, rows, child seed)."""
-    sizes = partition_sizes(n_rows, partition_rows or default_partition_rows(model.schema.d))
+    if partition_rows is None:
+        partition_rows = default_partition_rows(model.schema.d)
+    sizes = partition_sizes(n_rows, partition_rows)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
     children = np.random.SeedSequence(seed).spawn(len(sizes))
     shared = dask.delayed(sampler or model.sampler(), pure=True)

@@ -220,16 +220,24 @@ class Synthesizer:
                 "noise_seeded": self.noise_seed is not None,
                 "neighbouring": "replace one row; n public"}
 
+    def _rows(self, n_rows: int | None) -> int:
+        """``n_rows``, or the model's n when None; 0 or less is an error, never the default."""
+        if n_rows is None:
+            return self.model.n_rows
+        if isinstance(n_rows, bool) or int(n_rows) != n_rows or n_rows < 1:
+            raise ValueError(f"the number of rows must be a positive integer, got {n_rows!r}")
+        return int(n_rows)
+
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
                partition_rows: int | None = None) -> dd.DataFrame:
         """A lazy Dask DataFrame of synthetic rows, decoded to the schema's labels."""
-        return sample_frame(self.model, n_rows or self.model.n_rows, seed=seed,
+        return sample_frame(self.model, self._rows(n_rows), seed=seed,
                             partition_rows=partition_rows)
 
     def sample_binary(self, n_rows: int | None = None, *, seed: int = 0,
                       partition_rows: int | None = None) -> da.Array:
         """A lazy (rows, d) uint8 dask array of the dummy-coded (binary) output."""
-        return sample_binary(self.model, n_rows or self.model.n_rows, seed=seed,
+        return sample_binary(self.model, self._rows(n_rows), seed=seed,
                              partition_rows=partition_rows)
 
     def release_metadata(self, n_rows: int, seed: int, partition_rows: int) -> dict[str, Any]:
@@ -247,8 +255,9 @@ class Synthesizer:
         stopped, it resumes the partitions not yet written.
         """
         target = resolve_target(out)  # on the driver: workers have other working directories
-        n_rows = n_rows or self.model.n_rows
-        partition_rows = partition_rows or default_partition_rows(self.schema.d)
+        n_rows = self._rows(n_rows)
+        if partition_rows is None:
+            partition_rows = default_partition_rows(self.schema.d)
         partitions = len(partition_sizes(n_rows, partition_rows))
         metadata = self.release_metadata(n_rows, seed, partition_rows)
         plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,

@@ -108,3 +108,17 @@ def test_opendp_measurements_pass_their_privacy_map(fitted):
     z = np.concatenate([(m.values - 1_000) / m.sigma for m in measurements])
     assert len(z) == schema.d + sum(a * b for a, b in itertools.combinations(schema.sizes, 2))
     assert 0.7 < z.std() < 1.3 and abs(z.mean()) < 0.5
+
+
+@pytest.mark.parametrize("rows", [0, -5, 2.5, True])
+def test_rows_must_be_positive_never_the_default(fitted, tmp_path, rows):
+    with pytest.raises(ValueError, match="positive integer"):
+        fitted.sample(rows)
+    with pytest.raises(ValueError, match="positive integer"):
+        fitted.write(tmp_path / "release", rows)
+    assert not (tmp_path / "release").exists()
+
+
+def test_partition_rows_zero_is_an_error(fitted):
+    with pytest.raises(ValueError, match="partition_rows must be positive"):
+        fitted.sample(100, partition_rows=0)
