@@ -51,6 +51,7 @@ from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.schema import Schema
 from dp_dask.synthesizer import Synthesizer
+from dp_dask.timing import timed
 
 MODEL_FORMAT = 1
 KENDALL = "dpcopula-kendall"
@@ -266,8 +267,9 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                 "[-1, 1], P = sin(pi/2 tau) repaired by the nearest correlation matrix"),
         }
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
-        return dpcopula_kendall(exact, self.schema, n_rows, self.epsilon, ratio=self.k,
-                                sampler=self.noise_sampler, rng=rng, metadata=metadata)
+        with timed(self.timings_, "noise_copula"):
+            return dpcopula_kendall(exact, self.schema, n_rows, self.epsilon, ratio=self.k,
+                                    sampler=self.noise_sampler, rng=rng, metadata=metadata)
 
     @staticmethod
     def load_model(path: Path, document: dict[str, Any]) -> DPCopulaModel:
