@@ -47,6 +47,7 @@ from scipy.special import ndtr
 
 from dp_dask.copula import nearest_correlation, psd_correlation_factor
 from dp_dask.counts import attribute_pairs
+from dp_dask.model import project_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.schema import Schema
@@ -102,22 +103,20 @@ def pair_tables(counts: np.ndarray, schema: Schema) -> list[np.ndarray]:
     return [counts[rows, cols] for _, _, rows, cols in attribute_pairs(schema)]
 
 
-def noisy_histograms(counts: np.ndarray, schema: Schema, epsilon1: float, *, sampler: str,
-                     rng: np.random.Generator | None) -> list[np.ndarray]:
+def noisy_histograms(counts: np.ndarray, schema: Schema, n_rows: int, epsilon1: float, *,
+                     sampler: str, rng: np.random.Generator | None) -> list[np.ndarray]:
     """The m histograms + Laplace (one ε1-DP measurement), as probabilities on each domain.
 
-    Post-processing: negatives clipped to 0, normalised; an all-zero histogram becomes uniform.
+    Post-processing: each histogram projected onto {x ≥ 0, Σx = n} (n public), as the copula
+    method does: clip-and-normalise would take the clipped noise's mass from the large cells.
     """
     exact = np.diagonal(counts)
     sensitivity = HISTOGRAM_L1_SENSITIVITY * schema.m
     noisy = laplace_noise(exact, sensitivity / epsilon1, sensitivity=sensitivity,
                           sampler=sampler, rng=rng)
-    histograms = []
-    for offset, size in zip(schema.offsets, schema.sizes):
-        cells = np.clip(noisy[offset : offset + size], 0.0, None)
-        total = cells.sum()
-        histograms.append(cells / total if total > 0 else np.full(size, 1.0 / size))
-    return histograms
+    total = max(n_rows, 1)
+    return [project_to_total(noisy[offset : offset + size], total) / total
+            for offset, size in zip(schema.offsets, schema.sizes)]
 
 
 def noisy_kendall_tau(counts: np.ndarray, schema: Schema, n_rows: int, epsilon2: float, *,
@@ -148,7 +147,7 @@ def dpcopula_kendall(counts: np.ndarray, schema: Schema, n_rows: int, epsilon: f
                      metadata: dict[str, Any] | None = None) -> DPCopulaModel:
     """DPCopula-Kendall on exact d×d counts; the only step that reads them (returns noisy ones)."""
     epsilon1, epsilon2 = split_budget(epsilon, ratio, schema.m)
-    histograms = noisy_histograms(counts, schema, epsilon1, sampler=sampler, rng=rng)
+    histograms = noisy_histograms(counts, schema, n_rows, epsilon1, sampler=sampler, rng=rng)
     tau = noisy_kendall_tau(counts, schema, n_rows, epsilon2, sampler=sampler, rng=rng)
     correlation = nearest_correlation(tau_matrix(np.sin(np.pi / 2 * tau), schema.m))
     details = {"method": KENDALL, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
@@ -263,7 +262,7 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
                 epsilon1=epsilon1, epsilon2=epsilon2, k=self.k,
                 budget_split=plan["budget_split"],
-                post_processing="histograms clipped at 0 and normalised; tau clipped to "
+                post_processing="histograms projected onto {x >= 0, sum x = n}; tau clipped to "
                 "[-1, 1], P = sin(pi/2 tau) repaired by the nearest correlation matrix"),
         }
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
