@@ -115,7 +115,7 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
 
 
 def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
-    common = {"epsilon": args.epsilon, "delta": args.delta, "accountant": args.accountant,
+    common = {"epsilon": args.epsilon, "delta": args.delta,
               "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
               "show_progress": not args.quiet,
               "ledger": False if getattr(args, "no_ledger", False) else getattr(args, "ledger",
@@ -124,6 +124,8 @@ def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
               "run_id": getattr(args, "run_id", None),
               "budget_epsilon": getattr(args, "budget_epsilon", None),
               "force": getattr(args, "force", False)}
+    if args.method in ("marginals", "copula"):  # Gaussian accounting; dpcopula is pure DP
+        common["accountant"] = args.accountant
     if args.method == "copula":
         common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
     return Synthesizer.create(args.method, schema, **common)

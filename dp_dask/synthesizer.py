@@ -18,7 +18,7 @@ import numpy as np
 import zarr
 
 import dp_dask
-from dp_dask.checks import check_cost, read_model_document
+from dp_dask.checks import ModelError, check_cost, read_model_document
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph, rows_counted
 from dp_dask.io import TableSource, create_zarr, read_table, write_json
@@ -65,9 +65,11 @@ def load_model(path: str | Path) -> Model:
     """A saved model of either method, by the method its model.json names."""
     path = Path(path)
     document = read_model_document(path)  # each method checks its own format
-    if document.get("method") == MarginalSynthesizer.name:
-        return MarginalModel.from_files(path, document)
-    return CopulaModel.load(path)
+    method = document.get("method", GaussianCopulaSynthesizer.name)  # copula models predate it
+    if method not in Synthesizer.methods:
+        raise ModelError(f"{path}: a model of unknown method {method!r}; expected one of "
+                         f"{sorted(Synthesizer.methods)}")
+    return Synthesizer.methods[method].load_model(path, document)
 
 
 class Synthesizer:
@@ -135,7 +137,10 @@ class Synthesizer:
         """A synthesizer that samples from a saved model, without the private data."""
         if isinstance(model, str | Path):
             model = load_model(model)
-        cls = MarginalSynthesizer if isinstance(model, MarginalModel) else GaussianCopulaSynthesizer
+        # newer models name their method; the first two are told apart by type
+        method = getattr(model, "method", MarginalSynthesizer.name
+                         if isinstance(model, MarginalModel) else GaussianCopulaSynthesizer.name)
+        cls = Synthesizer.methods[method]
         privacy = model.metadata.get("privacy", {})
         synthesizer = cls(model.schema, epsilon=privacy.get("epsilon", np.nan),
                           delta=privacy.get("delta", np.nan), show_progress=show_progress,
@@ -212,6 +217,11 @@ class Synthesizer:
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int, metadata: dict[str, Any]) -> Model:
         """Noise the exact d×d counts once and fit the method's model to the noisy ones."""
+        raise NotImplementedError
+
+    @staticmethod
+    def load_model(path: Path, document: dict[str, Any]) -> Model:
+        """The method's model saved at ``path``, whose model.json holds ``document``."""
         raise NotImplementedError
 
     def _privacy_record(self, **fields: Any) -> dict[str, Any]:
@@ -366,6 +376,10 @@ class MarginalSynthesizer(Synthesizer):
         with timed(self.timings_, "consistency"):
             return fit_marginals(measurements, self.schema, n_rows, metadata)
 
+    @staticmethod
+    def load_model(path: Path, document: dict[str, Any]) -> MarginalModel:
+        return MarginalModel.from_files(path, document)
+
 
 class GaussianCopulaSynthesizer(Synthesizer):
     """The binary Gaussian copula of Asghar et al., as in the paper (``--method copula``).
@@ -411,3 +425,11 @@ class GaussianCopulaSynthesizer(Synthesizer):
                              within_attribute=self.within_attribute, noise_std=plan.cell_std,
                              calibration_draws=self.calibration_draws, metadata=metadata,
                              timings=self.timings_)
+
+    @staticmethod
+    def load_model(path: Path, document: dict[str, Any]) -> CopulaModel:
+        return CopulaModel.load(path)
+
+
+# Methods in their own modules register on import; they subclass Synthesizer, hence at the end.
+import dp_dask.methods.dpcopula  # noqa: E402, F401, I001
