@@ -328,6 +328,8 @@ def link_views(tables: list[np.ndarray], views: tuple[View, ...], sizes: np.ndar
                 if shared else np.zeros(rows, dtype=np.intp))
         if not np.array_equal(np.bincount(keys, minlength=len(blocks)), blocks.sum(axis=1)):
             raise ValueError(f"view {view} does not agree with the views before it on {shared}")
+        if not new:  # a base view inside the cross view before it: nothing left to deal
+            continue
         order = np.lexsort((rng.random(rows), keys))
         cells = np.repeat(np.tile(np.arange(blocks.shape[1]), len(blocks)), blocks.ravel())
         for a, values in zip(new, np.unravel_index(cells, tuple(int(sizes[a]) for a in new))):
