@@ -338,3 +338,16 @@ def test_huge_views_are_refused_before_any_data_is_read(tmp_path):
     with pytest.raises(CostError, match=r"DPView's views hold .* cells .*view_size"):
         synthesizer.fit(tmp_path / "missing.parquet")  # never read: refused first
     assert ledger.entries("wide") == []
+
+
+def test_cli_synth_with_dpview(client, data, tmp_path, capsys):
+    from dp_dask.cli import main
+
+    out = tmp_path / "release"
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method", "dpview", "--ledger", str(tmp_path / "ledger.sqlite"),
+                 "--rows", "2000", "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0
+    assert "basic composition" in capsys.readouterr().out
+    assert load_model(out / "model").method == "dpview"
+    assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000
