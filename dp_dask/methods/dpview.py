@@ -22,9 +22,10 @@ bᵢ = 2/(ε·Pᵢ) per cell. Only :func:`measure_views` reads exact counts.
 
 Details the paper leaves open, chosen here:
 
-* ``tries`` x = 20 layouts (seeded, ``layout_seed``): on Adult's 9 categorical attributes D
-  stops falling after ~10. When no layout passes the cross-view rule (a schema with one huge
-  attribute), the least-D layout of all is kept and the metadata says so.
+* ``tries`` x = 20 layouts (seeded, ``layout_seed``). More tries cost no privacy and little
+  time, and find smaller layouts: on Adult's 9 categorical attributes (seed 0) the kept D is
+  120,666 at x = 20, 45,288 at 50 and 39,678 at 200 (the first 10 tries meet no cross-view rule).
+  When no layout passes the rule, the least-D layout of all is kept and the metadata says so.
 * Odd d: the extra cross-view attribute is one more of the smallest of bᵢ₊₁ (the cheaper side).
   Ties between equal domain sizes go to the lower attribute index.
 * Base views are ``numpy.array_split`` of a permutation: sizes differ by at most one.
