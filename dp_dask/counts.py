@@ -13,7 +13,8 @@ before anything is returned, logged or written.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import dask
@@ -78,6 +79,34 @@ def reduction_graph(ddf: dd.DataFrame, schema: Schema,
 def count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
     """Lazy d×d exact counts: per-partition chunks summed by a tree reduction."""
     return reduction_graph(ddf, schema, partition_counts, schema, split_every=split_every)
+
+
+def view_counts_from_codes(codes: np.ndarray, schema: Schema,
+                           views: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """Chunk step for views (attribute tuples, e.g. DPView's): each view's contingency table of
+    one partition's codes (m, rows), flattened in C order over the view's attributes, all views
+    concatenated into one int64 vector. A bincount on each view's combined code."""
+    wide = codes.astype(np.intp)
+    tables = []
+    for view in views:
+        dims = tuple(int(schema.sizes[a]) for a in view)
+        keys = np.ravel_multi_index(tuple(wide[a] for a in view), dims)
+        tables.append(np.bincount(keys, minlength=math.prod(dims)))
+    return np.concatenate(tables).astype(np.int64)
+
+
+def partition_view_counts(frame: pd.DataFrame, schema: Schema,
+                          views: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """Chunk step for views on a raw partition."""
+    return view_counts_from_codes(encode_partition(frame, schema), schema, views)
+
+
+def view_count_graph(ddf: dd.DataFrame, schema: Schema, views: Sequence[tuple[int, ...]], *,
+                     split_every: int = 8) -> Delayed:
+    """Lazy exact view tables (:func:`view_counts_from_codes`), in one pass over the data."""
+    return reduction_graph(ddf, schema, partition_view_counts, schema,
+                           tuple(tuple(int(a) for a in view) for view in views),
+                           split_every=split_every)
 
 
 def rows_counted(counts: np.ndarray, schema: Schema) -> int:

@@ -16,6 +16,7 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import zarr
+from dask.delayed import Delayed
 
 import dp_dask
 from dp_dask.checks import ModelError, check_cost, read_model_document
@@ -183,8 +184,8 @@ class Synthesizer:
         check_cost(self.schema, self.name)  # warn, or refuse a schema too costly to fit
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema)
-            (exact,) = compute(count_graph(ddf, self.schema), show_progress=self.show_progress)
-            n_rows = rows_counted(exact, self.schema)
+            (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
+            n_rows = self._rows_counted(exact)
             if n_rows == 0:
                 raise EmptyInputError("the input has no rows; nothing to release")
         metadata = {
@@ -215,8 +216,18 @@ class Synthesizer:
         data is read: what the ledger records."""
         raise NotImplementedError
 
+    def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
+        """The exact counts the method measures, lazily: the d×d 1-/2-way count matrix, unless
+        a method needs other counts (DPView's view tables)."""
+        return count_graph(ddf, self.schema)
+
+    def _rows_counted(self, exact: np.ndarray) -> int:
+        """n, from the exact counts of :meth:`_count_graph`."""
+        return rows_counted(exact, self.schema)
+
     def _fit_counts(self, exact: np.ndarray, n_rows: int, metadata: dict[str, Any]) -> Model:
-        """Noise the exact d×d counts once and fit the method's model to the noisy ones."""
+        """Noise the exact counts of :meth:`_count_graph` once and fit the method's model to
+        the noisy ones."""
         raise NotImplementedError
 
     @staticmethod
@@ -433,3 +444,4 @@ class GaussianCopulaSynthesizer(Synthesizer):
 
 # Methods in their own modules register on import; they subclass Synthesizer, hence at the end.
 import dp_dask.methods.dpcopula  # noqa: E402, F401, I001
+import dp_dask.methods.dpview  # noqa: E402, F401, I001

@@ -1,0 +1,353 @@
+"""DPView: layout invariants, view tables on Dask, budget shares, post-processing, linking."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA, SMALL_SCHEMA_PATH, correlated_frame
+
+from dp_dask.checks import CostError, ModelError
+from dp_dask.counts import view_count_graph
+from dp_dask.encode import encode_partition
+from dp_dask.methods.dpview import (
+    CONSISTENCY_TOL,
+    MAX_ROUNDS,
+    DPViewModel,
+    DPViewSynthesizer,
+    as_blocks,
+    budget_shares,
+    chain_links,
+    domain,
+    inconsistency,
+    laplace_scales,
+    link_views,
+    make_consistent,
+    measure_views,
+    non_negative,
+    post_process,
+    propagate,
+    round_rows,
+    view_layout,
+)
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.rowupdate import round_to_total
+from dp_dask.schema import load_schema
+from dp_dask.synthesizer import Synthesizer, load_model
+
+
+def exact_table(codes: np.ndarray, view: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:
+    """A view's contingency table of codes (rows, m), by np.add.at (not the code under test)."""
+    table = np.zeros([int(sizes[a]) for a in view], dtype=np.int64)
+    np.add.at(table, tuple(codes[:, a] for a in view), 1)
+    return table
+
+
+def codes_of(frame: pd.DataFrame, schema) -> np.ndarray:
+    """Codes (rows, m) of a decoded synthetic frame (categoricals in schema order)."""
+    return np.stack([frame[a.name].cat.codes.to_numpy() for a in schema.attributes], axis=1)
+
+
+def random_chain_tables(views, sizes, total, rng) -> list[np.ndarray]:
+    """Chain-consistent integer tables of ``total`` rows: the views of random rows."""
+    codes = np.stack([rng.integers(0, s, total) for s in sizes], axis=1)
+    return [exact_table(codes, v, sizes) for v in views]
+
+
+# --- layout --------------------------------------------------------------------------------------
+
+LAYOUT_CASES = [(m, d, seed) for m, d in [(1, 5), (4, 2), (4, 3), (9, 5), (15, 5), (27, 5),
+                                          (12, 4), (10, 7), (20, 3)] for seed in (0, 1)]
+
+
+@pytest.mark.parametrize("m, view_size, seed", LAYOUT_CASES)
+def test_layout_invariants(m, view_size, seed):
+    sizes = np.random.default_rng(100 + seed).integers(2, 20, m)
+    layout = view_layout(sizes, view_size, tries=10, seed=seed)
+    base, cross = layout.base, layout.cross
+    assert len(base) == math.ceil(m / view_size) and len(cross) == len(base) - 1
+    # the base views partition the attributes: each attribute in exactly one
+    assert sorted(a for b in base for a in b) == list(range(m))
+    for view in layout.views:
+        assert 1 <= len(view) <= view_size and len(set(view)) == len(view)
+    for c, left, right in zip(cross, base, base[1:]):
+        assert set(c) <= set(left) | set(right)
+        assert set(c) & set(left) and set(c) & set(right)  # meets both neighbours
+        # the largest-domain attributes of the left base view, the smallest of the right one
+        taken, rest = set(c) & set(left), set(left) - set(c)
+        assert not rest or min(sizes[list(taken)]) >= max(sizes[list(rest)])
+        taken, rest = set(c) & set(right), set(right) - set(c)
+        assert not rest or max(sizes[list(taken)]) <= min(sizes[list(rest)])
+        assert len(set(c) & set(left)) == min(view_size // 2, len(left))
+    if layout.accepted and cross:
+        assert max(domain(c, sizes) for c in cross) <= max(domain(b, sizes) for b in base)
+    chain_links(layout.views)  # linking's precondition holds
+    assert view_layout(sizes, view_size, tries=10, seed=seed) == layout  # deterministic
+
+
+def test_more_tries_never_give_a_larger_layout():
+    sizes = np.array([9, 16, 7, 15, 6, 5, 2, 42, 2, 3, 11, 4])
+    layouts = {tries: view_layout(sizes, 5, tries, seed=3) for tries in (1, 5, 20)}
+    rank = {tries: (not layout.accepted, sum(domain(v, sizes) for v in layout.views))
+            for tries, layout in layouts.items()}
+    # the first tries of a seed are the same draws: more tries can only keep or lower D, among
+    # the layouts that meet the cross-view rule first
+    assert rank[20] <= rank[5] <= rank[1] and layouts[20].accepted
+    assert view_layout(sizes, 5, 20, seed=3) != view_layout(sizes, 5, 20, seed=4)
+
+
+@pytest.mark.parametrize("bad", [{"view_size": 1}, {"view_size": 2.5}, {"tries": 0}])
+def test_layout_rejects_bad_parameters(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        view_layout(np.array([3, 4, 5]), **{"view_size": 5, "tries": 2, **bad})
+
+
+# --- view tables on Dask -------------------------------------------------------------------------
+
+def test_view_tables_by_one_reduction(client, data):
+    schema = load_schema(SMALL_SCHEMA)
+    views = ((0, 2), (1, 2, 3), (3,), (0, 1, 2, 3))
+    ddf = dd.read_parquet(data)
+    (vector,) = client.compute([view_count_graph(ddf, schema, views)], sync=True)
+    codes = encode_partition(ddf.compute(), schema).T
+    expected = np.concatenate([exact_table(codes, v, schema.sizes).ravel() for v in views])
+    np.testing.assert_array_equal(vector, expected)
+    assert vector.dtype == np.int64
+
+
+# --- measure -------------------------------------------------------------------------------------
+
+def test_budget_shares_closed_form_and_optimal():
+    domains = np.array([72_576, 47_040, 1_050, 8])
+    shares = budget_shares(domains)
+    assert shares.sum() == pytest.approx(1.0)
+    cube_roots = np.array([41.7, 36.1, 10.16, 2.0])  # s^(1/3), by hand
+    np.testing.assert_allclose(shares, cube_roots / cube_roots.sum(), rtol=2e-3)
+    # they minimise the total noise variance Σ s·2b² ∝ Σ s/P² over the simplex
+    rng = np.random.default_rng(0)
+    best = (domains / shares**2).sum()
+    for _ in range(200):
+        other = np.abs(shares + rng.normal(0, 0.02, shares.size))
+        other /= other.sum()
+        assert (domains / other**2).sum() >= best
+    epsilon = 0.7
+    scales = laplace_scales(epsilon, shares)
+    assert (2 / scales).sum() == pytest.approx(epsilon)  # per-view ε = Δ/b sums to ε
+
+
+def test_view_noise_has_the_calibrated_scale():
+    zeros = [np.zeros(40_000, dtype=np.int64), np.zeros((200, 100), dtype=np.int64)]
+    scales = np.array([3.0, 0.5])
+    noisy = measure_views(zeros, scales, sampler="numpy", rng=np.random.default_rng(1))
+    for table, scale in zip(noisy, scales):
+        # mean |Laplace(b)| = b; its sample mean has std b/√N = 0.005·b here
+        assert np.abs(table).mean() == pytest.approx(scale, rel=0.03)
+    assert noisy[1].shape == (200, 100)
+
+
+# --- post-processing -----------------------------------------------------------------------------
+
+def noisy_chain(seed=0):
+    sizes = np.array([3, 4, 2, 5, 3, 2])
+    layout = view_layout(sizes, 3, tries=5, seed=seed)
+    rng = np.random.default_rng(seed)
+    exact = random_chain_tables(layout.views, sizes, 2_000, rng)
+    noisy = [t + rng.laplace(0, 20, t.shape) for t in exact]
+    return layout.views, sizes, noisy
+
+
+def test_consistency_makes_shared_marginals_equal_with_inverse_variance_weights():
+    views, sizes, noisy = noisy_chain()
+    noisy = [t + (2_000 - t.sum()) / t.size for t in noisy]  # post_process's first step
+    links = chain_links(views)
+    # this layout's views each share disjoint attribute sets with their two neighbours, so
+    # spreading one link's correction leaves the other link's marginals as they were
+    for (_, j, first), (k, _, second) in zip(links, links[1:]):
+        assert j != k or not set(first) & set(second)
+    shares = budget_shares([t.size for t in noisy])
+    assert inconsistency(noisy, views) > 1
+    consistent = make_consistent(noisy, views, shares)
+    assert inconsistency(consistent, views) < 1e-9
+    for i, j, shared in links:
+        # the common marginal is the average of the two weighted by P²/ξ (ξ: cells per block)
+        before = [as_blocks(noisy[v], views[v], shared) for v in (i, j)]
+        weights = [shares[v] ** 2 / b.shape[1] for v, b in zip((i, j), before)]
+        expected = sum(w * b.sum(axis=1) for w, b in zip(weights, before)) / sum(weights)
+        after = as_blocks(consistent[i], views[i], shared).sum(axis=1)
+        np.testing.assert_allclose(after, expected, rtol=1e-12)
+    # the correction is spread evenly over each block's cells (b₁ is in one link only)
+    change = as_blocks(consistent[0] - noisy[0], views[0], links[0][2])
+    np.testing.assert_allclose(change, change[:, :1] * np.ones_like(change), atol=1e-9)
+    np.testing.assert_allclose([t.sum() for t in consistent], 2_000)
+
+
+def test_non_negativity_is_the_papers_iteration_and_keeps_the_total():
+    rng = np.random.default_rng(2)
+    table = rng.laplace(3.0, 10.0, (6, 7))
+    total = table.sum()
+    expected = table.copy()  # the paper: zero the negatives, take q/o from the o positives
+    while (expected < -1e-12).any():
+        q = expected[expected < 0].sum()
+        expected[expected < 0] = 0.0
+        positive = expected > 0
+        expected[positive] += q / positive.sum()
+    got = non_negative(table, total)
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    assert got.min() >= 0 and got.sum() == pytest.approx(total)
+
+
+def test_post_process_gives_non_negative_consistent_tables_of_n():
+    views, _, noisy = noisy_chain(1)
+    shares = budget_shares([t.size for t in noisy])
+    tables, rounds, gap = post_process(noisy, views, shares, 2_000)
+    assert all(t.min() >= 0 for t in tables)
+    np.testing.assert_allclose([t.sum() for t in tables], 2_000)
+    assert gap == pytest.approx(inconsistency(tables, views))
+    assert gap <= CONSISTENCY_TOL or rounds == MAX_ROUNDS
+    assert gap < 1.0
+
+
+def test_round_rows_is_round_to_total_row_by_row():
+    rng = np.random.default_rng(3)
+    blocks = rng.random((50, 7)) * (rng.random((50, 1)) > 0.2)  # some rows without mass
+    totals = rng.integers(0, 30, 50)
+    got = round_rows(blocks, totals)
+    fallback = blocks.sum(axis=0)
+    for row, total, counts in zip(blocks, totals, got):
+        np.testing.assert_array_equal(
+            counts, round_to_total(row if row.sum() > 0 else fallback, int(total)))
+
+
+def test_propagate_is_exactly_consistent_and_idempotent():
+    views, _, noisy = noisy_chain(2)
+    shares = budget_shares([t.size for t in noisy])
+    tables, _, _ = post_process(noisy, views, shares, 2_000)
+    integer = propagate(tables, views, 2_000)
+    assert all(t.dtype == np.int64 and t.min() >= 0 and t.sum() == 2_000 for t in integer)
+    assert inconsistency(integer, views) == 0
+    assert np.abs(integer[0] - tables[0]).max() < 1  # b₁: largest remainder only
+    for again, first in zip(propagate(integer, views, 2_000), integer):
+        np.testing.assert_array_equal(again, first)
+    scaled = propagate(integer, views, 333)  # a partition's share
+    assert all(t.sum() == 333 for t in scaled) and inconsistency(scaled, views) == 0
+
+
+# --- linking -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("view_size", [2, 3, 4])
+def test_linking_reproduces_every_view_table(view_size):
+    sizes = np.array([3, 4, 2, 5, 3, 2, 6])
+    views = view_layout(sizes, view_size, tries=3, seed=1).views
+    tables = random_chain_tables(views, sizes, 5_000, np.random.default_rng(view_size))
+    codes = link_views(tables, views, sizes, np.random.default_rng(0))
+    assert codes.shape == (5_000, 7)
+    for view, table in zip(views, tables):
+        np.testing.assert_array_equal(exact_table(codes, view, sizes), table)
+    with pytest.raises(ValueError, match="does not agree"):
+        link_views([tables[0], tables[1] * 2], views[:2], sizes, np.random.default_rng(0))
+
+
+# --- the method ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fitted(client, data):
+    return Synthesizer.create("dpview", SMALL_SCHEMA_PATH, epsilon=1.0, view_size=3,
+                              noise_sampler="numpy", noise_seed=3, ledger=False).fit(data)
+
+
+def test_one_partition_reproduces_the_integer_view_tables(client, fitted):
+    model = fitted.model
+    assert isinstance(model, DPViewModel) and model.n_rows == CORRELATED_ROWS
+    frame = fitted.sample(seed=4, partition_rows=CORRELATED_ROWS).compute()
+    codes = codes_of(frame, model.schema)
+    for view, table in zip(model.views, model.tables):
+        np.testing.assert_array_equal(exact_table(codes, view, model.schema.sizes), table)
+    # several partitions: each partition's tables are the model's scaled to its rows
+    frame = fitted.sample(seed=4, partition_rows=7_000).compute()
+    codes = codes_of(frame, model.schema)
+    for view, table in zip(model.views, model.tables):
+        assert np.abs(exact_table(codes, view, model.schema.sizes) - table).max() <= 3
+
+
+def test_large_epsilon_keeps_the_exact_view_tables(client):
+    frame = correlated_frame(5_000, seed=7)
+    synthesizer = Synthesizer.create("dpview", SMALL_SCHEMA_PATH, epsilon=1e7, view_size=2,
+                                     noise_sampler="numpy", noise_seed=0, ledger=False)
+    model = synthesizer.fit(frame).model
+    codes = encode_partition(frame, model.schema).T
+    for view, table in zip(model.views, model.tables):
+        np.testing.assert_array_equal(table, exact_table(codes, view, model.schema.sizes))
+
+
+def test_release_metadata_and_model_round_trip(client, fitted, tmp_path):
+    assert isinstance(fitted, DPViewSynthesizer)
+    paths = fitted.write(tmp_path / "release", 5_000, seed=2, partition_rows=2_000)
+    metadata = json.loads(paths["metadata"].read_text())
+    privacy = metadata["privacy"]
+    assert (privacy["epsilon"], privacy["delta"], privacy["mechanism"]) == (1.0, 0.0, "laplace")
+    assert "basic composition" in privacy["accountant"]
+    layout = metadata["model"]["layout"]
+    shares = budget_shares(layout["domain_sizes"])
+    np.testing.assert_allclose(privacy["budget_shares"], shares)
+    np.testing.assert_allclose(privacy["laplace_scales"], 2 / (1.0 * shares))
+    assert metadata["parameters"] == {"view_size": 3, "tries": 20, "layout_seed": 0}
+    assert all(set(v) <= set(SMALL_SCHEMA_NAMES) for v in layout["views"])
+    assert len(pd.read_parquet(paths["parquet"])) == 5_000
+    model_path = fitted.save(tmp_path / "model")
+    loaded = load_model(model_path)
+    assert isinstance(loaded, DPViewModel) and loaded.views == fitted.model.views
+    again = Synthesizer.from_model(model_path)
+    assert again.name == "dpview"
+    pd.testing.assert_frame_equal(again.sample(3_000, seed=7).compute(),
+                                  fitted.sample(3_000, seed=7).compute())
+    # a corrupted model is refused, naming what is wrong
+    document = json.loads((model_path / "model.json").read_text())
+    (model_path / "model.json").write_text(json.dumps({**document, "views": [[0, 1]]}))
+    with pytest.raises(ModelError, match="invalid views"):
+        load_model(model_path)
+    (model_path / "model.json").write_text(json.dumps(document))
+    arrays = dict(np.load(model_path / "model.npz"))
+    arrays["view_0"] = arrays["view_0"] - 1
+    np.savez(model_path / "model.npz", **arrays)
+    with pytest.raises(ModelError, match="view_0"):
+        load_model(model_path)
+
+
+SMALL_SCHEMA_NAMES = [a["name"] for a in SMALL_SCHEMA["attributes"]]
+
+
+def test_opendp_fit_is_recorded_as_pure_dp(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    synthesizer = Synthesizer.create("dpview", SMALL_SCHEMA_PATH, epsilon=0.5, ledger=ledger,
+                                     dataset_name="small").fit(data)
+    assert synthesizer.model.metadata["privacy"]["differentially_private"] is True
+    (entry,) = ledger.entries("small")
+    assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
+
+
+def test_huge_views_are_refused_before_any_data_is_read(tmp_path):
+    schema = {"schema_version": 1, "name": "wide", "attributes": [
+        {"name": f"a{i}", "type": "categorical", "categories": [str(c) for c in range(40)]}
+        for i in range(6)]}
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    synthesizer = Synthesizer.create("dpview", schema, ledger=ledger, dataset_name="wide")
+    with pytest.raises(CostError, match=r"DPView's views hold .* cells .*view_size"):
+        synthesizer.fit(tmp_path / "missing.parquet")  # never read: refused first
+    assert ledger.entries("wide") == []
+
+
+def test_cli_synth_with_dpview(client, data, tmp_path, capsys):
+    from dp_dask.cli import main
+
+    out = tmp_path / "release"
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method", "dpview", "--ledger", str(tmp_path / "ledger.sqlite"),
+                 "--rows", "2000", "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0
+    assert "basic composition" in capsys.readouterr().out
+    assert load_model(out / "model").method == "dpview"
+    assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000
