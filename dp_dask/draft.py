@@ -393,7 +393,8 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, np.ndarray | None],
             numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64,
                                                                       na_value=np.nan)
             if missing_values:  # a listed numeric text ("-9") is missing, not a number
-                numbers[_missing_mask(values, missing_values, *category_text(values))] = np.nan
+                numbers = np.where(_missing_mask(values, missing_values, *category_text(values)),
+                                   np.nan, numbers)
             numbers = np.sort(numbers[~np.isnan(numbers)])
             counts[column] = np.stack([
                 np.searchsorted(numbers, grid, side="left"),
