@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -240,9 +241,18 @@ def run_ledger_set_budget(args: argparse.Namespace) -> None:
 def run_schema_draft(args: argparse.Namespace) -> None:
     from dp_dask.draft import draft_schema, parse_range, write_draft
 
-    draft = draft_schema(args.data, public=args.public,
-                         ranges=dict(parse_range(r) for r in args.range),
-                         max_categories=args.max_categories, name=args.name)
+    private = args.dp_epsilon is not None  # else public information only: no value is read
+    if private and args.out.exists() and not args.force:  # refused before anything is spent
+        raise ValueError(f"{args.out} exists; pass --force to overwrite it")
+    with (dask_client(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
+                      quiet=True) if private else contextlib.nullcontext()):
+        draft = draft_schema(
+            args.data, public=args.public, ranges=dict(parse_range(r) for r in args.range),
+            max_categories=args.max_categories, name=args.name, dp_epsilon=args.dp_epsilon,
+            dp_delta=args.dp_delta, dp_columns=args.dp_columns,
+            dp_grids=dict(parse_range(g, "--dp-grid") for g in args.dp_grid) or None,
+            dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
+            noise_sampler=args.noise_sampler, noise_seed=args.noise_seed)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")
@@ -276,6 +286,31 @@ def _schema_commands(commands: argparse._SubParsersAction) -> None:
                        help="from a public sample: past K levels keep the top K and 'other'")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
     draft.add_argument("--force", action="store_true", help="overwrite --out")
+    dp = draft.add_argument_group(
+        "drafting under DP (opt-in)", "with --dp-epsilon, placeholder columns are drafted from "
+        "the data under (ε, δ)-DP: categories by thresholded noisy counts, numeric bins at DP "
+        "quantiles; the spend is recorded in the ledger and in the schema")
+    dp.add_argument("--dp-epsilon", type=epsilon_value, default=None, metavar="E",
+                    help="ε spent on drafting (split equally over the DP columns)")
+    dp.add_argument("--dp-delta", type=delta_value, default=None, metavar="D",
+                    help="δ spent on drafting (thresholding the values present needs δ > 0)")
+    dp.add_argument("--dp-columns", nargs="+", default=None, metavar="NAME",
+                    help="columns to draft under DP (default: every placeholder)")
+    dp.add_argument("--dp-grid", action="append", default=[], metavar="NAME=START:STOP:STEP",
+                    help="public grid of a numeric column's DP quantiles (default for integer/"
+                    "float columns: 0, ±{1,2,3,5,7}·10^j; a CSV column without one is text)")
+    dp.add_argument("--dp-bins", type=positive_int, default=10, metavar="K",
+                    help="numeric columns: edges at the DP i/K quantiles (default 10)")
+    dp.add_argument("--ledger", type=Path, default=None, metavar="PATH",
+                    help=f"privacy ledger (default: ${LEDGER_ENV}, else "
+                    "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+    dp.add_argument("--dataset-name", default=None, metavar="NAME",
+                    help="the dataset's name in the ledger (default: the input's file stem)")
+    dp.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
+                    help="opendp (secure, default) or numpy (seeded; testing only)")
+    dp.add_argument("--noise-seed", type=non_negative_int, default=None,
+                    help="seed of the numpy noise sampler: never for a real draft")
+    _cluster_options(draft)
     draft.set_defaults(run=run_schema_draft, cluster=False, quiet=True)
     check = actions.add_parser(
         "check", help="NOT PRIVATE: per column, how many raw values are missing or outside the "

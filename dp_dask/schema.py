@@ -293,6 +293,9 @@ class Schema:
     attributes: tuple[Attribute, ...]
     name: str = "schema"
     version: int = field(default=SCHEMA_VERSION)
+    # The budget spent drafting this schema from the data (dp_dask.draft), if any: carried into
+    # every release's privacy record.
+    drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.attributes:
@@ -339,11 +342,14 @@ class Schema:
         return Schema(attributes, name=self.name, version=self.version)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        spec = {
             "schema_version": self.version,
             "name": self.name,
             "attributes": [a.to_json() for a in self.attributes],
         }
+        if self.drafted_under_dp:  # absent otherwise: other schemas keep their sha256
+            spec["drafted_under_dp"] = self.drafted_under_dp
+        return spec
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)
@@ -363,7 +369,11 @@ class Schema:
             raise SchemaError("schema JSON: 'attributes' must be a list")
         missing_values = _texts(spec, "missing_values", "schema")  # default of every attribute
         attributes = tuple(Attribute.from_json(a, missing_values) for a in spec["attributes"])
-        return cls(attributes, name=str(spec.get("name", "schema")), version=version)
+        drafted = spec.get("drafted_under_dp")
+        if drafted is not None and not isinstance(drafted, dict):
+            raise SchemaError("schema JSON: 'drafted_under_dp' must be an object")
+        return cls(attributes, name=str(spec.get("name", "schema")), version=version,
+                   drafted_under_dp=drafted)
 
 
 def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:

@@ -236,10 +236,19 @@ class Synthesizer:
         raise NotImplementedError
 
     def _privacy_record(self, **fields: Any) -> dict[str, Any]:
-        return {"epsilon": float(self.epsilon), "delta": float(self.delta), **fields,
-                "noise_sampler": self.noise_sampler,
-                "noise_seeded": self.noise_seed is not None,
-                "neighbouring": "replace one row; n public"}
+        record = {"epsilon": float(self.epsilon), "delta": float(self.delta), **fields,
+                  "noise_sampler": self.noise_sampler,
+                  "noise_seeded": self.noise_seed is not None,
+                  "neighbouring": "replace one row; n public"}
+        drafted = self.schema.drafted_under_dp
+        if drafted:  # the schema itself was read from the data, under DP: say so, and the sum
+            record["schema_drafted_under_dp"] = {
+                **{key: drafted.get(key) for key in ("epsilon", "delta", "columns",
+                                                     "differentially_private", "ledger")},
+                "with_this_release": {"epsilon": float(self.epsilon) + drafted["epsilon"],
+                                      "delta": float(self.delta) + drafted["delta"],
+                                      "composition": "basic (an upper bound)"}}
+        return record
 
     def _rows(self, n_rows: int | None) -> int:
         """``n_rows``, or the model's n when None; 0 or less is an error, never the default."""

@@ -10,6 +10,9 @@ A dataset is named by the user (default: the input file's stem) and its entries 
 schema's sha256; ``dataset_id`` joins the two. Budgets and totals are per dataset *name*: releases
 of one name under different schemas are summed, as they usually describe the same people.
 
+A schema drafted under DP (``dp-dask schema draft --dp-epsilon``) is an entry of the same
+dataset name too (mechanism ``schema-draft``), summed like a Laplace release.
+
 Composition (see :func:`compose`): Gaussian releases add their ρ (zCDP) and convert once;
 Laplace releases (pure or advanced composition) add ε and δ (basic composition); a mix adds the
 two parts. Test runs (seeded noise) and entries under other notions (e.g. "dependent-DP") are
@@ -37,6 +40,7 @@ from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
 RESERVED, SPENT = "reserved", "spent"
+DRAFT_MECHANISM = "schema-draft"  # a schema's categories/bins drafted under DP
 IN_MEMORY = "in-memory"  # dataset name of an unnamed in-memory frame: all such fits sum together
 _RELATIVE_SLACK = 1e-9  # float rounding allowed when comparing a total with its budget
 _FORMAT = 1
@@ -143,6 +147,16 @@ class Entry:
         return cls(dataset_name, schema_sha256, run_id, plan["epsilon"],
                    0.0 if basic else plan["delta"], plan["mechanism"], plan["accountant"],
                    plan["rho"] if gaussian else None, private, sampler)
+
+    @classmethod
+    def for_draft(cls, *, dataset_name: str, request_sha256: str, run_id: str, epsilon: float,
+                  delta: float, sampler: str, private: bool) -> Entry:
+        """The entry of a schema drafted under DP (dp_dask.draft): thresholded counts and
+        noisy-max quantiles, pure ε plus the thresholds' δ, added by basic composition. The
+        schema does not exist before the draft, so ``request_sha256`` names the request (input
+        columns and DP options); the drafted schema records this entry's run id."""
+        return cls(dataset_name, request_sha256, run_id, epsilon, delta, DRAFT_MECHANISM,
+                   BASIC_COMPOSITION, None, private, sampler)
 
     @property
     def dataset_id(self) -> str:

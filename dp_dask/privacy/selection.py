@@ -1,0 +1,135 @@
+"""DP selection on the driver, over exact counts reduced on Dask: which values, which quantiles.
+
+Used to draft a schema under DP (:mod:`dp_dask.draft`). Both measurements take exact counts that
+reached the driver (never the raw rows) and return only what they select.
+
+* :func:`threshold_keys`: the values whose noisy count passes a threshold (OpenDP's
+  ``make_laplace_threshold``, propose-test-release over a hashmap of counts; Rogers 2023). The
+  set of values present is data-dependent, hence δ > 0: a value held by one row is released with
+  probability about δ.
+* :func:`noisy_min_index`: the candidate of smallest noisy score (OpenDP's ``make_noisy_max``
+  with ``negate``, report-noisy-max with Gumbel noise = the exponential mechanism).
+* :func:`quantile_scores`: the score of OpenDP's ``make_quantile_score_candidates`` computed from
+  counts rather than from the raw vector (which ``make_private_quantile`` would need on the
+  driver, and which never leaves the workers here).
+
+Neighbouring datasets: replace one row (n public), as for every release of dp_dask. OpenDP's
+``make_count_by`` states the distance of a hashmap of counts for add/remove neighbours only; a
+replaced row is one removal and one addition of *different* rows, so it changes two keys by 1
+each: (L0, L1, L∞) = (2, 2, 1), which is the distance given to the threshold's privacy map (the
+add/remove-twice bound (2, 2, 2) would be looser). Each row contributes one value per column.
+
+``sampler="numpy"`` replaces OpenDP's draws by seeded numpy Laplace/Gumbel noise with the same
+calibration: reproducible, for tests only, not private (see :mod:`dp_dask.privacy.noise`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dp_dask.privacy.noise import _check_map, _check_sampler, _check_scale, _opendp
+
+# (L0, L1, L∞) distance of the counts per value when one row is replaced by another.
+REPLACE_ONE_ROW = (2, 2, 1)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A calibrated thresholded-count measurement: Laplace ``scale`` and integer ``threshold``."""
+
+    epsilon: float
+    delta: float
+    scale: float
+    threshold: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mechanism": "laplace-threshold", "epsilon": self.epsilon, "delta": self.delta,
+                "scale": self.scale, "threshold": self.threshold,
+                "opendp": "make_laplace_threshold over L01InfDistance, d_in (L0, L1, Linf) = "
+                          f"{REPLACE_ONE_ROW} (replace one row)"}
+
+
+def _threshold_measurement(scale: float, threshold: int) -> Any:
+    dp = _opendp()
+    domain = dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T=dp.i64))
+    metric = dp.l01inf_distance(dp.absolute_distance(T=dp.i64))
+    return dp.m.make_laplace_threshold(domain, metric, scale=scale, threshold=threshold)
+
+
+def calibrate_threshold(epsilon: float, delta: float) -> Threshold:
+    """The scale giving ``epsilon`` and the least threshold whose δ (OpenDP's map) ≤ ``delta``."""
+    _check_scale("epsilon", epsilon)
+    if not 0 < delta < 1:
+        raise ValueError(f"thresholding needs a delta in (0, 1), got {delta!r}")
+    scale = REPLACE_ONE_ROW[1] / epsilon  # ε = L1 / b
+    dp = _opendp()
+    threshold = dp.binary_search(
+        lambda t: _threshold_measurement(scale, t).map(REPLACE_ONE_ROW)[1] <= delta,
+        bounds=(1, None), T=int)
+    loss = _threshold_measurement(scale, threshold).map(REPLACE_ONE_ROW)
+    _check_map(loss[0], epsilon, "epsilon")
+    if loss[1] > delta:
+        raise RuntimeError(f"OpenDP's map gives delta {loss[1]!r} > {delta!r}; refusing")
+    return Threshold(float(epsilon), float(delta), scale, int(threshold))
+
+
+def threshold_keys(counts: Mapping[str, int], calibration: Threshold, *,
+                   sampler: str = "opendp", rng: np.random.Generator | None = None) -> list[str]:
+    """The keys whose noisy count is at least the threshold, sorted; their counts are dropped."""
+    _check_sampler(sampler, rng)
+    counts = {str(k): int(v) for k, v in counts.items() if int(v) > 0}
+    if sampler == "numpy":
+        keys = sorted(counts)  # a fixed order: the seeded draws don't depend on dict order
+        noisy = np.array([counts[k] for k in keys], dtype=np.float64) + rng.laplace(
+            0.0, calibration.scale, size=len(keys))
+        return [k for k, v in zip(keys, noisy) if v >= calibration.threshold]
+    meas = _threshold_measurement(calibration.scale, calibration.threshold)
+    _check_map(meas.map(REPLACE_ONE_ROW)[0], calibration.epsilon, "epsilon")
+    return sorted(meas(counts)) if counts else []
+
+
+def quantile_scores(below: np.ndarray, above: np.ndarray, level: int, levels: int) -> np.ndarray:
+    """OpenDP's quantile score of each candidate c for the quantile ``level / levels``.
+
+    ``below[j]``/``above[j]``: how many values are < / > candidate j. With α = i/k the score is
+    |(k − i)·#(x < c) − i·#(x > c)| (0 at an exact α-quantile): the integer score of
+    ``make_quantile_score_candidates`` with α = i/k. A row adds k − i, 0 or −i to the inner term,
+    so replacing one row moves every score by at most k: the L∞ sensitivity is ``levels``.
+    """
+    if not 0 < level < levels:
+        raise ValueError(f"quantile level {level}/{levels} must lie strictly inside (0, 1)")
+    below, above = np.asarray(below, dtype=np.int64), np.asarray(above, dtype=np.int64)
+    return np.abs((levels - level) * below - level * above).astype(np.uint64)
+
+
+def _noisy_min_measurement(scale: float) -> Any:
+    dp = _opendp()
+    space = (dp.vector_domain(dp.atom_domain(T=dp.u64)),
+             dp.linf_distance(T=dp.u64, monotonic=False))  # quantile scores move both ways
+    return dp.m.make_noisy_max(*space, dp.max_divergence(), scale=scale, negate=True)
+
+
+def noisy_min_scale(epsilon: float, sensitivity: int) -> float:
+    """Gumbel scale of report-noisy-min with ε for scores of L∞ ``sensitivity``: 2Δ/ε (scores
+    that are not monotone in the data pay twice), checked against OpenDP's map."""
+    _check_scale("epsilon", epsilon)
+    scale = 2 * sensitivity / epsilon
+    _check_map(_noisy_min_measurement(scale).map(sensitivity), epsilon, "epsilon")
+    return scale
+
+
+def noisy_min_index(scores: np.ndarray, scale: float, *, sampler: str = "opendp",
+                    rng: np.random.Generator | None = None) -> int:
+    """The index of the smallest score after Gumbel noise of ``scale`` (one selection)."""
+    _check_sampler(sampler, rng)
+    scores = np.asarray(scores, dtype=np.uint64)
+    if scores.ndim != 1 or scores.size == 0:
+        raise ValueError("scores must be a non-empty 1-D vector")
+    if sampler == "numpy":
+        return int(np.argmax(-scores.astype(np.float64) + rng.gumbel(0.0, scale, scores.size)))
+    return int(_noisy_min_measurement(scale)(scores.tolist()))
+

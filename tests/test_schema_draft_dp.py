@@ -1,0 +1,213 @@
+"""Drafting a schema under DP: thresholded counts for categories, DP quantiles for numeric bins,
+the spend in the ledger, the schema and the release metadata."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import opendp.prelude as dp
+import pandas as pd
+import pytest
+from test_ingest import survey_csv
+
+from dp_dask.cli import main
+from dp_dask.draft import _partition_counts, default_grid, draft_schema
+from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
+from dp_dask.privacy.selection import (
+    REPLACE_ONE_ROW,
+    calibrate_threshold,
+    noisy_min_scale,
+    quantile_scores,
+    threshold_keys,
+)
+from dp_dask.schema import load_schema
+from dp_dask.synthesizer import Synthesizer
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "from-csv.md"
+GRID = np.arange(0.0, 101.0)  # age=0:100:1
+ROWS = 6_000
+
+
+def people(rows: int = ROWS, seed: int = 0) -> pd.DataFrame:
+    """Three common answers, one answer held by a single row, ages uniform on 0..99."""
+    rng = np.random.default_rng(seed)
+    answer = rng.choice(["yes", "no", "NA"], rows, p=[0.5, 0.3, 0.2]).astype(object)
+    answer[7] = "only-me"
+    return pd.DataFrame({"answer": answer, "age": rng.integers(0, 100, rows)})
+
+
+@pytest.fixture
+def parquet(tmp_path) -> Path:
+    people().to_parquet(tmp_path / "people.parquet")
+    return tmp_path / "people.parquet"
+
+
+def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    draft = draft_schema(parquet, dp_epsilon=1.0, dp_delta=1e-6, ledger=ledger,
+                         dp_grids={"age": {"start": 0, "stop": 100, "step": 1}}, dp_bins=4,
+                         noise_sampler="numpy", noise_seed=3)
+    assert draft.todo == {}
+    schema = load_schema(draft.schema)
+    assert schema["answer"].categories == ("NA", "no", "yes")  # "only-me" is not released
+    assert schema["answer"].on_unknown == "other"
+    edges = schema["age"].edges
+    assert edges[0] == -np.inf and edges[-1] == np.inf
+    inner = np.array(edges[1:-1])
+    assert np.all(np.diff(inner) > 0) and np.isin(inner, GRID).all()
+    # Quartiles of ages uniform on 0..99: score slope k·n/100 = 240 per step against Gumbel
+    # noise of scale 2k/ε_q = 48 in score units: within 2 steps with overwhelming probability.
+    np.testing.assert_allclose(inner, [25, 50, 75], atol=2)
+    record = draft.schema["drafted_under_dp"]
+    assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
+    assert record["columns"] == ["answer", "age"]
+    assert record["differentially_private"] is False  # seeded noise: labelled as a test
+    assert record["mechanisms"]["answer"]["epsilon"] == 0.5
+    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(0.5 / 3)
+    entries = Ledger(ledger).entries()
+    assert len(entries) == 1
+    entry = entries[0]
+    assert (entry.epsilon, entry.delta, entry.mechanism) == (1.0, 1e-6, DRAFT_MECHANISM)
+    assert (entry.dataset_name, entry.run_id, entry.status) == (
+        "people", record["ledger"]["run_id"], "spent")
+
+
+def test_default_opendp_draft_composes_with_the_release(client, parquet, tmp_path):
+    """The default sampler (OpenDP); the release's metadata names the drafting budget, and the
+    ledger's total of the dataset includes it."""
+    ledger = tmp_path / "ledger.sqlite"
+    draft = draft_schema(parquet, dp_epsilon=2.0, dp_delta=1e-6, ledger=ledger)
+    schema = load_schema(draft.schema)
+    assert schema["answer"].categories == ("NA", "no", "yes")
+    inner = np.array(schema["age"].edges[1:-1])
+    assert np.all(np.diff(inner) > 0) and np.isin(inner, default_grid("integer")).all()
+    assert draft.schema["drafted_under_dp"]["differentially_private"] is True
+    synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=ledger).fit(parquet)
+    privacy = synthesizer.model.metadata["privacy"]
+    drafted = privacy["schema_drafted_under_dp"]
+    assert (drafted["epsilon"], drafted["delta"]) == (2.0, 1e-6)
+    assert drafted["with_this_release"]["epsilon"] == pytest.approx(3.0)
+    total = Ledger(ledger).total("people")
+    assert total.releases == 2 and total.pure_epsilon == 2.0 and total.epsilon > 2.0
+
+
+def test_single_row_values_never_pass_the_threshold():
+    """Seeded: values of 1 row are never kept over many draws, values of 300 rows always."""
+    calibration = calibrate_threshold(0.5, 1e-6)
+    counts = {f"rare{i}": 1 for i in range(2_000)} | {"common": 300}
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        assert threshold_keys(counts, calibration, sampler="numpy", rng=rng) == ["common"]
+    assert threshold_keys(counts, calibration) == ["common"]  # OpenDP, the default
+
+
+def test_threshold_and_selection_calibration_match_opendp():
+    calibration = calibrate_threshold(0.5, 1e-6)
+    assert calibration.scale == 4.0  # L1 distance 2 of a replaced row / ε
+    space = (dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T=dp.i64)),
+             dp.l01inf_distance(dp.absolute_distance(T=dp.i64)))
+    loose = dp.m.make_laplace_threshold(*space, scale=4.0, threshold=calibration.threshold - 1)
+    assert loose.map(REPLACE_ONE_ROW)[1] > 1e-6  # the least threshold that meets δ
+    assert noisy_min_scale(0.1, 4) == 80.0
+    with pytest.raises(ValueError, match="delta"):
+        calibrate_threshold(1.0, 0.0)
+
+
+@pytest.mark.parametrize("alpha,level,levels", [(0.5, 1, 2), (0.25, 1, 4), (0.75, 3, 4)])
+def test_scores_from_counts_equal_opendps_quantile_score(alpha, level, levels):
+    rng = np.random.default_rng(level)
+    values = rng.integers(0, 30, 500)
+    candidates = list(range(0, 31, 3))
+    counts = _partition_counts(pd.DataFrame({"x": values}),
+                               {"x": np.array(candidates, dtype=float)}, ())["x"]
+    score = dp.t.make_quantile_score_candidates(
+        dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance(), candidates, alpha=alpha)
+    np.testing.assert_array_equal(quantile_scores(*counts, level, levels),
+                                  score(values.tolist()))
+
+
+def test_replacing_one_row_moves_the_exact_counts_by_the_claimed_sensitivity():
+    """Every neighbour of a small table (each row replaced by each value): the counts per value
+    move by (L0, L1, L∞) ≤ (2, 2, 1) and the quantile scores by ≤ k in L∞, attained."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"answer": rng.choice(["a", "b", "c", ""], 40),
+                          "age": rng.integers(0, 10, 40).astype(float)})
+    frame.loc[3, "age"] = np.nan
+    grids = {"answer": None, "age": np.arange(0.0, 11.0, 2.0)}
+    base = _partition_counts(frame, grids, ("",))
+    levels = 4
+    worst = np.zeros(4)
+    for row in range(len(frame)):
+        for answer, age in [("a", 0.0), ("d", 9.0), ("", np.nan), ("b", 5.0), ("c", 10.0)]:
+            other = frame.copy()
+            other.loc[row] = [answer, age]
+            near = _partition_counts(other, grids, ("",))
+            diff = near["answer"].sub(base["answer"], fill_value=0).to_numpy()
+            moved = [np.count_nonzero(diff), np.abs(diff).sum(), np.abs(diff).max(initial=0)]
+            scores = max(np.abs(quantile_scores(*near["age"], i, levels).astype(np.int64)
+                                - quantile_scores(*base["age"], i, levels).astype(np.int64)
+                                ).max() for i in range(1, levels))
+            worst = np.maximum(worst, [*moved, scores])
+    np.testing.assert_array_equal(worst, [*REPLACE_ONE_ROW, levels])
+
+
+def test_budget_is_checked_before_reading(client, parquet, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 0.5, 1e-5)
+    with pytest.raises(BudgetExceededError):
+        draft_schema(parquet, dp_epsilon=1.0, dp_delta=1e-6, ledger=ledger)
+    assert ledger.entries() == []
+
+
+def test_cli_public_only_without_dp_epsilon(tmp_path, capsys):
+    """Without --dp-epsilon nothing is read or spent; DP options alone are an error (exit 2)."""
+    data = tmp_path / "people.csv"
+    people(50).to_csv(data, index=False)
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["schema", "draft", str(data), "--out", str(tmp_path / "s.json"),
+                 "--ledger", str(ledger)]) == 0
+    assert "drafted_under_dp" not in json.loads((tmp_path / "s.json").read_text())
+    assert main(["schema", "draft", str(data), "--out", str(tmp_path / "t.json"),
+                 "--dp-delta", "1e-6"]) == 2
+    assert "--dp-delta: only with --dp-epsilon" in capsys.readouterr().err
+    assert not ledger.exists() and not (tmp_path / "t.json").exists()
+    # An existing --out is refused before anything is spent.
+    assert main(["schema", "draft", str(data), "--out", str(tmp_path / "s.json"),
+                 "--dp-epsilon", "1", "--dp-delta", "1e-6", "--ledger", str(ledger)]) == 2
+    assert not ledger.exists()
+
+
+def test_cli_errors_name_the_column(client, tmp_path, capsys):
+    data = tmp_path / "people.csv"
+    people(50).to_csv(data, index=False)
+    ledger = tmp_path / "ledger.sqlite"
+    common = ["schema", "draft", str(data), "--out", str(tmp_path / "s.json"), "--dp-epsilon",
+              "1", "--dp-delta", "1e-6", "--ledger", str(ledger),
+              "--scheduler", client.scheduler.address]
+    assert main([*common, "--dp-columns", "nope"]) == 2
+    assert "'nope' is not in the input" in capsys.readouterr().err
+    assert main([*common, "--range", "age=0:100:10", "--dp-columns", "age"]) == 2
+    assert "'age' is drafted from public information" in capsys.readouterr().err
+    assert not ledger.exists() and not (tmp_path / "s.json").exists()
+
+
+def test_from_csv_doc_dp_section_runs_as_written(client, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DP_DASK_LEDGER", str(tmp_path / "ledger.sqlite"))
+    survey_csv(tmp_path / "survey.csv")
+    blocks = re.findall(r"```shell\n(.*?)```", DOC.read_text(), flags=re.S)
+    (command,) = [shlex.split(line) for block in blocks
+                  for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    assert main(command[1:] + ["--scheduler", client.scheduler.address]) == 0
+    assert "6 from the data under DP" in capsys.readouterr().out
+    schema = load_schema("schema-dp.json")
+    assert schema.drafted_under_dp["ledger"]["dataset_name"] == "survey"
+    assert set(schema["answer"].categories) == {"yes", "no", "NA"}
+    assert {"ATL", "DEN"} <= set(schema["airport"].categories)  # ~300 rows each
+    assert schema["age"].kind == schema["income"].kind == "numeric"
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries("survey")
+    assert (entry.epsilon, entry.delta, entry.private) == (1.0, 1e-6, True)
