@@ -339,6 +339,15 @@ def run_report(args: argparse.Namespace) -> None:
     print(f"report: {path} ({time.perf_counter() - started:.0f} s)")
 
 
+def run_plan(args: argparse.Namespace) -> None:
+    from dp_dask.estimate import estimate
+
+    result = estimate(load_schema_from(args.schema), args.rows, method=args.method,
+                      sample_rows=args.sample_rows, workers=args.workers or os.cpu_count() or 1,
+                      partition_rows=args.partition_rows)
+    print(json.dumps(result.to_json(), indent=2) if args.json else result.describe())
+
+
 def run_ledger_list(args: argparse.Namespace) -> None:
     print(ledger_report(Ledger(args.ledger), args.dataset))
 
@@ -440,7 +449,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if (not action.option_strings or action.required or "default" in text
-                or action.default in (False, argparse.SUPPRESS) or action.nargs == 0):
+                or action.default is False or action.default == argparse.SUPPRESS
+                or action.nargs == 0):
             return text
         if action.default is None:
             return f"{text} (default: none)"
@@ -528,6 +538,22 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--target", default=None, help="attribute the classifier predicts")
     _cluster_options(report)
     report.set_defaults(run=run_report)
+
+    plan = commands.add_parser(
+        "plan", help="sizes, memory and time of a run, from the schema and the row count "
+        "(reads no data)")
+    plan.add_argument("--schema", required=True, help="schema JSON or built-in name")
+    plan.add_argument("--rows", type=positive_int, required=True, help="rows of the input")
+    plan.add_argument("--sample-rows", type=positive_int, default=None,
+                      help="synthetic rows (default: as many as --rows)")
+    plan.add_argument("--method", choices=sorted(Synthesizer.methods), default="marginals",
+                      help="the method to fit")
+    plan.add_argument("--workers", type=positive_int, default=None,
+                      help="workers (default: one per core of this machine)")
+    plan.add_argument("--partition-rows", type=positive_int, default=None,
+                      help="rows per output partition (default: as sample/synth choose)")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.set_defaults(run=run_plan, cluster=False, quiet=True)
 
     _schema_commands(commands)
 
