@@ -180,3 +180,21 @@ def test_slurm_job_script():
 def test_unknown_jobqueue_system():
     with pytest.raises(ClusterError, match="system 'cron' is not one of slurm"):
         jobqueue_cluster({"system": "cron"})
+
+
+def test_kubernetes_spec_offline():
+    pytest.importorskip("dask_kubernetes.operator")
+    from dp_dask.cluster import kubernetes_spec
+
+    spec = kubernetes_spec({"image": "registry.example/dp-dask:0.1", "n_workers": 3,
+                            "resources": {"limits": {"memory": "4Gi", "cpu": "1"}},
+                            "env": {"DP_DASK_LEDGER": "/ledger/ledger.sqlite"}})
+    assert spec["kind"] == "DaskCluster" and spec["metadata"]["name"] == "dp-dask"
+    worker = spec["spec"]["worker"]
+    assert worker["replicas"] == 3
+    container = worker["spec"]["containers"][0]
+    assert container["image"] == "registry.example/dp-dask:0.1"
+    assert container["resources"]["limits"]["memory"] == "4Gi"
+    assert {"name": "DP_DASK_LEDGER", "value": "/ledger/ledger.sqlite"} in container["env"]
+    with pytest.raises(ClusterError, match="bad cluster option"):
+        kubernetes_spec({"replicas": 3})
