@@ -154,8 +154,8 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
                        (f" (default: {out_default})" if out_default else ""))
     if summary:
         group.add_argument("--summary", default=None, metavar="PATH",
-                           help="run summary JSON: stages, times, peak memory, paths, privacy "
-                           "(default: <out>.run.json beside the output)")
+                           help="write a run summary JSON here: stages, times, peak memory, "
+                           "paths, privacy (default: none; 'dp-dask run': <out>.run.json)")
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -242,11 +242,17 @@ def run_summary(args: argparse.Namespace, synthesizer: Synthesizer, paths: dict[
     return summary
 
 
-def write_summary(args: argparse.Namespace, beside: Path, summary: dict[str, Any]) -> Path:
-    """``--summary``, else ``<beside>.run.json``: outside the release, whose completion record
-    lists its files, so the summary can hold the time the whole job took."""
-    path = Path(args.summary) if args.summary else beside.with_name(beside.name + ".run.json")
-    path = path.absolute()
+def write_summary(args: argparse.Namespace, beside: Path,
+                  summary: dict[str, Any]) -> Path | None:
+    """``--summary``, else for a job config ``<beside>.run.json``: outside the release, whose
+    completion record lists its files, so the summary can hold the time the whole job took.
+    Plain commands write none unless asked: nothing appears beside an output unannounced."""
+    if args.summary:
+        path = Path(args.summary).absolute()
+    elif getattr(args, "config", None):
+        path = beside.with_name(beside.name + ".run.json")
+    else:
+        return None
     partial = path.with_name(f".{path.name}.tmp")
     partial.write_text(json.dumps(summary, indent=2, default=str))
     os.replace(partial, path)
@@ -476,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(fit)
     fit.add_argument("--model", required=True, help="directory to save the model in")
     fit.add_argument("--summary", default=None, metavar="PATH",
-                     help="run summary JSON (default: <model>.run.json beside the model)")
+                     help="write a run summary JSON here (default: none)")
     _privacy_options(fit)
     _ledger_options(fit)
     _cluster_options(fit)

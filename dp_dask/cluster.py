@@ -83,7 +83,6 @@ def jobqueue_cluster(options: dict[str, Any]) -> Any:
                            f"{', '.join(JOBQUEUE_SYSTEMS)}")
     options.pop("jobs", None)
     module = backend("jobqueue")
-    # the scheduler runs beside the driver; its dashboard on every interface for remote browsers
     return getattr(module, JOBQUEUE_SYSTEMS[system])(**options)
 
 

@@ -78,7 +78,7 @@ def test_fit_reads_parquet_directory_from_s3(client, s3, tmp_path, capsys):
     code = main(["fit", "--data", f"s3://{BUCKET}/people.parquet", "--schema",
                  str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options), "--model",
                  str(tmp_path / "model"), "--ledger", str(tmp_path / "ledger.sqlite"),
-                 *scheduler(client)])
+                 "--summary", str(tmp_path / "model.run.json"), *scheduler(client)])
     assert code == 0, capsys.readouterr().err
     document = json.loads((tmp_path / "model" / "model.json").read_text())
     assert document["n_rows"] == ROWS

@@ -73,14 +73,16 @@ def test_every_option_shows_its_default():
 
 def test_logs_without_a_terminal_one_line_per_stage(client, people, tmp_path, capsys):
     out = tmp_path / "release"
-    assert main(synth(client, people, out)) == 0  # not --quiet; capsys' stdout is no TTY
+    summary_path = tmp_path / "release.run.json"
+    assert main(synth(client, people, out, "--summary", str(summary_path))) == 0  # not --quiet;
+    # capsys' stdout is no TTY
     captured = capsys.readouterr()
     assert "\r" not in captured.out + captured.err  # no progress-bar redraws
     assert "Completed" not in captured.out  # distributed's text progress bar
     lines = captured.err.splitlines()
     for stage in STAGES:
         assert sum(f"dp_dask.timing {stage}: " in line for line in lines) == 1, captured.err
-    summary = json.loads((tmp_path / "release.run.json").read_text())
+    summary = json.loads(summary_path.read_text())
     assert set(STAGES) <= set(summary["stages"])
     assert summary["status"] == "ok" and summary["command"] == "synth"
     assert summary["peak_memory_bytes"]["driver"] > 50 * 2**20
@@ -88,8 +90,8 @@ def test_logs_without_a_terminal_one_line_per_stage(client, people, tmp_path, ca
     assert summary["privacy"]["epsilon"] == 1.0
     assert summary["privacy"]["differentially_private"] is True
     assert summary["paths"]["parquet"] == str(out / "synthetic.parquet")
-    assert RAW_VALUE not in (tmp_path / "release.run.json").read_text()
-    assert f"summary: {tmp_path / 'release.run.json'}" in captured.out
+    assert RAW_VALUE not in summary_path.read_text()
+    assert f"summary: {summary_path}" in captured.out
 
 
 def test_json_log_lines(client, people, tmp_path, capsys):
@@ -103,7 +105,8 @@ def test_json_log_lines(client, people, tmp_path, capsys):
     messages = [r["message"] for r in records if r["logger"] == "dp_dask.timing"]
     assert [m.split(":")[0] for m in messages if m.split(":")[0] in STAGES] == list(STAGES)
     assert json.loads(summary.read_text())["paths"]["record"].endswith("_COMPLETE.json")
-    assert not (tmp_path / "release.run.json").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["elsewhere", "ledger.sqlite",
+                                                                "release"]
 
 
 def test_json_errors_are_log_lines(tmp_path, capsys):
