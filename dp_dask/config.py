@@ -59,7 +59,7 @@ class Cluster(_Section):
     kind: str | None = None
     address: str | None = None
     workers: int | None = None
-    memory_limit: str | int | None = None
+    memory_limit: str | int | float | None = None  # "4GiB", bytes, or a fraction of RAM
     options: dict[str, Any] | None = None  # keyword arguments of the backend's cluster class
 
 
