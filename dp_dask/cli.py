@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import logging
+import os
+import resource
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dp_dask
 from dp_dask.checks import (
     EPSILON_WARN_HIGH,
     EPSILON_WARN_LOW,
@@ -27,7 +32,8 @@ from dp_dask.checks import (
     positive_float,
     positive_int,
 )
-from dp_dask.cluster import ClusterError, compute, dask_client
+from dp_dask.cluster import CLUSTER_KINDS, ClusterError, compute, dask_client
+from dp_dask.config import ConfigError, check_values, config_argv, load_config
 from dp_dask.counts import count_graph
 from dp_dask.evaluate import (
     DEFAULT_Q3_SAMPLE,
@@ -38,27 +44,57 @@ from dp_dask.evaluate import (
     wide_table,
     write_tables,
 )
-from dp_dask.io import read_table
+from dp_dask.io import load_schema_from, local_only, local_path, read_table
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
-from dp_dask.release import release_lock
+from dp_dask.release import release_lock, resolve_target
 from dp_dask.schema import load_schema
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
 log = logging.getLogger("dp_dask")
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """argparse ``type=``: a JSON object (fsspec storage options, cluster options)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object ({{...}}), got {text!r}")
+    return value
+
+
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True,
+                        help="Parquet file/directory or CSV: a path or an fsspec URL "
+                        "(s3://, gs://, abfs://, file://)")
+    parser.add_argument("--schema", required=True,
+                        help="schema JSON (path or URL) or built-in name (adult, demo)")
+    parser.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
+                        help="fsspec options of URL inputs, e.g. '{\"endpoint_url\": ...}' "
+                        "(default: the protocol's own configuration)")
+
+
 def _cluster_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("cluster")
+    group.add_argument("--cluster", dest="cluster_kind", choices=CLUSTER_KINDS, default=None,
+                       help="where the work runs (default: address with --scheduler, else "
+                       "local)")
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="address of a running Dask scheduler (default: start local workers)")
+    group.add_argument("--cluster-options", type=json_object, default=None, metavar="JSON",
+                       help="keyword arguments of the jobqueue/kubernetes/gateway cluster "
+                       "(default: none)")
     group.add_argument("--workers", type=positive_int, default=None,
                        help="local workers to start (default: one per core)")
     group.add_argument("--memory-limit", type=memory_limit, default="auto",
                        help="memory limit per local worker: auto, a size (4GiB; 0 for none) or "
                        "a fraction of RAM")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage logs")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="stage logs as text, or one JSON object per line")
 
 
 def _privacy_options(parser: argparse.ArgumentParser) -> None:
@@ -87,8 +123,8 @@ def _ledger_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "ledger", "every fit is checked against the dataset's budget and recorded, before any "
         "data is read")
-    group.add_argument("--ledger", type=Path, default=None, metavar="PATH",
-                       help=f"privacy ledger (default: ${LEDGER_ENV}, else "
+    group.add_argument("--ledger", default=None, metavar="PATH",
+                       help=f"privacy ledger, a local file (default: ${LEDGER_ENV}, else "
                        "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
     group.add_argument("--dataset-name", default=None, metavar="NAME",
                        help="the dataset's name in the ledger (default: the input's file stem)")
@@ -103,22 +139,35 @@ def _ledger_options(parser: argparse.ArgumentParser) -> None:
                        "is missing (recorded all the same)")
 
 
-def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None = None) -> None:
+def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None = None,
+                      summary: bool = True) -> None:
     group = parser.add_argument_group("sampling")
     group.add_argument("--rows", type=positive_int, default=None,
                        help="synthetic rows (default: as many as the input)")
     group.add_argument("--seed", type=non_negative_int, default=0,
                        help="seed of the synthetic sample")
     group.add_argument("--partition-rows", type=positive_int, default=None,
-                       help="rows per output partition / Zarr chunk")
-    group.add_argument("--out", type=Path, default=out_default, required=out_default is None,
-                       help=f"output directory (default: {out_default})")
+                       help="rows per output partition / Zarr chunk (default: 100,000, fewer "
+                       "for wide schemas: about 256 MiB a partition)")
+    group.add_argument("--out", default=out_default, required=out_default is None,
+                       help="output directory: a local or shared filesystem path" +
+                       (f" (default: {out_default})" if out_default else ""))
+    if summary:
+        group.add_argument("--summary", default=None, metavar="PATH",
+                           help="write a run summary JSON here: stages, times, peak memory, "
+                           "paths, privacy (default: none; 'dp-dask run': <out>.run.json)")
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Progress bars on a terminal only: in a log file a bar's redraws are one endless line, and
+    the stage log lines (one per stage, dp_dask.timing) say the same."""
+    return not args.quiet and sys.stdout.isatty()
 
 
 def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
     common = {"epsilon": args.epsilon, "delta": args.delta,
               "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
-              "show_progress": not args.quiet,
+              "show_progress": _progress(args),
               "ledger": False if getattr(args, "no_ledger", False) else getattr(args, "ledger",
                                                                                 None),
               "dataset_name": getattr(args, "dataset_name", None),
@@ -129,7 +178,9 @@ def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
         common["accountant"] = args.accountant
     if args.method == "copula":
         common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
-    return Synthesizer.create(args.method, schema, **common)
+    return Synthesizer.create(args.method,
+                              load_schema_from(schema, getattr(args, "storage_options", None)),
+                              **common)
 
 
 def _report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
@@ -152,26 +203,97 @@ def _report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
         print(f"{kind:>9}: {path}")
 
 
+SUMMARY_FORMAT = 1
+
+
+def run_summary(args: argparse.Namespace, synthesizer: Synthesizer, paths: dict[str, Path],
+                started: float, started_at: dt.datetime) -> dict[str, Any]:
+    """The machine-readable record of a finished job (``run.json``): stages, times, the driver's
+    peak memory, paths, privacy. Parameters and public facts only: the release's row count and
+    partitions come from its completion record, nothing from the input's rows."""
+    privacy = synthesizer.model.metadata.get("privacy", {})
+    entry = synthesizer.ledger_entry_
+    # ru_maxrss is in KiB on Linux (bytes on macOS): the process's peak resident set so far
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin"
+                                                                 else 1024)
+    summary: dict[str, Any] = {
+        "format": SUMMARY_FORMAT, "command": args.command, "status": "ok",
+        "config": str(args.config) if getattr(args, "config", None) else None,
+        "dp_dask": dp_dask.__version__, "method": synthesizer.name,
+        "started": started_at.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "seconds": round(time.perf_counter() - started, 3),
+        "stages": {stage: round(seconds, 3) for stage, seconds in synthesizer.timings_.items()},
+        "peak_memory_bytes": {"driver": peak},
+        "paths": {"data": str(args.data) if getattr(args, "data", None) else None,
+                  "schema": str(args.schema) if getattr(args, "schema", None) else None,
+                  **{kind: str(path) for kind, path in paths.items()}},
+        "privacy": {key: privacy.get(key) for key in (
+            "epsilon", "delta", "mechanism", "accountant", "rho", "noise_sampler",
+            "differentially_private")},
+        "ledger": None if entry is None else {
+            "path": str(synthesizer.ledger.path), "dataset_name": entry.dataset_name,
+            "run_id": entry.run_id, "reused": synthesizer.reused_, "forced": entry.forced},
+        "cluster": {"kind": args.cluster_kind, "scheduler": args.scheduler,
+                    "workers": args.workers},
+    }
+    if "record" in paths:
+        record = json.loads(Path(paths["record"]).read_text())
+        summary["release"] = {key: record.get(key) for key in (
+            "rows", "partitions", "partition_rows", "seed", "plan_key")}
+    return summary
+
+
+def write_summary(args: argparse.Namespace, beside: Path,
+                  summary: dict[str, Any]) -> Path | None:
+    """``--summary``, else for a job config ``<beside>.run.json``: outside the release, whose
+    completion record lists its files, so the summary can hold the time the whole job took.
+    Plain commands write none unless asked: nothing appears beside an output unannounced."""
+    if args.summary:
+        path = Path(args.summary).absolute()
+    elif getattr(args, "config", None):
+        path = beside.with_name(beside.name + ".run.json")
+    else:
+        return None
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(json.dumps(summary, indent=2, default=str))
+    os.replace(partial, path)
+    print(f"{'summary':>9}: {path}")
+    return path
+
+
+def _started() -> tuple[float, dt.datetime]:
+    return time.perf_counter(), dt.datetime.now(dt.UTC)
+
+
 def run_fit(args: argparse.Namespace) -> None:
-    synthesizer = _synthesizer(args, args.schema).fit(args.data)
+    started = _started()
+    synthesizer = _synthesizer(args, args.schema).fit(args.data,
+                                                      storage_options=args.storage_options)
     path = synthesizer.save(args.model)
     _report(synthesizer, {"model": path})
+    write_summary(args, Path(path), run_summary(args, synthesizer, {"model": path}, *started))
 
 
 def run_sample(args: argparse.Namespace) -> None:
+    started = _started()
     with release_lock(args.out):  # before any work: a second job on this target fails at once
-        synthesizer = Synthesizer.from_model(args.model, show_progress=not args.quiet)
+        synthesizer = Synthesizer.from_model(args.model, show_progress=_progress(args))
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows)
     _report(synthesizer, paths)
+    write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
 
 def run_synth(args: argparse.Namespace) -> None:
+    started = _started()
     with release_lock(args.out):  # before the fit spends any budget
-        synthesizer = _synthesizer(args, args.schema).fit(args.data)
+        synthesizer = _synthesizer(args, args.schema).fit(args.data,
+                                                          storage_options=args.storage_options)
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows, with_model=True)
     _report(synthesizer, paths)
+    write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
 
 def run_demo(args: argparse.Namespace) -> None:
@@ -225,6 +347,15 @@ def run_report(args: argparse.Namespace) -> None:
     print(f"report: {path} ({time.perf_counter() - started:.0f} s)")
 
 
+def run_plan(args: argparse.Namespace) -> None:
+    from dp_dask.estimate import estimate
+
+    result = estimate(load_schema_from(args.schema), args.rows, method=args.method,
+                      sample_rows=args.sample_rows, workers=args.workers or os.cpu_count() or 1,
+                      partition_rows=args.partition_rows)
+    print(json.dumps(result.to_json(), indent=2) if args.json else result.describe())
+
+
 def run_ledger_list(args: argparse.Namespace) -> None:
     print(ledger_report(Ledger(args.ledger), args.dataset))
 
@@ -261,7 +392,7 @@ def run_schema_draft(args: argparse.Namespace) -> None:
 def run_schema_check(args: argparse.Namespace) -> None:
     from dp_dask.draft import NOT_PRIVATE, check_schema
 
-    table = check_schema(args.data, args.schema, show_progress=not args.quiet)
+    table = check_schema(args.data, args.schema, show_progress=_progress(args))
     print(NOT_PRIVATE)
     print(markdown_table(table))
     stops = table.loc[table["fit"] != "ok", "column"].tolist()
@@ -333,40 +464,88 @@ def _evaluation_options(parser: argparse.ArgumentParser) -> None:
                         "exact functions of the raw data, not differentially private)")
 
 
+def _synth_arguments() -> argparse.ArgumentParser:
+    """The options of ``synth``, which a job config gives (``dp-dask run``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    _data_options(parser)
+    _privacy_options(parser)
+    _ledger_options(parser)
+    _sampling_options(parser)
+    _cluster_options(parser)
+    return parser
+
+
+def job_arguments(config: Path, overrides: list[str]) -> argparse.Namespace:
+    """The arguments of ``synth`` that a job config gives, overridden by ``overrides``."""
+    parser = Parser(prog=f"dp-dask run {config}", parents=[_synth_arguments()])
+    parser.set_defaults(run=run_synth, command="synth", config=config)
+    values = load_config(config)
+    check_values(values, parser, config)  # errors naming the config's key, not the option
+    return parser.parse_args([*config_argv(values), *overrides])
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless its text already says it (None:
+    "none"; flags and required options have none to show)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or action.required or "default" in text
+                or action.default is False or action.default == argparse.SUPPRESS
+                or action.nargs == 0):
+            return text
+        if action.default is None:
+            return f"{text} (default: none)"
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """Our parsers and their subparsers (they inherit the class) show defaults in help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="dp-dask", description="Differentially private synthetic data (Gaussian copula) "
         "on Dask. Run 'dp-dask demo' for an end-to-end example.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {dp_dask.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     fit = commands.add_parser("fit", help="fit a DP model to private data and save it")
-    fit.add_argument("--data", required=True, help="Parquet file/directory or CSV")
-    fit.add_argument("--schema", required=True, help="schema JSON or built-in name (adult, demo)")
-    fit.add_argument("--model", type=Path, required=True, help="directory to save the model in")
+    _data_options(fit)
+    fit.add_argument("--model", required=True, help="directory to save the model in")
+    fit.add_argument("--summary", default=None, metavar="PATH",
+                     help="write a run summary JSON here (default: none)")
     _privacy_options(fit)
     _ledger_options(fit)
     _cluster_options(fit)
     fit.set_defaults(run=run_fit)
 
     sample = commands.add_parser("sample", help="sample a release from a saved model")
-    sample.add_argument("--model", type=Path, required=True, help="model directory (from fit)")
+    sample.add_argument("--model", required=True, help="model directory (from fit)")
     _sampling_options(sample)
     _cluster_options(sample)
     sample.set_defaults(run=run_sample)
 
-    synth = commands.add_parser("synth", help="fit and sample in one job")
-    synth.add_argument("--data", required=True, help="Parquet file/directory or CSV")
-    synth.add_argument("--schema", required=True, help="schema JSON or built-in name")
-    _privacy_options(synth)
-    _ledger_options(synth)
-    _sampling_options(synth)
-    _cluster_options(synth)
+    synth = commands.add_parser("synth", help="fit and sample in one job",
+                                parents=[_synth_arguments()])
     synth.set_defaults(run=run_synth)
+
+    run = commands.add_parser(
+        "run", help="fit and sample (as synth) from a job config (YAML); options of synth given "
+        "after the file override it", description="Run a job config: see docs/config.md.")
+    run.add_argument("config", type=Path, help="the job config (YAML)")
+    run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="OPTIONS",
+                     help="options of 'dp-dask synth' overriding the config, e.g. --epsilon 2")
+    run.set_defaults(run=None, cluster=False, quiet=True)
 
     demo = commands.add_parser("demo", help="generate census-like data and release it")
     demo.add_argument("--demo-rows", type=positive_int, default=1_000_000, help="rows of demo data")
     _privacy_options(demo)
-    _sampling_options(demo, out_default=Path("dp-dask-demo"))
+    _sampling_options(demo, out_default=Path("dp-dask-demo"), summary=False)
     _cluster_options(demo)
     demo.set_defaults(run=run_demo)
 
@@ -402,6 +581,22 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_options(report)
     report.set_defaults(run=run_report)
 
+    plan = commands.add_parser(
+        "plan", help="sizes, memory and time of a run, from the schema and the row count "
+        "(reads no data)")
+    plan.add_argument("--schema", required=True, help="schema JSON or built-in name")
+    plan.add_argument("--rows", type=positive_int, required=True, help="rows of the input")
+    plan.add_argument("--sample-rows", type=positive_int, default=None,
+                      help="synthetic rows (default: as many as --rows)")
+    plan.add_argument("--method", choices=sorted(Synthesizer.methods), default="marginals",
+                      help="the method to fit")
+    plan.add_argument("--workers", type=positive_int, default=None,
+                      help="workers (default: one per core of this machine)")
+    plan.add_argument("--partition-rows", type=positive_int, default=None,
+                      help="rows per output partition (default: as sample/synth choose)")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.set_defaults(run=run_plan, cluster=False, quiet=True)
+
     _schema_commands(commands)
 
     ledger = commands.add_parser("ledger", help="the privacy ledger: what each dataset has spent")
@@ -426,17 +621,22 @@ def preflight(args: argparse.Namespace) -> None:
     writable (made absolute, so remote workers write where the driver means), schema sane and
     affordable, inputs complete, a saved model intact."""
     if args.command == "fit":
-        args.model = check_output_dir(args.model, "--model")
+        args.model = check_output_dir(local_only(args.model, "--model"), "--model")
     if args.command == "sample":
+        args.model = local_only(args.model, "--model")
         load_model(args.model)
+    if args.command in ("sample", "synth", "demo"):
+        args.out = resolve_target(args.out)  # refuses object-store URLs (docs/releases.md)
     if getattr(args, "out", None) is not None:
         args.out = check_output_dir(args.out, "--out")
+    if getattr(args, "ledger", None) is not None:
+        args.ledger = local_only(args.ledger, "--ledger")  # SQLite needs a local file
     if getattr(args, "schema", None) is None:
         return
-    schema = load_schema(args.schema)
+    schema = load_schema_from(args.schema, getattr(args, "storage_options", None))
     if args.command in ("fit", "synth"):
         check_cost(schema, args.method)
-    check_input(args.data, schema)
+    check_input(local_path(args.data), schema)
 
 
 def _undecodable(args: argparse.Namespace, exc: UnicodeDecodeError) -> str:
@@ -447,10 +647,57 @@ def _undecodable(args: argparse.Namespace, exc: UnicodeDecodeError) -> str:
     return f"input is not UTF-8 text ({exc})"
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line (``--log-format json``), for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                     timespec="milliseconds"),
+                 "level": record.levelname, "logger": record.name,
+                 "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+_json_logs = False  # set by main: warnings and the error line as JSON log lines too
+
+
+@contextlib.contextmanager
+def _logging(args: argparse.Namespace) -> Iterator[None]:
+    """dp_dask's stage logs (and with JSON, distributed's) on stderr in the chosen format, for
+    the job only: the loggers are restored after it (main may run many times in a process)."""
+    global _json_logs
+    _json_logs = getattr(args, "log_format", "text") == "json"
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if _json_logs else
+                         logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    loggers = [log] + ([logging.getLogger("distributed")] if _json_logs else [])
+    saved = [(logger, logger.handlers[:], logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.handlers, logger.propagate = [handler], False
+    log.setLevel(logging.WARNING if args.quiet else logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, handlers, propagate, level in saved:
+            logger.handlers, logger.propagate = handlers, propagate
+            logger.setLevel(level)
+        _json_logs = False
+
+
+def _say(kind: str, message: str) -> None:
+    """A warning or the error line: ``dp-dask: error: ...``, or a JSON log line."""
+    if _json_logs:
+        log.log(logging.ERROR if kind == "error" else logging.WARNING, message)
+    else:
+        print(f"dp-dask: {kind}: {message}", file=sys.stderr)
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *args: Any,
                   **kwargs: Any) -> None:
     if issubclass(category, DpDaskWarning):
-        print(f"dp-dask: warning: {message}", file=sys.stderr)
+        _say("warning", str(message))
     else:
         SHOW_WARNING(message, category, *args, **kwargs)
 
@@ -467,22 +714,28 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("default", DpDaskWarning)  # once each, though checked twice
         warnings.showwarning = _show_warning
         args = build_parser().parse_args(argv)
-        logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
-        log.setLevel(logging.WARNING if args.quiet else logging.INFO)
-        try:
-            if not getattr(args, "cluster", True):
-                args.run(args)
-                return 0
-            preflight(args)
-            with dask_client(args.scheduler, n_workers=args.workers,
-                             memory_limit=args.memory_limit, quiet=args.quiet):
-                args.run(args)
-        except UnicodeDecodeError as exc:
-            print(f"dp-dask: error: {_undecodable(args, exc)}", file=sys.stderr)
-            return 2
-        except USER_ERRORS as exc:
-            print(f"dp-dask: error: {exc or type(exc).__name__}", file=sys.stderr)
-            return 2
+        if args.command == "run":
+            try:
+                args = job_arguments(args.config, args.overrides)
+            except ConfigError as exc:
+                _say("error", str(exc))
+                return 2
+        with _logging(args):
+            try:
+                if not getattr(args, "cluster", True):
+                    args.run(args)
+                    return 0
+                preflight(args)
+                with dask_client(args.scheduler, n_workers=args.workers,
+                                 memory_limit=args.memory_limit, quiet=args.quiet,
+                                 kind=args.cluster_kind, options=args.cluster_options):
+                    args.run(args)
+            except UnicodeDecodeError as exc:
+                _say("error", _undecodable(args, exc))
+                return 2
+            except USER_ERRORS as exc:
+                _say("error", str(exc) or type(exc).__name__)
+                return 2
     return 0
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Where the Dask work runs: an existing scheduler, or a LocalCluster started for the job.
+"""Where the Dask work runs: a LocalCluster started for the job (``local``), an existing
+scheduler (``address``), or a cluster started for the job by dask-jobqueue (``jobqueue``: SLURM,
+PBS, ...), dask-kubernetes (``kubernetes``) or Dask Gateway (``gateway``). The last three are
+optional extras (``pip install 'dp-dask[jobqueue]'`` ...), imported only when asked for.
 
 A cluster that cannot make progress must fail, never hang: while :func:`compute` waits, a
 watchdog polls the scheduler and cancels the work, naming the limit to raise, when workers keep
@@ -11,6 +14,7 @@ before any task is blamed, e.g. a memory limit below a worker process's own foot
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import threading
@@ -40,6 +44,83 @@ class ClusterError(RuntimeError):
     """The cluster cannot run the job (unreachable, no workers, out of memory)."""
 
 
+CLUSTER_KINDS = ("local", "address", "jobqueue", "kubernetes", "gateway")
+# kind -> (module, extra of dp-dask that installs it)
+BACKENDS = {"jobqueue": ("dask_jobqueue", "jobqueue"),
+            "kubernetes": ("dask_kubernetes.operator", "kubernetes"),
+            "gateway": ("dask_gateway", "gateway")}
+JOBQUEUE_SYSTEMS = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster",
+                    "lsf": "LSFCluster", "htcondor": "HTCondorCluster", "oar": "OARCluster",
+                    "moab": "MoabCluster"}
+
+
+def backend(kind: str) -> Any:
+    """The module of a non-local cluster kind, or ClusterError naming the extra to install."""
+    module, extra = BACKENDS[kind]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ClusterError(f"--cluster {kind} needs {module.split('.')[0].replace('_', '-')}: "
+                           f"pip install 'dp-dask[{extra}]' ({exc})") from None
+
+
+def _jobs(options: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    options = dict(options)
+    jobs = options.pop("jobs", 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ClusterError(f"cluster option jobs must be an integer >= 1, got {jobs!r}")
+    return options, jobs
+
+
+def jobqueue_cluster(options: dict[str, Any]) -> Any:
+    """A dask-jobqueue cluster, not yet scaled: ``options`` are its class's keyword arguments
+    plus ``system`` (slurm, the default; pbs, sge, lsf, htcondor, oar, moab). Nothing is
+    submitted until it is scaled; ``cluster.job_script()`` is the script each job runs."""
+    options = dict(options)
+    system = str(options.pop("system", "slurm")).lower()
+    if system not in JOBQUEUE_SYSTEMS:
+        raise ClusterError(f"cluster option system {system!r} is not one of "
+                           f"{', '.join(JOBQUEUE_SYSTEMS)}")
+    options.pop("jobs", None)
+    module = backend("jobqueue")
+    return getattr(module, JOBQUEUE_SYSTEMS[system])(**options)
+
+
+def kubernetes_spec(options: dict[str, Any]) -> dict[str, Any]:
+    """The DaskCluster resource KubeCluster would create (dask-kubernetes' operator): built
+    offline, without an API server. ``options`` are ``make_cluster_spec``'s (name, image,
+    n_workers, resources, env, ...)."""
+    options = dict(options)
+    options.setdefault("name", "dp-dask")
+    try:
+        return backend("kubernetes").make_cluster_spec(**options)
+    except TypeError as exc:
+        raise ClusterError(f"--cluster kubernetes: bad cluster option ({exc})") from None
+
+
+@contextlib.contextmanager
+def _started_cluster(kind: str, options: dict[str, Any]) -> Iterator[Any]:
+    """A jobqueue, Kubernetes or Gateway cluster for the job, scaled, closed on exit."""
+    options, jobs = _jobs(options)
+    try:
+        if kind == "jobqueue":
+            cluster = jobqueue_cluster(options)
+            cluster.scale(jobs=jobs)
+        elif kind == "kubernetes":
+            cluster = backend(kind).KubeCluster(custom_cluster_spec=kubernetes_spec(options))
+        else:
+            gateway_options = {key: options.pop(key) for key in ("address", "auth")
+                               if key in options}
+            cluster = backend(kind).Gateway(**gateway_options).new_cluster(**options)
+            cluster.scale(jobs)
+    except ClusterError:
+        raise
+    except Exception as exc:  # the backends' own errors: no scheduler, no API server, no auth
+        raise ClusterError(f"--cluster {kind}: could not start the cluster ({exc})") from None
+    with cluster:
+        yield cluster
+
+
 @contextlib.contextmanager
 def _quiet_distributed() -> Iterator[None]:
     """Silence distributed's own logs (e.g. workers' "Compute Failed" tracebacks) in this process
@@ -61,15 +142,30 @@ def _quiet_distributed() -> Iterator[None]:
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
                 threads_per_worker: int = 1, memory_limit: str | int = "auto",
-                quiet: bool = False) -> Iterator[Client]:
-    """A client of the scheduler at ``scheduler``, else of a fresh LocalCluster (closed on exit).
+                quiet: bool = False, kind: str | None = None,
+                options: dict[str, Any] | None = None) -> Iterator[Client]:
+    """A client of the cluster of ``kind`` (default: ``address`` when ``scheduler`` is given,
+    else ``local``): the scheduler at ``scheduler``, a fresh LocalCluster, or a jobqueue,
+    Kubernetes or Gateway cluster started with ``options`` (closed on exit).
 
     ``quiet`` silences distributed's logs: failures reach the caller as exceptions anyway.
     """
     if n_workers is not None and n_workers < 1:
         raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+    kind = kind or ("address" if scheduler else "local")
+    if kind not in CLUSTER_KINDS:
+        raise ClusterError(f"unknown cluster kind {kind!r}; expected one of "
+                           f"{', '.join(CLUSTER_KINDS)}")
+    if kind == "address" and not scheduler:
+        raise ClusterError("--cluster address needs --scheduler ADDRESS")
+    if scheduler and kind != "address":
+        raise ClusterError(f"--scheduler {scheduler} needs --cluster address (or no --cluster), "
+                           f"not --cluster {kind}")
+    if options and kind in ("local", "address"):
+        raise ClusterError(f"--cluster-options are for jobqueue, kubernetes or gateway "
+                           f"clusters, not {kind}")
     with _quiet_distributed() if quiet else contextlib.nullcontext():
-        if scheduler:
+        if kind == "address":
             timeout = dask.config.get("dp_dask.scheduler_timeout")
             try:
                 client = Client(scheduler, timeout=timeout)
@@ -78,8 +174,15 @@ def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
                                    f"{scheduler} within {timeout}: is it running and reachable?"
                                    f" ({exc})") from None
             with client:
-                log.info("connected to scheduler %s (%d workers)", scheduler,
-                         len(client.scheduler_info().get("workers", {})))
+                log.info("connected to scheduler %s (%d workers), dashboard %s", scheduler,
+                         len(client.scheduler_info().get("workers", {})),
+                         client.dashboard_link)
+                yield client
+            return
+        if kind in BACKENDS:
+            with _started_cluster(kind, options or {}) as cluster, Client(cluster) as client:
+                log.info("%s cluster: scheduler %s, dashboard %s", kind,
+                         cluster.scheduler_address, client.dashboard_link)
                 yield client
             return
         with (

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_dask.io import local_path, remote
 from dp_dask.schema import Schema
 
 COMPLETE = "_COMPLETE.json"
@@ -47,8 +48,18 @@ class ReleaseLockedError(ReleaseError):
 
 
 def resolve_target(out: str | Path) -> Path:
-    """The absolute, normalised target: workers must not resolve it against their own cwd."""
-    return Path(os.path.abspath(os.path.expanduser(out)))
+    """The absolute, normalised target: workers must not resolve it against their own cwd.
+
+    A ``file://`` URL is its local path. An object-store URL (``s3://``...) is refused: a release
+    is published by renaming a complete staging directory, and object stores have no atomic
+    rename, so a reader could see a half-copied release (docs/releases.md).
+    """
+    if remote(out):
+        raise ReleaseError(f"release output {out}: releases are written to a local or shared "
+                           "filesystem path (published by an atomic rename, which object stores "
+                           f"lack); write it locally, then copy it with {COMPLETE} last "
+                           "(docs/releases.md)")
+    return Path(os.path.abspath(os.path.expanduser(local_path(out))))
 
 
 def _sibling(target: Path, kind: str) -> Path:

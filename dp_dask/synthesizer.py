@@ -155,18 +155,20 @@ class Synthesizer:
             raise RuntimeError("call fit() first, or load a model with from_model()")
         return self.model_
 
-    def fit(self, data: TableSource) -> Synthesizer:
+    def fit(self, data: TableSource, *,
+            storage_options: dict[str, Any] | None = None) -> Synthesizer:
         """Count exactly on Dask, add noise once on the driver, fit the model to noisy counts.
 
         With a ledger, the fit is first checked against the dataset's budget and recorded, before
         any data is read; a run id already recorded with a saved model reuses that model.
+        ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
         reservation = self._ledger_reserve(data)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "")
             return self
         try:
-            self._fit(data)
+            self._fit(data, storage_options)
         except BaseException:
             if reservation is not None:  # nothing was released
                 self.ledger.cancel(reservation.entry.id)
@@ -179,11 +181,11 @@ class Synthesizer:
                                              "run_id": reservation.entry.run_id}
         return self
 
-    def _fit(self, data: TableSource) -> None:
+    def _fit(self, data: TableSource, storage_options: dict[str, Any] | None = None) -> None:
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is read
         check_cost(self.schema, self.name)  # warn, or refuse a schema too costly to fit
         with timed(self.timings_, "read_encode_count"):
-            ddf = read_table(data, self.schema)
+            ddf = read_table(data, self.schema, storage_options=storage_options)
             (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
             n_rows = self._rows_counted(exact)
             if n_rows == 0:

@@ -1,0 +1,115 @@
+"""What a run will cost, from the schema and the row count alone (``dp-dask plan``).
+
+Sizes are exact (d, the 2-way cells, the count matrix); memory and time are estimates from the
+measurements of docs/benchmarks.md (a 2-core VM, LocalCluster of 2 workers): order-of-magnitude
+guides for choosing workers and ``--memory-limit`` before a run, not promises. No data is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dask.utils import format_bytes, format_time
+
+from dp_dask.checks import Cost, check_cost
+from dp_dask.privacy.accounting import query_count
+from dp_dask.sample import default_partition_rows
+from dp_dask.schema import Schema
+
+# Rates measured in docs/benchmarks.md (per worker unless said otherwise).
+PROCESS_BYTES = 250 * 2**20  # an idle driver or worker process with numpy, pandas, dask
+INPUT_PARTITION_ROWS = 250_000  # rows per counting task (Parquet row groups, 64 MB of CSV)
+TEXT_CELL_BYTES = 64  # a CSV cell read as a Python string
+COUNT_UPDATES_PER_SECOND = 45e6  # read + encode + count, row x attribute-pair updates
+NOISE_SECONDS_PER_CELL = 10.4e-6  # OpenDP's discrete Gaussian, on the driver
+NOISE_SECONDS_PER_MARGINAL = 0.01  # one OpenDP measurement's setup (Adult: ~1 s for 120)
+EIGH_SECONDS_PER_D3 = 1.7e-10  # one eigendecomposition, one BLAS thread
+COPULA_EIGH_SWEEPS = 40  # nearest correlation (~35 sweeps) + diagnostics and Cholesky
+CONSISTENCY_SECONDS_PER_CELL = 1e-5  # marginals: consistent tables + spanning tree
+SAMPLE_FLOPS = 50e9  # copula: float32 GEMM of Z·Lᵀ
+WRITE_SECONDS_PER_CELL = 0.4e-6  # decode + Parquet/Zarr, per row and attribute
+ROW_UPDATE_SECONDS = 1.0e-6  # marginals: row updates, per row and attribute pair
+
+
+@dataclass(frozen=True)
+class Estimate:
+    schema: str
+    method: str
+    attributes: int
+    dummy_columns: int
+    queries: int
+    table_cells: int  # all 2-way cells
+    largest_table: tuple[str, str] | None
+    largest_table_cells: int
+    rows: int
+    sample_rows: int
+    workers: int
+    sample_partition_rows: int
+    count_matrix_bytes: int
+    driver_bytes: int
+    worker_bytes: int
+    seconds: dict[str, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "total_seconds": sum(self.seconds.values())}
+
+    def describe(self) -> str:
+        pair = (f"; largest {self.largest_table[0]} × {self.largest_table[1]}: "
+                f"{self.largest_table_cells:,}" if self.largest_table else "")
+        times = ", ".join(f"{stage} {format_time(s)}" for stage, s in self.seconds.items())
+        return "\n".join([
+            f"schema {self.schema!r}, method {self.method}: {self.attributes} attributes, "
+            f"d = {self.dummy_columns:,} dummy columns, {self.queries:,} measured marginals",
+            f"2-way table cells: {self.table_cells:,}{pair}",
+            f"rows: {self.rows:,} in, {self.sample_rows:,} out in partitions of "
+            f"{self.sample_partition_rows:,}; {self.workers} worker(s)",
+            f"count matrix per task: {format_bytes(self.count_matrix_bytes)}",
+            f"memory (estimate): driver ≈ {format_bytes(self.driver_bytes)}, each worker ≈ "
+            f"{format_bytes(self.worker_bytes)} (give --memory-limit at least that)",
+            f"time (rough, 2-core reference machine): {times}; total ≈ "
+            f"{format_time(sum(self.seconds.values()))}",
+        ])
+
+
+def estimate(schema: Schema, rows: int, *, method: str = "marginals",
+             sample_rows: int | None = None, workers: int = 1,
+             partition_rows: int | None = None) -> Estimate:
+    """The sizes, memory and time of fitting ``rows`` rows and sampling ``sample_rows``
+    (default: as many). Refuses (CostError) or warns exactly as a fit would (check_cost)."""
+    cost: Cost = check_cost(schema, method)
+    sizes = schema.sizes.tolist()
+    m, d = schema.m, schema.d
+    pairs = m * (m - 1) // 2
+    cells = sum(sizes[i] * sizes[j] for i in range(m) for j in range(i + 1, m))
+    sample_rows = rows if sample_rows is None else sample_rows
+    partition_rows = partition_rows or default_partition_rows(d)
+    matrix = d * d * 8
+    read_rows = min(rows, INPUT_PARTITION_ROWS)
+    count_task = read_rows * m * (TEXT_CELL_BYTES + 8) + 2 * matrix  # text, codes, counts
+    sample_rows_task = min(sample_rows, partition_rows)
+    if method == "copula":
+        model = 4 * matrix  # noisy counts, correlation, its factor, a work copy
+        sample_task = sample_rows_task * d * (4 + 1) + model  # float32 latent, uint8 dummies
+        fit_seconds = COPULA_EIGH_SWEEPS * EIGH_SECONDS_PER_D3 * d**3
+        sample_seconds = sample_rows * (2 * d * d / SAMPLE_FLOPS)
+    else:
+        model = 4 * 8 * cells  # measurements, variances, consistent tables, work copy
+        sample_task = sample_rows_task * m * 8 * 3 + 8 * cells
+        fit_seconds = CONSISTENCY_SECONDS_PER_CELL * cells
+        sample_seconds = sample_rows * pairs * ROW_UPDATE_SECONDS
+    sample_task += sample_rows_task * m * TEXT_CELL_BYTES  # the decoded partition
+    seconds = {
+        "count": rows * (pairs + m) / (COUNT_UPDATES_PER_SECOND * workers),
+        "noise": (d + cells) * NOISE_SECONDS_PER_CELL + query_count(m) * NOISE_SECONDS_PER_MARGINAL,
+        "fit": fit_seconds,
+        "sample_write": (sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL) / workers,
+    }
+    return Estimate(
+        schema=schema.name, method=method, attributes=m, dummy_columns=d,
+        queries=query_count(m), table_cells=cells, largest_table=cost.largest_table,
+        largest_table_cells=cost.table_cells, rows=rows, sample_rows=sample_rows,
+        workers=workers, sample_partition_rows=partition_rows, count_matrix_bytes=matrix,
+        driver_bytes=PROCESS_BYTES + 2 * matrix + model,
+        worker_bytes=PROCESS_BYTES + max(count_task, sample_task),
+        seconds={stage: round(value, 3) for stage, value in seconds.items()})
