@@ -36,6 +36,7 @@ from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
+DEPENDENT_DP = "dependent-DP"  # Tabular-DDP (dp_dask.stats): listed, never summed
 RESERVED, SPENT = "reserved", "spent"
 IN_MEMORY = "in-memory"  # dataset name of an unnamed in-memory frame: all such fits sum together
 _RELATIVE_SLACK = 1e-9  # float rounding allowed when comparing a total with its budget
