@@ -212,17 +212,17 @@ def network_from_sample(path: str | Path, schema: Schema,
     for chunk in column_chunks:
         # pgmpy treats integer columns as continuous: hand it the codes as categories
         part = data[list(chunk)].astype("category")
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # pgmpy 1.1 announces renames for 1.3 (pinned < 1.3)
             warnings.simplefilter("ignore", FutureWarning)
             search = pg["HillClimbSearch"](scoring_method=STRUCTURE_SCORE, return_type="dag",
                                            show_progress=False).fit(part)
-        chunk_edges = [(int(p), int(c)) for p, c in search.causal_graph_.edges()]
-        model = pg["DiscreteBayesianNetwork"](chunk_edges)
-        model.add_nodes_from(chunk)
-        estimator = pg["BayesianEstimator"](model, data[list(chunk)],
-                                            state_names={a: states[a] for a in chunk})
-        model.add_cpds(*estimator.get_parameters(prior_type="dirichlet",
-                                                 pseudo_counts=SAMPLE_PSEUDO_COUNTS))
+            chunk_edges = [(int(p), int(c)) for p, c in search.causal_graph_.edges()]
+            model = pg["DiscreteBayesianNetwork"](chunk_edges)
+            model.add_nodes_from(chunk)
+            estimator = pg["BayesianEstimator"](model, data[list(chunk)],
+                                                state_names={a: states[a] for a in chunk})
+            model.add_cpds(*estimator.get_parameters(prior_type="dirichlet",
+                                                     pseudo_counts=SAMPLE_PSEUDO_COUNTS))
         edges += chunk_edges
         joints |= _pair_joints(model, chunk_edges, pg)
     return Network(tuple(edges), joints, f"learned from public sample {path} (pgmpy hill "
