@@ -39,6 +39,7 @@ from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
+DEPENDENT_DP = "dependent-DP"  # Tabular-DDP (dp_dask.stats): listed, never summed
 RESERVED, SPENT = "reserved", "spent"
 DRAFT_MECHANISM = "schema-draft"  # a schema's categories/bins drafted under DP
 IN_MEMORY = "in-memory"  # dataset name of an unnamed in-memory frame: all such fits sum together
