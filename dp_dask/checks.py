@@ -287,9 +287,25 @@ def read_model_document(path: Path, format_version: int | None = None) -> dict[s
     return document
 
 
-def model_schema(path: Path, document: dict[str, Any]) -> Schema:
-    """The model's schema, if it still has the hash recorded at the fit (an edited schema would
-    make the saved arrays mean something else)."""
+def write_model_files(path: str | Path, document: dict[str, Any],
+                      arrays: dict[str, np.ndarray]) -> Path:
+    """``<path>/model.npz`` (``arrays``) and ``<path>/model.json`` (``document``): the layout
+    every method's model shares, read back by :func:`read_model_document`,
+    :func:`model_schema` and :func:`read_model_arrays`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path / "model.npz", **arrays)
+    (path / "model.json").write_text(json.dumps(document, indent=2))
+    return path
+
+
+def model_schema(path: Path, document: dict[str, Any],
+                 format_version: int | None = None) -> Schema:
+    """The model's schema, if the model is of ``format_version`` (when given) and its schema
+    still has the hash recorded at the fit (an edited schema would make the saved arrays mean
+    something else)."""
+    if format_version is not None and document.get("format") != format_version:
+        raise ModelError(f"model {path}: model format {document.get('format')} is not supported")
     try:
         schema = Schema.from_json(document["schema"])
     except (KeyError, SchemaError) as exc:

@@ -36,7 +36,6 @@ data, like its single coefficient per pair (docs/results-adult.md, "DPCopula").
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import ndtr
 
-from dp_dask.checks import ModelError, model_schema, read_model_arrays
+from dp_dask.checks import model_schema, read_model_arrays, write_model_files
 from dp_dask.copula import nearest_correlation, psd_correlation_factor
 from dp_dask.counts import attribute_pairs
 from dp_dask.model import project_to_total
@@ -175,22 +174,16 @@ class DPCopulaModel:
 
     def save(self, path: str | Path) -> Path:
         """``<path>/model.npz`` (histograms, correlation) and ``<path>/model.json``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path / "model.npz", correlation=self.correlation,
-                            **{f"histogram_{a}": h for a, h in enumerate(self.histograms)})
         document = {"format": MODEL_FORMAT, "method": self.method, "n_rows": self.n_rows,
                     "schema": self.schema.to_json(), "metadata": self.metadata}
-        (path / "model.json").write_text(json.dumps(document, indent=2))
-        return path
+        return write_model_files(path, document, {
+            "correlation": self.correlation,
+            **{f"histogram_{a}": h for a, h in enumerate(self.histograms)}})
 
     @classmethod
     def from_files(cls, path: Path, document: dict[str, Any]) -> DPCopulaModel:
         """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
-        if document.get("format") != MODEL_FORMAT:
-            raise ModelError(f"model {path}: model format {document.get('format')} is not "
-                             "supported")
-        schema = model_schema(path, document)
+        schema = model_schema(path, document, MODEL_FORMAT)
         shapes = {f"histogram_{a}": (s,) for a, s in enumerate(schema.sizes.tolist())}
         arrays = read_model_arrays(path, shapes | {"correlation": (schema.m, schema.m)})
         histograms = tuple(arrays[f"histogram_{a}"] for a in range(schema.m))

@@ -42,7 +42,6 @@ Details the paper leaves open, chosen here:
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from dp_dask.checks import (
     ModelError,
     model_schema,
     read_model_arrays,
+    write_model_files,
 )
 from dp_dask.counts import view_count_graph
 from dp_dask.model import project_to_total
@@ -374,24 +374,17 @@ class DPViewModel:
 
     def save(self, path: str | Path) -> Path:
         """``<path>/model.npz`` (view tables) and ``<path>/model.json`` (views, schema)."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path / "model.npz",
-                            **{f"view_{i}": t for i, t in enumerate(self.tables)})
         document = {"format": MODEL_FORMAT, "method": self.method, "n_rows": self.n_rows,
                     "views": [list(v) for v in self.views], "schema": self.schema.to_json(),
                     "metadata": self.metadata}
-        (path / "model.json").write_text(json.dumps(document, indent=2))
-        return path
+        return write_model_files(path, document,
+                                 {f"view_{i}": t for i, t in enumerate(self.tables)})
 
     @classmethod
     def from_files(cls, path: Path, document: dict[str, Any]) -> DPViewModel:
         """A saved model, checked: format, schema hash, a chain of views covering the schema,
         table shapes, finite non-negative integer counts summing to n (else ModelError)."""
-        if document.get("format") != MODEL_FORMAT:
-            raise ModelError(f"model {path}: model format {document.get('format')} is not "
-                             "supported")
-        schema = model_schema(path, document)
+        schema = model_schema(path, document, MODEL_FORMAT)
         try:
             views = tuple(tuple(int(a) for a in v) for v in document["views"])
             n_rows = int(document["n_rows"])

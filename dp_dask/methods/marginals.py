@@ -15,7 +15,6 @@ measured worse: docs/results-adult.md). Only ``measure`` touches exact counts.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.checks import ModelError, model_schema, read_model_arrays
+from dp_dask.checks import model_schema, read_model_arrays, write_model_files
 from dp_dask.counts import attribute_pairs
 from dp_dask.marginals import Marginals, Measurement, consistent_marginals
 from dp_dask.privacy.accounting import gaussian_sigma
@@ -118,23 +117,17 @@ class MarginalModel:
 
     def save(self, path: str | Path) -> Path:
         """``<path>/model.npz`` (consistent marginals, tree) and ``<path>/model.json``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
         arrays = {f"one_way_{a}": v for a, v in enumerate(self.marginals.one_way)}
         arrays |= {f"two_way_{a}_{b}": t for (a, b), t in self.marginals.two_way.items()}
-        np.savez_compressed(path / "model.npz", order=self.order, parents=self.parents, **arrays)
         document = {"format": MODEL_FORMAT, "method": METHOD, "n_rows": self.n_rows,
                     "schema": self.schema.to_json(), "metadata": self.metadata}
-        (path / "model.json").write_text(json.dumps(document, indent=2))
-        return path
+        return write_model_files(path, document,
+                                 {"order": self.order, "parents": self.parents, **arrays})
 
     @classmethod
     def from_files(cls, path: Path, document: dict[str, Any]) -> MarginalModel:
         """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
-        if document.get("format") != MODEL_FORMAT:
-            raise ModelError(f"model {path}: model format {document.get('format')} is not "
-                             "supported")
-        schema = model_schema(path, document)
+        schema = model_schema(path, document, MODEL_FORMAT)
         sizes = schema.sizes.tolist()
         shapes = {f"one_way_{a}": (s,) for a, s in enumerate(sizes)}
         shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j])
