@@ -47,26 +47,24 @@ EPSILON_WARN_HIGH = 20.0
 EPSILON_WARN_LOW = 0.01
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type=``: an integer >= 1 (0 and negatives are refused, never defaulted)."""
+def _int_at_least(text: str, minimum: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {value}")
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 1 (0 and negatives are refused, never defaulted)."""
+    return _int_at_least(text, 1, "a positive integer (>= 1)")
 
 
 def non_negative_int(text: str) -> int:
     """argparse ``type=``: an integer >= 0 (seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def _finite_float(text: str) -> float:
