@@ -86,24 +86,23 @@ def release_metadata(synthetic: TableSource) -> dict[str, Any] | None:
 
 def _png(figure: Any) -> str:
     """A figure as an ``<img>`` with a base64 data URI, footed with the owner-only label."""
-    import matplotlib.pyplot as plt
-
     # below the figure's area (and its tick labels): bbox_inches="tight" grows the image to it
     figure.text(0.5, -0.02, OWNER_ONLY, ha="center", va="top", fontsize=7, color="#a00")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt.close(figure)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img src="data:image/png;base64,{data}" alt="">'
 
 
+# Figures through matplotlib's object API, not pyplot: no global backend switched (a notebook
+# that calls this keeps its inline plots) and nothing left open.
 def _bar_figures(shares: dict[str, pd.DataFrame]) -> list[str]:
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     images = []
     for name, frame in shares.items():
-        figure, axes = plt.subplots(figsize=(max(4.0, 0.45 * len(frame) + 2), 3.2),
-                                    constrained_layout=True)
+        figure = Figure(figsize=(max(4.0, 0.45 * len(frame) + 2), 3.2), layout="constrained")
+        axes = figure.subplots()
         positions = np.arange(len(frame))
         axes.bar(positions - 0.2, frame["real"], 0.4, label="real", color="#4c72b0")
         axes.bar(positions + 0.2, frame["synthetic"], 0.4, label="synthetic", color="#dd8452")
@@ -118,10 +117,11 @@ def _bar_figures(shares: dict[str, pd.DataFrame]) -> list[str]:
 
 
 def _heatmap_figure(real: pd.DataFrame, synthetic: pd.DataFrame) -> str:
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     size = max(4.0, 0.4 * len(real) + 2)
-    figure, axes = plt.subplots(1, 2, figsize=(2 * size + 1, size), constrained_layout=True)
+    figure = Figure(figsize=(2 * size + 1, size), layout="constrained")
+    axes = figure.subplots(1, 2)
     for ax, (title, frame) in zip(axes, [("real", real), ("synthetic", synthetic)]):
         image = ax.imshow(frame.to_numpy(), vmin=0, vmax=1, cmap="viridis")
         ax.set_xticks(range(len(frame)), frame.columns, rotation=90, fontsize=7)
@@ -181,9 +181,6 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
         heatmap = bars = ("<p>Figures skipped: matplotlib is not installed "
                           "(<code>pip install 'dp-dask[plots]'</code>).</p>")
     else:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only, no display
         heatmap = f'<div class="figures">{_heatmap_figure(real_v, synthetic_v)}</div>'
         bars = f'<div class="figures">{"".join(_bar_figures(shares))}</div>'
     sections.append("<h2>Correlations</h2><p>Association of every attribute pair (Cramér's V "
