@@ -35,7 +35,6 @@ from dp_dask.evaluate import (
     markdown_table,
     wide_table,
 )
-from dp_dask.html_report import write_evaluation
 from dp_dask.io import read_table
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
@@ -194,6 +193,8 @@ def run_demo(args: argparse.Namespace) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
+    from dp_dask.html_report import write_evaluation  # scipy.stats: ~1 s to import
+
     schema = load_schema(args.schema)
     paths = {}
     if args.out:

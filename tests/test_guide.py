@@ -22,7 +22,7 @@ def run_blocks() -> list[str]:
 
 def test_guide_commands_run(tmp_path):
     blocks = run_blocks()
-    assert len(blocks) == 4
+    assert len(blocks) == 3
     # `dp-dask` of this checkout, whatever is installed
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
