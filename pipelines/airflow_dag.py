@@ -25,8 +25,6 @@ from typing import Any
 
 from airflow.sdk import Param, Variable, dag, get_current_context, task
 
-from dp_dask import steps
-
 RETRY_DELAY = timedelta(seconds=float(os.environ.get("DP_DASK_RETRY_DELAY_S", "60")))
 
 
@@ -61,8 +59,11 @@ def _fail_once(step: str) -> None:
     tags=["dp_dask"],
 )
 def dp_dask_release() -> None:
+    # dp_dask (and dask) are imported inside the tasks: Airflow parses DAG files often.
     @task
     def fit() -> dict[str, Any]:
+        from dp_dask import steps
+
         context = get_current_context()
         params = context["params"]
         run_id = f"{context['dag'].dag_id}/{context['run_id']}"  # shared by this run's retries
@@ -76,6 +77,8 @@ def dp_dask_release() -> None:
 
     @task
     def sample(fitted: dict[str, Any]) -> dict[str, str]:
+        from dp_dask import steps
+
         params = get_current_context()["params"]
         paths = steps.sample_step(fitted["model"], f"{fitted['run']}/release",
                                   rows=params["rows"], ledger=_setting("dp_dask_ledger"),
@@ -86,6 +89,8 @@ def dp_dask_release() -> None:
 
     @task
     def evaluate(fitted: dict[str, Any], release: dict[str, str]) -> dict[str, str]:
+        from dp_dask import steps
+
         params = get_current_context()["params"]
         paths = steps.evaluate_step(params["data"], release["parquet"], params["schema"],
                                     f"{fitted['run']}/evaluation",

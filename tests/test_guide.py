@@ -23,12 +23,13 @@ def run_blocks() -> list[str]:
 def test_guide_commands_run(tmp_path):
     blocks = run_blocks()
     assert len(blocks) == 3
-    # `dp-dask` of this checkout, whatever is installed
+    # `dp-dask` and `python3` of this checkout and interpreter, whatever is installed
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    shim = bin_dir / "dp-dask"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m dp_dask.cli "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    for name, command in (("dp-dask", "-m dp_dask.cli"), ("python3", "")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {command} "$@"\n')
+        shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",

@@ -11,12 +11,14 @@ import subprocess
 from pathlib import Path
 
 import matplotlib.image
+import numpy as np
 import pytest
 from conftest import SMALL_SCHEMA_PATH
 
-from dp_dask import Synthesizer
+from dp_dask import Synthesizer, load_schema
 from dp_dask.cli import main
-from dp_dask.html_report import REPORT_NAME
+from dp_dask.counts import counts_from_codes
+from dp_dask.html_report import REPORT_NAME, associations
 from dp_dask.privacy.labels import OWNER_ONLY
 
 ATTRIBUTES = 4  # SMALL_SCHEMA: colour, size, flag, city
@@ -48,6 +50,19 @@ def test_report_holds_figures_tables_and_privacy_parameters(evaluated):
     assert f"<td>{metadata['privacy']['epsilon']}</td>" in page
     assert f"<td>{metadata['privacy']['accountant']}</td>" in page
     assert "differentially private release</strong>" in page
+
+
+def test_associations_are_one_for_a_function_and_zero_for_independent_attributes():
+    schema = load_schema(SMALL_SCHEMA_PATH)
+    rows = np.arange(15 * 40)
+    codes = np.stack([rows % 3,  # colour
+                      (rows // 3) % 4,  # size: independent of colour (all 12 pairs equally often)
+                      (rows % 3 == 0).astype(int),  # flag: a function of colour
+                      np.zeros_like(rows)])  # city: one label only
+    v = associations(counts_from_codes(codes, schema), schema)
+    assert v.loc["colour", "flag"] == pytest.approx(1.0)
+    assert v.loc["colour", "size"] == pytest.approx(0.0, abs=1e-12)
+    assert (v["city"].drop("city") == 0).all() and (np.diag(v) == 1).all()
 
 
 def test_markdown_table_escapes_pipes(evaluated):
