@@ -37,12 +37,10 @@ from dp_dask.config import ConfigError, check_values, config_argv, load_config
 from dp_dask.counts import count_graph
 from dp_dask.evaluate import (
     DEFAULT_Q3_SAMPLE,
-    check_outside_release,
     evaluate_release,
     marginal_distances,
     markdown_table,
     wide_table,
-    write_tables,
 )
 from dp_dask.io import load_schema_from, local_only, local_path, read_table
 from dp_dask.privacy.labels import describe
@@ -320,19 +318,22 @@ def run_demo(args: argparse.Namespace) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
+    from dp_dask.html_report import write_evaluation  # scipy.stats: ~1 s to import
+
     schema = load_schema(args.schema)
+    paths = {}
     if args.out:
-        check_outside_release(args.out, args.force)  # before reading anything
-    records, workload = evaluate_release(args.data, args.synthetic, schema,
-                                         q3_sample=args.q3_sample, seed=args.seed)
+        comparison, paths = write_evaluation(args.data, args.synthetic, schema, args.out,
+                                             q3_sample=args.q3_sample, seed=args.seed,
+                                             force=args.force)
+        records, workload = comparison.records, comparison.workload
+    else:
+        records, workload = evaluate_release(args.data, args.synthetic, schema,
+                                             q3_sample=args.q3_sample, seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
-    if args.out:
-        paths = write_tables(records, args.out, "alpha-beta", "(α, β) errors of a release",
-                             f"Synthetic: {args.synthetic}. Q3: {workload.describe()}.",
-                             force=args.force)
-        for kind, path in paths.items():
-            print(f"{kind:>4}: {path}")
+    for kind, path in paths.items():
+        print(f"{kind:>4}: {path}")
 
 
 def run_report(args: argparse.Namespace) -> None:
@@ -577,7 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="decoded synthetic Parquet (schema labels) or a release "
                           "directory, e.g. from synth (a release is read only if complete)")
     evaluate.add_argument("--out", type=Path, default=None,
-                          help="directory for alpha-beta.{md,csv,json} (default: print only)")
+                          help="directory for alpha-beta.{md,csv,json} and report.html, the data "
+                          "owner's HTML report (default: print only)")
     evaluate.add_argument("--seed", type=non_negative_int, default=0, help="seed of the Q3 sample")
     _cluster_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import threading
@@ -27,6 +28,7 @@ from dask.diagnostics import ProgressBar
 from dask.utils import format_bytes, parse_bytes, parse_timedelta
 from distributed import Client, KilledWorker, LocalCluster, progress
 from distributed.client import FutureCancelledError
+from distributed.utils import is_kernel
 
 log = logging.getLogger(__name__)
 LOCAL_HOST = "127.0.0.1"
@@ -283,6 +285,18 @@ class Watchdog(threading.Thread):
                 return
 
 
+def show_progress_of(futures: list[Any]) -> None:
+    """distributed's progress bar: a displayed widget in a notebook kernel with ipywidgets, text
+    anywhere else. (Left to guess, distributed builds a widget in any kernel, which fails without
+    ipywidgets, and returns it undisplayed.)"""
+    if is_kernel() and importlib.util.find_spec("ipywidgets") is not None:
+        from IPython.display import display
+
+        display(progress(futures, notebook=True))
+    else:
+        progress(futures, notebook=False)  # blocks until done, printing one updating line
+
+
 def compute(*collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
     """``dask.compute`` that shares common tasks and shows progress on the active scheduler.
 
@@ -297,7 +311,7 @@ def compute(*collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
     watchdog.start()
     try:
         if show_progress:
-            progress(futures)
+            show_progress_of(futures)
         return tuple(client.gather(futures))
     except FutureCancelledError:
         if watchdog.reason:

@@ -239,9 +239,23 @@ def error_records(method: str, true: Answers, released: Answers, correlations: n
     return records
 
 
-def evaluate_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
-                     q3_sample: int | None = DEFAULT_Q3_SAMPLE, seed: int = 0,
-                     method: str = "synthetic") -> tuple[pd.DataFrame, ThreeWayWorkload]:
+@dataclass(frozen=True)
+class Comparison:
+    """A synthetic table against the raw data: (α, β) records and both d×d count matrices.
+
+    The counts stay in memory for the data owner's report (proportions and correlations drawn
+    from them); they are never written.
+    """
+
+    records: pd.DataFrame
+    workload: ThreeWayWorkload
+    real_counts: np.ndarray
+    synthetic_counts: np.ndarray
+
+
+def compare_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
+                    q3_sample: int | None = DEFAULT_Q3_SAMPLE, seed: int = 0,
+                    method: str = "synthetic") -> Comparison:
     """(α, β) errors of one decoded synthetic table (schema labels) against the raw data.
 
     A dp_dask release (its directory or its ``synthetic.parquet``) is read only if complete.
@@ -257,7 +271,17 @@ def evaluate_release(data: TableSource, synthetic: TableSource, schema: Schema, 
     if released.n_rows == 0:
         raise ValueError("the synthetic table has no rows")
     records = error_records(method, true, released, pair_correlations(real_counts, schema))
-    return pd.DataFrame.from_records(records), workload
+    return Comparison(pd.DataFrame.from_records(records), workload, real_counts,
+                      synthetic_counts)
+
+
+def evaluate_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
+                     q3_sample: int | None = DEFAULT_Q3_SAMPLE, seed: int = 0,
+                     method: str = "synthetic") -> tuple[pd.DataFrame, ThreeWayWorkload]:
+    """The (α, β) records and Q3 workload of :func:`compare_release`."""
+    comparison = compare_release(data, synthetic, schema, q3_sample=q3_sample, seed=seed,
+                                 method=method)
+    return comparison.records, comparison.workload
 
 
 def labels_frame(source: TableSource, schema: Schema) -> dd.DataFrame:
@@ -271,11 +295,15 @@ def _partition_labels(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 
 
 def markdown_table(frame: pd.DataFrame, float_format: str = "{:.1f}") -> str:
-    """A GitHub Markdown table of a small frame (no tabulate dependency)."""
-    def cell(value: object) -> str:
-        return float_format.format(value) if isinstance(value, float) else str(value)
+    """A GitHub Markdown table of a small frame (no tabulate dependency).
 
-    lines = ["| " + " | ".join(str(c) for c in frame.columns) + " |",
+    Pipes inside cells are escaped (``Q2 \\|r\\|>=0.5``): unescaped, they split the cell.
+    """
+    def cell(value: object) -> str:
+        text = float_format.format(value) if isinstance(value, float) else str(value)
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(cell(str(c)) for c in frame.columns) + " |",
              "|" + "|".join("---" for _ in frame.columns) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |"
               for row in frame.itertuples(index=False)]

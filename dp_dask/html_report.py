@@ -1,0 +1,217 @@
+"""The data owner's HTML report of a release against the raw data: what ``dp-dask evaluate`` writes.
+
+One self-contained file (figures embedded as base64 PNG, so it can be mailed or opened from a
+bucket): per-attribute real-vs-synthetic bars, a pair of attribute-association heatmaps (real,
+synthetic), the (α, β) tables, marginal distances, and the privacy parameters the release's
+``metadata.json`` records.
+
+PRIVACY: the figures and tables are exact functions of the raw data (shares and associations,
+never counts). The page says "not differentially private — for the data owner only" at its top
+and on every figure, and is never written inside a release directory unless forced.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import importlib.util
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats.contingency import association
+
+from dp_dask.counts import attribute_pairs
+from dp_dask.evaluate import (
+    DEFAULT_Q3_SAMPLE,
+    Comparison,
+    check_outside_release,
+    compare_release,
+    marginal_distances,
+    wide_table,
+    write_tables,
+)
+from dp_dask.io import TableSource
+from dp_dask.privacy.labels import OWNER_ONLY
+from dp_dask.release import release_directory
+from dp_dask.schema import Schema
+
+REPORT_NAME = "report.html"
+_PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",
+                   "accountant", "rho", "k", "budget_split", "noise_sampler", "neighbouring",
+                   "post_processing", "reason")
+
+
+def attribute_shares(comparison: Comparison, schema: Schema) -> dict[str, pd.DataFrame]:
+    """Per attribute: the share of rows in each label, real and synthetic (each sums to 1)."""
+    shares = {}
+    real, synthetic = np.diagonal(comparison.real_counts), np.diagonal(comparison.synthetic_counts)
+    for attribute, offset, size in zip(schema.attributes, schema.offsets, schema.sizes):
+        cells = slice(offset, offset + size)
+        shares[attribute.name] = pd.DataFrame(
+            {"real": real[cells] / max(real[cells].sum(), 1),
+             "synthetic": synthetic[cells] / max(synthetic[cells].sum(), 1)},
+            index=pd.Index(list(attribute.labels), name=attribute.name))
+    return shares
+
+
+def associations(counts: np.ndarray, schema: Schema) -> pd.DataFrame:
+    """Cramér's V of every attribute pair from the 2-way tables (1 on the diagonal).
+
+    Labels no row holds are dropped first (they would make the χ² expected counts zero); a pair
+    left with a single row or column of labels has no association to measure (0).
+    """
+    values = np.eye(schema.m)
+    for i, j, rows, cols in attribute_pairs(schema):
+        table = counts[rows, cols]
+        table = table[table.sum(axis=1) > 0][:, table.sum(axis=0) > 0]
+        if min(table.shape) >= 2:
+            values[i, j] = values[j, i] = association(table, method="cramer")
+    return pd.DataFrame(values, index=schema.names, columns=schema.names)
+
+
+def release_metadata(synthetic: TableSource) -> dict[str, Any] | None:
+    """The ``metadata.json`` of the release ``synthetic`` belongs to, if it is one."""
+    if not isinstance(synthetic, str | Path):
+        return None
+    release = release_directory(synthetic)
+    if release is None or not (release / "metadata.json").is_file():
+        return None
+    return json.loads((release / "metadata.json").read_text())
+
+
+def _png(figure: Any) -> str:
+    """A figure as an ``<img>`` with a base64 data URI, footed with the owner-only label."""
+    # below the figure's area (and its tick labels): bbox_inches="tight" grows the image to it
+    figure.text(0.5, -0.02, OWNER_ONLY, ha="center", va="top", fontsize=7, color="#a00")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="">'
+
+
+# Figures through matplotlib's object API, not pyplot: no global backend switched (a notebook
+# that calls this keeps its inline plots) and nothing left open.
+def _bar_figures(shares: dict[str, pd.DataFrame]) -> list[str]:
+    from matplotlib.figure import Figure
+
+    images = []
+    for name, frame in shares.items():
+        figure = Figure(figsize=(max(4.0, 0.45 * len(frame) + 2), 3.2), layout="constrained")
+        axes = figure.subplots()
+        positions = np.arange(len(frame))
+        axes.bar(positions - 0.2, frame["real"], 0.4, label="real", color="#4c72b0")
+        axes.bar(positions + 0.2, frame["synthetic"], 0.4, label="synthetic", color="#dd8452")
+        axes.set_xticks(positions, [str(label) for label in frame.index], rotation=45,
+                        ha="right", fontsize=8)
+        axes.set_ylabel("share of rows")
+        axes.set_title(name)
+        axes.legend(fontsize=8)
+        images.append(_png(figure).replace('alt=""', f'alt="{html.escape(name)}: real vs '
+                                                     'synthetic shares"'))
+    return images
+
+
+def _heatmap_figure(real: pd.DataFrame, synthetic: pd.DataFrame) -> str:
+    from matplotlib.figure import Figure
+
+    size = max(4.0, 0.4 * len(real) + 2)
+    figure = Figure(figsize=(2 * size + 1, size), layout="constrained")
+    axes = figure.subplots(1, 2)
+    for ax, (title, frame) in zip(axes, [("real", real), ("synthetic", synthetic)]):
+        image = ax.imshow(frame.to_numpy(), vmin=0, vmax=1, cmap="viridis")
+        ax.set_xticks(range(len(frame)), frame.columns, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(frame)), frame.index, fontsize=7)
+        ax.set_title(f"{title}: Cramér's V")
+    figure.colorbar(image, ax=axes, shrink=0.8)
+    return _png(figure).replace('alt=""', 'alt="Cramér\'s V heatmaps, real and synthetic"')
+
+
+def _table(frame: pd.DataFrame, float_format: str = "{:.4g}") -> str:
+    # pandas escapes the cells (the workload "Q2 |r|>=0.5" among them)
+    return frame.to_html(index=False, float_format=float_format.format, border=0,
+                         classes="table")
+
+
+def _privacy_section(metadata: dict[str, Any] | None) -> str:
+    if metadata is None:
+        return ("<p>No release metadata: the synthetic table is not part of a dp_dask release, "
+                "so its privacy parameters are unknown.</p>")
+    privacy = metadata.get("privacy", {})
+    rows = [(key, privacy[key]) for key in _PRIVACY_FIELDS if key in privacy]
+    rows += [(key, metadata[key]) for key in ("method", "n_rows", "created") if key in metadata]
+    rows += [(f"ledger {key}", value) for key, value in metadata.get("ledger", {}).items()]
+    frame = pd.DataFrame(rows, columns=["field", "value"]).astype(str)
+    verdict = ("differentially private release" if privacy.get("differentially_private")
+               else "NOT a differentially private release")
+    return f"<p><strong>{html.escape(verdict)}</strong> (from metadata.json)</p>" + _table(frame)
+
+
+_STYLE = """
+body { font-family: sans-serif; max-width: 1100px; margin: 1em auto; padding: 0 1em; }
+.owner { background: #fee; border: 2px solid #a00; padding: 0.6em; font-weight: bold; }
+table.table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+table.table td, table.table th { border: 1px solid #ccc; padding: 0.2em 0.5em; }
+.figures img { max-width: 100%; margin: 0.3em; vertical-align: top; }
+"""
+
+
+def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
+                metadata: dict[str, Any] | None) -> str:
+    """The report as one HTML document (figures only when matplotlib is installed)."""
+    sections = [f"<h2>Privacy parameters of the release</h2>{_privacy_section(metadata)}"]
+    distances = pd.DataFrame([marginal_distances(comparison.real_counts,
+                                                 comparison.synthetic_counts, schema)])
+    sections.append("<h2>Marginal distances</h2><p>Total variation distance between the real "
+                    "and synthetic 1- and 2-way marginals (0 = identical).</p>"
+                    + _table(distances))
+    table = wide_table(comparison.records, ["workload", "queries"])
+    sections.append(f"<h2>(α, β) errors</h2><p>For each β, the average and the maximum error of "
+                    f"the best β share of counting queries (Q3: "
+                    f"{html.escape(comparison.workload.describe())}).</p>"
+                    + _table(table, "{:.1f}"))
+    shares = attribute_shares(comparison, schema)
+    real_v = associations(comparison.real_counts, schema)
+    synthetic_v = associations(comparison.synthetic_counts, schema)
+    if importlib.util.find_spec("matplotlib") is None:
+        heatmap = bars = ("<p>Figures skipped: matplotlib is not installed "
+                          "(<code>pip install 'dp-dask[plots]'</code>).</p>")
+    else:
+        heatmap = f'<div class="figures">{_heatmap_figure(real_v, synthetic_v)}</div>'
+        bars = f'<div class="figures">{"".join(_bar_figures(shares))}</div>'
+    sections.append("<h2>Correlations</h2><p>Association of every attribute pair (Cramér's V "
+                    "of its 2-way table), real and synthetic.</p>" + heatmap)
+    shares_long = pd.concat(shares, names=["attribute"]).reset_index()
+    shares_long.columns = ["attribute", "label", "real", "synthetic"]
+    sections.append("<h2>Per attribute</h2><p>Share of rows in each label, real and synthetic."
+                    "</p>" + bars + _table(shares_long, "{:.4f}"))
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>dp_dask evaluation: {html.escape(synthetic_name)}</title>"
+            f"<style>{_STYLE}</style></head><body>"
+            f'<p class="owner">{html.escape(OWNER_ONLY.capitalize())}: computed from the raw '
+            f"data. Do not publish it with the release.</p>"
+            f"<h1>Evaluation of {html.escape(synthetic_name)}</h1>"
+            f"<p>Written {created}.</p>{''.join(sections)}</body></html>\n")
+
+
+def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
+                     out: str | Path, *, q3_sample: int | None = DEFAULT_Q3_SAMPLE,
+                     seed: int = 0, force: bool = False) -> tuple[Comparison, dict[str, Path]]:
+    """Evaluate ``synthetic`` against ``data`` and write ``alpha-beta.{csv,json,md}`` and
+    ``report.html`` under ``out`` (refused inside a release directory unless ``force``)."""
+    out = Path(out)
+    check_outside_release(out, force)  # before reading anything
+    comparison = compare_release(data, synthetic, schema, q3_sample=q3_sample, seed=seed)
+    name = str(synthetic) if isinstance(synthetic, str | Path) else "an in-memory table"
+    paths = write_tables(comparison.records, out, "alpha-beta", "(α, β) errors of a release",
+                         f"Synthetic: {name}. Q3: {comparison.workload.describe()}.",
+                         force=force)
+    paths["html"] = out / REPORT_NAME
+    paths["html"].write_text(render_html(comparison, schema, synthetic_name=name,
+                                         metadata=release_metadata(synthetic)))
+    return comparison, paths

@@ -1,0 +1,82 @@
+"""A release as three retry-safe steps for orchestrators (Airflow, Prefect, cron): fit, sample,
+evaluate. Each takes and returns paths and plain values only (what an XCom or a Prefect result
+can hold), and runs on the scheduler it is given or on a LocalCluster of its own.
+
+Retries never spend budget twice: ``fit_step`` records its run id in the privacy ledger before
+reading anything and saves the model where the ledger points; retried with the same run id, it
+finds both and reuses the model (nothing recorded again). ``sample_step`` writes the release
+atomically and resumes it (docs/releases.md). ``evaluate_step`` rewrites the data owner's files,
+outside the release. Give one run id per pipeline run, shared by the retries of its tasks.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from dp_dask.cluster import dask_client
+from dp_dask.evaluate import DEFAULT_Q3_SAMPLE
+from dp_dask.html_report import write_evaluation
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.schema import Schema, load_schema
+from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
+
+
+def run_directory(base: str | Path, run_id: str) -> Path:
+    """``base/<run id>`` with characters other than letters, digits, ``.``, ``_``, ``-`` replaced
+    (orchestrators' run ids hold ``:`` and ``+``)."""
+    return Path(base) / re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+
+
+def fit_step(data: str, schema: str | Path | Schema, model: str | Path, *, run_id: str,
+             method: str = "marginals", epsilon: float = 1.0, delta: float = DEFAULT_DELTA,
+             dataset_name: str | None = None, ledger: str | Path | None = None,
+             scheduler: str | None = None) -> dict[str, Any]:
+    """Fit and save the model at ``model``; a retry with the same ``run_id`` reuses it.
+
+    ``ledger``: a path, or None for the default ledger ($DP_DASK_LEDGER, else ~/.config). The
+    result holds the model path (the recorded one when reused), the run id, whether it was
+    reused, and the privacy parameters.
+    """
+    synthesizer = Synthesizer.create(method, load_schema(schema), epsilon=epsilon, delta=delta,
+                                     ledger=ledger, dataset_name=dataset_name, run_id=run_id)
+    with dask_client(scheduler, quiet=True):
+        synthesizer.fit(data)
+    entry = synthesizer.ledger_entry_
+    saved = Path(entry.model_path) if synthesizer.reused_ and entry and entry.model_path \
+        else synthesizer.save(model)
+    privacy = synthesizer.model.metadata["privacy"]
+    return {"model": str(saved), "run_id": run_id, "reused": synthesizer.reused_,
+            "ledger": str(synthesizer.ledger.path) if synthesizer.ledger else None,
+            "privacy": {key: privacy.get(key) for key in (
+                "epsilon", "delta", "mechanism", "accountant", "differentially_private")}}
+
+
+def sample_step(model: str | Path, out: str | Path, *, rows: int | None = None, seed: int = 0,
+                partition_rows: int | None = None, ledger: str | Path | None = None,
+                run_id: str | None = None, scheduler: str | None = None) -> dict[str, str]:
+    """Write the release from the saved model (no private data); a retry resumes or keeps it.
+
+    With ``run_id``, the release path is recorded on that run's ledger entry.
+    """
+    synthesizer = Synthesizer.from_model(model)
+    with dask_client(scheduler, quiet=True):
+        paths = synthesizer.write(out, rows, seed=seed, partition_rows=partition_rows)
+    if run_id is not None:
+        book = Ledger(ledger)
+        for entry in book.entries():
+            if entry.run_id == run_id:
+                book.set_paths(entry.id or 0, release_path=out)
+    return {kind: str(path) for kind, path in paths.items()}
+
+
+def evaluate_step(data: str, release: str | Path, schema: str | Path | Schema,
+                  out: str | Path, *, q3_sample: int | None = DEFAULT_Q3_SAMPLE,
+                  scheduler: str | None = None) -> dict[str, str]:
+    """The data owner's (α, β) tables and HTML report of the release, written to ``out``
+    (not differentially private; refused inside the release directory)."""
+    with dask_client(scheduler, quiet=True):
+        _, paths = write_evaluation(data, release, load_schema(schema), out,
+                                    q3_sample=q3_sample)
+    return {kind: str(path) for kind, path in paths.items()}

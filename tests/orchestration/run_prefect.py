@@ -1,0 +1,29 @@
+"""Runs pipelines/prefect_flow.py locally on small data, its fit and sample tasks made to fail
+once: the flow succeeds and the ledger holds one spend. Usage (in a venv with Prefect and
+dp-dask): python tests/orchestration/run_prefect.py WORKDIR"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from common import ROOT, check_run, prepare
+
+work = Path(sys.argv[1]).resolve()
+work.mkdir(parents=True, exist_ok=True)
+# Prefect's local state (its temporary server's database) in the work folder, not in ~/.prefect
+os.environ["PREFECT_HOME"] = str(work / "prefect")
+# its temporary server starts in ~20 s on 2 busy cores: Prefect's default wait is 20 s
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # offline: no telemetry
+
+if __name__ == "__main__":
+    cluster, data = prepare(work)
+    sys.path.insert(0, str(ROOT / "pipelines"))
+    from prefect_flow import release_flow  # after PREFECT_HOME is set
+
+    result = release_flow(str(data), out=str(work / "runs"), dataset_name="census")
+    assert result["fit"]["reused"], "the retried fit did not reuse the saved model"
+    print("prefect:", check_run(work, "prefect/"))
+    cluster.close()

@@ -1,0 +1,39 @@
+"""The orchestrator steps (dp_dask.steps) on a real cluster: a retried fit spends once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from conftest import SMALL_SCHEMA_PATH
+
+from dp_dask.privacy.labels import OWNER_ONLY
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.steps import evaluate_step, fit_step, run_directory, sample_step
+
+
+def test_fit_sample_evaluate_with_a_retried_fit(client, data, tmp_path):
+    ledger = tmp_path / "ledger.sqlite"
+    run = run_directory(tmp_path / "runs", "scheduled__2024-06-01T00:00:00+00:00")
+    assert run.name == "scheduled__2024-06-01T00_00_00_00_00"
+    options = {"run_id": "nightly-1", "ledger": ledger, "dataset_name": "small",
+               "scheduler": client.scheduler.address}
+    first = fit_step(str(data), SMALL_SCHEMA_PATH, run / "model", **options)
+    retried = fit_step(str(data), SMALL_SCHEMA_PATH, run / "elsewhere", **options)
+    assert not first["reused"] and retried["reused"]
+    assert retried["model"] == first["model"] and not (run / "elsewhere").exists()
+    assert first["privacy"]["differentially_private"] is True
+    json.dumps([first, retried])  # plain values: an XCom or a task result holds them
+
+    paths = sample_step(first["model"], run / "release", rows=3000, partition_rows=1000,
+                        ledger=ledger, run_id="nightly-1", scheduler=client.scheduler.address)
+    assert len(pd.read_parquet(paths["parquet"])) == 3000
+    (entry,) = Ledger(ledger).entries("small")
+    assert entry.run_id == "nightly-1" and entry.status == "spent"
+    assert entry.release_path == str((run / "release").resolve())
+
+    report = evaluate_step(str(data), run / "release", SMALL_SCHEMA_PATH, run / "evaluation",
+                           q3_sample=20, scheduler=client.scheduler.address)
+    assert OWNER_ONLY in Path(report["html"]).read_text().lower()
+    assert set(report) == {"csv", "json", "md", "html"}
