@@ -38,6 +38,7 @@ dask.config.update_defaults({"dp_dask": {
     "scheduler_timeout": "10s",  # connecting to --scheduler
     "stall_timeout": "60s",  # no worker able to run tasks for this long: fail
     "max_worker_losses": 6,  # workers dying more often than this during one compute: fail
+    "close_timeout": "10s",  # shutting the local cluster down (a worker stuck restarting)
 }})
 POLL_SECONDS = 0.5
 
@@ -187,17 +188,29 @@ def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
                          cluster.scheduler_address, client.dashboard_link)
                 yield client
             return
-        with (
-            # Loopback only: the scheduler, workers and dashboard are not reachable from the
-            # network.
-            LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                         memory_limit=memory_limit, host=LOCAL_HOST,
-                         dashboard_address=f"{LOCAL_HOST}:0") as cluster,
-            Client(cluster) as client,
-        ):
-            log.info("local cluster: %d workers, dashboard %s", len(cluster.workers),
-                     client.dashboard_link)
-            yield client
+        # Loopback only: the scheduler, workers and dashboard are not reachable from the network.
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               memory_limit=memory_limit, host=LOCAL_HOST,
+                               dashboard_address=f"{LOCAL_HOST}:0")
+        try:
+            with Client(cluster) as client:
+                log.info("local cluster: %d workers, dashboard %s", len(cluster.workers),
+                         client.dashboard_link)
+                yield client
+        finally:
+            _close_local(cluster)
+
+
+def _close_local(cluster: LocalCluster) -> None:
+    """Close with a time limit: a nanny restarting a worker that exceeds its memory limit can
+    hold ``close`` forever, and the error the job is ending with must still reach the user.
+    The worker processes are children of this one and end with it."""
+    timeout = parse_timedelta(dask.config.get("dp_dask.close_timeout"))
+    try:
+        cluster.close(timeout=timeout)
+    except TimeoutError:
+        log.warning("the local cluster did not shut down within %s s; its worker processes "
+                    "end with this one", timeout)
 
 
 def current_client() -> Client | None:
