@@ -209,8 +209,9 @@ def _close_local(cluster: LocalCluster) -> None:
     try:
         cluster.close(timeout=timeout)
     except TimeoutError:
-        log.warning("the local cluster did not shut down within %s s; its worker processes "
-                    "end with this one", timeout)
+        # info, not warning: under --quiet the job's own error stays its only line
+        log.info("the local cluster did not shut down within %s s; its worker processes end "
+                 "with this one", timeout)
 
 
 def current_client() -> Client | None:
