@@ -81,6 +81,18 @@ def correlated_frame(n: int, seed: int = 0) -> pd.DataFrame:
 
 
 CORRELATED_ROWS = 20_000
+# A distinctive city, outside the schema (counted as "other"): it must never reach an output.
+RAW_VALUE = "Zyxqv-Kelmarsh-48213"
+
+
+@pytest.fixture(scope="session")
+def people_csv(tmp_path_factory) -> Path:
+    """2,000 rows of correlated_frame(seed=4) as CSV, every 7th city RAW_VALUE."""
+    frame = correlated_frame(2_000, seed=4)
+    frame.loc[::7, "city"] = RAW_VALUE
+    path = tmp_path_factory.mktemp("people") / "people.csv"
+    frame.to_csv(path, index=False)
+    return path
 
 
 @pytest.fixture(scope="session")

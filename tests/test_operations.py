@@ -9,14 +9,13 @@ import argparse
 import json
 
 import pytest
-from conftest import SMALL_SCHEMA_PATH, correlated_frame
+from conftest import RAW_VALUE, SMALL_SCHEMA_PATH
 
 import dp_dask
 from dp_dask.cli import build_parser, main
 from dp_dask.cluster import BACKENDS, ClusterError, backend, dask_client, jobqueue_cluster
 from dp_dask.schema import load_schema
 
-RAW_VALUE = "Qwzx-Ombervale-7731"  # an input city outside the schema: counted as "other"
 STAGES = ("read_encode_count", "noise", "consistency", "sample_write")
 
 
@@ -24,17 +23,8 @@ def scheduler(client) -> list[str]:
     return ["--scheduler", client.scheduler.address]
 
 
-@pytest.fixture(scope="module")
-def people(tmp_path_factory):
-    frame = correlated_frame(2_000, seed=8)
-    frame.loc[::9, "city"] = RAW_VALUE
-    path = tmp_path_factory.mktemp("ops") / "people.csv"
-    frame.to_csv(path, index=False)
-    return path
-
-
-def synth(client, people, out, *extra) -> list[str]:
-    return ["synth", "--data", str(people), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+def synth(client, source, out, *extra) -> list[str]:
+    return ["synth", "--data", str(source), "--schema", str(SMALL_SCHEMA_PATH), "--out",
             str(out), "--rows", "1000", "--ledger", str(out.parent / "ledger.sqlite"), *extra,
             *scheduler(client)]
 
@@ -71,11 +61,11 @@ def test_every_option_shows_its_default():
     assert "(default: 0)" in synth_help.format_help()  # --seed
 
 
-def test_logs_without_a_terminal_one_line_per_stage(client, people, tmp_path, capsys):
+def test_logs_without_a_terminal_one_line_per_stage(client, people_csv, tmp_path, capsys):
     out = tmp_path / "release"
     summary_path = tmp_path / "release.run.json"
-    assert main(synth(client, people, out, "--summary", str(summary_path))) == 0  # not --quiet;
-    # capsys' stdout is no TTY
+    # not --quiet; capsys' stdout is no TTY
+    assert main(synth(client, people_csv, out, "--summary", str(summary_path))) == 0
     captured = capsys.readouterr()
     assert "\r" not in captured.out + captured.err  # no progress-bar redraws
     assert "Completed" not in captured.out  # distributed's text progress bar
@@ -94,10 +84,10 @@ def test_logs_without_a_terminal_one_line_per_stage(client, people, tmp_path, ca
     assert f"summary: {summary_path}" in captured.out
 
 
-def test_json_log_lines(client, people, tmp_path, capsys):
+def test_json_log_lines(client, people_csv, tmp_path, capsys):
     summary = tmp_path / "elsewhere" / "summary.json"
     summary.parent.mkdir()
-    assert main(synth(client, people, tmp_path / "release", "--log-format", "json",
+    assert main(synth(client, people_csv, tmp_path / "release", "--log-format", "json",
                       "--summary", str(summary))) == 0
     lines = capsys.readouterr().err.splitlines()
     records = [json.loads(line) for line in lines]  # every line is one JSON object

@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import SMALL_SCHEMA_PATH, correlated_frame
+from conftest import RAW_VALUE, SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
 from dp_dask.cluster import dask_client
@@ -15,29 +15,18 @@ from dp_dask.evaluate import ReleaseDirectoryError, write_tables
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL, OWNER_ONLY, describe, is_private
 from dp_dask.synthesizer import GaussianCopulaSynthesizer
 
-RAW_VALUE = "Zyxqv-Kelmarsh-48213"  # a distinctive city, outside the schema: counted as "other"
-
 
 def scheduler(client) -> list[str]:
     return ["--scheduler", client.scheduler.address, "--quiet"]
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    frame = correlated_frame(2_000, seed=4)
-    frame.loc[::7, "city"] = RAW_VALUE
-    path = tmp_path_factory.mktemp("input") / "people.csv"
-    frame.to_csv(path, index=False)
-    return path
-
-
-def synth(client, data, out, *extra) -> list[str]:
-    return ["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out", str(out),
+def synth(client, source, out, *extra) -> list[str]:
+    return ["synth", "--data", str(source), "--schema", str(SMALL_SCHEMA_PATH), "--out", str(out),
             "--rows", "1000", *extra, *scheduler(client)]
 
 
-def test_seeded_noise_is_labelled_non_private(client, data, tmp_path, capsys):
-    assert main(synth(client, data, tmp_path / "test", "--noise-sampler", "numpy",
+def test_seeded_noise_is_labelled_non_private(client, people_csv, tmp_path, capsys):
+    assert main(synth(client, people_csv, tmp_path / "test", "--noise-sampler", "numpy",
                       "--noise-seed", "5")) == 0
     printed = capsys.readouterr().out
     assert NON_PRIVATE_LABEL in printed and "released with" not in printed
@@ -51,7 +40,7 @@ def test_seeded_noise_is_labelled_non_private(client, data, tmp_path, capsys):
     again = json.loads((tmp_path / "again" / "metadata.json").read_text())["privacy"]
     assert again["differentially_private"] is False
 
-    assert main(synth(client, data, tmp_path / "real")) == 0
+    assert main(synth(client, people_csv, tmp_path / "real")) == 0
     assert "released with ε=1.0" in capsys.readouterr().out
     privacy = json.loads((tmp_path / "real" / "metadata.json").read_text())["privacy"]
     assert privacy["differentially_private"] is True and "OpenDP" in privacy["reason"]
@@ -64,9 +53,9 @@ def test_labels_of_older_models_follow_their_sampler():
     assert describe({**old, "noise_sampler": "numpy"}).startswith(NON_PRIVATE_LABEL)
 
 
-def test_no_raw_value_reaches_a_release_file(client, data, tmp_path, suite_ledger):
-    assert RAW_VALUE in data.read_text()
-    assert main(synth(client, data, tmp_path, "--partition-rows", "250")) == 0
+def test_no_raw_value_reaches_a_release_file(client, people_csv, tmp_path, suite_ledger):
+    assert RAW_VALUE in people_csv.read_text()
+    assert main(synth(client, people_csv, tmp_path, "--partition-rows", "250")) == 0
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "model.json" for p in files) and len(files) > 5
     for path in files:
@@ -86,7 +75,7 @@ def test_an_encoding_error_names_the_value_on_stderr_only(client, tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
-def test_owner_only_outputs_stay_out_of_releases(client, data, tmp_path, capsys):
+def test_owner_only_outputs_stay_out_of_releases(client, people_csv, tmp_path, capsys):
     release = tmp_path / "release"
     release.mkdir()
     (release / "metadata.json").write_text(json.dumps({"privacy": {"epsilon": 1.0}}))
