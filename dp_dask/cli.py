@@ -42,7 +42,7 @@ from dp_dask.evaluate import (
     markdown_table,
     wide_table,
 )
-from dp_dask.io import load_schema_from, local_only, local_path, read_table
+from dp_dask.io import load_schema_from, local_only, local_path, read_table, write_json
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
@@ -253,9 +253,7 @@ def write_summary(args: argparse.Namespace, beside: Path,
         path = beside.with_name(beside.name + ".run.json")
     else:
         return None
-    partial = path.with_name(f".{path.name}.tmp")
-    partial.write_text(json.dumps(summary, indent=2, default=str))
-    os.replace(partial, path)
+    write_json(path, summary)
     print(f"{'summary':>9}: {path}")
     return path
 

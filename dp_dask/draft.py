@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ import pyarrow.dataset as pds
 
 from dp_dask.cluster import compute
 from dp_dask.encode import category_text, domain_codes
-from dp_dask.io import TableSource, read_table
+from dp_dask.io import TableSource, read_table, write_json
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
@@ -560,10 +559,7 @@ def write_draft(draft: Draft, out: str | Path, *, force: bool = False) -> Path:
         raise ValueError(f"{out} exists; pass --force to overwrite it")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"directory {out.parent} does not exist")
-    partial = out.with_name(f".{out.name}.partial")
-    partial.write_text(json.dumps(draft.schema, indent=2) + "\n")
-    os.replace(partial, out)  # atomic: a reader sees the old file or the whole new one
-    return out
+    return write_json(out, draft.schema)
 
 
 def _partition_outside(frame: pd.DataFrame, schema: Schema) -> np.ndarray:

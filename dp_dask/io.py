@@ -9,6 +9,7 @@ endpoints come from ``storage_options`` or the protocol's own configuration (env
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -122,5 +123,9 @@ def create_zarr(path: Path, shape: tuple[int, int], chunk_rows: int,
 
 
 def write_json(path: Path, document: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(document, indent=2, default=str))
+    """``document`` as JSON at ``path``, whole or not at all: written under a hidden name beside
+    it and renamed onto it, so a reader sees the old file or the complete new one."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    os.replace(partial, path)
     return path

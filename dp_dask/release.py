@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.io import local_path, remote
+from dp_dask.io import local_path, remote, write_json
 from dp_dask.schema import Schema
 
 COMPLETE = "_COMPLETE.json"
@@ -271,9 +271,7 @@ class StagedRelease:
                  for path in sorted(self.path.rglob("*")) if path.is_file()}
         record = {"format": RECORD_FORMAT, "complete": True, **summary,
                   "plan_key": self.plan["key"], "files": files}
-        partial = self.path / f".{COMPLETE}.tmp"
-        partial.write_text(json.dumps(record, indent=2, default=str))
-        os.replace(partial, self.path / COMPLETE)
+        write_json(self.path / COMPLETE, record)
         return record
 
     def publish(self) -> Path:

@@ -210,18 +210,17 @@ class StatsRelease:
         out.mkdir(parents=True, exist_ok=True)
         paths = {"json": out / "histograms.json", "csv": out / "histograms.csv",
                  "metadata": out / "metadata.json"}
-        staged = {kind: path.with_name(f".{path.name}.partial") for kind, path in paths.items()}
-        write_json(staged["json"], {
+        write_json(paths["json"], {
             "notion": self.metadata["privacy"]["statement"],
             "columns": {a.name: dict(zip(a.labels, hist.tolist()))
                         for a, hist in zip(self.schema.attributes, self.histograms)}})
-        with staged["csv"].open("w", newline="") as stream:
+        partial = paths["csv"].with_name(f".{paths['csv'].name}.partial")
+        with partial.open("w", newline="") as stream:
             writer = csv.writer(stream)
             writer.writerow(["column", "label", "noisy_count"])
             writer.writerows(self.table())
-        write_json(staged["metadata"], self.metadata)
-        for kind, path in paths.items():
-            staged[kind].replace(path)
+        partial.replace(paths["csv"])
+        write_json(paths["metadata"], self.metadata)
         return paths
 
 
