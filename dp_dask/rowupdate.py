@@ -79,13 +79,6 @@ def _cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray
     return keys
 
 
-def _assign_cells(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, ...],
-                  cells: np.ndarray, sizes: np.ndarray) -> None:
-    for a in reversed(attributes):
-        codes[rows, a] = cells % sizes[a]
-        cells = cells // sizes[a]
-
-
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, rate: float,
                   duplicate_share: float,
@@ -121,14 +114,16 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
         cells = _nearby_cells(keys[changed], rest.reshape(sizes[list(attributes)]), rng)
     else:
         cells = rng.permutation(_repeat(round_to_total(rest, len(changed))))
+    values = np.unravel_index(cells, tuple(sizes[list(attributes)]))  # each attribute's value
     if possible is not None:
-        keep = _stays_possible(codes, changed, attributes, cells, sizes, possible)
-        changed, cells = changed[keep], cells[keep]
-    _assign_cells(codes, changed, attributes, cells, sizes)
+        keep = _stays_possible(codes, changed, attributes, values, possible)
+        changed, values = changed[keep], [value[keep] for value in values]
+    for a, value in zip(attributes, values):
+        codes[changed, a] = value
 
 
 def _stays_possible(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, ...],
-                    cells: np.ndarray, sizes: np.ndarray,
+                    values: tuple[np.ndarray, ...],
                     possible: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
     """Which moves put no row into a cell whose target is zero in another table.
 
@@ -137,9 +132,7 @@ def _stays_possible(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, 
     and later sweeps move another one.
     """
     keep = np.ones(len(rows), dtype=bool)
-    for a in reversed(attributes):
-        value = cells % sizes[a]
-        cells = cells // sizes[a]
+    for a, value in zip(attributes, values):
         moved = value != codes[rows, a]
         keep &= ~moved | _possible(codes, rows, a, value, possible, attributes)
     return keep
