@@ -98,6 +98,16 @@ def test_shrinkage_removes_noise_and_keeps_strong_dependence():
     assert np.abs(kept - strong).max() < 4 * sigma
 
 
+
+def test_shrinkage_keeps_more_of_a_large_cells_departure_than_a_small_ones():
+    target = np.array([[5_000.0, 50.0], [50.0, 5.0]])
+    departure = np.array([[400.0, 40.0], [-40.0, 4.0]])
+    shrunk = shrink_towards(target + departure, target, sigma=20.0)
+    kept = (shrunk - target) / departure
+    assert 0.9 < kept[0, 0] <= 1.0
+    assert kept[1, 1] < kept[0, 1] < kept[0, 0]
+    assert kept[1, 1] < 0.5
+
 def test_fit_to_margins_is_nonnegative_exact_and_keeps_a_feasible_table():
     rng = np.random.default_rng(2)
     feasible = rng.integers(1, 50, (4, 5)).astype(float)
