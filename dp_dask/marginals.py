@@ -23,6 +23,10 @@ IPF_SWEEPS = 50
 # Lets IPF reach margins whose row or column the projection emptied (an all-zero row cannot be
 # scaled): a thousandth of a row spread by independence.
 IPF_SEED_ROWS = 1e-3
+# A cell departing from its shrinkage target by more than this many noise σ keeps its
+# measurement: about 1 in 16,000 noise draws goes that far. On Adult (public) 3 / 4 / 5 / 6 σ
+# gave 2-way error 8.37 / 8.34 / 8.38 / 8.37 (9 attributes) and 11.28 / 11.18 / 11.35 / 11.36 (15).
+SIGNAL_SIGMAS = 4.0
 
 
 @dataclass(frozen=True)
@@ -76,15 +80,18 @@ def shrink_towards(table: np.ndarray, target: np.ndarray, sigma: float) -> np.nd
     noise of variance σ². Each cell keeps τ²t/(τ²t + σ²) of its departure, τ² by the method of
     moments (the departure's energy beyond the noise's cells·σ², spread over the target's total).
     Noise-sized departures vanish, large cells keep their measurement, small ones lean on the
-    target. On Adult (public, ε = 1) it beat one James–Stein factor per table: 2-way error
-    9.2 → 8.5 (9 attributes) and 12.3 → 11.4 (15).
+    target — except a departure beyond SIGNAL_SIGMAS·σ, which noise alone almost never makes
+    (a cell the target misses, e.g. rows that are "?" in two attributes): it is kept whole.
+    On Adult (public, ε = 1) it beat one James–Stein factor per table: 2-way error 9.2 → 8.3
+    (9 attributes) and 12.3 → 11.2 (15), the largest error down by a fifth to a third.
     """
     departure = table - target
     weight = np.maximum(target, 0.0)
     excess = float(np.sum(departure**2)) - departure.size * sigma**2
     total = float(weight.sum())
     tau2 = excess / total if excess > 0 and total > 0 else 0.0
-    return target + tau2 * weight / (tau2 * weight + sigma**2) * departure
+    keep = tau2 * weight / (tau2 * weight + sigma**2)
+    return target + np.where(np.abs(departure) > SIGNAL_SIGMAS * sigma, 1.0, keep) * departure
 
 
 def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import pytest
 
 from dp_dask.marginals import (
     IPF_SEED_ROWS,
+    SIGNAL_SIGMAS,
     Measurement,
     consistent_marginals,
     fit_to_margins,
@@ -243,3 +244,11 @@ def test_row_updates_never_fill_a_cell_another_table_rules_out():
     assert impossible[True][0] == 0 and impossible[False][0] >= 20
     # Exact 1-way counts can force a few (rounding, or targets a row can't reach otherwise).
     assert impossible[True][1] * 3 < impossible[False][1]
+
+
+def test_shrinkage_keeps_a_departure_noise_cannot_explain_whole():
+    target = np.array([[5_000.0, 50.0], [50.0, 5.0]])
+    departure = np.array([[0.0, 10.0], [-10.0, (SIGNAL_SIGMAS + 1) * 20.0]])
+    shrunk = shrink_towards(target + departure, target, sigma=20.0)
+    assert shrunk[1, 1] == target[1, 1] + departure[1, 1]
+    assert abs(shrunk[0, 1] - target[0, 1]) < abs(departure[0, 1])
