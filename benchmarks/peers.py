@@ -89,12 +89,16 @@ print(json.dumps({"python": platform.python_version(), **{n: m.version(n) for n 
 # --- the table every release sees ---------------------------------------------------------------
 
 def table_schema(columns: str) -> Schema:
-    """The built-in adult schema, whole ("all") or restricted to its 9 categorical attributes."""
+    """The built-in adult schema, whole ("all") or restricted to its 9 categorical attributes,
+    or the schema in a JSON file (another table, given with ``--data``)."""
+    if columns.endswith(".json"):
+        return load_schema(columns)
     adult = load_schema("adult")
     if columns == "all":
         return adult
     if columns != "categorical":
-        raise ValueError(f"columns must be one of {COLUMN_SETS}, got {columns!r}")
+        raise ValueError(f"columns must be one of {COLUMN_SETS} or a schema file, "
+                         f"got {columns!r}")
     attributes = tuple(adult[name] for name in CATEGORICAL)
     assert all(a.kind == "categorical" for a in attributes)
     return Schema(attributes, name="adult-categorical")
@@ -344,10 +348,12 @@ def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any]
 
 
 def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float, seed: int,
-             work: Path, frame: pd.DataFrame, schema: Schema, q3_sample: int) -> dict[str, Any]:
+             work: Path, frame: pd.DataFrame, schema: Schema, q3_sample: int,
+             schema_argument: str) -> dict[str, Any]:
     label = OURS[name][0]
     save = work / f"ours-{name}-{columns}-eps{epsilon:g}-seed{seed}.parquet"
-    argv = [sys.executable, "-m", "benchmarks.peers", "--child", name, "--columns", columns,
+    argv = [sys.executable, "-m", "benchmarks.peers", "--child", name,
+            "--columns", schema_argument,
             "--data", data, "--epsilons", repr(epsilon), "--delta", repr(delta),
             "--seed-value", str(seed), "--save", str(save)]
     print(f"running {label} on {columns}, ε = {epsilon:g}, seed {seed} ...", flush=True)
@@ -459,7 +465,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "without it only cached peer rows are shown")
     parser.add_argument("--peer-python", default=None,
                         help="python of the peers' virtual env (mbi==2.0.0, pandas, matplotlib)")
-    parser.add_argument("--columns", choices=COLUMN_SETS, default="categorical")
+    parser.add_argument("--columns", default="categorical",
+                        help=f"Adult's attribute set, one of {COLUMN_SETS}, or a dp_dask schema "
+                             "file (JSON) of another table given with --data: the schema's name "
+                             "then keys the cache and the output files")
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
     parser.add_argument("--delta", type=float, default=DELTA)
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0 .. N-1 for every release")
@@ -493,13 +502,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                        args.seed_value, args.save)
         return []
     schema = table_schema(args.columns)
+    table_name = args.columns if args.columns in COLUMN_SETS else schema.name
     frame = read_data(args.data)
     seeds = list(range(args.seeds))
     options = ({"max_model_size": args.aim_max_model_size}
                if args.aim_max_model_size is not None else {})
     names = [peer_name(p, options if p == "aim" else None) for p in args.peers]
     cache = load_cache(args.cache)
-    reused, todo = plan_peers(names, args.columns, args.epsilons, args.delta, seeds, cache,
+    reused, todo = plan_peers(names, table_name, args.epsilons, args.delta, seeds, cache,
                               args.rerun_peers)
     if todo and args.private_pgm is None:
         shown = [cache[key] for key in todo if key in cache]  # failed or stopped: shown as such
@@ -515,7 +525,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         work.mkdir(parents=True, exist_ok=True)
         rows = list(reused)
         if todo:
-            data_csv, domain_json = export_codes(frame, schema, work / f"table-{args.columns}")
+            data_csv, domain_json = export_codes(frame, schema, work / f"table-{table_name}")
             versions = peer_versions(args.peer_python)
             for key in todo:
                 cached = load_cache(args.cache).get(key)  # another run may have done it since
@@ -533,19 +543,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         for name in args.ours:
             for epsilon in args.epsilons:
                 for seed in seeds:
-                    rows.append(run_ours(name, columns=args.columns, data=args.data,
+                    rows.append(run_ours(name, columns=table_name, data=args.data,
                                          epsilon=epsilon, delta=args.delta, seed=seed, work=work,
-                                         frame=frame, schema=schema, q3_sample=args.q3_sample))
+                                         frame=frame, schema=schema, q3_sample=args.q3_sample,
+                                         schema_argument=args.columns))
 
     order = {name: i for i, name in enumerate(names)}
     rows.sort(key=lambda r: (r["kind"] != "peer", order.get(r.get("peer"), 0), r["epsilon"],
                              r["seed"]))
-    title = (f"Adult, {args.columns} attributes (m = {schema.m}, d = {schema.d}), "
+    what = (f"Adult, {table_name} attributes" if table_name in COLUMN_SETS
+            else f"{table_name} ({args.data})")
+    title = (f"{what} (m = {schema.m}, d = {schema.d}), "
              f"δ = {args.delta:g}, {len(frame):,} rows")
     table = markdown_table(results_table(rows))
     print(f"\n{title}\n\n{table}")
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"peers-{args.columns}"
+    stem = args.out / f"peers-{table_name}"
     stem.with_suffix(".md").write_text(f"{title}\n\n{table}\n")
     stem.with_suffix(".jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n"
                                                   for r in rows))

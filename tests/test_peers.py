@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,11 @@ def test_categorical_table_is_the_adult_schema_restricted():
     assert table_schema("all") == adult
     with pytest.raises(ValueError):
         table_schema("numeric")
+
+
+def test_another_table_is_given_by_its_schema_file():
+    path = Path(__file__).parent / "small_schema.json"
+    assert table_schema(str(path)) == load_schema(path)
 
 
 @pytest.mark.parametrize("columns", ["categorical", "all"])
