@@ -134,11 +134,11 @@ def noisy_kendall_tau(counts: np.ndarray, schema: Schema, n_rows: int, epsilon2:
     return np.clip(noisy / (n_rows * (n_rows - 1) / 2), -1.0, 1.0)
 
 
-def tau_matrix(tau: np.ndarray, m: int) -> np.ndarray:
+def pair_matrix(pairs: np.ndarray, m: int) -> np.ndarray:
     """The m×m symmetric matrix of pairwise coefficients (unit diagonal) from the pair vector."""
     matrix = np.eye(m)
     rows, cols = np.triu_indices(m, k=1)  # the order of attribute_pairs
-    matrix[rows, cols] = matrix[cols, rows] = tau
+    matrix[rows, cols] = matrix[cols, rows] = pairs
     return matrix
 
 
@@ -151,7 +151,7 @@ def dpcopula_kendall(counts: np.ndarray, schema: Schema, n_rows: int, epsilon: f
     histograms = noisy_histograms(np.diagonal(counts), schema, n_rows, epsilon1,
                                   sampler=sampler, rng=rng)
     tau = noisy_kendall_tau(counts, schema, n_rows, epsilon2, sampler=sampler, rng=rng)
-    correlation = nearest_correlation(tau_matrix(np.sin(np.pi / 2 * tau), schema.m))
+    correlation = nearest_correlation(pair_matrix(np.sin(np.pi / 2 * tau), schema.m))
     details = {"method": KENDALL, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
                "tau": "tau-a, (concordant - discordant)/C(n,2), from the exact 2-way tables",
                "noisy_tau": tau.tolist()}
