@@ -56,6 +56,7 @@ O(rows·m) for its partitions, independent of n; the driver receives d + C(m,2) 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -86,7 +87,7 @@ MLE = "dpcopula-mle"
 QUANTUM = 2**16  # Q: block estimates rounded to 1/Q before the (integer) noise
 MIN_BLOCK_ROWS = 3  # fewer rows give a correlation of signs only
 REFERENCE_RHO = 0.5  # the ρ the block rule balances bias against noise for
-BLOCK_BATCH = 4096  # blocks summed at once: O(4096·m²) memory
+BLOCK_BATCH = 4096  # blocks estimated at once: O(4096·m²) memory
 
 
 # --- blocks: public inputs only -----------------------------------------------------------------
@@ -139,32 +140,46 @@ def normal_scores(codes: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return centred / np.where(constant.T, np.inf, norm)[block]
 
 
-def block_correlations(codes: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """(blocks, C(m,2)) each block's normal-scores correlations, pairs in attribute_pairs order.
+def block_batches(codes: np.ndarray, edges: np.ndarray
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(block indices, their (blocks, C(m,2)) normal-scores correlations), a batch at a time.
 
     Blocks have two sizes (⌊n/l⌋, ⌈n/l⌉): those of one size are taken BLOCK_BATCH at a time and
     their rows' pair products summed row by row, all pairs and blocks of the batch at once (a
     batched matmul of such small matrices is slower); each block's result is a function of its
-    own rows only (what the sensitivity argument needs).
+    own rows only (what the sensitivity argument needs). Pairs in attribute_pairs order.
     """
     scores = normal_scores(codes, edges)
     sizes = np.diff(edges)
     first, second = np.triu_indices(scores.shape[1], k=1)
-    out = np.zeros((len(sizes), len(first)))
     for size in np.unique(sizes):
         same = np.flatnonzero(sizes == size)
         for batch in np.array_split(same, -(-len(same) // BLOCK_BATCH)):
+            sums = np.zeros((len(batch), len(first)))
             for offset in range(size):
                 rows = scores[edges[batch] + offset]
-                out[batch] += rows[:, first] * rows[:, second]
-    return np.clip(out, -1.0, 1.0)
+                sums += rows[:, first] * rows[:, second]
+            yield batch, np.clip(sums, -1.0, 1.0)
+
+
+def block_correlations(codes: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """(blocks, C(m,2)) each block's normal-scores correlations (:func:`block_batches`)."""
+    m = codes.shape[0]
+    out = np.zeros((len(edges) - 1, m * (m - 1) // 2))
+    for batch, correlations in block_batches(codes, edges):
+        out[batch] = correlations
+    return out
 
 
 def block_sums(edges: np.ndarray, first_row: int, *codes: np.ndarray) -> np.ndarray:
     """Chunk step: S = Σ_t round(Q·r_t) (int64, C(m,2)) over the blocks of ``edges`` (relative to
-    ``first_row`` of the first of the consecutive partitions ``codes``)."""
+    ``first_row`` of the first of the consecutive partitions ``codes``), a batch at a time."""
     rows = np.concatenate(codes, axis=1)[:, first_row : first_row + int(edges[-1])]
-    return np.rint(QUANTUM * block_correlations(rows, edges)).astype(np.int64).sum(axis=0)
+    m = rows.shape[0]
+    total = np.zeros(m * (m - 1) // 2, dtype=np.int64)
+    for _, correlations in block_batches(rows, edges):
+        total += np.rint(QUANTUM * correlations).astype(np.int64).sum(axis=0)
+    return total
 
 
 def one_way_counts(codes: np.ndarray, schema: Schema) -> np.ndarray:
