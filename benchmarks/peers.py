@@ -164,6 +164,7 @@ OURS: dict[str, tuple[str, Release]] = {
     "marginals": ("dp_dask marginals", dp_dask_release("marginals")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
+    "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),
     "dpview": ("DPView (d = 5)", dp_dask_release("dpview")),
 }
 

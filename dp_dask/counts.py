@@ -69,7 +69,12 @@ def reduction_graph(ddf: dd.DataFrame, schema: Schema,
     some dask-expr inputs (e.g. ``dd.from_delayed`` frames) when they are wrapped as arrays.
     """
     check_columns(ddf.columns, schema)
-    level = [dask.delayed(chunk)(part, *args) for part in ddf[schema.names].to_delayed()]
+    return tree_sum([dask.delayed(chunk)(part, *args) for part in ddf[schema.names].to_delayed()],
+                    split_every=split_every)
+
+
+def tree_sum(level: list[Delayed], *, split_every: int = 8) -> Delayed:
+    """Lazy sum of delayed arrays, ``split_every`` at a time (the combine/aggregate steps)."""
     while len(level) > 1:
         level = [dask.delayed(combine_counts)(level[i : i + split_every])
                  for i in range(0, len(level), split_every)]

@@ -456,3 +456,4 @@ class GaussianCopulaSynthesizer(Synthesizer):
 # Methods in their own modules register on import; they subclass Synthesizer, hence at the end.
 import dp_dask.methods.dpcopula  # noqa: E402, F401, I001
 import dp_dask.methods.dpview  # noqa: E402, F401, I001
+import dp_dask.methods.dpcopula_mle  # noqa: E402, F401, I001

@@ -103,14 +103,15 @@ def pair_tables(counts: np.ndarray, schema: Schema) -> list[np.ndarray]:
     return [counts[rows, cols] for _, _, rows, cols in attribute_pairs(schema)]
 
 
-def noisy_histograms(counts: np.ndarray, schema: Schema, n_rows: int, epsilon1: float, *,
+def noisy_histograms(exact: np.ndarray, schema: Schema, n_rows: int, epsilon1: float, *,
                      sampler: str, rng: np.random.Generator | None) -> list[np.ndarray]:
     """The m histograms + Laplace (one ε1-DP measurement), as probabilities on each domain.
 
-    Post-processing: each histogram projected onto {x ≥ 0, Σx = n} (n public), as the copula
-    method does: clip-and-normalise would take the clipped noise's mass from the large cells.
+    ``exact``: the d exact 1-way counts, attribute after attribute (the diagonal of the d×d
+    counts). Post-processing: each histogram projected onto {x ≥ 0, Σx = n} (n public), as the
+    copula method does: clip-and-normalise would take the clipped noise's mass from the large
+    cells.
     """
-    exact = np.diagonal(counts)
     sensitivity = HISTOGRAM_L1_SENSITIVITY * schema.m
     noisy = laplace_noise(exact, sensitivity / epsilon1, sensitivity=sensitivity,
                           sampler=sampler, rng=rng)
@@ -133,11 +134,11 @@ def noisy_kendall_tau(counts: np.ndarray, schema: Schema, n_rows: int, epsilon2:
     return np.clip(noisy / (n_rows * (n_rows - 1) / 2), -1.0, 1.0)
 
 
-def tau_matrix(tau: np.ndarray, m: int) -> np.ndarray:
+def pair_matrix(pairs: np.ndarray, m: int) -> np.ndarray:
     """The m×m symmetric matrix of pairwise coefficients (unit diagonal) from the pair vector."""
     matrix = np.eye(m)
     rows, cols = np.triu_indices(m, k=1)  # the order of attribute_pairs
-    matrix[rows, cols] = matrix[cols, rows] = tau
+    matrix[rows, cols] = matrix[cols, rows] = pairs
     return matrix
 
 
@@ -147,9 +148,10 @@ def dpcopula_kendall(counts: np.ndarray, schema: Schema, n_rows: int, epsilon: f
                      metadata: dict[str, Any] | None = None) -> DPCopulaModel:
     """DPCopula-Kendall on exact d×d counts; the only step that reads them (returns noisy ones)."""
     epsilon1, epsilon2 = split_budget(epsilon, ratio, schema.m)
-    histograms = noisy_histograms(counts, schema, n_rows, epsilon1, sampler=sampler, rng=rng)
+    histograms = noisy_histograms(np.diagonal(counts), schema, n_rows, epsilon1,
+                                  sampler=sampler, rng=rng)
     tau = noisy_kendall_tau(counts, schema, n_rows, epsilon2, sampler=sampler, rng=rng)
-    correlation = nearest_correlation(tau_matrix(np.sin(np.pi / 2 * tau), schema.m))
+    correlation = nearest_correlation(pair_matrix(np.sin(np.pi / 2 * tau), schema.m))
     details = {"method": KENDALL, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
                "tau": "tau-a, (concordant - discordant)/C(n,2), from the exact 2-way tables",
                "noisy_tau": tau.tolist()}
@@ -221,6 +223,11 @@ class DPCopulaKendallSynthesizer(Synthesizer):
     """
 
     name: ClassVar[str] = KENDALL
+    description: ClassVar[str] = ("DP marginals and Kendall's tau, Gaussian copula "
+                                  "(Li, Xiong & Jiang 2014)")
+    post_processing: ClassVar[str] = (
+        "histograms projected onto {x >= 0, sum x = n}; tau clipped to [-1, 1], "
+        "P = sin(pi/2 tau) repaired by the nearest correlation matrix")
 
     def __init__(self, schema: Schema | str | Path, *, k: float = DEFAULT_RATIO,
                  histograms: str = "laplace", **common: Any) -> None:
@@ -246,25 +253,34 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                 f"each); k = epsilon1/epsilon2 = {self.k:g}; basic composition gives "
                 f"({self.epsilon:g}, 0)-DP")
 
-    def _fit_counts(self, exact: np.ndarray, n_rows: int,
-                    metadata: dict[str, Any]) -> DPCopulaModel:
+    def _parameters(self) -> dict[str, Any]:
+        return {"k": self.k, "histograms": self.histograms}
+
+    def _release_record(self, metadata: dict[str, Any], **privacy: Any) -> dict[str, Any]:
+        """``metadata`` with the method, its parameters and the privacy record (ε, δ = 0,
+        mechanism, accountant, budget split, ``privacy``'s extra fields)."""
         plan = self._privacy_plan()
         epsilon1, epsilon2 = split_budget(self.epsilon, self.k, self.schema.m)
-        metadata |= {
-            "method": f"{KENDALL}: DP marginals and Kendall's tau, Gaussian copula "
-                      "(Li, Xiong & Jiang 2014)",
-            "parameters": {"k": self.k, "histograms": self.histograms},
+        return metadata | {
+            "method": f"{self.name}: {self.description}",
+            "parameters": self._parameters(),
             "privacy": self._privacy_record(
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
                 epsilon1=epsilon1, epsilon2=epsilon2, k=self.k,
-                budget_split=plan["budget_split"],
-                post_processing="histograms projected onto {x >= 0, sum x = n}; tau clipped to "
-                "[-1, 1], P = sin(pi/2 tau) repaired by the nearest correlation matrix"),
+                budget_split=plan["budget_split"], post_processing=self.post_processing,
+                **privacy),
         }
-        rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
+
+    def _noise_rng(self) -> np.random.Generator | None:
+        return None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
+
+    def _fit_counts(self, exact: np.ndarray, n_rows: int,
+                    metadata: dict[str, Any]) -> DPCopulaModel:
+        metadata = self._release_record(metadata)
         with timed(self.timings_, "noise_copula"):
             return dpcopula_kendall(exact, self.schema, n_rows, self.epsilon, ratio=self.k,
-                                    sampler=self.noise_sampler, rng=rng, metadata=metadata)
+                                    sampler=self.noise_sampler, rng=self._noise_rng(),
+                                    metadata=metadata)
 
     @staticmethod
     def load_model(path: Path, document: dict[str, Any]) -> DPCopulaModel:

@@ -1,0 +1,205 @@
+"""DPCopula-MLE: blocks by position, the per-block estimator, its sensitivity, releases."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
+from scipy.special import ndtri
+from scipy.stats import rankdata
+from test_dpcopula import FINE_SCHEMA, codes_of, fine_copula_frame
+
+from dp_dask.encode import encode_partition
+from dp_dask.methods.dpcopula import DPCopulaModel, split_budget
+from dp_dask.methods.dpcopula_mle import (
+    QUANTUM,
+    DPCopulaMLESynthesizer,
+    block_correlations,
+    block_count,
+    block_edges,
+    block_sums,
+    block_tasks,
+    noisy_block_average,
+)
+from dp_dask.schema import load_schema
+from dp_dask.synthesizer import Synthesizer, load_model
+
+
+def scipy_normal_scores_correlation(block: np.ndarray) -> np.ndarray:
+    """(rows, m) codes → the C(m,2) correlations of Φ⁻¹(mid-rank/(rows+1)), 0 for constants."""
+    pairs = np.triu_indices(block.shape[1], k=1)
+    if len(block) < 2:  # nothing varies in one row
+        return np.zeros(len(pairs[0]))
+    scores = ndtri(rankdata(block, axis=0) / (len(block) + 1))
+    constant = np.ptp(block, axis=0) == 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        matrix = np.corrcoef(scores.T)
+    matrix[constant, :] = matrix[:, constant] = 0.0
+    return matrix[pairs]
+
+
+def random_codes(rng: np.random.Generator, m: int, n: int, size: int = 5) -> np.ndarray:
+    codes = rng.integers(0, size, (m, n)).astype(np.int8)
+    codes[1] = np.clip(codes[0] + rng.integers(-1, 2, n), 0, size - 1)  # one dependent pair
+    return codes
+
+
+@pytest.mark.parametrize("n, blocks", [(103, 7), (40, 1), (12, 12), (2_000, 450)])
+def test_block_estimates_are_normal_scores_correlations(n, blocks):
+    rng = np.random.default_rng(n)
+    codes = random_codes(rng, 4, n)
+    edges = block_edges(n, blocks)
+    assert set(np.diff(edges)) <= {n // blocks, -(-n // blocks)} and edges[-1] == n
+    got = block_correlations(codes, edges)
+    for t in range(blocks):
+        expected = scipy_normal_scores_correlation(codes[:, edges[t] : edges[t + 1]].T)
+        np.testing.assert_allclose(got[t], expected, atol=1e-12)
+
+
+def partition_sums(codes: np.ndarray, lengths: np.ndarray, blocks: int) -> np.ndarray:
+    """S as the Dask graph computes it: tasks over partitions of ``lengths`` rows."""
+    parts = np.split(codes, np.cumsum(lengths)[:-1], axis=1)
+    edges = block_edges(codes.shape[1], blocks)
+    starts = np.cumsum(lengths) - lengths
+    return sum(block_sums(edges[k0 : k1 + 1] - edges[k0], int(edges[k0] - starts[p]),
+                          *parts[p : q + 1])
+               for p, q, k0, k1 in block_tasks(lengths, edges))
+
+
+def test_blocks_depend_on_positions_only():
+    """The same rows cut into any partitions give the same S (a CSV's byte ranges can move a row
+    to the next partition); replacing one row changes one block's estimates and nothing else."""
+    rng = np.random.default_rng(0)
+    n, blocks = 600, 40
+    codes = random_codes(rng, 4, n)
+    whole = block_sums(block_edges(n, blocks), 0, codes)
+    for _ in range(5):  # random layouts, with empty partitions and blocks over several of them
+        cuts = np.sort(rng.integers(0, n, int(rng.integers(1, 40))))
+        lengths = np.diff(np.concatenate([[0], cuts, [n]]))
+        np.testing.assert_array_equal(partition_sums(codes, lengths, blocks), whole)
+    before = block_correlations(codes, block_edges(n, blocks))
+    row = 317
+    codes[:, row] = (codes[:, row] + 1) % 5
+    after = block_correlations(codes, block_edges(n, blocks))
+    changed = np.flatnonzero(np.any(after != before, axis=1))
+    assert changed.tolist() == [int(np.searchsorted(block_edges(n, blocks), row, "right")) - 1]
+
+
+def test_averages_move_at_most_2_over_l_per_coefficient():
+    """L1 sensitivity C(m,2)·2/l of the block averages under replace-one, and it is attained."""
+    rng = np.random.default_rng(1)
+    worst = 0.0
+    for _ in range(300):
+        m, n = int(rng.integers(2, 5)), int(rng.integers(6, 60))
+        blocks = int(rng.integers(1, n // 2 + 1))
+        codes = random_codes(rng, m, n, size=int(rng.integers(2, 6)))
+        edges = block_edges(n, blocks)
+        before = block_correlations(codes, edges).mean(axis=0)
+        codes[:, rng.integers(n)] = rng.integers(0, 2, m)
+        change = np.abs(block_correlations(codes, edges).mean(axis=0) - before)
+        assert change.sum() <= m * (m - 1) // 2 * 2 / blocks + 1e-12
+        worst = max(worst, change.max() * blocks / 2)
+    assert worst > 0.9  # random neighbours come near the per-coefficient bound
+    # attained: a 2-row block (1, 1), (2, 2) has r = +1; replacing (2, 2) by (2, 0) gives −1
+    codes = np.array([[1, 2, 0, 1, 2, 0], [1, 2, 1, 0, 2, 2]], dtype=np.int8)
+    edges = block_edges(6, 3)
+    before = block_correlations(codes, edges).mean(axis=0)
+    codes[1, 1] = 0
+    assert before[0] - block_correlations(codes, edges).mean(axis=0)[0] == pytest.approx(2 / 3)
+
+
+def test_block_rule_and_noise_scale():
+    # the public rule: B = sqrt(n·ε2/(4√2·C(m,2))), at least 3 rows, l = n // B
+    _, epsilon2 = split_budget(1.0, 8.0, 15)
+    assert block_count(45_222, 15, epsilon2) == 45_222 // 3  # Adult, ε = 1: B = 2.9 → 3
+    assert block_count(5_240_000, 10, epsilon2) == 5_240_000 // round(
+        math.sqrt(5_240_000 * epsilon2 / (4 * math.sqrt(2) * 45)))
+    assert block_count(1, 15, epsilon2) == 1 and block_count(10**6, 1, epsilon2) == 1
+    # Laplace of scale C(m,2)·2/(l·ε2) on each average: std √2·b over seeded draws (± 5 %)
+    rng = np.random.default_rng(2)
+    sums, blocks, epsilon2 = np.array([3 * QUANTUM, -QUANTUM, 0]), 40, 2.0
+    draws = np.array([noisy_block_average(sums, blocks, epsilon2, sampler="numpy", rng=rng)
+                      for _ in range(4_000)])
+    b = 3 * 2 / (blocks * epsilon2)
+    assert draws.std(axis=0) == pytest.approx(np.full(3, math.sqrt(2) * b), rel=0.05)
+    assert np.abs(draws.mean(axis=0) - [3 / 40, -1 / 40, 0]).max() < 5 * b / math.sqrt(2_000)
+    # OpenDP's discrete Laplace accepts the calibration (its privacy map is checked first)
+    noisy = noisy_block_average(sums, blocks, epsilon2, sampler="opendp", rng=None)
+    assert noisy.shape == (3,) and np.all(np.abs(noisy) <= 1)
+
+
+def test_large_epsilon_recovers_marginals_and_correlations(client):
+    n, rho, blocks = 20_000, 0.6, 200
+    schema = load_schema(FINE_SCHEMA)
+    frame = fine_copula_frame(n, rho, seed=2)
+    real = encode_partition(frame, schema)  # (m, n) codes
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_pandas(frame, npartitions=3)  # 6,667 rows: blocks of 100 straddle them
+    synthesizer = Synthesizer.create("dpcopula-mle", FINE_SCHEMA, epsilon=1e6, blocks=blocks,
+                                     noise_sampler="numpy", noise_seed=0, ledger=False)
+    model = synthesizer.fit(ddf).model
+    exact = block_correlations(real, block_edges(n, blocks)).mean(axis=0)
+    # noise ~1e-8, rounding to 1/Q ≤ 8e-6: the model holds the data's block averages
+    assert model.metadata["model"]["noisy_correlations"] == pytest.approx(exact, abs=2e-5)
+    for a, histogram in enumerate(model.histograms):
+        assert histogram == pytest.approx(np.bincount(real[a], minlength=schema.sizes[a]) / n,
+                                          abs=1e-6)
+    # ... and they estimate the latent ρ: bias about ρ/B (B = 100), sampling error ~ 1/√n
+    latent = {(0, 1): rho, (0, 2): rho**2, (1, 2): rho}
+    for (i, j), value in latent.items():
+        got = model.correlation[i, j]
+        assert abs(got - value) < value / 100 + 4 / math.sqrt(n), (i, j, got)
+    synthetic = codes_of(synthesizer.sample(n, seed=5, partition_rows=7_000).compute(), schema)
+    for a, histogram in enumerate(model.histograms):
+        observed = np.bincount(synthetic[:, a], minlength=schema.sizes[a]) / n
+        assert np.abs(observed - histogram).max() < 4 * math.sqrt(0.25 / n)
+    one_block = scipy_normal_scores_correlation(synthetic[:, :3])  # the fine numeric attributes
+    assert one_block == pytest.approx([model.correlation[0, 1], model.correlation[0, 2],
+                                       model.correlation[1, 2]], abs=4 / math.sqrt(n))
+
+
+@pytest.fixture(scope="module")
+def fitted(client, data):
+    return Synthesizer.create("dpcopula-mle", SMALL_SCHEMA_PATH, epsilon=1.0, k=4,
+                              noise_sampler="numpy", noise_seed=3, ledger=False).fit(data)
+
+
+def test_release_metadata_and_saved_model(client, fitted, tmp_path):
+    assert isinstance(fitted, DPCopulaMLESynthesizer)
+    _, epsilon2 = split_budget(1.0, 4.0, 4)
+    blocks = block_count(CORRELATED_ROWS, 4, epsilon2)
+    paths = fitted.write(tmp_path / "release", 3_000, seed=2, partition_rows=2_000)
+    metadata = json.loads(paths["metadata"].read_text())
+    privacy = metadata["privacy"]
+    assert (privacy["epsilon"], privacy["delta"], privacy["mechanism"]) == (1.0, 0.0, "laplace")
+    assert "basic composition" in privacy["accountant"]
+    assert privacy["epsilon1"] + privacy["epsilon2"] == pytest.approx(1.0)
+    assert privacy["epsilon1"] / privacy["epsilon2"] == pytest.approx(4.0)
+    assert privacy["blocks"] == blocks == metadata["model"]["blocks"]
+    assert f"l = {blocks}" in privacy["budget_split"] and "2/l" in privacy["budget_split"]
+    assert metadata["parameters"] == {"k": 4, "histograms": "laplace", "blocks": None}
+    assert metadata["method"].startswith("dpcopula-mle")
+    assert metadata["n_rows"] == CORRELATED_ROWS
+    assert pd.read_parquet(paths["parquet"]).shape == (3_000, 4)
+    model_path = fitted.save(tmp_path / "model")
+    loaded = load_model(model_path)
+    assert isinstance(loaded, DPCopulaModel) and loaded.method == "dpcopula-mle"
+    np.testing.assert_array_equal(loaded.correlation, fitted.model.correlation)
+    again = Synthesizer.from_model(model_path)
+    assert again.name == "dpcopula-mle"
+    pd.testing.assert_frame_equal(again.sample(2_000, seed=7).compute(),
+                                  fitted.sample(2_000, seed=7).compute())
+
+
+def test_bad_blocks_are_refused(client, data):
+    with pytest.raises(ValueError, match="blocks must be an integer >= 1, got 0"):
+        Synthesizer.create("dpcopula-mle", SMALL_SCHEMA_PATH, blocks=0, ledger=False).fit(data)
+    with pytest.raises(ValueError, match=f"more than the {CORRELATED_ROWS} rows"):
+        Synthesizer.create("dpcopula-mle", SMALL_SCHEMA_PATH, blocks=CORRELATED_ROWS + 1,
+                           ledger=False).fit(data)
