@@ -33,7 +33,13 @@ from dp_dask.checks import (
     positive_int,
 )
 from dp_dask.cluster import CLUSTER_KINDS, ClusterError, compute, dask_client
-from dp_dask.config import ConfigError, check_values, config_argv, load_config
+from dp_dask.config import (
+    ConfigError,
+    check_values,
+    config_argv,
+    load_config,
+    overridden,
+)
 from dp_dask.counts import count_graph
 from dp_dask.evaluate import (
     DEFAULT_Q3_SAMPLE,
@@ -204,34 +210,47 @@ def _report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
 SUMMARY_FORMAT = 1
 
 
+SUMMARY_PRIVACY = ("epsilon", "delta", "mechanism", "accountant", "rho", "noise_sampler",
+                   "differentially_private", "label")
+
+
 def run_summary(args: argparse.Namespace, synthesizer: Synthesizer, paths: dict[str, Path],
+                started: float, started_at: dt.datetime) -> dict[str, Any]:
+    """:func:`job_summary` of a fit, sample or synth."""
+    entry = synthesizer.ledger_entry_
+    return job_summary(
+        args, synthesizer.name, synthesizer.timings_, synthesizer.model.metadata.get("privacy", {}),
+        None if entry is None else {
+            "path": str(synthesizer.ledger.path), "dataset_name": entry.dataset_name,
+            "run_id": entry.run_id, "reused": synthesizer.reused_, "forced": entry.forced},
+        paths, started, started_at)
+
+
+def job_summary(args: argparse.Namespace, method: str, stages: dict[str, float],
+                privacy: dict[str, Any], ledger: dict[str, Any] | None, paths: dict[str, Path],
                 started: float, started_at: dt.datetime) -> dict[str, Any]:
     """The machine-readable record of a finished job (``run.json``): stages, times, the driver's
     peak memory, paths, privacy. Parameters and public facts only: the release's row count and
-    partitions come from its completion record, nothing from the input's rows."""
-    privacy = synthesizer.model.metadata.get("privacy", {})
-    entry = synthesizer.ledger_entry_
+    partitions come from its completion record, nothing from the input's rows. A release under
+    another notion than DP (stats' Tabular-DDP) keeps its notion and statement."""
     # ru_maxrss is in KiB on Linux (bytes on macOS): the process's peak resident set so far
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin"
                                                                  else 1024)
     summary: dict[str, Any] = {
         "format": SUMMARY_FORMAT, "command": args.command, "status": "ok",
         "config": str(args.config) if getattr(args, "config", None) else None,
-        "dp_dask": dp_dask.__version__, "method": synthesizer.name,
+        "dp_dask": dp_dask.__version__, "method": method,
         "started": started_at.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.perf_counter() - started, 3),
-        "stages": {stage: round(seconds, 3) for stage, seconds in synthesizer.timings_.items()},
+        "stages": {stage: round(seconds, 3) for stage, seconds in stages.items()},
         "peak_memory_bytes": {"driver": peak},
         "paths": {"data": str(args.data) if getattr(args, "data", None) else None,
                   "schema": str(args.schema) if getattr(args, "schema", None) else None,
                   **{kind: str(path) for kind, path in paths.items()}},
-        "privacy": {key: privacy.get(key) for key in (
-            "epsilon", "delta", "mechanism", "accountant", "rho", "noise_sampler",
-            "differentially_private")},
-        "ledger": None if entry is None else {
-            "path": str(synthesizer.ledger.path), "dataset_name": entry.dataset_name,
-            "run_id": entry.run_id, "reused": synthesizer.reused_, "forced": entry.forced},
+        "privacy": {key: privacy.get(key) for key in SUMMARY_PRIVACY}
+                   | {key: privacy[key] for key in ("notion", "statement") if key in privacy},
+        "ledger": ledger,
         "cluster": {"kind": args.cluster_kind, "scheduler": args.scheduler,
                     "workers": args.workers},
     }
@@ -358,11 +377,13 @@ def run_plan(args: argparse.Namespace) -> None:
 def run_stats(args: argparse.Namespace) -> None:
     from dp_dask.stats import release_stats
 
+    started = _started()
+    ledger = Ledger(args.ledger)
     release = release_stats(
         args.data, args.schema, epsilon=args.epsilon, mechanism=args.mechanism, k=args.k,
         network=args.network, public_sample=args.public_sample,
         network_share=args.network_from_noisy_tables, smoothing=args.smoothing,
-        noise_sampler=args.noise_sampler, noise_seed=args.noise_seed, ledger=args.ledger,
+        noise_sampler=args.noise_sampler, noise_seed=args.noise_seed, ledger=ledger,
         dataset_name=args.dataset_name, run_id=args.run_id,
         budget_epsilon=args.budget_epsilon, force=args.force, show_progress=not args.quiet)
     privacy = release.metadata["privacy"]
@@ -372,8 +393,13 @@ def run_stats(args: argparse.Namespace) -> None:
         print(f"   fallback to plain DP: {privacy['fallback']}; as plain DP (no network "
               f"assumption) the same noise gives ε={plain:.6g}")
     print("stage timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in release.timings.items()))
-    for kind, path in release.write(args.out).items():
+    paths = release.write(args.out)
+    for kind, path in paths.items():
         print(f"{kind:>9}: {path}")
+    entries = release.metadata.get("ledger")
+    write_summary(args, args.out, job_summary(
+        args, args.mechanism, release.timings, privacy,
+        None if entries is None else {"path": str(ledger.path), **entries}, paths, *started))
 
 
 def run_ledger_list(args: argparse.Namespace) -> None:
@@ -495,12 +521,55 @@ def _synth_arguments() -> argparse.ArgumentParser:
     return parser
 
 
+def _stats_arguments() -> argparse.ArgumentParser:
+    """The options of ``stats``, which a job config with ``job: stats`` gives."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--data", required=True, help="Parquet file/directory or CSV")
+    parser.add_argument("--schema", required=True, help="schema JSON or built-in name")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="directory for histograms.{json,csv} and metadata.json")
+    parser.add_argument("--summary", default=None, metavar="PATH",
+                        help="write a run summary JSON here (default: none; 'dp-dask run': "
+                        "<out>.run.json)")
+    parser.add_argument("--epsilon", type=epsilon_value, default=1.0, help="ε (default 1)")
+    parser.add_argument("--mechanism", choices=["laplace", "tabular-ddp"], default="laplace",
+                        help="laplace (ε-DP, default) or tabular-ddp (ε-dependent DP: holds "
+                        "only if the network describes the population)")
+    parser.add_argument("--k", type=positive_int, default=10,
+                        help="tabular-ddp: columns per chunk (default 10)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--network", default=None, metavar="FILE",
+                        help="tabular-ddp: public Bayesian network (JSON edges + CPTs)")
+    source.add_argument("--public-sample", default=None, metavar="FILE",
+                        help="tabular-ddp: public sample (CSV/Parquet) to learn the network from")
+    source.add_argument("--network-from-noisy-tables", type=positive_float, default=None,
+                        metavar="SHARE", help="tabular-ddp: spend this share of ε (0-1) on "
+                        "DP noisy 2-way tables and learn the network from them")
+    parser.add_argument("--smoothing", type=float, default=0.01, metavar="LAMBDA",
+                        help="tabular-ddp: mix each edge's pair table with uniform at λ "
+                        "(public; default 0.01)")
+    parser.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
+                        help="opendp (secure, default) or numpy (seeded; testing only)")
+    parser.add_argument("--noise-seed", type=non_negative_int, default=None,
+                        help="seed of the numpy noise sampler: never for a real release")
+    _ledger_options(parser)
+    _cluster_options(parser)
+    return parser
+
+
+# a job config's ``job`` (dp_dask.config.JOBS) -> the options and the run of its command
+JOB_COMMANDS = {"synth": (_synth_arguments, run_synth), "stats": (_stats_arguments, run_stats)}
+
+
 def job_arguments(config: Path, overrides: list[str]) -> argparse.Namespace:
-    """The arguments of ``synth`` that a job config gives, overridden by ``overrides``."""
-    parser = Parser(prog=f"dp-dask run {config}", parents=[_synth_arguments()])
-    parser.set_defaults(run=run_synth, command="synth", config=config)
-    values = load_config(config)
+    """The arguments of the command a job config names (synth, stats) that the config gives,
+    overridden by ``overrides``."""
+    command, values = load_config(config)
+    arguments, run = JOB_COMMANDS[command]
+    parser = Parser(prog=f"dp-dask run {config}", parents=[arguments()])
+    parser.set_defaults(run=run, command=command, config=config)
     check_values(values, parser, config)  # errors naming the config's key, not the option
+    values = overridden(values, parser, overrides)
     return parser.parse_args([*config_argv(values), *overrides])
 
 
@@ -555,11 +624,13 @@ def build_parser() -> argparse.ArgumentParser:
     synth.set_defaults(run=run_synth)
 
     run = commands.add_parser(
-        "run", help="fit and sample (as synth) from a job config (YAML); options of synth given "
-        "after the file override it", description="Run a job config: see docs/config.md.")
+        "run", help="run a job config (YAML): synth (fit and sample), or stats with 'job: "
+        "stats'; options of that command given after the file override it",
+        description="Run a job config: see docs/config.md.")
     run.add_argument("config", type=Path, help="the job config (YAML)")
     run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="OPTIONS",
-                     help="options of 'dp-dask synth' overriding the config, e.g. --epsilon 2")
+                     help="options of the job's command (synth, stats) overriding the config, "
+                     "e.g. --epsilon 2")
     run.set_defaults(run=None, cluster=False, quiet=True)
 
     demo = commands.add_parser("demo", help="generate census-like data and release it")
@@ -620,34 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = commands.add_parser(
         "stats", help="per-column noisy histograms: plain DP (laplace) or Tabular-DDP "
-        "(dependent DP: weaker, opt-in)")
-    stats.add_argument("--data", required=True, help="Parquet file/directory or CSV")
-    stats.add_argument("--schema", required=True, help="schema JSON or built-in name")
-    stats.add_argument("--out", type=Path, required=True,
-                       help="directory for histograms.{json,csv} and metadata.json")
-    stats.add_argument("--epsilon", type=epsilon_value, default=1.0, help="ε (default 1)")
-    stats.add_argument("--mechanism", choices=["laplace", "tabular-ddp"], default="laplace",
-                       help="laplace (ε-DP, default) or tabular-ddp (ε-dependent DP: holds "
-                       "only if the network describes the population)")
-    stats.add_argument("--k", type=positive_int, default=10,
-                       help="tabular-ddp: columns per chunk (default 10)")
-    source = stats.add_mutually_exclusive_group()
-    source.add_argument("--network", default=None, metavar="FILE",
-                        help="tabular-ddp: public Bayesian network (JSON edges + CPTs)")
-    source.add_argument("--public-sample", default=None, metavar="FILE",
-                        help="tabular-ddp: public sample (CSV/Parquet) to learn the network from")
-    source.add_argument("--network-from-noisy-tables", type=positive_float, default=None,
-                        metavar="SHARE", help="tabular-ddp: spend this share of ε (0-1) on "
-                        "DP noisy 2-way tables and learn the network from them")
-    stats.add_argument("--smoothing", type=float, default=0.01, metavar="LAMBDA",
-                       help="tabular-ddp: mix each edge's pair table with uniform at λ "
-                       "(public; default 0.01)")
-    stats.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
-                       help="opendp (secure, default) or numpy (seeded; testing only)")
-    stats.add_argument("--noise-seed", type=non_negative_int, default=None,
-                       help="seed of the numpy noise sampler: never for a real release")
-    _ledger_options(stats)
-    _cluster_options(stats)
+        "(dependent DP: weaker, opt-in)", parents=[_stats_arguments()])
     stats.set_defaults(run=run_stats)
 
     _schema_commands(commands)

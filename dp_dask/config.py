@@ -1,16 +1,18 @@
-"""Job configs: one YAML file naming data, schema, method, privacy, output, cluster and ledger.
+"""Job configs: one YAML file naming a job's data, schema, privacy, output, cluster and ledger.
 
-``dp-dask run job.yaml [options of dp-dask synth]`` runs the fit and the sampling of ``synth``
-from it; options given after the file override it. The config is turned into ``synth``'s own
-command line, so every value is checked by the same rules as the option it stands for
-(``dp_dask.checks``) and there is one set of defaults: a key left out takes the option's default.
-pydantic checks the structure: unknown keys, wrong types and missing required keys are errors
-naming the key (docs/config.md).
+``dp-dask run job.yaml [options]`` runs the job the config names: ``job: synth`` (the default:
+fit and sample, options of ``dp-dask synth``) or ``job: stats`` (per-column noisy histograms,
+options of ``dp-dask stats``, its own keys in a ``stats:`` section); options given after the
+file override it. The config is turned into that command's own command line, so every value is
+checked by the same rules as the option it stands for (``dp_dask.checks``) and there is one set
+of defaults: a key left out takes the option's default. pydantic checks the structure: unknown
+keys, keys of the other job kind, wrong types and missing required keys are errors naming the
+key (docs/config.md).
 
 In string values, ``${VAR}`` is replaced by the environment variable VAR (an error if it is
 unset) and ``${VAR:-fallback}`` by VAR or, if unset or empty, the fallback. Relative local paths
-(data, a schema file, out, summary, the ledger) are relative to the config file's directory, so
-a config works from any working directory.
+(data, a schema file, out, summary, the ledger, a stats network or public sample) are relative
+to the config file's directory, so a config works from any working directory.
 """
 
 from __future__ import annotations
@@ -38,21 +40,42 @@ class _Section(BaseModel):
 
 
 class Privacy(_Section):
+    """The privacy keys of every job."""
+
     epsilon: float  # required: a scheduled release states its budget
-    delta: float | None = None
-    accountant: str | None = None
-    mechanism: str | None = None
-    within_attribute: str | None = None
     noise_sampler: str | None = None
     noise_seed: int | None = None
 
 
+class SynthPrivacy(Privacy):
+    delta: float | None = None
+    accountant: str | None = None
+    mechanism: str | None = None
+    within_attribute: str | None = None
+
+
 class Output(_Section):
+    """The output keys of every job."""
+
     out: str
+    summary: str | None = None
+
+
+class SynthOutput(Output):
     rows: int | None = None
     seed: int | None = None
     partition_rows: int | None = None
-    summary: str | None = None
+
+
+class Stats(_Section):
+    """``dp-dask stats``' own options: the mechanism and Tabular-DDP's network source."""
+
+    mechanism: str | None = None
+    k: int | None = None
+    network: str | None = None
+    public_sample: str | None = None
+    network_from_noisy_tables: float | None = None
+    smoothing: float | None = None
 
 
 class Cluster(_Section):
@@ -71,24 +94,52 @@ class LedgerSection(_Section):
     force: bool = False
 
 
-class JobConfig(_Section):
+class _Job(_Section):
+    """The keys of every job."""
+
     version: Literal[1] = 1
     data: str
     schema_: str = Field(alias="schema")
-    method: str | None = None
-    storage_options: dict[str, Any] | None = None  # fsspec options of URL inputs
-    privacy: Privacy
-    output: Output
     cluster: Cluster = Cluster()
     ledger: LedgerSection = LedgerSection()
 
 
-# config key -> option of dp-dask synth
+class SynthJob(_Job):
+    """``dp-dask synth``: fit and sample a synthetic release."""
+
+    job: Literal["synth"] = "synth"
+    method: str | None = None
+    storage_options: dict[str, Any] | None = None  # fsspec options of URL inputs
+    privacy: SynthPrivacy
+    output: SynthOutput
+
+
+class StatsJob(_Job):
+    """``dp-dask stats``: per-column noisy histograms (it reads local inputs only, so no
+    storage_options)."""
+
+    job: Literal["stats"]
+    stats: Stats = Stats()
+    privacy: Privacy
+    output: Output
+
+
+# a job config's ``job`` -> its model; the job is the dp-dask command it runs
+JOBS: dict[str, type[_Job]] = {"synth": SynthJob, "stats": StatsJob}
+SECTIONS = ("privacy", "output", "stats", "cluster", "ledger")
+
+
+def _option(key: str) -> str:
+    return f"--{key.replace('_', '-')}"
+
+
+# config key -> option of the job's command (the same option wherever two jobs share a key)
 OPTIONS = {
     "data": "--data", "schema": "--schema", "method": "--method",
     "storage_options": "--storage-options",
-    **{f"privacy.{key}": f"--{key.replace('_', '-')}" for key in Privacy.model_fields},
-    **{f"output.{key}": f"--{key.replace('_', '-')}" for key in Output.model_fields},
+    **{f"privacy.{key}": _option(key) for key in SynthPrivacy.model_fields},
+    **{f"output.{key}": _option(key) for key in SynthOutput.model_fields},
+    **{f"stats.{key}": _option(key) for key in Stats.model_fields},
     "cluster.kind": "--cluster", "cluster.address": "--scheduler",
     "cluster.workers": "--workers", "cluster.memory_limit": "--memory-limit",
     "cluster.options": "--cluster-options",
@@ -96,7 +147,8 @@ OPTIONS = {
     "ledger.run_id": "--run-id", "ledger.budget_epsilon": "--budget-epsilon",
     "ledger.force": "--force",
 }
-PATH_KEYS = ("data", "schema", "output.out", "output.summary", "ledger.path")
+PATH_KEYS = ("data", "schema", "output.out", "output.summary", "ledger.path", "stats.network",
+             "stats.public_sample")
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
@@ -122,16 +174,27 @@ def _expand(value: Any, key: str) -> Any:
     return _VARIABLE.sub(variable, value)
 
 
-def _flat(config: JobConfig) -> dict[str, Any]:
+def _flat(config: _Job) -> dict[str, Any]:
     """The values given in the file (not the defaults), by dotted key."""
     document = config.model_dump(by_alias=True, exclude_unset=True)
     flat: dict[str, Any] = {}
     for key, value in document.items():
-        if key in ("privacy", "output", "cluster", "ledger"):
+        if key in SECTIONS:
             flat |= {f"{key}.{k}": v for k, v in value.items()}
-        elif key != "version":
+        elif key not in ("version", "job"):
             flat[key] = value
     return flat
+
+
+def _keys(model: type[_Job]) -> set[str]:
+    """The dotted keys a job's config may give."""
+    keys = set()
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        keys.add(key)
+        if key in SECTIONS:
+            keys |= {f"{key}.{k}" for k in field.annotation.model_fields}
+    return keys
 
 
 def _resolve(key: str, value: str, base: Path) -> str:
@@ -143,12 +206,14 @@ def _resolve(key: str, value: str, base: Path) -> str:
     return str(path if path.is_absolute() else base / path)
 
 
-def _error_text(path: Path, error: ValidationError) -> str:
+def _error_text(path: Path, error: ValidationError, kind: str) -> str:
     problems = []
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
         if item["type"] == "extra_forbidden":
-            problems.append(f"unknown key {key!r}")
+            others = [job for job, model in JOBS.items() if key in _keys(model)]
+            problems.append(f"key {key!r} applies to {' and '.join(others)} jobs only, not to "
+                            f"a {kind} job" if others else f"unknown key {key!r}")
         elif item["type"] == "missing":
             problems.append(f"{key}: required")
         else:
@@ -156,8 +221,9 @@ def _error_text(path: Path, error: ValidationError) -> str:
     return f"config {path}: " + "; ".join(problems)
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    """The values a job config gives, by dotted key, paths resolved (raises ConfigError)."""
+def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """The job a config names (the dp-dask command: synth unless ``job:`` says otherwise) and
+    the values it gives, by dotted key, paths resolved (raises ConfigError)."""
     path = Path(path)
     try:
         document = yaml.safe_load(path.read_text())
@@ -172,11 +238,16 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config {path}: expected a mapping of keys (data, schema, privacy, "
                           "output, ...), got " + type(document).__name__)
     try:
-        config = JobConfig.model_validate(_expand(document, ""))
+        document = _expand(document, "")
     except ConfigError as exc:
         raise ConfigError(f"config {path}: {exc}") from None
+    kind = document.get("job", "synth")
+    if not isinstance(kind, str) or kind not in JOBS:
+        raise ConfigError(f"config {path}: job: {kind!r} is not one of {', '.join(JOBS)}")
+    try:
+        config = JOBS[kind].model_validate(document)
     except ValidationError as exc:
-        raise ConfigError(_error_text(path, exc)) from None
+        raise ConfigError(_error_text(path, exc, kind)) from None
     values = _flat(config)
     base = path.resolve().parent
     for key in PATH_KEYS:
@@ -186,7 +257,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
     if not is_url(data) and not Path(data).exists():
         raise ConfigError(f"config {path}: data: {data} does not exist (relative paths are "
                           "relative to the config file)")
-    return values
+    return kind, values
 
 
 def _argument(value: Any) -> str:
@@ -194,7 +265,7 @@ def _argument(value: Any) -> str:
 
 
 def config_argv(values: dict[str, Any]) -> list[str]:
-    """``values`` (from :func:`load_config`) as options of ``dp-dask synth``."""
+    """``values`` (from :func:`load_config`) as options of the job's command."""
     argv: list[str] = []
     for key, value in values.items():
         if value is None or value is False:
@@ -219,3 +290,37 @@ def check_values(values: dict[str, Any], parser: argparse.ArgumentParser,
         if action.choices is not None and converted not in action.choices:
             raise ConfigError(f"config {path}: {key}: {value!r} is not one of "
                               f"{', '.join(map(str, action.choices))}")
+    for options in _alternatives(parser):
+        given = [key for key, value in values.items()
+                 if value is not None and OPTIONS[key] in options]
+        if len(given) > 1:
+            raise ConfigError(f"config {path}: {', '.join(given)}: give one of them")
+
+
+def _alternatives(parser: argparse.ArgumentParser) -> list[set[str]]:
+    """The options of each mutually exclusive group (stats: the network sources)."""
+    return [{option for action in group._group_actions for option in action.option_strings}
+            for group in parser._mutually_exclusive_groups]
+
+
+def _given(parser: argparse.ArgumentParser, overrides: list[str]) -> set[str]:
+    """The options named on the command line, unique prefixes included, as argparse reads them."""
+    options = [option for action in parser._actions for option in action.option_strings]
+    given = set()
+    for token in overrides:
+        if token.startswith("--"):
+            name = token.split("=", 1)[0]
+            matches = [name] if name in options else [o for o in options if o.startswith(name)]
+            given |= set(matches) if len(matches) == 1 else set()
+    return given
+
+
+def overridden(values: dict[str, Any], parser: argparse.ArgumentParser,
+               overrides: list[str]) -> dict[str, Any]:
+    """``values`` less the keys an override replaces: an override of one of a group of
+    alternatives (``--public-sample`` against the config's ``stats.network``) wins over the
+    config's choice in that group instead of clashing with it."""
+    given = _given(parser, overrides)
+    replaced = set().union(*(options - given for options in _alternatives(parser)
+                             if options & given))
+    return {key: value for key, value in values.items() if OPTIONS[key] not in replaced}
