@@ -225,30 +225,25 @@ class _GeneralizedHessian:
         s = int(np.searchsorted(w, 0.0, side="right"))  # eigh's ascending order: λ ≤ 0 first
         across = w[s:, None] / (w[s:, None] - w[None, :s])  # Ω between the blocks, r × s
         self.complement = d - s > s
+        self.p = p
         if self.complement:  # small block: λ ≤ 0
-            self.small = np.ascontiguousarray(p[:, :s])
-            self.large = p[:, s:]
+            small, self.large = slice(0, s), slice(s, d)
             self.weight = 1.0 - across.T
         else:
-            self.small = np.ascontiguousarray(p[:, s:])
-            self.large = p[:, :s]
+            small, self.large = slice(s, d), slice(0, s)
             self.weight = across
-        # The columns of P in the order [small block, large block].
-        self.ordered = np.ascontiguousarray(np.hstack([self.small, self.large]))
-        self.k = self.small.shape[1]
+        self.small = np.ascontiguousarray(p[:, small])
         # diag(V) for the preconditioner (Borsdorf & Higham 2010): with Q = P ∘ P,
         # V_ii = (Σ_small Q_ik)² + 2 Σ Q_ik Ω_kl Q_il over small k, large l.
-        q_small, q_large = self.small**2, self.large**2
+        q_small = self.small**2
         diagonal = q_small.sum(axis=1) ** 2 + 2.0 * np.einsum(
-            "ij,ij->i", q_small @ self.weight, q_large)
+            "ij,ij->i", q_small @ self.weight, p[:, self.large] ** 2)
         self.diagonal = 1.0 - diagonal if self.complement else diagonal
 
     def __call__(self, h: np.ndarray) -> np.ndarray:
-        if self.k == 0:
-            return h.copy() if self.complement else np.zeros_like(h)
-        m = (self.small * h[:, None]).T @ self.ordered  # [M_ss, M_sl], k × d
-        m[:, self.k:] *= 2.0 * self.weight
-        q = np.einsum("ij,ij->i", self.small @ m, self.ordered)
+        m = (self.small * h[:, None]).T @ self.p  # Pₛᵀ diag(h) P: [M_ss, M_sl] in eigh's order
+        m[:, self.large] *= 2.0 * self.weight
+        q = np.einsum("ij,ij->i", self.small @ m, self.p)
         return h - q if self.complement else q
 
 
