@@ -272,10 +272,12 @@ def _conjugate_gradient(hessian: _GeneralizedHessian, rhs: np.ndarray, rtol: flo
         z = precondition * r
         rz, rz_old = r @ z, rz
         direction = z + (rz / rz_old) * direction
+    # A first product with no positive curvature (V ≈ 0 in floating point) leaves x = 0: the
+    # preconditioned gradient step still descends.
     return x if x.any() else rhs * precondition
 
 
-def _positive_part(g: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _shifted_eigh(g: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eigendecomposition of G + diag(y) (ascending eigenvalues, eigenvectors)."""
     r = g.copy()
     r[np.diag_indices_from(r)] += y
@@ -302,7 +304,7 @@ def nearest_correlation(a: np.ndarray, *, tol: float = 1e-7, max_iter: int = 100
     stops when ‖diag(X) - 1‖ ≤ tol·‖X‖ for the PSD iterate X (Higham's criterion, as the
     alternating projections used before); X is returned, rescaled to an exact unit diagonal, so
     the result is PSD up to rounding. A correlation matrix already valid is returned (up to
-    rounding) after one ``eigh``.
+    rounding) after one ``eigh``. ``max_iter`` bounds the Newton steps.
 
     Hand-written because no maintained Python library offers the Newton method: statsmodels'
     ``corr_nearest`` is alternating projections and runs until no eigenvalue is below 1e-15
@@ -319,7 +321,7 @@ def nearest_correlation(a: np.ndarray, *, tol: float = 1e-7, max_iter: int = 100
     target = 1.0 - eig_floor
     # Start from G with its diagonal set to the target: A itself for a unit-diagonal A.
     y = target - np.diag(g)
-    w, p = _positive_part(g, y)
+    w, p = _shifted_eigh(g, y)
     for _ in range(max_iter):
         gradient = _diagonal_of_positive_part(w, p) - target
         positive = np.maximum(w, 0.0)
@@ -331,13 +333,13 @@ def nearest_correlation(a: np.ndarray, *, tol: float = 1e-7, max_iter: int = 100
         slack = _ROUNDING_SLACK * g.shape[0] * np.finfo(float).eps * (
             positive @ positive + target * np.abs(y).sum())
         hessian = _GeneralizedHessian(w, p)
-        norm = np.linalg.norm(gradient)
-        step = _conjugate_gradient(hessian, -gradient, min(_CG_RTOL, norm), _CG_MAX_ITER)
+        step = _conjugate_gradient(hessian, -gradient, min(_CG_RTOL, np.linalg.norm(gradient)),
+                                   _CG_MAX_ITER)
         slope = gradient @ step
         length = 1.0
         for _ in range(_MAX_HALVINGS):
             y_new = y + length * step
-            w, p = _positive_part(g, y_new)
+            w, p = _shifted_eigh(g, y_new)
             positive = np.maximum(w, 0.0)
             if (0.5 * positive @ positive - target * y_new.sum()
                     <= dual + _ARMIJO * length * slope + slack):
