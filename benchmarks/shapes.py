@@ -49,6 +49,19 @@ class Shape:
         return sizes
 
 
+@dataclass(frozen=True)
+class FixedShape(Shape):
+    """A shape with given domain sizes (a stress case, not one of the paper's)."""
+
+    fixed_sizes: tuple[int, ...] = ()
+
+    def sizes(self, seed: int = 0) -> np.ndarray:
+        return np.array(self.fixed_sizes, dtype=np.int64)
+
+
+# One 5,000-category attribute (the issue's d ≈ 5,000 fit) beside nine small ones.
+WIDE5000_SIZES = (5_000, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+
 SHAPES = {
     shape.name: shape
     for shape in (
@@ -59,6 +72,8 @@ SHAPES = {
         # DSS's 27 attributes (an assumption, stated in docs/benchmarks.md).
         Shape("art1", 5_240_260, 27, 1_000, 5 * 3600 + 43 * 60),
         Shape("art2", 5_240_260, 27, 2_000, 18 * 3600 + 32 * 60),
+        FixedShape("wide5000", 1_000_000, len(WIDE5000_SIZES), sum(WIDE5000_SIZES),
+                   float("nan"), WIDE5000_SIZES),
     )
 }
 
