@@ -25,7 +25,9 @@ COUNT_UPDATES_PER_SECOND = 45e6  # read + encode + count, row x attribute-pair u
 NOISE_SECONDS_PER_CELL = 10.4e-6  # OpenDP's discrete Gaussian, on the driver
 NOISE_SECONDS_PER_MARGINAL = 0.01  # one OpenDP measurement's setup (Adult: ~1 s for 120)
 EIGH_SECONDS_PER_D3 = 1.7e-10  # one eigendecomposition, one BLAS thread
-COPULA_EIGH_SWEEPS = 40  # nearest correlation (~35 sweeps) + diagnostics and Cholesky
+# Nearest correlation (Newton: ~6–7 eigh plus CG products worth a few more, measured at
+# d = 2,000) + diagnostics and Cholesky.
+COPULA_EIGH_SWEEPS = 15
 CONSISTENCY_SECONDS_PER_CELL = 1e-5  # marginals: consistent tables + spanning tree
 SAMPLE_FLOPS = 50e9  # copula: float32 GEMM of Z·Lᵀ
 WRITE_SECONDS_PER_CELL = 0.4e-6  # decode + Parquet/Zarr, per row and attribute
