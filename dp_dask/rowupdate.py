@@ -31,8 +31,8 @@ DUPLICATE_SHARE = 0.5
 # the sweep: a tenth of a percent is far below the noise of any table at useful ε.
 SETTLED_SHARE = 1e-3
 SWAP_ROUNDS = 10
-# Rows a visit picks beyond the ones it moves: a copy rate may assume up to this many times a
-# cell's deficit arrives (more is checked for, and then costs a second pass over the rows).
+# The bound on a deficient cell's copy rate that one pass over the rows picks candidates by: as
+# if up to this many times its deficit arrived (more is checked for, and costs a second pass).
 COPY_BOUND = 1.25
 
 
@@ -91,6 +91,29 @@ def _at_least_float32(x: np.ndarray) -> np.ndarray:
     return np.where(y < x, np.nextafter(y, np.float32(np.inf)), y)
 
 
+def _below_leave_rate(coin: np.ndarray, keys: np.ndarray, leave_rate: np.ndarray,
+                      copy_bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose coin is below their cell's leave rate, and the candidates for copying:
+    the other rows whose coin is below their cell's ``copy_bound``.
+
+    Copy rates depend on how many rows leave, so one pass over the rows takes both sets at
+    once; :func:`_below_copy_rate` then picks among the few candidates.
+    """
+    bound = _at_least_float32(np.where(leave_rate > 0, leave_rate, copy_bound))
+    picked = np.flatnonzero(coin < np.take(bound, keys))
+    leaving = leave_rate[keys[picked]] > 0
+    return picked[leaving], picked[~leaving]
+
+
+def _below_copy_rate(coin: np.ndarray, keys: np.ndarray, candidates: np.ndarray,
+                     copy_rate: np.ndarray, copy_bound: np.ndarray) -> np.ndarray:
+    """The rows whose coin is below their cell's copy rate: among the candidates where the
+    rates stay within the bound, else (more rows left than it allowed for) a pass over all."""
+    if (copy_rate <= copy_bound).all():
+        return candidates[coin[candidates] < copy_rate[keys[candidates]]]
+    return np.flatnonzero(coin < copy_rate[keys])
+
+
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, rate: float,
                   duplicate_share: float, guard: _Guard | None = None) -> None:
@@ -108,27 +131,18 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     deficit = np.maximum(-excess, 0)
     leave_rate = rate * over / np.maximum(current, 1)
     # One coin per row serves both draws: rows leave only over-full cells and are copied only
-    # from deficient ones, so no row's coin decides twice. The copy rates depend on how many
-    # rows leave, so one pass over the rows takes every row below its leave rate or below a
-    # bound on its copy rate (as if up to COPY_BOUND times the deficit arrived); the exact
-    # rates then pick among those few. float32: half the cost of float64.
+    # from deficient ones, so no row's coin decides twice.
     copy_bound = np.where(deficit > 0, duplicate_share * (COPY_BOUND * deficit + 1)
                           / np.maximum(current, 1), 0.0)
-    coin = rng.random(len(keys), dtype=np.float32)
-    picked = np.flatnonzero(coin < np.take(_at_least_float32(leave_rate + copy_bound), keys))
-    leaving = over[keys[picked]] > 0
-    movers = picked[leaving]
+    coin = rng.random(len(keys), dtype=np.float32)  # float32: half the cost of float64
+    movers, candidates = _below_leave_rate(coin, keys, leave_rate, copy_bound)
     if len(movers) == 0:
         return
     movers = rng.permutation(movers)
     arriving = round_to_total(deficit, len(movers))
     # Copies: whole rows already in a deficient cell, picked at the cell's copy rate.
     copy_rate = np.where(over > 0, 0.0, duplicate_share * arriving / np.maximum(current, 1))
-    if (copy_rate <= copy_bound).all():
-        picked = picked[~leaving]
-        donors = picked[coin[picked] < copy_rate[keys[picked]]]
-    else:  # more rows left than the bound allowed for: the full pass
-        donors = np.flatnonzero(coin < copy_rate[keys])
+    donors = _below_copy_rate(coin, keys, candidates, copy_rate, copy_bound)
     donors = rng.permutation(donors)[: len(movers)]
     codes[movers[: len(donors)]] = codes[donors]
     changed = movers[len(donors):]
