@@ -31,6 +31,9 @@ DUPLICATE_SHARE = 0.5
 # the sweep: a tenth of a percent is far below the noise of any table at useful ε.
 SETTLED_SHARE = 1e-3
 SWAP_ROUNDS = 10
+# The bound on a deficient cell's copy rate that one pass over the rows picks candidates by: as
+# if up to this many times its deficit arrived (more is checked for, and costs a second pass).
+COPY_BOUND = 1.25
 
 
 def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
@@ -49,9 +52,10 @@ def sample_tree(targets: Marginals, order: np.ndarray, parents: np.ndarray, rows
                 rng: np.random.Generator) -> np.ndarray:
     """Codes (rows, m) whose root and parent→child counts equal their targets up to rounding."""
     m = len(order)
-    # Column reads dominate; int32 halves the memory traffic (tables stay far below 2^31 cells:
-    # dp_dask.checks refuses a 20 M-cell table).
-    codes = np.empty((rows, m), dtype=np.int32, order="F")
+    # Row updates gather whole rows (copies, the guard) and read two columns per table: the
+    # narrowest dtype keeps the codes in cache, row-major keeps a row on one cache line.
+    largest = max(len(counts) for counts in targets.one_way)
+    codes = np.empty((rows, m), dtype=np.min_scalar_type(largest - 1), order="C")
     root = order[0]
     codes[:, root] = rng.permutation(_repeat(round_to_total(targets.one_way[root], rows)))
     for child in order[1:]:
@@ -73,16 +77,46 @@ def _repeat(counts: np.ndarray) -> np.ndarray:
 
 
 def _cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:
-    keys = codes[:, attributes[0]].astype(codes.dtype)  # a copy: callers keep the keys
+    """Each row's cell of the table (row-major), as intp: bincount and take would convert."""
+    keys = codes[:, attributes[0]].astype(np.intp)
     for a in attributes[1:]:
-        keys = keys * codes.dtype.type(sizes[a]) + codes[:, a]
+        keys *= sizes[a]
+        keys += codes[:, a]
     return keys
+
+
+def _at_least_float32(x: np.ndarray) -> np.ndarray:
+    """The smallest float32 ≥ each value: for a float32 coin c, c < it exactly when c < x."""
+    y = x.astype(np.float32)
+    return np.where(y < x, np.nextafter(y, np.float32(np.inf)), y)
+
+
+def _below_leave_rate(coin: np.ndarray, keys: np.ndarray, leave_rate: np.ndarray,
+                      copy_bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose coin is below their cell's leave rate, and the candidates for copying:
+    the other rows whose coin is below their cell's ``copy_bound``.
+
+    Copy rates depend on how many rows leave, so one pass over the rows takes both sets at
+    once; :func:`_below_copy_rate` then picks among the few candidates.
+    """
+    bound = _at_least_float32(np.where(leave_rate > 0, leave_rate, copy_bound))
+    picked = np.flatnonzero(coin < np.take(bound, keys))
+    leaving = leave_rate[keys[picked]] > 0
+    return picked[leaving], picked[~leaving]
+
+
+def _below_copy_rate(coin: np.ndarray, keys: np.ndarray, candidates: np.ndarray,
+                     copy_rate: np.ndarray, copy_bound: np.ndarray) -> np.ndarray:
+    """The rows whose coin is below their cell's copy rate: among the candidates where the
+    rates stay within the bound, else (more rows left than it allowed for) a pass over all."""
+    if (copy_rate <= copy_bound).all():
+        return candidates[coin[candidates] < copy_rate[keys[candidates]]]
+    return np.flatnonzero(coin < copy_rate[keys])
 
 
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, rate: float,
-                  duplicate_share: float,
-                  possible: dict[tuple[int, int], np.ndarray] | None = None) -> None:
+                  duplicate_share: float, guard: _Guard | None = None) -> None:
     """Move about ``rate`` of each over-full cell's excess rows into the deficient cells.
 
     Rows are picked by independent coin flips at their cell's rate (a few passes over the rows,
@@ -94,20 +128,23 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     over = np.maximum(excess, 0)
     if over.sum() <= SETTLED_SHARE * len(keys):
         return
+    deficit = np.maximum(-excess, 0)
     leave_rate = rate * over / np.maximum(current, 1)
     # One coin per row serves both draws: rows leave only over-full cells and are copied only
-    # from deficient ones, so no row's coin decides twice. float32: half the cost of float64.
-    coin = rng.random(len(keys), dtype=np.float32)
-    movers = np.flatnonzero(coin < leave_rate[keys])
+    # from deficient ones, so no row's coin decides twice.
+    copy_bound = np.where(deficit > 0, duplicate_share * (COPY_BOUND * deficit + 1)
+                          / np.maximum(current, 1), 0.0)
+    coin = rng.random(len(keys), dtype=np.float32)  # float32: half the cost of float64
+    movers, candidates = _below_leave_rate(coin, keys, leave_rate, copy_bound)
     if len(movers) == 0:
         return
     movers = rng.permutation(movers)
-    arriving = round_to_total(np.maximum(-excess, 0), len(movers))
+    arriving = round_to_total(deficit, len(movers))
     # Copies: whole rows already in a deficient cell, picked at the cell's copy rate.
-    copy_rate = duplicate_share * arriving / np.maximum(current, 1)
-    donors = rng.permutation(np.flatnonzero(coin < copy_rate[keys]))
-    donors = donors[: len(movers)]
-    codes[movers[: len(donors)]] = codes[donors]
+    copy_rate = np.where(over > 0, 0.0, duplicate_share * arriving / np.maximum(current, 1))
+    donors = _below_copy_rate(coin, keys, candidates, copy_rate, copy_bound)
+    donors = rng.permutation(donors)[: len(movers)]
+    _copy_rows(codes, movers[: len(donors)], donors)
     changed = movers[len(donors):]
     rest = np.maximum(arriving - np.bincount(keys[donors], minlength=target.size), 0)
     if len(attributes) == 2 and rest.any():
@@ -115,41 +152,75 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     else:
         cells = rng.permutation(_repeat(round_to_total(rest, len(changed))))
     values = np.unravel_index(cells, tuple(sizes[list(attributes)]))  # each attribute's value
-    if possible is not None:
-        keep = _stays_possible(codes, changed, attributes, values, possible)
+    if guard is not None:
+        keep = _stays_possible(np.take(codes, changed, axis=0), attributes, values, guard)
         changed, values = changed[keep], [value[keep] for value in values]
     for a, value in zip(attributes, values):
         codes[changed, a] = value
 
 
-def _stays_possible(codes: np.ndarray, rows: np.ndarray, attributes: tuple[int, ...],
-                    values: tuple[np.ndarray, ...],
-                    possible: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
-    """Which moves put no row into a cell whose target is zero in another table.
+def _copy_rows(codes: np.ndarray, to: np.ndarray, source: np.ndarray) -> None:
+    """``codes[to] = codes[source]``, row by row where rows are contiguous: numpy's 2-D fancy
+    indexing copies value by value, several times slower."""
+    if codes.flags.c_contiguous:
+        whole_rows = codes.view(np.dtype((np.void, codes.shape[1] * codes.itemsize))).ravel()
+        np.put(whole_rows, to, np.take(whole_rows, source))
+    else:
+        codes[to] = codes[source]
+
+
+def _stays_possible(row_codes: np.ndarray, attributes: tuple[int, ...],
+                    values: tuple[np.ndarray, ...], guard: _Guard) -> np.ndarray:
+    """Which moves put no row (its codes ``row_codes``) into a cell whose target is zero in
+    another table.
 
     A move for one table changes an attribute without looking at the row's other values; where
     another table says a combination does not occur (never-married husbands), the row stays put
     and later sweeps move another one.
     """
-    keep = np.ones(len(rows), dtype=bool)
+    keep = np.ones(len(row_codes), dtype=bool)
     for a, value in zip(attributes, values):
-        moved = value != codes[rows, a]
-        keep &= ~moved | _possible(codes, rows, a, value, possible, attributes)
+        moved = np.flatnonzero(value != row_codes[:, a])
+        keep[moved] &= guard.possible(row_codes[moved], a, value[moved], attributes)
     return keep
 
 
-def _possible(codes: np.ndarray, rows: np.ndarray, a: int, values: np.ndarray,
-              possible: dict[tuple[int, int], np.ndarray],
-              fixed: tuple[int, ...] = ()) -> np.ndarray:
-    """Whether each row, given ``values`` for attribute a, has a non-zero target in every
-    table of a with an attribute outside ``fixed``."""
-    ok = np.ones(len(rows), dtype=bool)
-    for (x, y), allowed in possible.items():
-        if x == a and y not in fixed:
-            ok &= allowed[values, codes[rows, y]]
-        elif y == a and x not in fixed:
-            ok &= allowed[codes[rows, x], values]
-    return ok
+class _Guard:
+    """:func:`possible_cells` as one boolean lookup over the d dummy columns of all attributes.
+
+    Checking a row set against every table of an attribute is then one gather per restricting
+    table's other attribute and one lookup, instead of one 2-D fancy index per table (26 per
+    attribute on DSS), which took over half of the sampling time. Tables without an impossible
+    cell are skipped.
+    """
+
+    def __init__(self, possible: dict[tuple[int, int], np.ndarray], sizes: np.ndarray) -> None:
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self.d = int(np.sum(sizes))
+        allowed = np.ones((self.d, self.d), dtype=bool)
+        others: list[list[int]] = [[] for _ in sizes]
+        for (x, y), mask in possible.items():
+            if mask.all():
+                continue
+            ox, oy = self.offsets[x], self.offsets[y]
+            allowed[ox : ox + sizes[x], oy : oy + sizes[y]] = mask
+            allowed[oy : oy + sizes[y], ox : ox + sizes[x]] = mask.T
+            others[x].append(y)
+            others[y].append(x)
+        self.allowed = allowed.ravel()
+        self.others = [sorted(o) for o in others]
+
+    def possible(self, row_codes: np.ndarray, a: int, values: np.ndarray,
+                 fixed: tuple[int, ...] = ()) -> np.ndarray:
+        """Whether each row (its codes ``row_codes``), given ``values`` for attribute a, has a
+        non-zero target in every table of a with an attribute outside ``fixed``."""
+        others = [y for y in self.others[a] if y not in fixed]
+        if not others or len(row_codes) == 0:
+            return np.ones(len(row_codes), dtype=bool)
+        # (rows, others) positions in the flat (d × d) lookup: row = a's value, column = y's.
+        where = row_codes[:, others] + self.offsets[others]
+        where += ((self.offsets[a] + values) * self.d)[:, None]
+        return self.allowed[where].all(axis=1)
 
 
 def _nearby_cells(sources: np.ndarray, deficit: np.ndarray,
@@ -168,25 +239,28 @@ def _nearby_cells(sources: np.ndarray, deficit: np.ndarray,
                          np.where(col_total[j] == 0, True, rng.random(len(sources)) < 0.5))
     anywhere = (row_total[i] == 0) & (col_total[j] == 0)
     along_col = ~along_row & ~anywhere
-    by_rows = np.cumsum(deficit.ravel())
-    by_cols = np.cumsum(deficit.T.ravel())
+    by_rows, by_cols = deficit.ravel(), deficit.T.ravel()
     cells = np.empty(len(sources), dtype=np.int64)
     cells[along_row] = _draw_within(by_rows, i[along_row] * cols, row_total[i[along_row]], rng)
     column_major = _draw_within(by_cols, j[along_col] * rows, col_total[j[along_col]], rng)
     cells[along_col] = (column_major % rows) * cols + column_major // rows
     cells[anywhere] = _draw_within(by_rows, np.zeros(anywhere.sum(), dtype=np.int64),
-                                   np.full(anywhere.sum(), by_rows[-1]), rng)
+                                   np.full(anywhere.sum(), by_rows.sum()), rng)
     return cells
 
 
-def _draw_within(cumulative: np.ndarray, first: np.ndarray, total: np.ndarray,
+def _draw_within(weights: np.ndarray, first: np.ndarray, total: np.ndarray,
                  rng: np.random.Generator) -> np.ndarray:
-    """Indices drawn ∝ the (integer) weights in [first, first + len) of a cumulative sum whose
-    segment sums are ``total``."""
-    before = np.concatenate([[0], cumulative])[first]
+    """Indices drawn ∝ the integer ``weights`` within segments starting at ``first`` whose
+    sums are ``total``."""
+    if len(first) == 0:
+        return np.zeros(0, dtype=np.int64)
+    before = np.concatenate([[0], np.cumsum(weights)])[first]
     # weights are integers: staying half a unit below the segment's end keeps the draw inside
     point = np.minimum(before + rng.random(len(first)) * total, before + total - 0.5)
-    return np.searchsorted(cumulative, point, side="right")
+    # The index owning each unit of weight: one lookup instead of a binary search per draw
+    # (the weights sum to the rows arriving, so this is short).
+    return _repeat(weights)[point.astype(np.intp)]
 
 
 def possible_cells(targets: dict[tuple[int, ...], np.ndarray], sizes: np.ndarray,
@@ -208,12 +282,13 @@ def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
     With ``possible`` (:func:`possible_cells`), no move creates a pair another table rules out.
     """
     cliques = list(targets)
+    guard = None if possible is None else _Guard(possible, sizes)
     rate = 1.0
     for _ in range(sweeps):
         for index in rng.permutation(len(cliques)):
             clique = cliques[index]
             _update_table(codes, clique, targets[clique], sizes, rng, rate, duplicate_share,
-                          possible)
+                          guard)
         rate *= decay
 
 
@@ -225,6 +300,7 @@ def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarra
     The rows leaving an over-full value are a random subset of exactly its excess; with
     ``possible``, rows whose new value would be impossible are swapped for others of their value.
     """
+    guard = None if possible is None else _Guard(possible, sizes)
     for a, target in enumerate(one_way):
         excess = np.bincount(codes[:, a], minlength=len(target)) - target
         if not excess.any():
@@ -236,21 +312,20 @@ def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarra
         starts = np.cumsum(current) - current
         leaving = np.concatenate([grouped[s : s + e] for s, e in zip(starts, excess) if e > 0])
         arriving = rng.permutation(_repeat(np.maximum(-excess, 0)))
-        if possible is not None:
-            _swap_impossible(codes, a, leaving, arriving, grouped, starts, current, possible, rng)
+        if guard is not None:
+            _swap_impossible(codes, a, leaving, arriving, grouped, starts, current, guard, rng)
         codes[leaving, a] = arriving
 
 
 def _swap_impossible(codes: np.ndarray, a: int, leaving: np.ndarray, arriving: np.ndarray,
                      grouped: np.ndarray, starts: np.ndarray, current: np.ndarray,
-                     possible: dict[tuple[int, int], np.ndarray],
-                     rng: np.random.Generator) -> None:
+                     guard: _Guard, rng: np.random.Generator) -> None:
     """Replace, in place, leaving rows whose arriving value is impossible by other rows of the
     same value drawn at random (a few rounds; what is left stays as drawn)."""
     left = np.zeros(len(codes), dtype=bool)
     left[leaving] = True
     for _ in range(SWAP_ROUNDS):
-        bad = np.flatnonzero(~_possible(codes, leaving, a, arriving, possible))
+        bad = np.flatnonzero(~guard.possible(codes[leaving], a, arriving))
         if len(bad) == 0:
             return
         value = codes[leaving[bad], a]
@@ -258,7 +333,7 @@ def _swap_impossible(codes: np.ndarray, a: int, leaving: np.ndarray, arriving: n
         candidate = grouped[starts[value] + offset]
         candidate, first = np.unique(candidate, return_index=True)
         bad = bad[first]
-        good = ~left[candidate] & _possible(codes, candidate, a, arriving[bad], possible)
+        good = ~left[candidate] & guard.possible(codes[candidate], a, arriving[bad])
         left[leaving[bad[good]]] = False
         left[candidate[good]] = True
         leaving[bad[good]] = candidate[good]

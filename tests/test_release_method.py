@@ -12,9 +12,11 @@ import pytest
 import zarr
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
 
+from dp_dask import rowupdate
 from dp_dask.cluster import compute
 from dp_dask.counts import count_graph
 from dp_dask.io import read_table
+from dp_dask.marginals import Marginals
 from dp_dask.methods.marginals import MarginalModel, budget_shares, measure, measured_queries
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
@@ -122,3 +124,89 @@ def test_rows_must_be_positive_never_the_default(fitted, tmp_path, rows):
 def test_partition_rows_zero_is_an_error(fitted):
     with pytest.raises(ValueError, match="partition_rows must be positive"):
         fitted.sample(100, partition_rows=0)
+
+
+def pair_counts(codes: np.ndarray, pair: tuple[int, int], sizes: np.ndarray) -> np.ndarray:
+    keys = codes[:, pair[0]].astype(np.int64) * sizes[pair[1]] + codes[:, pair[1]]
+    return np.bincount(keys, minlength=sizes[pair[0]] * sizes[pair[1]])
+
+
+def test_guard_rules_out_exactly_what_some_table_rules_out():
+    rng = np.random.default_rng(0)
+    sizes = np.array([3, 5, 4, 2, 6])
+    possible = {(x, y): rng.random((sizes[x], sizes[y])) < 0.7
+                for x, y in itertools.combinations(range(len(sizes)), 2)}
+    possible[(1, 2)][:] = True  # a table with no impossible cell
+    guard = rowupdate._Guard(possible, sizes)
+    row_codes = np.stack([rng.integers(0, s, 400) for s in sizes], axis=1).astype(np.uint8)
+    for a, fixed in [(0, ()), (1, ()), (2, (2, 4)), (4, (0, 4))]:
+        values = rng.integers(0, sizes[a], 400)
+        expected = np.ones(400, dtype=bool)
+        for (x, y), allowed in possible.items():  # each table of a, one at a time
+            if x == a and y not in fixed:
+                expected &= allowed[values, row_codes[:, y]]
+            elif y == a and x not in fixed:
+                expected &= allowed[row_codes[:, x], values]
+        assert 0 < expected.sum() < 400
+        np.testing.assert_array_equal(guard.possible(row_codes, a, values, fixed), expected)
+
+
+def test_one_pass_over_the_rows_picks_what_the_exact_copy_rates_pick(monkeypatch):
+    # A visit picks movers and copy candidates in one pass, against a bound on the copy rates,
+    # falling back to a second pass when the bound is too low: any bound gives the same rows.
+    rng = np.random.default_rng(1)
+    n, sizes = 5_000, np.array([4, 5, 3, 6])
+    a = rng.choice(4, n, p=[0.4, 0.3, 0.2, 0.1])
+    truth = np.stack([a, np.minimum(a + rng.integers(0, 2, n), 4), rng.integers(0, 3, n),
+                      np.where(rng.random(n) < 0.9, a, rng.integers(0, 6, n))], axis=1)
+    targets = {pair: pair_counts(truth, pair, sizes)
+               for pair in itertools.combinations(range(4), 2)}
+    possible = rowupdate.possible_cells(targets, sizes)
+    start = np.stack([rng.permutation(truth[:, k]) for k in range(4)], axis=1).astype(np.uint8)
+    results = []
+    for bound in (rowupdate.COPY_BOUND, 0.0, 1e9):  # as shipped, always the second pass, never
+        monkeypatch.setattr(rowupdate, "COPY_BOUND", bound)
+        codes = start.copy()
+        rowupdate.update_rows(codes, targets, sizes, np.random.default_rng(2), possible=possible)
+        results.append(codes)
+    np.testing.assert_array_equal(results[1], results[0])
+    np.testing.assert_array_equal(results[2], results[0])
+    error = [sum(np.abs(pair_counts(c, p, sizes) - t).sum() for p, t in targets.items())
+             for c in (start, results[0])]
+    assert error[1] < error[0] / 3
+
+
+def test_coins_below_the_rates_found_in_one_pass():
+    rng = np.random.default_rng(3)
+    cells, n = 50, 20_000
+    keys = rng.integers(0, cells, n)
+    coin = rng.random(n, dtype=np.float32)
+    leave_rate = np.where(np.arange(cells) < 25, rng.random(cells) * 0.3, 0.0)
+    leave_rate[:5] = coin[:5]  # a rate equal to a coin: that row stays
+    leave_rate[5] = np.float64(coin[5]) * (1 + 1e-12)  # above a coin, below the next float32
+    keys[:6] = np.arange(6)
+    copy_bound = np.where(leave_rate > 0, 0.0, 0.2)
+    movers, candidates = rowupdate._below_leave_rate(coin, keys, leave_rate, copy_bound)
+    np.testing.assert_array_equal(movers, np.flatnonzero(coin < leave_rate[keys]))
+    assert 5 in movers and not np.isin(np.arange(5), movers).any()
+    for scale in (0.5, 1.0, 1.5):  # copy rates within the bound, at it, beyond it
+        copy_rate = copy_bound * scale
+        np.testing.assert_array_equal(
+            rowupdate._below_copy_rate(coin, keys, candidates, copy_rate, copy_bound),
+            np.flatnonzero(coin < copy_rate[keys]))
+
+
+def test_codes_of_wide_attributes_keep_their_cells():
+    # 300 values need uint16 codes; a 300 × 300 table has more cells than uint16 can count.
+    rows, size = 30_000, 300
+    diagonal = np.diag(np.full(size, rows / size))
+    marginals = Marginals((np.full(size, rows / size),) * 2, {(0, 1): diagonal})
+    codes = rowupdate.sample_tree(marginals, np.array([0, 1]), np.array([-1, 0]), rows,
+                                  np.random.default_rng(0))
+    assert codes.dtype == np.uint16 and (codes[:, 0] == codes[:, 1]).all()
+    sizes = np.array([size, size])
+    shifted = {(0, 1): np.roll(diagonal, 1, axis=1).ravel().astype(np.int64)}
+    before = np.abs(pair_counts(codes, (0, 1), sizes) - shifted[(0, 1)]).sum()
+    rowupdate.update_rows(codes, shifted, sizes, np.random.default_rng(1))
+    after = np.abs(pair_counts(codes, (0, 1), sizes) - shifted[(0, 1)]).sum()
+    assert before == 2 * rows and after < before / 100
