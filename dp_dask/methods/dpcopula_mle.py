@@ -69,7 +69,7 @@ from scipy.special import ndtri
 
 from dp_dask.cluster import compute
 from dp_dask.copula import nearest_correlation
-from dp_dask.counts import tree_sum
+from dp_dask.counts import tree_sum, view_counts_from_codes
 from dp_dask.encode import check_columns, encode_partition
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
@@ -182,19 +182,15 @@ def block_sums(edges: np.ndarray, first_row: int, *codes: np.ndarray) -> np.ndar
     return total
 
 
-def one_way_counts(codes: np.ndarray, schema: Schema) -> np.ndarray:
-    """Chunk step: the d 1-way counts of one partition's codes (m, rows), attribute by attribute
-    (the d×d matrix's diagonal, without its 2-way tables, which this method does not use)."""
-    return np.concatenate([np.bincount(codes[a].astype(np.intp), minlength=size)
-                           for a, size in enumerate(schema.sizes)]).astype(np.int64)
-
-
 def mle_graph(parts: list[Delayed], schema: Schema, lengths: np.ndarray, blocks: int, *,
               split_every: int = 8) -> Delayed:
     """Lazy (1-way counts, S) of the partitions ``parts`` of ``lengths`` rows: each partition
     encoded once, feeding both reductions."""
     codes = [dask.delayed(encode_partition)(part, schema) for part in parts]
-    one_way = tree_sum([dask.delayed(one_way_counts)(c, schema) for c in codes],
+    # the d 1-way counts: each attribute a view of its own (the d×d matrix's diagonal, without
+    # the 2-way tables this method does not use)
+    alone = tuple((a,) for a in range(schema.m))
+    one_way = tree_sum([dask.delayed(view_counts_from_codes)(c, schema, alone) for c in codes],
                        split_every=split_every)
     edges = block_edges(int(np.sum(lengths)), blocks)
     starts = np.cumsum(lengths) - lengths
