@@ -249,9 +249,13 @@ class DPCopulaKendallSynthesizer(Synthesizer):
         m = self.schema.m
         return (f"epsilon1 = {epsilon1:.6g} to the {m} histograms (Laplace, L1 sensitivity 2 "
                 f"each, epsilon1/m each), epsilon2 = {epsilon2:.6g} to the {m * (m - 1) // 2} "
-                f"Kendall tau-a coefficients (Laplace, sensitivity 4/n each, epsilon2/C(m,2) "
-                f"each); k = epsilon1/epsilon2 = {self.k:g}; basic composition gives "
+                f"{self._correlations_measured()}, epsilon2/C(m,2) each); "
+                f"k = epsilon1/epsilon2 = {self.k:g}; basic composition gives "
                 f"({self.epsilon:g}, 0)-DP")
+
+    def _correlations_measured(self) -> str:
+        """What ε2 buys, for the budget split: the coefficients and their noise's sensitivity."""
+        return "Kendall tau-a coefficients (Laplace, sensitivity 4/n each"
 
     def _parameters(self) -> dict[str, Any]:
         return {"k": self.k, "histograms": self.histograms}

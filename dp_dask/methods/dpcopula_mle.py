@@ -261,18 +261,12 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
             raise ValueError(f"blocks must be an integer >= 1, got {self.blocks!r}")
         return super()._privacy_plan()
 
-    def _budget_split(self, epsilon1: float, epsilon2: float) -> str:
-        m = self.schema.m
-        pairs = m * (m - 1) // 2
+    def _correlations_measured(self) -> str:
         blocks = (f"l = {self.blocks_}" if self.blocks_ is not None else
                   f"l = {self.blocks}" if self.blocks is not None else
                   "l from n, m and epsilon2 by the public rule of dp_dask.methods.dpcopula_mle")
-        return (f"epsilon1 = {epsilon1:.6g} to the {m} histograms (Laplace, L1 sensitivity 2 "
-                f"each, epsilon1/m each), epsilon2 = {epsilon2:.6g} to the {pairs} "
-                f"block-averaged copula correlations (subsample and aggregate over blocks of "
-                f"consecutive rows, {blocks}; Laplace, sensitivity 2/l each, epsilon2/C(m,2) "
-                f"each); k = epsilon1/epsilon2 = {self.k:g}; basic composition gives "
-                f"({self.epsilon:g}, 0)-DP")
+        return (f"block-averaged copula correlations (subsample and aggregate over blocks of "
+                f"consecutive rows, {blocks}; Laplace, sensitivity 2/l each")
 
     def _parameters(self) -> dict[str, Any]:
         return {**super()._parameters(), "blocks": self.blocks}
