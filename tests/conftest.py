@@ -13,6 +13,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from dp_dask.schema import Schema, load_schema
+from dp_dask.synthesizer import Synthesizer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("DP_DASK_SHARED", ROOT.parent / "shared"))
@@ -101,3 +102,17 @@ def data(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("input") / "data.parquet"
     dd.from_pandas(correlated_frame(CORRELATED_ROWS, seed=1), npartitions=4).to_parquet(path)
     return path
+
+
+def assert_pure_laplace(privacy: dict, epsilon: float) -> None:
+    """A release record of a pure ε-DP method: δ = 0, Laplace, basic composition."""
+    assert (privacy["epsilon"], privacy["delta"], privacy["mechanism"]) == (epsilon, 0.0, "laplace")
+    assert "basic composition" in privacy["accountant"]
+
+
+def assert_resamples_alike(fitted: Synthesizer, model_path: Path, method: str, rows: int) -> None:
+    """The saved model rebuilds a ``method`` synthesizer that samples what ``fitted`` does."""
+    again = Synthesizer.from_model(model_path)
+    assert again.name == method
+    pd.testing.assert_frame_equal(again.sample(rows, seed=7).compute(),
+                                  fitted.sample(rows, seed=7).compute())
