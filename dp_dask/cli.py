@@ -101,11 +101,34 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                         help="stage logs as text, or one JSON object per line")
 
 
+# method parameters that have options of their own
+FLAG_PARAMETERS = {"accountant": "--accountant", "mechanism": "--mechanism",
+                   "within_attribute": "--within-attribute"}
+
+
+def _own_options(cls: type[Synthesizer]) -> tuple[str, ...]:
+    """A method's parameters that only --method-options gives."""
+    return tuple(name for name in cls.options() if name not in FLAG_PARAMETERS)
+
+
+def check_method_options(method: str, options: dict[str, Any] | None) -> None:
+    """Names in --method-options the method does not take, or that have their own flag: an
+    error before the cluster starts (the values are checked by the method itself)."""
+    own = _own_options(Synthesizer.methods[method])
+    for name in options or {}:
+        if name in FLAG_PARAMETERS:
+            raise ValueError(f"--method-options: give {name} with {FLAG_PARAMETERS[name]}")
+        if name not in own:
+            raise ValueError(f"--method-options: method {method!r} has no option {name!r}; "
+                             f"its options: {', '.join(own) or 'none'}")
+
+
 def _privacy_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("privacy and method")
     group.add_argument("--method", choices=sorted(Synthesizer.methods), default="marginals",
-                       help="marginals (default: consistent noisy marginals + row updates) or "
-                       "copula (the paper's binary Gaussian copula)")
+                       help="marginals (default: consistent noisy marginals + row updates), "
+                       "copula (the paper's binary Gaussian copula), or a peer method "
+                       "(dpcopula-*, dpview*: docs/dpcopula.md, docs/results-adult.md)")
     group.add_argument("--epsilon", type=epsilon_value, default=1.0,
                        help="ε of the release (default 1; a warning outside "
                        f"[{EPSILON_WARN_LOW:g}, {EPSILON_WARN_HIGH:g}])")
@@ -117,6 +140,12 @@ def _privacy_options(parser: argparse.ArgumentParser) -> None:
                        help="copula only: one Gaussian mechanism (default) or the paper's Laplace")
     group.add_argument("--within-attribute", choices=["zero", "pairwise"], default="pairwise",
                        help="copula only: latent correlation of an attribute's own dummies")
+    group.add_argument("--method-options", type=json_object, default=None, metavar="JSON",
+                       help="the method's own parameters, e.g. '{\"k\": 4}'; by method: "
+                       + "; ".join(f"{name}: {', '.join(_own_options(cls))}"
+                                   for name, cls in sorted(Synthesizer.methods.items())
+                                   if _own_options(cls))
+                       + " (default: none)")
     group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                        help="opendp (secure, default) or numpy (seeded; testing only)")
     group.add_argument("--noise-seed", type=non_negative_int, default=None,
@@ -184,7 +213,7 @@ def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
         common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
     return Synthesizer.create(args.method,
                               load_schema_from(schema, getattr(args, "storage_options", None)),
-                              **common)
+                              **common, **(args.method_options or {}))
 
 
 def _report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
@@ -722,6 +751,8 @@ def preflight(args: argparse.Namespace) -> None:
     if args.command == "sample":
         args.model = local_only(args.model, "--model")
         load_model(args.model)
+    if args.command in ("fit", "synth", "demo"):
+        check_method_options(args.method, args.method_options)
     if args.command in ("sample", "synth", "demo"):
         args.out = resolve_target(args.out)  # refuses object-store URLs (docs/releases.md)
     if getattr(args, "out", None) is not None:

@@ -109,6 +109,7 @@ class SynthJob(_Job):
 
     job: Literal["synth"] = "synth"
     method: str | None = None
+    method_options: dict[str, Any] | None = None  # the method's own parameters
     storage_options: dict[str, Any] | None = None  # fsspec options of URL inputs
     privacy: SynthPrivacy
     output: SynthOutput
@@ -136,6 +137,7 @@ def _option(key: str) -> str:
 # config key -> option of the job's command (the same option wherever two jobs share a key)
 OPTIONS = {
     "data": "--data", "schema": "--schema", "method": "--method",
+    "method_options": "--method-options",
     "storage_options": "--storage-options",
     **{f"privacy.{key}": _option(key) for key in SynthPrivacy.model_fields},
     **{f"output.{key}": _option(key) for key in SynthOutput.model_fields},

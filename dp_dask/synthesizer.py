@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import inspect
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -127,11 +128,31 @@ class Synthesizer:
 
     @staticmethod
     def create(method: str, schema: Schema | str | Path, **params: Any) -> Synthesizer:
-        """The synthesizer of ``method`` ("marginals", the default, or "copula")."""
+        """The synthesizer of ``method`` ("marginals", the default, "copula", "dpview", ...);
+        ``params`` are the common ones of :class:`Synthesizer` and the method's own
+        (:meth:`options`). An unknown name is a ValueError naming the method's options."""
         if method not in Synthesizer.methods:
             raise ValueError(f"unknown method {method!r}; expected one of "
                              f"{sorted(Synthesizer.methods)}")
-        return Synthesizer.methods[method](schema, **params)
+        cls = Synthesizer.methods[method]
+        known = set(cls.options()) | set(inspect.signature(Synthesizer.__init__).parameters)
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ValueError(f"method {method!r} has no option {unknown[0]!r}; its options: "
+                             f"{', '.join(cls.options()) or 'none'}")
+        return cls(schema, **params)
+
+    @classmethod
+    def options(cls) -> tuple[str, ...]:
+        """The method's own keyword parameters, beyond the common ones of Synthesizer."""
+        common = inspect.signature(Synthesizer.__init__).parameters
+        names: list[str] = []
+        for klass in cls.__mro__[:cls.__mro__.index(Synthesizer)]:
+            if "__init__" in vars(klass):
+                names += [p.name for p in inspect.signature(klass.__init__).parameters.values()
+                          if p.kind is p.KEYWORD_ONLY and p.name not in common
+                          and p.name not in names]
+        return tuple(names)
 
     @staticmethod
     def from_model(model: Model | str | Path, show_progress: bool = False) -> Synthesizer:

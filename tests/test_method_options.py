@@ -1,0 +1,67 @@
+"""A method's own parameters from the API, the CLI (--method-options JSON) and a job config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SMALL_SCHEMA_PATH
+
+from dp_dask.cli import main
+from dp_dask.config import load_config
+from dp_dask.synthesizer import Synthesizer, load_model
+
+
+def test_each_method_lists_its_own_parameters_only():
+    assert Synthesizer.methods["dpview"].options() == ("view_size", "tries", "layout_seed")
+    assert Synthesizer.methods["dpcopula-mle"].options() == ("blocks", "k", "histograms")
+    assert "epsilon" not in Synthesizer.methods["copula"].options()
+
+
+def test_create_names_the_methods_options_for_an_unknown_one():
+    with pytest.raises(ValueError, match=r"'dpview' has no option 'k'; its options: view_size, "
+                                         r"tries, layout_seed"):
+        Synthesizer.create("dpview", SMALL_SCHEMA_PATH, k=4)
+
+
+def test_cli_passes_method_options_to_the_method(client, data, tmp_path, capsys):
+    out = tmp_path / "release"
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method", "dpcopula-kendall", "--method-options", '{"k": 2}',
+                 "--epsilon", "3", "--ledger", str(tmp_path / "ledger.sqlite"),
+                 "--rows", "500", "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    privacy = load_model(out / "model").metadata["privacy"]
+    assert "epsilon1 = 2 " in privacy["budget_split"] and "k = epsilon1/epsilon2 = 2" in \
+        privacy["budget_split"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ('{"view_size": 3}', "method 'dpcopula-kendall' has no option 'view_size'; its options: k, "
+                         "histograms"),
+    ('{"accountant": "zcdp"}', "give accountant with --accountant"),
+])
+def test_cli_refuses_a_wrong_method_option_before_anything_runs(tmp_path, data, capsys, options,
+                                                                message):
+    out, ledger = tmp_path / "release", tmp_path / "ledger.sqlite"
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method", "dpcopula-kendall", "--method-options", options,
+                 "--ledger", str(ledger), "--quiet"])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not ledger.exists() and not out.exists()
+
+
+def test_job_config_gives_method_options(tmp_path, data):
+    config = tmp_path / "job.yaml"
+    config.write_text(f"data: {data}\nschema: {SMALL_SCHEMA_PATH}\nmethod: dpview\n"
+                      "method_options: {view_size: 3, tries: 50}\n"
+                      "privacy: {epsilon: 1}\noutput: {out: release}\n")
+    _, values = load_config(config)
+    assert values["method_options"] == {"view_size": 3, "tries": 50}
+    from dp_dask.cli import job_arguments
+
+    args = job_arguments(config, [])
+    assert args.method_options == {"view_size": 3, "tries": 50}
+    args = job_arguments(config, ["--method-options", json.dumps({"view_size": 4})])
+    assert args.method_options == {"view_size": 4}
