@@ -5,6 +5,9 @@ Q2, every positive 2-way conjunction of categories of two distinct attributes; Q
 conjunctions of three distinct attributes (all of them, or a seeded uniform sample when there are
 too many). A query's error is |true count − released count|, released counts scaled to n rows.
 
+The DPCopula and DPView papers' metric, beside them: the relative error of random range-count
+queries, |true − released| / max(true, s) with a sanity bound s (:func:`range_query_errors`).
+
 PRIVACY: this module reads the raw data, so it is the data owner's own evaluation and never part
 of a release. Its outputs hold errors and summary statistics only, never exact counts, but they are
 exact functions of the raw data: every file is marked "not differentially private — for the data
@@ -163,6 +166,111 @@ def three_way_graph(ddf: dd.DataFrame, schema: Schema, workload: ThreeWayWorkloa
     """Lazy Q3 answers, reduced over partitions like the d×d counts."""
     shared = dask.delayed(workload, pure=True)  # one copy in the graph, not one per task
     return reduction_graph(ddf, schema, partition_three_way_counts, shared, schema)
+
+
+DEFAULT_RANGE_QUERIES = 1_000
+RANGE_BATCH_CELLS = 1 << 24  # queries × rows of one partition tested at once: ≤ 16 MiB of bools
+
+
+@dataclass(frozen=True)
+class RangeQueries:
+    """Random range-count queries: query q counts the rows with lo[q, a] ≤ code_a ≤ hi[q, a] for
+    every attribute a (codes on the schema's public order: categories in schema order, bins in
+    edge order). An attribute a query does not constrain has the full range [0, |A_a| − 1]."""
+
+    lo: np.ndarray  # (Q, m) int64
+    hi: np.ndarray  # (Q, m) int64
+    attributes: int  # constrained attributes per query
+    seed: int
+
+    def describe(self) -> str:
+        return (f"{len(self.lo):,} random range-count queries on {self.attributes} "
+                f"attribute(s) each (seed {self.seed})")
+
+
+def range_query_workload(schema: Schema, queries: int = DEFAULT_RANGE_QUERIES,
+                         attributes: int | None = None, seed: int = 0) -> RangeQueries:
+    """``queries`` random queries, a function of the public schema and ``seed`` only: each picks
+    ``attributes`` distinct attributes uniformly (None: all m), and on each a range between two
+    uniform codes of its domain (both ends included, in either order)."""
+    attributes = schema.m if attributes is None else attributes
+    if not 1 <= attributes <= schema.m:
+        raise ValueError(f"a range query constrains 1 to {schema.m} attributes, "
+                         f"got {attributes!r}")
+    if queries < 1:
+        raise ValueError(f"the number of range queries must be positive, got {queries!r}")
+    rng = np.random.default_rng(seed)
+    sizes = schema.sizes.astype(np.int64)
+    lo = np.zeros((queries, schema.m), dtype=np.int64)
+    hi = np.broadcast_to(sizes - 1, (queries, schema.m)).copy()
+    chosen = np.argsort(rng.random((queries, schema.m)), axis=1)[:, :attributes]
+    ends = np.sort(np.floor(rng.random((queries, attributes, 2))
+                            * sizes[chosen][..., None]).astype(np.int64), axis=2)
+    rows = np.arange(queries)[:, None]
+    lo[rows, chosen], hi[rows, chosen] = ends[..., 0], ends[..., 1]
+    return RangeQueries(lo, hi, attributes, seed)
+
+
+def range_counts_from_codes(codes: np.ndarray, workload: RangeQueries,
+                            schema: Schema) -> np.ndarray:
+    """Chunk step: the answers (Q,) int64 of one partition's codes (m, rows).
+
+    Queries are tested a batch at a time (a batch × rows boolean mask, at most
+    RANGE_BATCH_CELLS), never a rows × Q matrix; attributes no query of the batch constrains
+    are skipped.
+    """
+    rows = codes.shape[1]
+    answers = np.zeros(len(workload.lo), dtype=np.int64)
+    batch = max(1, RANGE_BATCH_CELLS // max(rows, 1))
+    full = (workload.lo == 0) & (workload.hi == schema.sizes - 1)
+    for start in range(0, len(answers), batch):
+        span = slice(start, start + batch)
+        inside = np.ones((len(answers[span]), rows), dtype=bool)
+        for a in np.flatnonzero(~full[span].all(axis=0)):
+            inside &= workload.lo[span, a, None] <= codes[a]
+            inside &= codes[a] <= workload.hi[span, a, None]
+        answers[span] = inside.sum(axis=1)
+    return answers
+
+
+def partition_range_counts(frame: pd.DataFrame, workload: RangeQueries,
+                           schema: Schema) -> np.ndarray:
+    """Chunk step on a raw partition: its Q answers, then its row count (Q + 1,)."""
+    codes = encode_partition(frame, schema)
+    return np.append(range_counts_from_codes(codes, workload, schema), codes.shape[1])
+
+
+def range_query_graph(ddf: dd.DataFrame, schema: Schema, workload: RangeQueries) -> Delayed:
+    """Lazy (Q + 1,) vector: the range-query answers, then n; reduced over partitions like the
+    d×d counts, in one read."""
+    shared = dask.delayed(workload, pure=True)
+    return reduction_graph(ddf, schema, partition_range_counts, shared, schema)
+
+
+def relative_errors(true: np.ndarray, released: np.ndarray, true_rows: int,
+                    released_rows: int, sanity: float = 1.0) -> np.ndarray:
+    """|true − released·n/n'| / max(true, s): released answers scaled to the true n rows."""
+    if not sanity > 0:
+        raise ValueError(f"the sanity bound must be > 0, got {sanity!r}")
+    if released_rows < 1:
+        raise ValueError("the synthetic table has no rows")
+    scaled = np.asarray(released, dtype=np.float64) * (true_rows / released_rows)
+    true = np.asarray(true, dtype=np.float64)
+    return np.abs(true - scaled) / np.maximum(true, sanity)
+
+
+def range_query_errors(data: TableSource, synthetic: TableSource, schema: Schema, *,
+                       queries: int = DEFAULT_RANGE_QUERIES, attributes: int | None = None,
+                       sanity: float = 1.0, seed: int = 0) -> np.ndarray:
+    """Relative errors (Q,) of random range-count queries (:func:`range_query_workload`) on a
+    decoded synthetic table (schema labels) against the raw data, both read through Dask."""
+    if isinstance(synthetic, str | Path):
+        synthetic = checked_table(synthetic)
+    workload = range_query_workload(schema, queries, attributes, seed)
+    labels = schema.as_labels()
+    true, released = compute(range_query_graph(read_table(data, schema), schema, workload),
+                             range_query_graph(read_table(synthetic, labels), labels, workload))
+    return relative_errors(true[:-1], released[:-1], int(true[-1]), int(released[-1]), sanity)
 
 
 @dataclass(frozen=True)

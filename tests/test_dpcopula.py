@@ -200,8 +200,8 @@ def test_opendp_fit_is_recorded_as_pure_dp(client, data, tmp_path):
     (entry,) = ledger.entries("small")
     assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
     assert entry.counted
-    with pytest.raises(ValueError, match="histogram mechanism 'efpa'"):
-        Synthesizer.create("dpcopula-kendall", SMALL_SCHEMA_PATH, histograms="efpa",
+    with pytest.raises(ValueError, match="histogram mechanism 'wavelet'"):
+        Synthesizer.create("dpcopula-kendall", SMALL_SCHEMA_PATH, histograms="wavelet",
                            ledger=False).fit(data)
 
 

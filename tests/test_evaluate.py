@@ -17,11 +17,16 @@ from dp_dask.cluster import compute
 from dp_dask.counts import partition_counts
 from dp_dask.evaluate import (
     Answers,
+    RangeQueries,
     alpha_beta,
     answer_graphs,
     error_records,
     pair_correlations,
     partition_three_way_counts,
+    range_counts_from_codes,
+    range_query_errors,
+    range_query_workload,
+    relative_errors,
     three_way_workload,
     workload_sizes,
 )
@@ -234,3 +239,72 @@ def test_report_command_on_a_small_frame(client, tmp_path, capsys):
                  *scheduler(client)])
     assert code == 2
     assert "not among the swept" in capsys.readouterr().err
+
+
+# --- range-count queries (the DPCopula/DPView papers' metric) -----------------------------------
+
+def test_range_counts_by_hand(small_schema):
+    # rows (colour, size, flag, city) as codes; sizes 3, 4, 2, 6
+    codes = np.array([[0, 0, 1, 0], [1, 2, 0, 3], [2, 3, 1, 5], [1, 1, 1, 1], [0, 3, 0, 2]]).T
+    full = small_schema.sizes - 1
+    lo = np.zeros((4, 4), dtype=np.int64)
+    hi = np.tile(full, (4, 1))
+    lo[0, 0], hi[0, 0] = 1, 2  # colour in {green, blue}: rows 1, 2, 3
+    lo[1, 1], hi[1, 1], lo[1, 2] = 1, 2, 1  # size bins 1-2 and flag yes: row 3
+    lo[2, 3], hi[2, 3] = 4, 4  # city e: nobody
+    workload = RangeQueries(lo, hi, attributes=2, seed=0)  # query 3 is the whole domain
+    np.testing.assert_array_equal(range_counts_from_codes(codes, workload, small_schema),
+                                  [3, 1, 0, 5])
+
+
+def test_range_workload_depends_on_schema_and_seed_only(small_schema):
+    workload = range_query_workload(small_schema, queries=500, attributes=2, seed=7)
+    again = range_query_workload(small_schema, queries=500, attributes=2, seed=7)
+    other = range_query_workload(small_schema, queries=500, attributes=2, seed=8)
+    np.testing.assert_array_equal(workload.lo, again.lo)
+    np.testing.assert_array_equal(workload.hi, again.hi)
+    assert not np.array_equal(workload.lo, other.lo)
+    sizes = small_schema.sizes
+    assert np.all((0 <= workload.lo) & (workload.lo <= workload.hi) & (workload.hi < sizes))
+    constrained = (workload.lo > 0) | (workload.hi < sizes - 1)
+    assert constrained.sum(axis=1).max() <= 2  # a range may happen to span the whole domain
+    assert (constrained.sum(axis=1) == 2).mean() > 0.3
+    assert np.all(range_query_workload(small_schema, queries=50).lo.shape == (50, 4))
+    with pytest.raises(ValueError, match="1 to 4 attributes"):
+        range_query_workload(small_schema, attributes=5)
+
+
+def test_range_answers_match_pandas_in_small_batches(client, frame, monkeypatch):
+    """The Dask reduction (3 partitions) with batches of a few queries against pandas."""
+    import dp_dask.evaluate as evaluate
+
+    monkeypatch.setattr(evaluate, "RANGE_BATCH_CELLS", 1_000)  # 5 queries per 200-row partition
+    schema = load_schema(SMALL_SCHEMA_PATH)
+    workload = range_query_workload(schema, queries=60, attributes=3, seed=1)
+    (answers,) = compute(evaluate.range_query_graph(dd.from_pandas(frame, npartitions=3),
+                                                    schema, workload))
+    labels = labelled(frame)
+    position = {a.name: labels[a.name].map({v: i for i, v in enumerate(a.labels)}).to_numpy()
+                for a in schema.attributes}
+    expected = [int(np.all([(lo[a] <= position[name]) & (position[name] <= hi[a])
+                            for a, name in enumerate(schema.names)], axis=0).sum())
+                for lo, hi in zip(workload.lo, workload.hi)]
+    np.testing.assert_array_equal(answers[:-1], expected)
+    assert answers[-1] == len(frame)
+
+
+def test_range_errors_are_zero_on_the_data_itself_and_use_the_sanity_bound(client, frame):
+    schema = load_schema(SMALL_SCHEMA_PATH)
+    same = range_query_errors(frame, labelled(frame), schema, queries=200, seed=3)
+    assert same.shape == (200,) and np.all(same == 0)
+    # the data twice: answers scaled to n are the data's; the first half twice: they are not
+    twice = range_query_errors(frame, pd.concat([labelled(frame)] * 2), schema, queries=200,
+                               seed=3)
+    half = range_query_errors(frame, pd.concat([labelled(frame).iloc[:300]] * 2), schema,
+                              queries=200, seed=3)
+    assert np.all(twice == 0) and np.any(half > 0)
+    # |true − released·n/n'| / max(true, s), by hand
+    got = relative_errors(np.array([0, 0, 10, 4]), np.array([3, 0, 3, 1]), 100, 50, sanity=2)
+    np.testing.assert_allclose(got, [6 / 2, 0.0, 4 / 10, 2 / 4])
+    with pytest.raises(ValueError, match="sanity"):
+        relative_errors(np.zeros(1), np.zeros(1), 1, 1, sanity=0)

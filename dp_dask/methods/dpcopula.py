@@ -1,7 +1,8 @@
 """DPCopula-Kendall (Li, Xiong & Jiang, EDBT 2014): DP marginals + DP Kendall's τ, Gaussian copula.
 
     split     ε = ε1 + ε2 with k = ε1/ε2 (default 8)
-    marginals every attribute's 1-way histogram + Laplace, ε1/m each (pure DP)
+    marginals every attribute's 1-way histogram, ε1/m each (pure DP): + Laplace, or EFPA
+              (Ács et al. 2012, the papers' choice; dp_dask.privacy.efpa)
     tau       every pair's Kendall tau-a + Laplace, ε2/C(m,2) each (pure DP)
     copula    P̃ = sin(π/2·τ̃), repaired to a correlation matrix by our NCM (dp_dask.copula)
     sample    per output partition: y ~ N(0, P̃) in m dimensions, value j = F̃_j⁻¹(Φ(y_j)) on the
@@ -15,7 +16,9 @@ The releases compose by basic composition: (ε1 + ε2, 0)-DP.
 Neighbouring datasets, as everywhere in dp_dask: replace one row, n public.
 
 * A histogram's L1 sensitivity is 2 (one count −1, one +1); the m histograms concatenated have
-  L1 sensitivity 2m, so Laplace b = 2m/ε1 per cell is ε1-DP for all of them.
+  L1 sensitivity 2m, so Laplace b = 2m/ε1 per cell is ε1-DP for all of them. With EFPA each
+  histogram is its own (ε1/m, 0)-DP release (ε1/(2m) to choose how many Fourier coefficients
+  to keep, ε1/(2m) for their noise; sensitivities proved in dp_dask.privacy.efpa): ε1 in all.
 * Kendall's tau-a, τ_a = S / C(n, 2) with S = (#concordant − #discordant pairs), moves by at most
   **4/n** (not the papers' 4/(n+1), which is for a dataset of n+1 rows under add/remove). Proof:
   S sums a term s(r, r') ∈ {−1, 0, +1} over unordered row pairs. Replacing row r by r* changes
@@ -49,6 +52,7 @@ from dp_dask.copula import nearest_correlation, psd_correlation_factor
 from dp_dask.counts import attribute_pairs
 from dp_dask.model import project_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
+from dp_dask.privacy.efpa import efpa_histogram
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.schema import Schema
 from dp_dask.synthesizer import Synthesizer
@@ -57,7 +61,7 @@ from dp_dask.timing import timed
 MODEL_FORMAT = 1
 KENDALL = "dpcopula-kendall"
 DEFAULT_RATIO = 8.0  # k = ε1/ε2 of the papers
-HISTOGRAM_MECHANISMS = ("laplace",)  # EFPA (Ács et al.), the papers' choice, is not built yet
+HISTOGRAM_MECHANISMS = ("laplace", "efpa")  # EFPA: Ács et al. 2012, the papers' choice
 HISTOGRAM_L1_SENSITIVITY = 2  # replace one row: one cell −1, one cell +1
 
 
@@ -104,20 +108,34 @@ def pair_tables(counts: np.ndarray, schema: Schema) -> list[np.ndarray]:
 
 
 def noisy_histograms(exact: np.ndarray, schema: Schema, n_rows: int, epsilon1: float, *,
-                     sampler: str, rng: np.random.Generator | None) -> list[np.ndarray]:
-    """The m histograms + Laplace (one ε1-DP measurement), as probabilities on each domain.
+                     mechanism: str = "laplace", sampler: str,
+                     rng: np.random.Generator | None) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """The m noisy histograms (ε1-DP in all) as probabilities on each domain, and what the
+    mechanism chose (EFPA: the coefficients kept per attribute, themselves DP outputs).
 
     ``exact``: the d exact 1-way counts, attribute after attribute (the diagonal of the d×d
-    counts). Post-processing: each histogram projected onto {x ≥ 0, Σx = n} (n public), as the
-    copula method does: clip-and-normalise would take the clipped noise's mass from the large
-    cells.
+    counts). ``mechanism``: "laplace" (one measurement on all d counts) or "efpa" (one per
+    attribute, ε1/m each). Post-processing: each histogram projected onto {x ≥ 0, Σx = n}
+    (n public), as the copula method does: clip-and-normalise would take the clipped noise's
+    mass from the large cells.
     """
-    sensitivity = HISTOGRAM_L1_SENSITIVITY * schema.m
-    noisy = laplace_noise(exact, sensitivity / epsilon1, sensitivity=sensitivity,
-                          sampler=sampler, rng=rng)
+    cells = [exact[offset : offset + size] for offset, size in zip(schema.offsets, schema.sizes)]
+    details: dict[str, Any] = {"histograms": mechanism}
+    if mechanism == "efpa":
+        releases = [efpa_histogram(c, n_rows, epsilon1 / schema.m, sampler=sampler, rng=rng)
+                    for c in cells]
+        noisy = [r.histogram for r in releases]
+        details["efpa_coefficients_kept"] = [r.kappa for r in releases]
+    elif mechanism == "laplace":
+        sensitivity = HISTOGRAM_L1_SENSITIVITY * schema.m
+        flat = laplace_noise(exact, sensitivity / epsilon1, sensitivity=sensitivity,
+                             sampler=sampler, rng=rng)
+        noisy = np.split(flat, np.cumsum(schema.sizes)[:-1])
+    else:
+        raise ValueError(f"unknown histogram mechanism {mechanism!r}; expected one of "
+                         f"{HISTOGRAM_MECHANISMS}")
     total = max(n_rows, 1)
-    return [project_to_total(noisy[offset : offset + size], total) / total
-            for offset, size in zip(schema.offsets, schema.sizes)]
+    return [project_to_total(h, total) / total for h in noisy], details
 
 
 def noisy_kendall_tau(counts: np.ndarray, schema: Schema, n_rows: int, epsilon2: float, *,
@@ -143,16 +161,19 @@ def pair_matrix(pairs: np.ndarray, m: int) -> np.ndarray:
 
 
 def dpcopula_kendall(counts: np.ndarray, schema: Schema, n_rows: int, epsilon: float, *,
-                     ratio: float = DEFAULT_RATIO, sampler: str = "opendp",
+                     ratio: float = DEFAULT_RATIO, histogram_mechanism: str = "laplace",
+                     sampler: str = "opendp",
                      rng: np.random.Generator | None = None,
                      metadata: dict[str, Any] | None = None) -> DPCopulaModel:
     """DPCopula-Kendall on exact d×d counts; the only step that reads them (returns noisy ones)."""
     epsilon1, epsilon2 = split_budget(epsilon, ratio, schema.m)
-    histograms = noisy_histograms(np.diagonal(counts), schema, n_rows, epsilon1,
-                                  sampler=sampler, rng=rng)
+    histograms, marginals = noisy_histograms(np.diagonal(counts), schema, n_rows, epsilon1,
+                                             mechanism=histogram_mechanism, sampler=sampler,
+                                             rng=rng)
     tau = noisy_kendall_tau(counts, schema, n_rows, epsilon2, sampler=sampler, rng=rng)
     correlation = nearest_correlation(pair_matrix(np.sin(np.pi / 2 * tau), schema.m))
     details = {"method": KENDALL, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
+               **marginals,
                "tau": "tau-a, (concordant - discordant)/C(n,2), from the exact 2-way tables",
                "noisy_tau": tau.tolist()}
     return DPCopulaModel(schema, n_rows, tuple(histograms), correlation,
@@ -219,7 +240,7 @@ class DPCopulaKendallSynthesizer(Synthesizer):
     """DPCopula-Kendall (``--method dpcopula-kendall``): pure ε-DP, δ = 0 (``delta`` is ignored).
 
     Extra parameters: ``k`` = ε1/ε2, the marginals' budget over the correlations' (default 8, as
-    in the papers); ``histograms``: the marginals' mechanism, "laplace" (EFPA not built yet).
+    in the papers); ``histograms``: the marginals' mechanism, "laplace" (default) or "efpa".
     """
 
     name: ClassVar[str] = KENDALL
@@ -245,10 +266,21 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                 "accountant": BASIC_COMPOSITION, "rho": None,
                 "budget_split": self._budget_split(epsilon1, epsilon2)}
 
+    def _histogram_mechanism(self, epsilon1: float) -> str:
+        """The marginals' mechanism and its budget parts, for the release record."""
+        share = epsilon1 / self.schema.m
+        if self.histograms == "efpa":
+            return (f"EFPA (Acs, Castelluccia & Chen 2012) per histogram, epsilon1/m = "
+                    f"{share:.6g} each: {share / 2:.6g} to choose the Fourier coefficients kept "
+                    f"(report noisy max, score sensitivity sqrt(2)), {share / 2:.6g} for their "
+                    f"Laplace noise (L1 sensitivity of the kept coefficients)")
+        return f"Laplace, L1 sensitivity 2 each, epsilon1/m = {share:.6g} each"
+
     def _budget_split(self, epsilon1: float, epsilon2: float) -> str:
         m = self.schema.m
-        return (f"epsilon1 = {epsilon1:.6g} to the {m} histograms (Laplace, L1 sensitivity 2 "
-                f"each, epsilon1/m each), epsilon2 = {epsilon2:.6g} to the {m * (m - 1) // 2} "
+        return (f"epsilon1 = {epsilon1:.6g} to the {m} histograms "
+                f"({self._histogram_mechanism(epsilon1)}), epsilon2 = {epsilon2:.6g} to the "
+                f"{m * (m - 1) // 2} "
                 f"{self._correlations_measured()}, epsilon2/C(m,2) each); "
                 f"k = epsilon1/epsilon2 = {self.k:g}; basic composition gives "
                 f"({self.epsilon:g}, 0)-DP")
@@ -271,6 +303,7 @@ class DPCopulaKendallSynthesizer(Synthesizer):
             "privacy": self._privacy_record(
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
                 epsilon1=epsilon1, epsilon2=epsilon2, k=self.k,
+                histogram_mechanism=self._histogram_mechanism(epsilon1),
                 budget_split=plan["budget_split"], post_processing=self.post_processing,
                 **privacy),
         }
@@ -283,6 +316,7 @@ class DPCopulaKendallSynthesizer(Synthesizer):
         metadata = self._release_record(metadata)
         with timed(self.timings_, "noise_copula"):
             return dpcopula_kendall(exact, self.schema, n_rows, self.epsilon, ratio=self.k,
+                                    histogram_mechanism=self.histograms,
                                     sampler=self.noise_sampler, rng=self._noise_rng(),
                                     metadata=metadata)
 

@@ -1,7 +1,7 @@
 """DPCopula-MLE (Li, Xiong & Jiang, EDBT 2014): DP marginals + subsample-and-aggregate correlation.
 
     split      ε = ε1 + ε2 with k = ε1/ε2 (default 8), as DPCopula-Kendall (``split_budget``)
-    marginals  as DPCopula-Kendall: the m 1-way histograms + Laplace, ε1/m each
+    marginals  as DPCopula-Kendall: the m 1-way histograms, ε1/m each, Laplace or EFPA
     blocks     the rows cut into l blocks of consecutive rows by their position g in the input:
                block t holds rows ⌊t·n/l⌋ ≤ g < ⌊(t+1)·n/l⌋ (:func:`block_edges`)
     estimate   per block, the correlation of its pseudo-copula data (:func:`block_correlations`)
@@ -219,14 +219,18 @@ def noisy_block_average(sums: np.ndarray, blocks: int, epsilon2: float, *, sampl
 
 def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: int,
                  blocks: int, epsilon: float, *, ratio: float = DEFAULT_RATIO,
-                 sampler: str = "opendp", rng: np.random.Generator | None = None,
+                 histogram_mechanism: str = "laplace", sampler: str = "opendp",
+                 rng: np.random.Generator | None = None,
                  metadata: dict[str, Any] | None = None) -> DPCopulaModel:
     """DPCopula-MLE on exact 1-way counts and block sums S; the only step that reads them."""
     epsilon1, epsilon2 = split_budget(epsilon, ratio, schema.m)
-    histograms = noisy_histograms(one_way, schema, n_rows, epsilon1, sampler=sampler, rng=rng)
+    histograms, marginals = noisy_histograms(one_way, schema, n_rows, epsilon1,
+                                             mechanism=histogram_mechanism, sampler=sampler,
+                                             rng=rng)
     averages = noisy_block_average(sums, blocks, epsilon2, sampler=sampler, rng=rng)
     correlation = nearest_correlation(pair_matrix(averages, schema.m))
     details = {"method": MLE, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
+               **marginals,
                "blocks": blocks, "block_rows": [n_rows // blocks, -(-n_rows // blocks)],
                "estimator": "per block of consecutive rows, the correlation of the normal "
                             "scores of mid-ranks/(rows+1) (pseudo-MLE); mean over blocks",
@@ -296,5 +300,6 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
         metadata = self._release_record(metadata, blocks=self.blocks_)
         with timed(self.timings_, "noise_copula"):
             return dpcopula_mle(one_way, sums, self.schema, n_rows, self.blocks_, self.epsilon,
-                                ratio=self.k, sampler=self.noise_sampler, rng=self._noise_rng(),
+                                ratio=self.k, histogram_mechanism=self.histograms,
+                                sampler=self.noise_sampler, rng=self._noise_rng(),
                                 metadata=metadata)
