@@ -24,6 +24,15 @@ MAX_STEP = 1.0
 STEP_GAIN = 0.5
 MIN_STEP_GAIN = 0.05
 FREQUENCY_FLOOR = 0.1
+# Attributes with at least this many categories are drawn through exchangeable groups (below,
+# the s × s GEMM per draw costs seconds at most, and their offsets stay as they were).
+GROUPED_MIN_CATEGORIES = 1_000
+# Correlations that differ by at most this count as equal in a group (the nearest correlation
+# matrix keeps exact symmetries to ~1e-13); members' row sums are keyed in steps of _KEY_STEP.
+GROUP_TOLERANCE = 1e-9
+_KEY_STEP = 1e-6
+# Values per chunk of the argmax pass (32 MB of float32).
+_CHUNK_VALUES = 2**23
 
 
 def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Schema, *,
@@ -32,7 +41,9 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
     """Offsets c such that argmax over each attribute of (Y + c) has frequencies ≈ marginals.
 
     An attribute's decoding depends only on its own block of the correlation matrix, so each is
-    calibrated on its own draws (common random numbers across iterations).
+    calibrated on its own draws (common random numbers across iterations). An attribute of at
+    least GROUPED_MIN_CATEGORIES categories draws them through :func:`exchangeable_groups`: the
+    same distribution for a fraction of the work, other draws than the plain factor's.
     """
     rng = np.random.default_rng(seed)
     offsets = np.zeros(schema.d)
@@ -40,13 +51,17 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
         target = marginals[o : o + s]
         if s == 1:
             continue
-        factor = psd_correlation_factor(correlation[o : o + s, o : o + s])
-        latent = rng.standard_normal((draws, s), dtype=np.float32) @ factor.T.astype(np.float32)
+        block = correlation[o : o + s, o : o + s]
+        groups = exchangeable_groups(block) if s >= GROUPED_MIN_CATEGORIES else []
+        # Grouped categories are drawn in contiguous columns: work in that order, map back.
+        order = np.concatenate([np.setdiff1d(np.arange(s), np.concatenate(groups)), *groups]
+                               ) if groups else np.arange(s)
+        latent = _latent_draws(block, order, groups, draws, rng)
+        target = target[order]
         c = ndtri(target)  # start at the binary thresholds: Y_a > Φ⁻¹(1 - p_a)
         gain, previous = STEP_GAIN, np.inf
         for _ in range(iterations):
-            picked = np.bincount(np.argmax(latent + c.astype(np.float32), axis=1),
-                                 minlength=s) / draws
+            picked = _decoded_counts(latent, c.astype(np.float32)) / draws
             error = np.abs(picked - target).max()
             if error < tolerance:
                 break
@@ -55,8 +70,87 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
             previous = error
             ratio = np.log(target) - np.log(np.maximum(picked, FREQUENCY_FLOOR / draws))
             c = c + np.clip(gain * ratio, -MAX_STEP, MAX_STEP)
-        offsets[o : o + s] = c
+        offsets[o + order] = c
     return offsets
+
+
+def exchangeable_groups(block: np.ndarray, tol: float = GROUP_TOLERANCE) -> list[np.ndarray]:
+    """Groups of at least two categories that a correlation block treats alike: one correlation
+    r between any two members, and for each category outside, one correlation with all members
+    (each up to ``tol``).
+
+    Many rare categories of a wide attribute are such a group: shrinkage sets their noise-sized
+    dependence to exactly zero, and the nearest correlation matrix, being unique, keeps the
+    symmetry (shape wide5000: 2,031 of 5,000 categories, equal to 3e-13).
+    """
+    # Members' rows are equal up to order, so their sums and sums of squares agree; keys are
+    # quantised far above the rounding of those sums, and each candidate group is verified.
+    keys = np.round(np.stack([block.sum(axis=1), (block**2).sum(axis=1)], axis=1) / _KEY_STEP)
+    _, labels, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    by_label = np.argsort(labels.ravel(), kind="stable")
+    groups = []
+    for members in np.split(by_label, np.cumsum(counts)[:-1]):
+        if len(members) < 2:
+            continue
+        inner = block[np.ix_(members, members)][~np.eye(len(members), dtype=bool)]
+        outside = np.delete(block[:, members], members, axis=0)
+        if np.ptp(inner) <= tol and (len(outside) == 0 or np.ptp(outside, axis=1).max() <= tol):
+            groups.append(members)
+    return groups
+
+
+def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray], draws: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """(draws, s) float32 normals with correlation ``block``, columns in ``order`` (the
+    ungrouped categories, then each group's members, as :func:`calibrate_offsets` builds it).
+
+    Without groups: standard normals times the block's factor (a GEMM of s × s per draw). A
+    group G with inner correlation r is its mean W plus independent residuals:
+    Y_j = W + √(1 - r)·(Z_j - Z̄_G), where Z̄_G·√|G| is a standard normal independent of the
+    Z_j - Z̄_G. So the factor is only needed for the ungrouped categories and one mean per group
+    (their covariance is the block averaged over each group), the rest costs O(s) per draw. The
+    same draws × s normals are taken from ``rng`` either way, so later attributes draw the same.
+    """
+    s = len(block)
+    latent = rng.standard_normal((draws, s), dtype=np.float32)
+    if not groups:
+        return latent @ psd_correlation_factor(block).T.astype(np.float32)
+    single = order[: s - sum(len(g) for g in groups)]
+
+    def reduce(m: np.ndarray) -> np.ndarray:  # columns → the ungrouped ones, then group means
+        return np.column_stack([m[:, single]] + [m[:, g].mean(axis=1) for g in groups])
+
+    covariance = reduce(reduce(block).T)
+    scale = np.sqrt(np.diag(covariance))
+    factor = psd_correlation_factor(covariance / np.outer(scale, scale)) * scale[:, None]
+    normals = np.empty((draws, len(covariance)), dtype=np.float32)
+    normals[:, : len(single)] = latent[:, : len(single)]
+    bounds = np.cumsum([len(single)] + [len(g) for g in groups])
+    for k, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
+        mean = latent[:, start:stop].mean(axis=1, keepdims=True)
+        latent[:, start:stop] -= mean
+        normals[:, len(single) + k] = mean[:, 0] * np.float32(np.sqrt(stop - start))
+    reduced = normals @ factor.T.astype(np.float32)
+    latent[:, : len(single)] = reduced[:, : len(single)]
+    for k, (g, start, stop) in enumerate(zip(groups, bounds[:-1], bounds[1:])):
+        r = (block[np.ix_(g, g)].sum() - len(g)) / (len(g) * (len(g) - 1))
+        latent[:, start:stop] *= np.float32(np.sqrt(max(1.0 - r, 0.0)))
+        latent[:, start:stop] += reduced[:, len(single) + k, None]
+    return latent
+
+
+def _decoded_counts(latent: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """How often each column is the argmax of latent + offsets: in chunks of rows, so that no
+    second (draws × s) array is allocated (4 GB for 5,000 categories); same sums as at once."""
+    s = latent.shape[1]
+    counts = np.zeros(s, dtype=np.int64)
+    chunk = max(1, _CHUNK_VALUES // s)
+    buffer = np.empty((min(chunk, len(latent)), s), dtype=np.float32)
+    for start in range(0, len(latent), chunk):
+        rows = latent[start : start + chunk]
+        np.add(rows, offsets, out=buffer[: len(rows)])
+        counts += np.bincount(np.argmax(buffer[: len(rows)], axis=1), minlength=s)
+    return counts
 
 
 def decode_latent(latent: np.ndarray, offsets: np.ndarray, schema: Schema) -> np.ndarray:
