@@ -60,6 +60,9 @@ def test_grouped_draws_have_the_block_correlation(wide_model):
     # Sample correlations: standard error about (1 - ρ²)/√draws ≤ 0.005.
     assert np.abs(empirical - expected).max() < 6 / np.sqrt(draws)
     assert np.abs(latent.std(axis=0) - 1).max() < 6 / np.sqrt(2 * draws)
+    # No group: the whole block's triangular factor, applied in place.
+    plain = _latent_draws(block, np.arange(300), [], draws, np.random.default_rng(2))
+    assert np.abs(np.corrcoef(plain.T.astype(np.float64)) - block).max() < 6 / np.sqrt(draws)
 
 
 def test_grouped_calibration_matches_fresh_draws_and_keeps_other_attributes(wide_model,
