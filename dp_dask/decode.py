@@ -34,6 +34,8 @@ GROUP_TOLERANCE = 1e-9
 _KEY_STEP = 1e-6
 # Values per chunk of the argmax pass (32 MB of float32).
 _CHUNK_VALUES = 2**23
+# Smallest variance of a group mean: a standard deviation of 1e-6 against latents of 1.
+_VARIANCE_FLOOR = 1e-12
 
 
 def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Schema, *,
@@ -126,7 +128,9 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
         return np.column_stack([m[:, single]] + [m[:, g].mean(axis=1) for g in groups])
 
     covariance = reduce(reduce(block).T)
-    scale = np.sqrt(np.diag(covariance))
+    # A group that is the whole attribute at r = -1/(s - 1) (its nearest correlation when the
+    # pairwise rule meets no dependence) has a constant mean: variance 0, ±1e-14 in rounding.
+    scale = np.sqrt(np.maximum(np.diag(covariance), _VARIANCE_FLOOR))
     factor = psd_correlation_factor(covariance / np.outer(scale, scale)) * scale[:, None]
     normals = np.empty((draws, len(covariance)), dtype=np.float32)
     normals[:, : len(single)] = latent[:, : len(single)]

@@ -83,3 +83,22 @@ def test_grouped_calibration_matches_fresh_draws_and_keeps_other_attributes(wide
     frequency = np.bincount(codes[:, 0], minlength=300) / draws
     target = marginals[:300]
     assert np.all(np.abs(frequency - target) < 5 * np.sqrt(2 * target * (1 - target) / draws))
+
+
+def test_an_attribute_that_is_one_group_with_a_constant_mean():
+    """The pairwise rule with no dependence: every ρ within the attribute -1, repaired to the
+    equicorrelation -1/(s - 1), so the group mean has variance 0 (up to rounding)."""
+    s, draws = 1_000, 20_000
+    pairwise = np.full((s, s), -RHO_MAX)
+    np.fill_diagonal(pairwise, 1.0)
+    correlation = nearest_correlation(pairwise)
+    assert [len(g) for g in exchangeable_groups(correlation)] == [s]
+    marginals = np.random.default_rng(3).dirichlet(np.full(s, 2.0))
+    schema = load_schema({"attributes": [{"name": "a", "categories": [str(c) for c in range(s)]}]})
+    offsets = calibrate_offsets(correlation, marginals, schema, draws=draws, seed=0)
+    assert np.isfinite(offsets).all()
+    latent = np.random.default_rng(8).standard_normal((draws, s)) @ psd_correlation_factor(
+        correlation).T
+    frequency = np.bincount(decode_latent(latent, offsets, schema)[:, 0], minlength=s) / draws
+    error = np.sqrt(2 * marginals * (1 - marginals) / draws)
+    assert np.all(np.abs(frequency - marginals) < 5 * error + 1 / draws)
