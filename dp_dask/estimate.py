@@ -104,11 +104,11 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
     read_rows = min(rows, INPUT_PARTITION_ROWS)
     count_task = read_rows * m * (TEXT_CELL_BYTES + 8) + 2 * matrix  # text, codes, counts
     sample_rows_task = min(sample_rows, partition_rows)
+    calibration_bytes = 0
     if method == "copula":
-        largest = max(sizes)
-        # noisy counts, correlation, its factor, a work copy; the calibration's float32 draws of
-        # the largest attribute
-        model = 4 * matrix + CALIBRATION_DRAWS * largest * 4
+        model = 4 * matrix  # noisy counts, correlation, its factor, a work copy
+        # on the driver only: the calibration's float32 draws of the largest attribute
+        calibration_bytes = CALIBRATION_DRAWS * max(sizes) * 4
         sample_task = sample_rows_task * d * (4 + 1) + model  # float32 latent, uint8 dummies
         fit_seconds = COPULA_EIGH_SWEEPS * EIGH_SECONDS_PER_D3 * d**3
         sample_seconds = sample_rows * (2 * d * d / SAMPLE_FLOPS)
@@ -133,7 +133,7 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
         queries=query_count(m), table_cells=cells, largest_table=cost.largest_table,
         largest_table_cells=cost.table_cells, rows=rows, sample_rows=sample_rows,
         workers=workers, sample_partition_rows=partition_rows, count_matrix_bytes=matrix,
-        driver_bytes=PROCESS_BYTES + 2 * matrix + model,
+        driver_bytes=PROCESS_BYTES + 2 * matrix + model + calibration_bytes,
         worker_bytes=PROCESS_BYTES + max(count_task, sample_task),
         seconds={stage: round(value, 3) for stage, value in seconds.items()})
 

@@ -44,3 +44,4 @@ def test_copula_calibration_is_planned_per_attribute():
     # The calibration's draws of the largest attribute are part of the driver's memory.
     small = plan.estimate(schema_with([10] * 10), 1_000_000, method="copula")
     assert estimate.driver_bytes - small.driver_bytes > plan.CALIBRATION_DRAWS * 5_000 * 4
+    assert estimate.worker_bytes - small.worker_bytes < plan.CALIBRATION_DRAWS * 5_000 * 4
