@@ -132,19 +132,28 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
     # pairwise rule meets no dependence) has a constant mean: variance 0, ±1e-14 in rounding.
     scale = np.sqrt(np.maximum(np.diag(covariance), _VARIANCE_FLOOR))
     factor = psd_correlation_factor(covariance / np.outer(scale, scale)) * scale[:, None]
-    normals = np.empty((draws, len(covariance)), dtype=np.float32)
-    normals[:, : len(single)] = latent[:, : len(single)]
-    bounds = np.cumsum([len(single)] + [len(g) for g in groups])
+    n = len(single)
+    bounds = np.cumsum([n] + [len(g) for g in groups])
+    means = np.empty((draws, len(groups)), dtype=np.float32)  # standardised, then W
     for k, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
         mean = latent[:, start:stop].mean(axis=1, keepdims=True)
         latent[:, start:stop] -= mean
-        normals[:, len(single) + k] = mean[:, 0] * np.float32(np.sqrt(stop - start))
-    reduced = _times_factor(normals, factor)
-    latent[:, : len(single)] = reduced[:, : len(single)]
+        means[:, k] = mean[:, 0] * np.float32(np.sqrt(stop - start))
+    # Through the factor a chunk of rows at a time: no second array of draws × (n + groups).
+    chunk = max(1, _CHUNK_VALUES // len(covariance))
+    buffer = np.empty((min(chunk, draws), len(covariance)), dtype=np.float32)
+    for start in range(0, draws, chunk):
+        rows = slice(start, min(start + chunk, draws))
+        part = buffer[: rows.stop - start]
+        part[:, :n] = latent[rows, :n]
+        part[:, n:] = means[rows]
+        part = _times_factor(part, factor)
+        latent[rows, :n] = part[:, :n]
+        means[rows] = part[:, n:]
     for k, (g, start, stop) in enumerate(zip(groups, bounds[:-1], bounds[1:])):
         r = (block[np.ix_(g, g)].sum() - len(g)) / (len(g) * (len(g) - 1))
         latent[:, start:stop] *= np.float32(np.sqrt(max(1.0 - r, 0.0)))
-        latent[:, start:stop] += reduced[:, len(single) + k, None]
+        latent[:, start:stop] += means[:, k, None]
     return latent
 
 
