@@ -43,6 +43,9 @@ WRITE_SECONDS_PER_DUMMY = 1.6e-8
 CALIBRATION_DRAWS = 200_000  # the copula's default calibration_draws
 CALIBRATION_FACTOR_EIGH = 1.5  # psd_correlation_factor: eigh, then reconstruct + Cholesky
 NORMAL_SECONDS = 1 / 111e6  # float32 standard normals
+# s × s float64 temporaries besides the draws (group keys, reduced covariance, eigh, factor):
+# 1.06 GB measured with tracemalloc at s = 5,000.
+CALIBRATION_BLOCK_COPIES = 6
 CALIBRATION_PASSES = 5  # 3–5 for attributes of 2–411 categories, 1 for wide5000's 5,000
 ARGMAX_SECONDS_PER_VALUE = 1.4e-9  # offsets added + argmax, per draw and category
 ROW_UPDATE_SECONDS = 1.0e-6  # marginals: row updates, per row and attribute pair
@@ -107,8 +110,10 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
     calibration_bytes = 0
     if method == "copula":
         model = 4 * matrix  # noisy counts, correlation, its factor, a work copy
-        # on the driver only: the calibration's float32 draws of the largest attribute
-        calibration_bytes = CALIBRATION_DRAWS * max(sizes) * 4
+        # on the driver only: the calibration's float32 draws of the largest attribute and
+        # its s × s float64 temporaries
+        calibration_bytes = max(sizes) * (CALIBRATION_DRAWS * 4
+                                          + CALIBRATION_BLOCK_COPIES * max(sizes) * 8)
         sample_task = sample_rows_task * d * (4 + 1) + model  # float32 latent, uint8 dummies
         fit_seconds = COPULA_EIGH_SWEEPS * EIGH_SECONDS_PER_D3 * d**3
         sample_seconds = sample_rows * (2 * d * d / SAMPLE_FLOPS)
