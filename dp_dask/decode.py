@@ -83,8 +83,8 @@ def exchangeable_groups(block: np.ndarray, tol: float = GROUP_TOLERANCE) -> list
     (each up to ``tol``).
 
     Many rare categories of a wide attribute are such a group: shrinkage sets their noise-sized
-    dependence to exactly zero, and the nearest correlation matrix, being unique, keeps the
-    symmetry (shape wide5000: 2,031 of 5,000 categories, equal to 3e-13).
+    dependence to zero (every cross-attribute ρ below 1e-12), and the nearest correlation matrix,
+    being unique, keeps the symmetry (shape wide5000: 2,031 of 5,000 categories, equal to 3e-13).
     """
     # Members' rows are equal up to order, so their sums and sums of squares agree; keys are
     # quantised far above the rounding of those sums, and each candidate group is verified.
@@ -167,7 +167,8 @@ def _times_factor(normals: np.ndarray, factor: np.ndarray) -> np.ndarray:
 
 def _decoded_counts(latent: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """How often each column is the argmax of latent + offsets: in chunks of rows, so that no
-    second (draws × s) array is allocated (4 GB for 5,000 categories); same sums as at once."""
+    second (draws × s) array is allocated (4 GB for 5,000 categories); the same counts as one
+    pass over the whole array."""
     s = latent.shape[1]
     counts = np.zeros(s, dtype=np.int64)
     chunk = max(1, _CHUNK_VALUES // s)
