@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.linalg import blas
 from scipy.special import ndtri
 
 from dp_dask.copula import psd_correlation_factor
@@ -24,6 +25,18 @@ MAX_STEP = 1.0
 STEP_GAIN = 0.5
 MIN_STEP_GAIN = 0.05
 FREQUENCY_FLOOR = 0.1
+# Attributes with at least this many categories are drawn through exchangeable groups (below,
+# the s × s GEMM per draw costs seconds at most, and their offsets stay as they were).
+GROUPED_MIN_CATEGORIES = 1_000
+# Correlations that differ by at most this count as equal in a group (the nearest correlation
+# matrix keeps exact symmetries to ~1e-13); members' sorted rows are keyed in steps of
+# _KEY_STEP (on wide5000, keys of row sums at 1e-6 put 6 other categories with the 2,031).
+GROUP_TOLERANCE = 1e-9
+_KEY_STEP = 1e-7
+# Values per chunk of the argmax pass (32 MB of float32).
+_CHUNK_VALUES = 2**23
+# Smallest variance of a group mean: a standard deviation of 1e-6 against latents of 1.
+_VARIANCE_FLOOR = 1e-12
 
 
 def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Schema, *,
@@ -32,7 +45,9 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
     """Offsets c such that argmax over each attribute of (Y + c) has frequencies ≈ marginals.
 
     An attribute's decoding depends only on its own block of the correlation matrix, so each is
-    calibrated on its own draws (common random numbers across iterations).
+    calibrated on its own draws (common random numbers across iterations). An attribute of at
+    least GROUPED_MIN_CATEGORIES categories draws them through :func:`exchangeable_groups`: the
+    same distribution for a fraction of the work, other draws than the plain factor's.
     """
     rng = np.random.default_rng(seed)
     offsets = np.zeros(schema.d)
@@ -40,13 +55,17 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
         target = marginals[o : o + s]
         if s == 1:
             continue
-        factor = psd_correlation_factor(correlation[o : o + s, o : o + s])
-        latent = rng.standard_normal((draws, s), dtype=np.float32) @ factor.T.astype(np.float32)
+        block = correlation[o : o + s, o : o + s]
+        groups = exchangeable_groups(block) if s >= GROUPED_MIN_CATEGORIES else None
+        # Grouped categories are drawn in contiguous columns: work in that order, map back.
+        order = np.concatenate([np.setdiff1d(np.arange(s), np.concatenate(groups)), *groups]
+                               ) if groups else np.arange(s)
+        latent = _latent_draws(block, order, groups, draws, rng)
+        target = target[order]
         c = ndtri(target)  # start at the binary thresholds: Y_a > Φ⁻¹(1 - p_a)
         gain, previous = STEP_GAIN, np.inf
         for _ in range(iterations):
-            picked = np.bincount(np.argmax(latent + c.astype(np.float32), axis=1),
-                                 minlength=s) / draws
+            picked = _decoded_counts(latent, c.astype(np.float32)) / draws
             error = np.abs(picked - target).max()
             if error < tolerance:
                 break
@@ -55,8 +74,112 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
             previous = error
             ratio = np.log(target) - np.log(np.maximum(picked, FREQUENCY_FLOOR / draws))
             c = c + np.clip(gain * ratio, -MAX_STEP, MAX_STEP)
-        offsets[o : o + s] = c
+        offsets[o + order] = c
     return offsets
+
+
+def exchangeable_groups(block: np.ndarray, tol: float = GROUP_TOLERANCE) -> list[np.ndarray]:
+    """Groups of at least two categories that a correlation block treats alike: one correlation
+    r between any two members, and for each category outside, one correlation with all members
+    (each up to ``tol``).
+
+    Many rare categories of a wide attribute are such a group: shrinkage sets their noise-sized
+    dependence to zero (every cross-attribute ρ below 1e-12), and the nearest correlation matrix,
+    being unique, keeps the symmetry (shape wide5000: 2,031 of 5,000 categories, equal to 3e-13).
+    """
+    # Members' rows are equal up to order: candidates share their sorted row, quantised far
+    # above rounding (a member whose row falls across a step lands in a smaller group: still
+    # exact). Each candidate group is then verified.
+    keys = np.round(np.sort(block, axis=1) / _KEY_STEP)
+    _, labels, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    by_label = np.argsort(labels.ravel(), kind="stable")
+    groups = []
+    for members in np.split(by_label, np.cumsum(counts)[:-1]):
+        if len(members) < 2:
+            continue
+        inner = block[np.ix_(members, members)][~np.eye(len(members), dtype=bool)]
+        outside = np.delete(block[:, members], members, axis=0)
+        if np.ptp(inner) <= tol and (len(outside) == 0 or np.ptp(outside, axis=1).max() <= tol):
+            groups.append(members)
+    return groups
+
+
+def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray] | None,
+                  draws: int, rng: np.random.Generator) -> np.ndarray:
+    """(draws, s) float32 normals with correlation ``block``, columns in ``order`` (the
+    ungrouped categories, then each group's members, as :func:`calibrate_offsets` builds it).
+
+    ``groups`` None: standard normals times the block's factor (a GEMM of s × s per draw).
+    Otherwise the factor is applied as the triangular matrix it is, in place (half the flops of
+    the GEMM, no second array), and a group G with inner correlation r is its mean W plus
+    independent residuals: Y_j = W + √(1 - r)·(Z_j - Z̄_G), where Z̄_G·√|G| is a standard normal
+    independent of the Z_j - Z̄_G. So the factor is only needed for the ungrouped categories and
+    one mean per group (their covariance is the block averaged over each group); the rest costs
+    O(s) per draw. The same draws × s normals are taken from ``rng`` either way, so later
+    attributes draw the same.
+    """
+    s = len(block)
+    latent = rng.standard_normal((draws, s), dtype=np.float32)
+    if groups is None:
+        return latent @ psd_correlation_factor(block).T.astype(np.float32)
+    if not groups:
+        return _times_factor(latent, psd_correlation_factor(block))
+    single = order[: s - sum(len(g) for g in groups)]
+
+    def reduce(m: np.ndarray) -> np.ndarray:  # columns → the ungrouped ones, then group means
+        return np.column_stack([m[:, single]] + [m[:, g].mean(axis=1) for g in groups])
+
+    covariance = reduce(reduce(block).T)
+    # A group that is the whole attribute at r = -1/(s - 1) (its nearest correlation when the
+    # pairwise rule meets no dependence) has a constant mean: variance 0, ±1e-14 in rounding.
+    scale = np.sqrt(np.maximum(np.diag(covariance), _VARIANCE_FLOOR))
+    factor = psd_correlation_factor(covariance / np.outer(scale, scale)) * scale[:, None]
+    n = len(single)
+    bounds = np.cumsum([n] + [len(g) for g in groups])
+    means = np.empty((draws, len(groups)), dtype=np.float32)  # standardised, then W
+    for k, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
+        mean = latent[:, start:stop].mean(axis=1, keepdims=True)
+        latent[:, start:stop] -= mean
+        means[:, k] = mean[:, 0] * np.float32(np.sqrt(stop - start))
+    # Through the factor a chunk of rows at a time: no second array of draws × (n + groups).
+    chunk = max(1, _CHUNK_VALUES // len(covariance))
+    buffer = np.empty((min(chunk, draws), len(covariance)), dtype=np.float32)
+    for start in range(0, draws, chunk):
+        rows = slice(start, min(start + chunk, draws))
+        part = buffer[: rows.stop - start]
+        part[:, :n] = latent[rows, :n]
+        part[:, n:] = means[rows]
+        part = _times_factor(part, factor)
+        latent[rows, :n] = part[:, :n]
+        means[rows] = part[:, n:]
+    for k, (g, start, stop) in enumerate(zip(groups, bounds[:-1], bounds[1:])):
+        r = (block[np.ix_(g, g)].sum() - len(g)) / (len(g) * (len(g) - 1))
+        latent[:, start:stop] *= np.float32(np.sqrt(max(1.0 - r, 0.0)))
+        latent[:, start:stop] += means[:, k, None]
+    return latent
+
+
+def _times_factor(normals: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """``normals @ factor.T`` for a lower triangular factor, computed in place (BLAS strmm on
+    the transposed, Fortran-ordered view of the C-ordered normals)."""
+    out = blas.strmm(1.0, factor.astype(np.float32), normals.T, side=0, lower=1, trans_a=0,
+                     overwrite_b=1)
+    return out.T
+
+
+def _decoded_counts(latent: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """How often each column is the argmax of latent + offsets: in chunks of rows, so that no
+    second (draws × s) array is allocated (4 GB for 5,000 categories); the same counts as one
+    pass over the whole array."""
+    s = latent.shape[1]
+    counts = np.zeros(s, dtype=np.int64)
+    chunk = max(1, _CHUNK_VALUES // s)
+    buffer = np.empty((min(chunk, len(latent)), s), dtype=np.float32)
+    for start in range(0, len(latent), chunk):
+        rows = latent[start : start + chunk]
+        np.add(rows, offsets, out=buffer[: len(rows)])
+        counts += np.bincount(np.argmax(buffer[: len(rows)], axis=1), minlength=s)
+    return counts
 
 
 def decode_latent(latent: np.ndarray, offsets: np.ndarray, schema: Schema) -> np.ndarray:

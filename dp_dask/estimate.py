@@ -13,6 +13,7 @@ from typing import Any
 from dask.utils import format_bytes, format_time
 
 from dp_dask.checks import Cost, check_cost
+from dp_dask.decode import GROUPED_MIN_CATEGORIES
 from dp_dask.privacy.accounting import query_count
 from dp_dask.sample import default_partition_rows
 from dp_dask.schema import Schema
@@ -22,6 +23,9 @@ PROCESS_BYTES = 250 * 2**20  # an idle driver or worker process with numpy, pand
 INPUT_PARTITION_ROWS = 250_000  # rows per counting task (Parquet row groups, 64 MB of CSV)
 TEXT_CELL_BYTES = 64  # a CSV cell read as a Python string
 COUNT_UPDATES_PER_SECOND = 45e6  # read + encode + count, row x attribute-pair updates
+# Each counting task allocates, fills, ships and sums one d×d int64 matrix: what dominates a
+# wide schema's count (wide5000, d = 5,054: 4.5 s for 4 tasks of 250k rows).
+COUNT_SECONDS_PER_MATRIX_CELL = 7.5e-8
 NOISE_SECONDS_PER_CELL = 10.4e-6  # OpenDP's discrete Gaussian, on the driver
 NOISE_SECONDS_PER_MARGINAL = 0.01  # one OpenDP measurement's setup (Adult: ~1 s for 120)
 EIGH_SECONDS_PER_D3 = 1.7e-10  # one eigendecomposition, one BLAS thread
@@ -31,6 +35,19 @@ COPULA_EIGH_SWEEPS = 15
 CONSISTENCY_SECONDS_PER_CELL = 1e-5  # marginals: consistent tables + spanning tree
 SAMPLE_FLOPS = 50e9  # copula: float32 GEMM of Z·Lᵀ
 WRITE_SECONDS_PER_CELL = 0.4e-6  # decode + Parquet/Zarr, per row and attribute
+# The Zarr chunk of uint8 dummies, per row and dummy column (compression of mostly zeros):
+# 1.05 s for one 13,278-row partition of wide5000 (d = 5,054).
+WRITE_SECONDS_PER_DUMMY = 1.6e-8
+# Copula decoding calibration (dp_dask.decode), per attribute of s categories: a factor of its
+# s × s block, draws × s normals through it, a few passes of argmax over them.
+CALIBRATION_DRAWS = 200_000  # the copula's default calibration_draws
+CALIBRATION_FACTOR_EIGH = 1.5  # psd_correlation_factor: eigh, then reconstruct + Cholesky
+NORMAL_SECONDS = 1 / 111e6  # float32 standard normals
+# s × s float64 temporaries besides the draws (group keys, reduced covariance, eigh, factor):
+# 1.06 GB measured with tracemalloc at s = 5,000.
+CALIBRATION_BLOCK_COPIES = 6
+CALIBRATION_PASSES = 5  # 3–5 for attributes of 2–411 categories, 1 for wide5000's 5,000
+ARGMAX_SECONDS_PER_VALUE = 1.4e-9  # offsets added + argmax, per draw and category
 ROW_UPDATE_SECONDS = 1.0e-6  # marginals: row updates, per row and attribute pair
 
 
@@ -90,8 +107,13 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
     read_rows = min(rows, INPUT_PARTITION_ROWS)
     count_task = read_rows * m * (TEXT_CELL_BYTES + 8) + 2 * matrix  # text, codes, counts
     sample_rows_task = min(sample_rows, partition_rows)
+    calibration_bytes = 0
     if method == "copula":
         model = 4 * matrix  # noisy counts, correlation, its factor, a work copy
+        # on the driver only: the calibration's float32 draws of the largest attribute and
+        # its s × s float64 temporaries
+        calibration_bytes = max(sizes) * (CALIBRATION_DRAWS * 4
+                                          + CALIBRATION_BLOCK_COPIES * max(sizes) * 8)
         sample_task = sample_rows_task * d * (4 + 1) + model  # float32 latent, uint8 dummies
         fit_seconds = COPULA_EIGH_SWEEPS * EIGH_SECONDS_PER_D3 * d**3
         sample_seconds = sample_rows * (2 * d * d / SAMPLE_FLOPS)
@@ -101,17 +123,35 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
         fit_seconds = CONSISTENCY_SECONDS_PER_CELL * cells
         sample_seconds = sample_rows * pairs * ROW_UPDATE_SECONDS
     sample_task += sample_rows_task * m * TEXT_CELL_BYTES  # the decoded partition
+    tasks = -(-rows // INPUT_PARTITION_ROWS)
     seconds = {
-        "count": rows * (pairs + m) / (COUNT_UPDATES_PER_SECOND * workers),
+        "count": (rows * (pairs + m) / COUNT_UPDATES_PER_SECOND
+                  + tasks * d * d * COUNT_SECONDS_PER_MATRIX_CELL) / workers,
         "noise": (d + cells) * NOISE_SECONDS_PER_CELL + query_count(m) * NOISE_SECONDS_PER_MARGINAL,
         "fit": fit_seconds,
-        "sample_write": (sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL) / workers,
+        **({"calibration": calibration_seconds(sizes)} if method == "copula" else {}),
+        "sample_write": (sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL
+                         + sample_rows * d * WRITE_SECONDS_PER_DUMMY) / workers,
     }
     return Estimate(
         schema=schema.name, method=method, attributes=m, dummy_columns=d,
         queries=query_count(m), table_cells=cells, largest_table=cost.largest_table,
         largest_table_cells=cost.table_cells, rows=rows, sample_rows=sample_rows,
         workers=workers, sample_partition_rows=partition_rows, count_matrix_bytes=matrix,
-        driver_bytes=PROCESS_BYTES + 2 * matrix + model,
+        driver_bytes=PROCESS_BYTES + 2 * matrix + model + calibration_bytes,
         worker_bytes=PROCESS_BYTES + max(count_task, sample_task),
         seconds={stage: round(value, 3) for stage, value in seconds.items()})
+
+
+def calibration_seconds(sizes: list[int], draws: int = CALIBRATION_DRAWS) -> float:
+    """The copula's decoding calibration: per attribute, a factor of its block, the draws
+    through it (a GEMM below GROUPED_MIN_CATEGORIES categories, a triangular multiply in place
+    from there) and CALIBRATION_PASSES argmax passes. An upper bound for wide attributes: their
+    exchangeable groups (which depend on the noisy counts, so no plan can know them) shrink the
+    factor to the categories outside the groups."""
+    seconds = 0.0
+    for s in (s for s in sizes if s > 1):
+        multiply = (1 if s >= GROUPED_MIN_CATEGORIES else 2) * draws * s * s / SAMPLE_FLOPS
+        seconds += (CALIBRATION_FACTOR_EIGH * EIGH_SECONDS_PER_D3 * s**3 + multiply
+                    + draws * s * (NORMAL_SECONDS + CALIBRATION_PASSES * ARGMAX_SECONDS_PER_VALUE))
+    return seconds

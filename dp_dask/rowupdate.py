@@ -48,6 +48,25 @@ def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
     return counts
 
 
+def round_rows(blocks: np.ndarray, totals: np.ndarray) -> np.ndarray:
+    """Each row rounded to its total by largest remainder: :func:`round_to_total` row by row,
+    vectorised because a view has up to millions of blocks and a tree parent thousands of
+    values. A row with no mass but a positive total takes the shape of the column sums (uniform
+    if those are 0 too)."""
+    blocks = np.asarray(blocks, dtype=np.float64)
+    totals = np.asarray(totals, dtype=np.int64)
+    columns = blocks.sum(axis=0, keepdims=True)
+    fallback = columns if columns.sum() > 0 else np.ones_like(columns)
+    shape = np.where(blocks.sum(axis=1, keepdims=True) > 0, blocks, fallback)
+    scaled = shape * (totals[:, None] / shape.sum(axis=1, keepdims=True))
+    counts = np.floor(scaled).astype(np.int64)
+    short = totals - counts.sum(axis=1)
+    order = np.argsort(counts - scaled, axis=1, kind="stable")  # largest remainder first
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.arange(blocks.shape[1])[None, :], axis=1)
+    return counts + (ranks < short[:, None])
+
+
 def sample_tree(targets: Marginals, order: np.ndarray, parents: np.ndarray, rows: int,
                 rng: np.random.Generator) -> np.ndarray:
     """Codes (rows, m) whose root and parent→child counts equal their targets up to rounding."""
@@ -63,17 +82,31 @@ def sample_tree(targets: Marginals, order: np.ndarray, parents: np.ndarray, rows
         table = targets.table(parent, child)
         by_parent = np.argsort(codes[:, parent], kind="stable")
         group_sizes = np.bincount(codes[:, parent], minlength=table.shape[0])
-        values = []
-        for value, size in enumerate(group_sizes):
-            if size:
-                row = table[value] if table[value].sum() > 0 else targets.one_way[child]
-                values.append(rng.permutation(_repeat(round_to_total(row, size))))
-        codes[by_parent, child] = np.concatenate(values)
+        present = np.flatnonzero(group_sizes)
+        shape = table[present]
+        shape = np.where(shape.sum(axis=1, keepdims=True) > 0, shape, targets.one_way[child])
+        # All groups rounded at once (a 5,000-value parent made this loop most of a wide
+        # partition's start); each group is then shuffled in place in the same order as before.
+        values = _repeat_rows(round_rows(shape, group_sizes[present]))
+        for start, stop in zip(*_bounds(group_sizes[present])):
+            rng.shuffle(values[start:stop])
+        codes[by_parent, child] = values
     return codes
 
 
 def _repeat(counts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(counts)), counts)
+
+
+def _repeat_rows(counts: np.ndarray) -> np.ndarray:
+    """:func:`_repeat` of each row of ``counts``, concatenated."""
+    return np.repeat(np.tile(np.arange(counts.shape[1]), counts.shape[0]), counts.ravel())
+
+
+def _bounds(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and stop of consecutive segments of the given sizes."""
+    stops = np.cumsum(sizes)
+    return stops - sizes, stops
 
 
 def _cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:

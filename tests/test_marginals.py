@@ -10,6 +10,7 @@ import pytest
 from dp_dask.marginals import (
     IPF_SEED_ROWS,
     SIGNAL_SIGMAS,
+    Marginals,
     Measurement,
     consistent_marginals,
     fit_to_margins,
@@ -252,3 +253,33 @@ def test_shrinkage_keeps_a_departure_noise_cannot_explain_whole():
     shrunk = shrink_towards(target + departure, target, sigma=20.0)
     assert shrunk[1, 1] == target[1, 1] + departure[1, 1]
     assert abs(shrunk[0, 1] - target[0, 1]) < abs(departure[0, 1])
+
+
+def test_tree_start_is_the_per_group_rounding_and_shuffle():
+    """sample_tree rounds all groups of a parent at once: the same rows, bit for bit, as rounding
+    and permuting each parent value's group on its own (wide parent, wide child, empty rows)."""
+    sizes = [300, 4, 700]
+    rng = np.random.default_rng(5)
+    one_way = tuple(rng.random(s) * 100 for s in sizes)
+    two_way = {(0, 1): rng.random((300, 4)) * (rng.random((300, 1)) > 0.1),
+               (1, 2): rng.random((4, 700)) * 9}
+    two_way[(0, 2)] = rng.random((300, 700))
+    marginals = Marginals(one_way, two_way)
+    order, parents = np.array([0, 1, 2]), np.array([-1, 0, 0])
+    rows = 5_000
+    got = sample_tree(marginals, order, parents, rows, np.random.default_rng(9))
+    reference_rng = np.random.default_rng(9)
+    expected = np.empty((rows, 3), dtype=np.int64)
+    expected[:, 0] = reference_rng.permutation(
+        np.repeat(np.arange(300), round_to_total(one_way[0], rows)))
+    for child in (1, 2):
+        table_ = marginals.table(0, child)
+        by_parent = np.argsort(expected[:, 0], kind="stable")
+        values = []
+        for value, size in enumerate(np.bincount(expected[:, 0], minlength=300)):
+            if size:
+                row = table_[value] if table_[value].sum() > 0 else one_way[child]
+                counts = round_to_total(row, size)
+                values.append(reference_rng.permutation(np.repeat(np.arange(len(row)), counts)))
+        expected[by_parent, child] = np.concatenate(values)
+    np.testing.assert_array_equal(got, expected)

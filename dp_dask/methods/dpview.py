@@ -66,7 +66,7 @@ from dp_dask.counts import view_count_graph
 from dp_dask.model import project_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
-from dp_dask.rowupdate import round_to_total
+from dp_dask.rowupdate import round_rows, round_to_total
 from dp_dask.schema import Schema
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
@@ -273,24 +273,6 @@ def post_process(noisy: list[np.ndarray], views: tuple[View, ...], shares: np.nd
         gap = inconsistency(tables, views)
         rounds += 1
     return tables, rounds, gap
-
-
-def round_rows(blocks: np.ndarray, totals: np.ndarray) -> np.ndarray:
-    """Each row rounded to its total by largest remainder: :func:`round_to_total` row by row,
-    vectorised because a view has up to millions of blocks. A row with no mass but a positive
-    total takes the shape of the column sums (uniform if those are 0 too)."""
-    blocks = np.asarray(blocks, dtype=np.float64)
-    totals = np.asarray(totals, dtype=np.int64)
-    columns = blocks.sum(axis=0, keepdims=True)
-    fallback = columns if columns.sum() > 0 else np.ones_like(columns)
-    shape = np.where(blocks.sum(axis=1, keepdims=True) > 0, blocks, fallback)
-    scaled = shape * (totals[:, None] / shape.sum(axis=1, keepdims=True))
-    counts = np.floor(scaled).astype(np.int64)
-    short = totals - counts.sum(axis=1)
-    order = np.argsort(counts - scaled, axis=1, kind="stable")  # largest remainder first
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(blocks.shape[1])[None, :], axis=1)
-    return counts + (ranks < short[:, None])
 
 
 def propagate(tables: list[np.ndarray], views: tuple[View, ...], total: int
