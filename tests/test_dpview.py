@@ -305,7 +305,7 @@ def test_release_metadata_and_model_round_trip(client, fitted, tmp_path):
     shares = budget_shares(layout["domain_sizes"])
     np.testing.assert_allclose(privacy["budget_shares"], shares)
     np.testing.assert_allclose(privacy["laplace_scales"], 2 / (1.0 * shares))
-    assert metadata["parameters"] == {"view_size": 3, "tries": 20, "layout_seed": 0}
+    assert metadata["parameters"] == {"view_size": 3, "tries": 200, "layout_seed": 0}
     assert all(set(v) <= set(SMALL_SCHEMA_NAMES) for v in layout["views"])
     assert len(pd.read_parquet(paths["parquet"])) == 5_000
     model_path = fitted.save(tmp_path / "model")
