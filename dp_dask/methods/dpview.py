@@ -51,20 +51,23 @@ their use as "match filters" open; chosen here:
   {x ≥ 0, Σx = n}, integers by largest remainder), not made consistent with bᵢ and bᵢ₊₁: the
   linking keeps the chain views exact whatever uᵢ says, so uᵢ only has to rank pairings.
 * Used when bᵢ₊₁ is linked, within each block s of S = cᵢ ∩ bᵢ₊₁: the records carry values l of
-  L = bᵢ \\ cᵢ, the block's cells values r of R = bᵢ₊₁ \\ cᵢ. A plan (blocks, L, R) is fitted by
-  iterative proportional fitting to three margins: the records' (s, l) counts, the cells'
-  (s, r) counts and uᵢ over (l, r) (:func:`pairing_plan`, ``PLAN_ROUNDS`` rounds or until its
-  (s, r) margins are within ``PLAN_TOL``). It is the maximum-entropy table with those margins
+  L = bᵢ \\ cᵢ, the block's cells values r of R = bᵢ₊₁ \\ cᵢ. A plan over (s, l, r) is fitted
+  by iterative proportional fitting to three margins: the records' (s, l) counts, the cells'
+  (s, r) counts and uᵢ over (l, r) (:func:`pairing_plan`, ``PLAN_ROUNDS`` = 10 rounds or until
+  its (s, r) margins are within ``PLAN_TOL``; on Adult at ε = 10⁶, 10 rounds leave u₁'s L1
+  error at 1,272 against 1,235 after 50). It is the maximum-entropy table with those margins
   (no 3-way term), so with exact tables it reproduces uᵢ; with noisy ones it is the closest that
-  the blocks allow. Then (:func:`paired_cells`) each (s, l) asks for cells by the plan's row
-  made integer by largest remainder; asks a cell can meet are met in random order and the rest
-  take the block's cells left over at random — so every block still gets exactly its cells and
+  the blocks allow. Only the (s, l) that hold records get a row (at most the partition's rows),
+  and the sums over s or l are sparse products, so a round costs (rows of the plan)·|R|. Then
+  (:func:`paired_cells`) each (s, l) asks for cells by the plan's row made integer by largest
+  remainder; asks a cell can meet are met in random order and the rest take the block's cells
+  left over at random — so every block still gets exactly its cells and
   the chain views are reproduced exactly, as in DPView.
-* Bounded memory: a plan has (occupied blocks)·|uᵢ| ≤ |S|·|uᵢ| float64 cells per output
-  partition; a uᵢ whose |S|·|uᵢ| exceeds ``MAX_PLAN_CELLS`` (4 M, 32 MB) is dropped before any
-  data is read (not measured: its budget goes to the other views), as is a uᵢ with nothing to
-  pair (bᵢ or bᵢ₊₁ inside cᵢ); the metadata lists each drop and why. The upper tables count
-  towards the MAX_TABLE_CELLS refusal like the other views.
+* Bounded memory: a plan has at most |S|·|uᵢ| float64 cells per output partition (and at most
+  the partition's rows times |R|); a uᵢ whose |S|·|uᵢ| exceeds ``MAX_PLAN_CELLS`` (4 M, 32 MB)
+  is dropped before any data is read (not measured: its budget goes to the other views), as is
+  a uᵢ with nothing to pair (bᵢ or bᵢ₊₁ inside cᵢ); the metadata lists each drop and why.
+  The upper tables count towards the MAX_TABLE_CELLS refusal like the other views.
 * Per output partition: uᵢ scaled to the partition's rows by largest remainder, like the chain;
   seeded by the partition's seed only, so the rows do not depend on the number of workers.
 """
@@ -80,6 +83,7 @@ from typing import Any, ClassVar
 import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
+from scipy.sparse import csr_matrix
 
 from dp_dask.checks import (
     MAX_TABLE_CELLS,
@@ -110,7 +114,7 @@ SHARE_EXPONENT = 1.0 / 3.0
 CONSISTENCY_TOL = 0.01  # counts per shared cell; propagation removes the rest exactly
 MAX_ROUNDS = 100
 MAX_PLAN_CELLS = 4_000_000  # a DPView+ pairing plan (float64) per link and output partition
-PLAN_ROUNDS = 50  # iterative proportional fitting of a pairing plan
+PLAN_ROUNDS = 10  # iterative proportional fitting of a pairing plan
 PLAN_TOL = 0.01  # counts: the plan's largest miss of its block margins
 PLAN_FLOOR = 1e-6  # counts added to every cell of uᵢ, so that every margin can be met
 
@@ -376,22 +380,33 @@ def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
     return np.divide(target, current, out=np.zeros_like(current), where=current > 0)
 
 
-def pairing_plan(left: np.ndarray, right: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """A (blocks, L, R) plan whose block margins are ``left`` (blocks, L), the records' counts of
-    each value of the left attributes, and ``right`` (blocks, R), the counts of the new cells,
-    and whose sum over blocks is as close to ``upper`` (L, R) as they allow.
+def _indicator(groups: np.ndarray, size: int) -> csr_matrix:
+    """(size, len(groups)) 0/1 matrix: row g sums the rows of a plan whose group is g."""
+    return csr_matrix((np.ones(len(groups)), (groups, np.arange(len(groups)))),
+                      shape=(size, len(groups)))
 
-    Iterative proportional fitting of the three margins from a uniform start, ending on the
-    left margins; cells of ``upper`` get PLAN_FLOOR so that a (block, value) that uᵢ says
-    nothing about can still be paired (the data and uᵢ disagree only through noise and rounding).
+
+def pairing_plan(block: np.ndarray, left: np.ndarray, counts: np.ndarray, right: np.ndarray,
+                 upper: np.ndarray) -> np.ndarray:
+    """A plan (pairs, R) over the (block, left value) pairs that hold records — ``block``,
+    ``left`` and ``counts`` (their records) per pair — whose rows sum to ``counts``, whose
+    block sums are ``right`` (blocks, R), the counts of the blocks' new cells, and whose sums
+    over blocks are as close to ``upper`` (L, R) as those allow.
+
+    Iterative proportional fitting of the three margins, ending on the rows. Only pairs that
+    hold records are kept (at most the partition's rows), and sums over pairs are sparse
+    products (scipy), so the plan costs (pairs)·R cells, not |S|·|uᵢ|. Cells of ``upper`` get
+    PLAN_FLOOR so that a (block, value) that uᵢ says nothing about can still be paired (uᵢ and
+    the records disagree only through noise and rounding).
     """
     target = upper.astype(np.float64) + PLAN_FLOOR
-    plan = np.ones((len(left),) + upper.shape)
+    by_block, by_left = _indicator(block, len(right)), _indicator(left, len(upper))
+    plan = np.ones((len(block), right.shape[1]))
     for _ in range(PLAN_ROUNDS):
-        plan *= _ratio(target, plan.sum(axis=0))[None]
-        plan *= _ratio(right.astype(np.float64), plan.sum(axis=1))[:, None, :]
-        plan *= _ratio(left.astype(np.float64), plan.sum(axis=2))[:, :, None]
-        if np.abs(plan.sum(axis=1) - right).max() <= PLAN_TOL:
+        plan *= _ratio(target, by_left @ plan)[left]
+        plan *= _ratio(right.astype(np.float64), by_block @ plan)[block]
+        plan *= _ratio(counts.astype(np.float64), plan.sum(axis=1))[:, None]
+        if np.abs(by_block @ plan - right).max() <= PLAN_TOL:
             break
     return plan
 
@@ -408,22 +423,22 @@ def paired_cells(keys: np.ndarray, left: np.ndarray, blocks: np.ndarray, upper: 
     Every block b gives its ``blocks[b]`` cells to its records (``keys == b``) as in
     :func:`link_views`, so the view is reproduced exactly; which record gets which cell follows
     ``upper`` (L, R), the table of the records' left values (``left``) against the new cells,
-    through :func:`pairing_plan` on the blocks that hold records. The plan's rows are made
-    integer by largest remainder (each (block, left value) asks for as many cells as it has
-    records); asks that a cell can meet are met, in random order, and the records left over
-    take the block's cells left over at random. Numpy only, O(rows log rows).
+    through :func:`pairing_plan`. The plan's rows are made integer by largest remainder (each
+    (block, left value) asks for as many cells as it has records); asks that a cell can meet
+    are met, in random order, and the records left over take the block's cells left over at
+    random. Numpy only, O(rows log rows + pairs·R) per round of the plan.
     """
     rows, width = len(keys), blocks.shape[1]
     occupied = np.flatnonzero(blocks.sum(axis=1))
     block = np.searchsorted(occupied, keys)  # the occupied blocks, renumbered 0..k-1
     supply = blocks[occupied]
-    left_counts = np.bincount(block * upper.shape[0] + left,
-                              minlength=len(occupied) * upper.shape[0])
-    plan = pairing_plan(left_counts.reshape(len(occupied), -1), supply, upper)
-    asks = round_rows(plan.reshape(-1, width), left_counts)
-    by_left = np.lexsort((rng.random(rows), left, block))
+    pairs, pair = np.unique(block * len(upper) + left, return_inverse=True)
+    counts = np.bincount(pair, minlength=len(pairs))
+    plan = pairing_plan(pairs // len(upper), pairs % len(upper), counts, supply, upper)
+    asks = round_rows(plan, counts)
+    by_pair = np.lexsort((rng.random(rows), pair))
     wanted = np.empty(rows, dtype=np.int64)
-    wanted[by_left] = np.repeat(np.tile(np.arange(width), len(asks)), asks.ravel())
+    wanted[by_pair] = np.repeat(np.tile(np.arange(width), len(asks)), asks.ravel())
     group = block * width + wanted  # (block, asked cell)
     by_group = np.lexsort((rng.random(rows), group))
     met = _rank_in_groups(group[by_group]) < supply.ravel()[group[by_group]]
