@@ -349,16 +349,17 @@ def test_huge_views_are_refused_before_any_data_is_read(tmp_path, method):
     assert ledger.entries("wide") == []
 
 
-def test_cli_synth_with_dpview(client, data, tmp_path, capsys):
+@pytest.mark.parametrize("method", ["dpview", "dpview+"])
+def test_cli_synth_with_dpview(client, data, tmp_path, capsys, method):
     from dp_dask.cli import main
 
     out = tmp_path / "release"
     code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
-                 str(out), "--method", "dpview", "--ledger", str(tmp_path / "ledger.sqlite"),
+                 str(out), "--method", method, "--ledger", str(tmp_path / "ledger.sqlite"),
                  "--rows", "2000", "--scheduler", client.scheduler.address, "--quiet"])
     assert code == 0
     assert "basic composition" in capsys.readouterr().out
-    assert load_model(out / "model").method == "dpview"
+    assert load_model(out / "model").method == method
     assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000
 
 
