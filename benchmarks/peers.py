@@ -166,6 +166,7 @@ OURS: dict[str, tuple[str, Release]] = {
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
     "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),
     "dpview": ("DPView (d = 5)", dp_dask_release("dpview")),
+    "dpview+": ("DPView+ (d = 5)", dp_dask_release("dpview+")),
 }
 
 

@@ -1,6 +1,7 @@
 """Run the whole pipeline on a benchmark shape and print a per-stage table.
 
     python -m benchmarks.run --shape dss [--rows N] [--workers 2] [--memory-limit 4GiB]
+        [--method dpview --method-options '{"view_size": 4}']
 
 The input is generated (or reused) under ``--root``, a LocalCluster is started (not timed), and
 ``fit`` then ``write`` run on it; the stage times come from ``synthesizer.timings_``. Peak RSS of
@@ -40,7 +41,10 @@ STAGES = {
     "marginals": [COUNT, NOISE, ("consistency + tree", "consistency"),
                   ("prepare sampler", "prepare_sampler"),
                   ("sampling+row updates+write", "sample_write")],
+    "dpview": [COUNT, ("noise+consistency+integers", "noise_views"),
+               ("prepare sampler", "prepare_sampler"), ("linking+write", "sample_write")],
 }
+STAGES["dpview+"] = STAGES["dpview"]
 MEMORY_POLL_S = 0.1
 
 
@@ -82,10 +86,11 @@ def rates(result: dict[str, Any]) -> dict[str, str]:
     t, rows, m, d = result["timings"], result["rows"], result["m"], result["d"]
     updates = rows * m * (m - 1) / 2 / t["read_encode_count"] / result["workers"]
     out = {"read_encode_count": f"{updates / 1e6:.0f} M pair-updates/s/worker",
-           "noise": f"{result['cells'] / t['noise'] / 1e6:.2f} M cells/s"}
+           **({"noise": f"{result['cells'] / t['noise'] / 1e6:.2f} M cells/s"}
+              if "noise" in t else {})}
     if "rho_mapping" in t:
         out["rho_mapping"] = f"{d * (d - 1) / 2 / t['rho_mapping'] / 1e6:.2f} M pairs/s"
-    if "sample_write" in t and result["method"] == "marginals":
+    if "sample_write" in t and result["method"] != "copula":
         out["sample_write"] = f"{result['sample_rows'] / t['sample_write'] / 1e3:.0f} k rows/s"
     elif "sample_write" in t:
         flops = 2.0 * result["sample_rows"] * d * d
@@ -120,7 +125,8 @@ def cluster(workers: int, memory_limit: str) -> Iterator[Client]:
 def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: str = "4GiB",
         sample_rows: int | None = None, root: Path = Path("/tmp/dp_dask_bench"),
         blas_threads: int | None = None, keep_output: bool = False,
-        method: str = "marginals") -> dict[str, Any]:
+        method: str = "marginals", method_options: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
     """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results."""
     rows = rows or SHAPES[shape].rows
     data = generate(shape, root / f"{shape}-{rows}", rows=rows)
@@ -134,7 +140,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         with PeakMemory(pids) as memory, threadpool_limits(blas_threads, user_api="blas"):
             # Generated, public data: nothing to record in the privacy ledger.
             synthesizer = Synthesizer.create(method, data / "schema.json", epsilon=1.0,
-                                             ledger=False)
+                                             ledger=False, **(method_options or {}))
             synthesizer.fit(data / "data")
             if sample_rows:
                 synthesizer.write(out, sample_rows)
@@ -144,7 +150,8 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
     schema = synthesizer.schema
     timings = synthesizer.timings_
     stages = STAGES[method]
-    return {"shape": shape, "method": method, "rows": rows, "m": schema.m, "d": schema.d,
+    return {"shape": shape, "method": method, "method_options": method_options or {},
+            "rows": rows, "m": schema.m, "d": schema.d,
             "workers": workers,
             "memory_limit": memory_limit, "sample_rows": sample_rows,
             "blas_threads": blas_threads,
@@ -160,6 +167,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
     parser.add_argument("--method", choices=sorted(STAGES), default="marginals")
+    parser.add_argument("--method-options", type=json.loads, default={},
+                        help="JSON object of the method's own parameters, e.g. "
+                             "'{\"view_size\": 4}'")
     parser.add_argument("--rows", type=int, help="input rows (default: the paper's)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--memory-limit", default="4GiB", help="per worker")
@@ -173,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = run(args.shape, rows=args.rows, workers=args.workers,
                  memory_limit=args.memory_limit, sample_rows=args.sample_rows, root=args.root,
                  blas_threads=args.blas_threads, keep_output=args.keep_output,
-                 method=args.method)
+                 method=args.method, method_options=args.method_options)
     print(table(result))
     if args.json:
         with args.json.open("a") as f:

@@ -1,4 +1,5 @@
-"""DPView: layout invariants, view tables on Dask, budget shares, post-processing, linking."""
+"""DPView and DPView+: layout invariants, view tables on Dask, budget shares, post-processing,
+linking, upper cross views as match filters."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from conftest import (
     assert_resamples_alike,
     correlated_frame,
 )
+from distributed import Client, LocalCluster
 
 from dp_dask.checks import CostError, ModelError
 from dp_dask.counts import view_count_graph
@@ -25,6 +27,7 @@ from dp_dask.methods.dpview import (
     CONSISTENCY_TOL,
     MAX_ROUNDS,
     DPViewModel,
+    DPViewPlusSynthesizer,
     DPViewSynthesizer,
     as_blocks,
     budget_shares,
@@ -36,9 +39,11 @@ from dp_dask.methods.dpview import (
     make_consistent,
     measure_views,
     non_negative,
+    paired_cells,
     post_process,
     propagate,
     round_rows,
+    upper_views,
     view_layout,
 )
 from dp_dask.privacy.ledger import Ledger
@@ -300,7 +305,7 @@ def test_release_metadata_and_model_round_trip(client, fitted, tmp_path):
     shares = budget_shares(layout["domain_sizes"])
     np.testing.assert_allclose(privacy["budget_shares"], shares)
     np.testing.assert_allclose(privacy["laplace_scales"], 2 / (1.0 * shares))
-    assert metadata["parameters"] == {"view_size": 3, "tries": 20, "layout_seed": 0}
+    assert metadata["parameters"] == {"view_size": 3, "tries": 200, "layout_seed": 0}
     assert all(set(v) <= set(SMALL_SCHEMA_NAMES) for v in layout["views"])
     assert len(pd.read_parquet(paths["parquet"])) == 5_000
     model_path = fitted.save(tmp_path / "model")
@@ -332,25 +337,185 @@ def test_opendp_fit_is_recorded_as_pure_dp(client, data, tmp_path):
     assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
 
 
-def test_huge_views_are_refused_before_any_data_is_read(tmp_path):
+@pytest.mark.parametrize("method", ["dpview", "dpview+"])
+def test_huge_views_are_refused_before_any_data_is_read(tmp_path, method):
     schema = {"schema_version": 1, "name": "wide", "attributes": [
         {"name": f"a{i}", "type": "categorical", "categories": [str(c) for c in range(40)]}
         for i in range(6)]}
     ledger = Ledger(tmp_path / "ledger.sqlite")
-    synthesizer = Synthesizer.create("dpview", schema, ledger=ledger, dataset_name="wide")
+    synthesizer = Synthesizer.create(method, schema, ledger=ledger, dataset_name="wide")
     with pytest.raises(CostError, match=r"DPView's views hold .* cells .*view_size"):
         synthesizer.fit(tmp_path / "missing.parquet")  # never read: refused first
     assert ledger.entries("wide") == []
 
 
-def test_cli_synth_with_dpview(client, data, tmp_path, capsys):
+@pytest.mark.parametrize("method", ["dpview", "dpview+"])
+def test_cli_synth_with_dpview(client, data, tmp_path, capsys, method):
     from dp_dask.cli import main
 
     out = tmp_path / "release"
     code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
-                 str(out), "--method", "dpview", "--ledger", str(tmp_path / "ledger.sqlite"),
+                 str(out), "--method", method, "--ledger", str(tmp_path / "ledger.sqlite"),
                  "--rows", "2000", "--scheduler", client.scheduler.address, "--quiet"])
     assert code == 0
     assert "basic composition" in capsys.readouterr().out
-    assert load_model(out / "model").method == "dpview"
+    assert load_model(out / "model").method == method
     assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000
+
+
+# --- DPView+: upper cross views ------------------------------------------------------------------
+
+@pytest.mark.parametrize("m, view_size, seed", LAYOUT_CASES)
+def test_upper_view_layout_invariants(m, view_size, seed):
+    sizes = np.random.default_rng(100 + seed).integers(2, 20, m)
+    layout = view_layout(sizes, view_size, tries=10, seed=seed)
+    upper, dropped = upper_views(layout, sizes)
+    assert len(upper) == len(layout.cross)
+    assert [d["link"] for d in dropped] == [i for i, u in enumerate(upper) if u is None]
+    for i, u in enumerate(upper):
+        left, cross, right = layout.base[i], layout.cross[i], layout.base[i + 1]
+        expected = sorted((set(left) | set(right)) - set(cross))
+        if u is None:
+            assert sorted(dropped[[d["link"] for d in dropped].index(i)]["view"]) == expected
+            continue
+        assert list(u) == expected and not set(u) & set(cross)
+        assert set(u) & set(left) and set(u) & set(right)  # something on each side to pair
+        # linking bᵢ₊₁: its new attributes are uᵢ's right side, blocked on cᵢ ∩ bᵢ₊₁
+        assert set(u) & set(right) == set(right) - set(cross)
+
+
+def test_upper_views_dropped_with_a_reason(monkeypatch):
+    sizes = np.array([2, 3, 5, 7, 4, 6])
+    layout = view_layout(sizes, 3, tries=1, seed=0)
+    (u,), () = upper_views(layout, sizes)
+    shared = [a for a in layout.base[1] if a in layout.cross[0]]
+    plan = domain(tuple(shared), sizes) * domain(u, sizes)
+    monkeypatch.setattr("dp_dask.methods.dpview.MAX_PLAN_CELLS", plan - 1)
+    (none,), (why,) = upper_views(layout, sizes)
+    assert none is None and why["link"] == 0 and f"{plan:,} cells" in why["reason"]
+    # m = 4, d = 3: two base views of 2; c₁ takes 2 of b₂, i.e. all of it: nothing to pair
+    inside = view_layout(np.array([2, 3, 4, 5]), 3, tries=1, seed=0)
+    assert set(inside.base[1]) <= set(inside.cross[0])
+    (none,), (why,) = upper_views(inside, np.array([2, 3, 4, 5]))
+    assert none is None and "nothing to pair" in why["reason"]
+
+
+def test_paired_cells_keep_each_blocks_cells_and_follow_the_upper_table():
+    rng = np.random.default_rng(5)
+    rows, blocks_n, width, left_n = 6_000, 4, 5, 5
+    keys = rng.integers(0, blocks_n, rows)
+    left = rng.integers(0, left_n, rows)
+    wanted = (left + (rng.random(rows) < 0.1)) % width  # the pairing the data had
+    blocks = np.zeros((blocks_n, width), dtype=np.int64)
+    np.add.at(blocks, (keys, wanted), 1)
+    upper = np.zeros((left_n, width), dtype=np.int64)
+    np.add.at(upper, (left, wanted), 1)
+    cells = paired_cells(keys, left, blocks, upper, np.random.default_rng(0))
+    got = np.zeros_like(blocks)
+    np.add.at(got, (keys, cells), 1)
+    np.testing.assert_array_equal(got, blocks)  # each block's cells, exactly
+    paired = np.zeros_like(upper)
+    np.add.at(paired, (left, cells), 1)
+    uniform = np.repeat(np.tile(np.arange(width), blocks_n), blocks.ravel())  # a blind deal
+    blind = np.zeros_like(upper)
+    np.add.at(blind, (left[np.lexsort((rng.random(rows), keys))], uniform), 1)
+    assert np.abs(paired - upper).sum() < 0.05 * np.abs(blind - upper).sum()
+    again = paired_cells(keys, left, blocks, upper, np.random.default_rng(0))
+    np.testing.assert_array_equal(again, cells)  # seeded
+
+
+def dependent_frame(rows: int, schema, layout, seed: int = 0) -> pd.DataFrame:
+    """Independent attributes, except that b₁ \\ c₁ and b₂ \\ c₁ copy one latent value (with
+    10 % noise): a dependence that only the upper view u₁ holds."""
+    rng = np.random.default_rng(seed)
+    latent = rng.integers(0, 4, rows)
+    tied = ((set(layout.base[0]) | set(layout.base[1])) - set(layout.cross[0]))
+    columns = {}
+    for a, attribute in enumerate(schema.attributes):
+        codes = rng.integers(0, 4, rows)
+        if a in tied:
+            codes = np.where(rng.random(rows) < 0.9, latent, codes)
+        columns[attribute.name] = np.array(attribute.categories)[codes]
+    return pd.DataFrame(columns)
+
+
+FOUR_BY_SIX = {"schema_version": 1, "name": "tied", "attributes": [
+    {"name": f"a{i}", "type": "categorical", "categories": list("wxyz")} for i in range(6)]}
+
+
+@pytest.fixture(scope="module")
+def tied(client):
+    """DPView and DPView+ at ε = 10⁷ on 6,000 rows of dependent_frame; the frame, the fits."""
+    schema = load_schema(FOUR_BY_SIX)
+    layout = view_layout(schema.sizes, 3, seed=0)
+    frame = dependent_frame(6_000, schema, layout)
+    fits = {method: Synthesizer.create(method, FOUR_BY_SIX, epsilon=1e7, view_size=3,
+                                       noise_sampler="numpy", noise_seed=0,
+                                       ledger=False).fit(frame)
+            for method in ("dpview", "dpview+")}
+    return frame, fits
+
+
+def test_dpview_plus_reproduces_the_upper_view_far_better(tied):
+    frame, fits = tied
+    plus = fits["dpview+"]
+    assert isinstance(plus, DPViewPlusSynthesizer) and plus.model.method == "dpview+"
+    (u,) = plus.model.upper
+    schema = plus.model.schema
+    exact = encode_partition(frame, schema).T
+    truth = exact_table(exact, u, schema.sizes)
+    np.testing.assert_array_equal(plus.model.upper_tables[0], truth)  # ε huge: exact
+    errors = {}
+    for method, fit in fits.items():
+        codes = codes_of(fit.sample(seed=1, partition_rows=6_000).compute(), schema)
+        errors[method] = np.abs(exact_table(codes, u, schema.sizes) - truth).sum()
+        # linking still reproduces every base and cross view exactly
+        for view, table in zip(fit.model.views, fit.model.tables):
+            np.testing.assert_array_equal(exact_table(codes, view, schema.sizes), table)
+            np.testing.assert_array_equal(table, exact_table(exact, view, schema.sizes))
+    # dpview pairs the two sides blindly: about 2·0.9·(3/4)·n of the mass off; dpview+ keeps it
+    assert errors["dpview"] > 0.5 * 6_000
+    assert errors["dpview+"] < 0.1 * errors["dpview"]
+
+
+def test_dpview_plus_same_seed_same_rows_on_one_and_two_workers(client, tied):
+    plus = tied[1]["dpview+"]
+    two = plus.sample(5_000, seed=3, partition_rows=1_500).compute()
+    with (LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                       dashboard_address=":0") as cluster,
+          Client(cluster, set_as_default=False) as one):
+        single = one.compute(plus.sample(5_000, seed=3, partition_rows=1_500)).result()
+    pd.testing.assert_frame_equal(single, two)
+    other = plus.sample(5_000, seed=4, partition_rows=1_500).compute()
+    assert not other.equals(two)
+
+
+def test_dpview_plus_release_metadata_and_model_round_trip(client, tied, tmp_path):
+    plus = tied[1]["dpview+"]
+    metadata = plus.model.metadata
+    assert_pure_laplace(metadata["privacy"], 1e7)
+    layout = metadata["model"]["layout"]
+    (u,) = plus.model.upper
+    names = [plus.schema.names[a] for a in u]
+    assert metadata["model"]["upper_views"] == [names] and metadata["model"]["upper_dropped"] == []
+    # the upper view shares the budget with the chain by the same s^(1/3) rule
+    shares = budget_shares(layout["domain_sizes"] + [domain(u, plus.schema.sizes)])
+    np.testing.assert_allclose(metadata["privacy"]["budget_shares"], shares)
+    assert "1 upper cross views" in metadata["privacy"]["budget_split"]
+    model_path = plus.save(tmp_path / "model")
+    loaded = load_model(model_path)
+    assert loaded.upper == plus.model.upper
+    np.testing.assert_array_equal(loaded.upper_tables[0], plus.model.upper_tables[0])
+    assert_resamples_alike(plus, model_path, "dpview+", 3_000)
+    document = json.loads((model_path / "model.json").read_text())
+    (model_path / "model.json").write_text(json.dumps({**document, "upper": [[0, 1]]}))
+    with pytest.raises(ModelError, match="upper view"):
+        load_model(model_path)
+
+
+@pytest.mark.parametrize("method", ["dpview", "dpview+"])
+@pytest.mark.parametrize("bad", [{"view_size": 1}, {"tries": 0}, {"layout_seed": -1},
+                                 {"layout_seed": "7"}])
+def test_bad_options_fail_at_create(method, bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        Synthesizer.create(method, SMALL_SCHEMA_PATH, **bad)

@@ -22,10 +22,12 @@ bᵢ = 2/(ε·Pᵢ) per cell. Only :func:`measure_views` reads exact counts.
 
 Details the paper leaves open, chosen here:
 
-* ``tries`` x = 20 layouts (seeded, ``layout_seed``). More tries cost no privacy and little
-  time, and find smaller layouts: on Adult's 9 categorical attributes (seed 0) the kept D is
-  120,666 at x = 20, 45,288 at 50 and 39,678 at 200 (the first 10 tries meet no cross-view rule).
-  When no layout passes the rule, the least-D layout of all is kept and the metadata says so.
+* ``tries`` x = 200 layouts (seeded, ``layout_seed``). More tries cost no privacy and little
+  time (milliseconds), and find smaller layouts: on Adult's 9 categorical attributes (seed 0)
+  the kept D is 120,666 at x = 20, 45,288 at 50 and 39,678 at 200 (the first 10 tries meet no
+  cross-view rule); at ε = 1 (3 seeds) x = 200 lowers Q2's mean error over the best 95 % from
+  36.8 to 27.8 and its maximum from 7,473 to 3,572 (docs/results-adult.md). When no layout
+  passes the rule, the least-D layout of all is kept and the metadata says so.
 * Odd d: the extra cross-view attribute is one more of the smallest of bᵢ₊₁ (the cheaper side).
   Ties between equal domain sizes go to the lower attribute index.
 * Base views are ``numpy.array_split`` of a permutation: sizes differ by at most one.
@@ -38,6 +40,36 @@ Details the paper leaves open, chosen here:
 * Linking: propagation makes every block of shared values hold as many records as the view's
   table has in it, so any matching within a block reproduces the view exactly; the paper's
   greedy "most frequent first, random among ties" then reduces to a uniform random matching.
+
+DPView+ (``dpview+``) adds an upper cross view uᵢ = (bᵢ ∪ bᵢ₊₁) \\ cᵢ per cross view
+(:func:`upper_views`): the pairs of values that the chain never holds together. The paper leaves
+their use as "match filters" open; chosen here:
+
+* Measured with the chain views in the same single pass, sharing ε by the same sᵢ^(1/3) rule
+  over all views. The layout search is DPView's (on base and cross views only), so DPView and
+  DPView+ of the same seed share their chain. Each uᵢ is post-processed alone (projected onto
+  {x ≥ 0, Σx = n}, integers by largest remainder), not made consistent with bᵢ and bᵢ₊₁: the
+  linking keeps the chain views exact whatever uᵢ says, so uᵢ only has to rank pairings.
+* Used when bᵢ₊₁ is linked, within each block s of S = cᵢ ∩ bᵢ₊₁: the records carry values l of
+  L = bᵢ \\ cᵢ, the block's cells values r of R = bᵢ₊₁ \\ cᵢ. A plan over (s, l, r) is fitted
+  by iterative proportional fitting to three margins: the records' (s, l) counts, the cells'
+  (s, r) counts and uᵢ over (l, r) (:func:`pairing_plan`, ``PLAN_ROUNDS`` = 10 rounds or until
+  its (s, r) margins are within ``PLAN_TOL``; on Adult at ε = 10⁶, 10 rounds leave u₁'s L1
+  error at 1,272 against 1,235 after 50). It is the maximum-entropy table with those margins
+  (no 3-way term), so with exact tables it reproduces uᵢ; with noisy ones it is the closest that
+  the blocks allow. Only the (s, l) that hold records get a row (at most the partition's rows),
+  and the sums over s or l are sparse products, so a round costs (rows of the plan)·|R|. Then
+  (:func:`paired_cells`) each (s, l) asks for cells by the plan's row made integer by largest
+  remainder; asks a cell can meet are met in random order and the rest take the block's cells
+  left over at random — so every block still gets exactly its cells and
+  the chain views are reproduced exactly, as in DPView.
+* Bounded memory: a plan has at most |S|·|uᵢ| float64 cells per output partition (and at most
+  the partition's rows times |R|); a uᵢ whose |S|·|uᵢ| exceeds ``MAX_PLAN_CELLS`` (4 M, 32 MB)
+  is dropped before any data is read (not measured: its budget goes to the other views), as is
+  a uᵢ with nothing to pair (bᵢ or bᵢ₊₁ inside cᵢ); the metadata lists each drop and why.
+  The upper tables count towards the MAX_TABLE_CELLS refusal like the other views.
+* Per output partition: uᵢ scaled to the partition's rows by largest remainder, like the chain;
+  seeded by the partition's seed only, so the rows do not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -51,6 +83,7 @@ from typing import Any, ClassVar
 import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
+from scipy.sparse import csr_matrix
 
 from dp_dask.checks import (
     MAX_TABLE_CELLS,
@@ -73,12 +106,17 @@ from dp_dask.timing import timed
 
 MODEL_FORMAT = 1
 METHOD = "dpview"
+METHOD_PLUS = "dpview+"
 DEFAULT_VIEW_SIZE = 5  # the paper's d for Adult
-DEFAULT_TRIES = 20
+DEFAULT_TRIES = 200  # measured against 20 on Adult: docs/results-adult.md, DPView
 VIEW_L1_SENSITIVITY = 2  # replace one row: one cell −1, one cell +1
 SHARE_EXPONENT = 1.0 / 3.0
 CONSISTENCY_TOL = 0.01  # counts per shared cell; propagation removes the rest exactly
 MAX_ROUNDS = 100
+MAX_PLAN_CELLS = 4_000_000  # a DPView+ pairing plan (float64) per link and output partition
+PLAN_ROUNDS = 10  # iterative proportional fitting of a pairing plan
+PLAN_TOL = 0.01  # counts: the plan's largest miss of its block margins
+PLAN_FLOOR = 1e-6  # counts added to every cell of uᵢ, so that every margin can be met
 
 View = tuple[int, ...]
 
@@ -164,12 +202,42 @@ def chain_links(views: tuple[View, ...]) -> list[tuple[int, int, View]]:
     return links
 
 
-def check_view_cells(layout: ViewLayout, schema: Schema) -> int:
-    """The layout's total cells; refuse past MAX_TABLE_CELLS, warn past WARN_TABLE_CELLS (every
+def upper_view(left: View, cross: View, right: View) -> View:
+    """uᵢ = (bᵢ ∪ bᵢ₊₁) \\ cᵢ, sorted."""
+    return tuple(sorted((set(left) | set(right)) - set(cross)))
+
+
+def upper_views(layout: ViewLayout, sizes: np.ndarray
+                ) -> tuple[tuple[View | None, ...], list[dict[str, Any]]]:
+    """DPView+'s upper cross views uᵢ = (bᵢ ∪ bᵢ₊₁) \\ cᵢ, one per cross view, None where dropped;
+    and why each dropped one was. Public inputs only.
+
+    uᵢ pairs, within each block of the attributes S = cᵢ ∩ bᵢ₊₁, the records' values of
+    bᵢ \\ cᵢ with bᵢ₊₁'s values of bᵢ₊₁ \\ cᵢ. Dropped (not measured: no budget) when one side is
+    empty (nothing to pair) or its pairing plan, |S|·|uᵢ| cells, exceeds MAX_PLAN_CELLS.
+    """
+    kept: list[View | None] = []
+    dropped = []
+    for i, (left, cross, right) in enumerate(zip(layout.base, layout.cross, layout.base[1:])):
+        view = upper_view(left, cross, right)
+        shared = tuple(a for a in right if a in cross)
+        plan = domain(shared, sizes) * domain(view, sizes)
+        reason = ("nothing to pair: one base view lies inside the cross view"
+                  if not set(view) & set(left) or not set(view) & set(right) else
+                  f"pairing plan of {plan:,} cells > {MAX_PLAN_CELLS:,}"
+                  if plan > MAX_PLAN_CELLS else None)
+        kept.append(None if reason else view)
+        if reason:
+            dropped.append({"link": i, "view": list(view), "reason": reason})
+    return tuple(kept), dropped
+
+
+def check_view_cells(views: tuple[View, ...], schema: Schema) -> int:
+    """The views' total cells; refuse past MAX_TABLE_CELLS, warn past WARN_TABLE_CELLS (every
     counting task holds all view tables; the post-processing is dense on them)."""
-    cells = [domain(v, schema.sizes) for v in layout.views]
+    cells = [domain(v, schema.sizes) for v in views]
     total = sum(cells)
-    largest = layout.views[int(np.argmax(cells))]
+    largest = views[int(np.argmax(cells))]
     what = (f"schema {schema.name!r}: DPView's views hold {total:,} cells (the largest, "
             f"{[schema.names[a] for a in largest]}, {max(cells):,})")
     advice = "use a smaller view_size, merge rare categories or use coarser bins"
@@ -290,19 +358,98 @@ def propagate(tables: list[np.ndarray], views: tuple[View, ...], total: int
 
 # --- link: synthesis ----------------------------------------------------------------------------
 
+def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    return np.divide(target, current, out=np.zeros_like(current), where=current > 0)
+
+
+def _indicator(groups: np.ndarray, size: int) -> csr_matrix:
+    """(size, len(groups)) 0/1 matrix: row g sums the rows of a plan whose group is g."""
+    return csr_matrix((np.ones(len(groups)), (groups, np.arange(len(groups)))),
+                      shape=(size, len(groups)))
+
+
+def pairing_plan(block: np.ndarray, left: np.ndarray, counts: np.ndarray, right: np.ndarray,
+                 upper: np.ndarray) -> np.ndarray:
+    """A plan (pairs, R) over the (block, left value) pairs that hold records — ``block``,
+    ``left`` and ``counts`` (their records) per pair — whose rows sum to ``counts``, whose
+    block sums are ``right`` (blocks, R), the counts of the blocks' new cells, and whose sums
+    over blocks are as close to ``upper`` (L, R) as those allow.
+
+    Iterative proportional fitting of the three margins, ending on the rows. Only pairs that
+    hold records are kept (at most the partition's rows), and sums over pairs are sparse
+    products (scipy), so the plan costs (pairs)·R cells, not |S|·|uᵢ|. Cells of ``upper`` get
+    PLAN_FLOOR so that a (block, value) that uᵢ says nothing about can still be paired (uᵢ and
+    the records disagree only through noise and rounding).
+    """
+    target = upper.astype(np.float64) + PLAN_FLOOR
+    by_block, by_left = _indicator(block, len(right)), _indicator(left, len(upper))
+    plan = np.ones((len(block), right.shape[1]))
+    for _ in range(PLAN_ROUNDS):
+        plan *= _ratio(target, by_left @ plan)[left]
+        plan *= _ratio(right.astype(np.float64), by_block @ plan)[block]
+        plan *= _ratio(counts.astype(np.float64), plan.sum(axis=1))[:, None]
+        if np.abs(by_block @ plan - right).max() <= PLAN_TOL:
+            break
+    return plan
+
+
+def _rank_in_groups(sorted_keys: np.ndarray) -> np.ndarray:
+    """Each element's position within its run of equal keys (``sorted_keys`` sorted)."""
+    return np.arange(len(sorted_keys)) - np.searchsorted(sorted_keys, sorted_keys, side="left")
+
+
+def paired_cells(keys: np.ndarray, left: np.ndarray, blocks: np.ndarray, upper: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+    """DPView+'s matching: each record's column of ``blocks`` (blocks, R), the new cell it gets.
+
+    Every block b gives its ``blocks[b]`` cells to its records (``keys == b``) as in
+    :func:`link_views`, so the view is reproduced exactly; which record gets which cell follows
+    ``upper`` (L, R), the table of the records' left values (``left``) against the new cells,
+    through :func:`pairing_plan`. The plan's rows are made integer by largest remainder (each
+    (block, left value) asks for as many cells as it has records); asks that a cell can meet
+    are met, in random order, and the records left over take the block's cells left over at
+    random. Numpy only, O(rows log rows + pairs·R) per round of the plan.
+    """
+    rows, width = len(keys), blocks.shape[1]
+    occupied = np.flatnonzero(blocks.sum(axis=1))
+    block = np.searchsorted(occupied, keys)  # the occupied blocks, renumbered 0..k-1
+    supply = blocks[occupied]
+    pairs, pair = np.unique(block * len(upper) + left, return_inverse=True)
+    counts = np.bincount(pair, minlength=len(pairs))
+    plan = pairing_plan(pairs // len(upper), pairs % len(upper), counts, supply, upper)
+    asks = round_rows(plan, counts)
+    by_pair = np.lexsort((rng.random(rows), pair))
+    wanted = np.empty(rows, dtype=np.int64)
+    wanted[by_pair] = np.repeat(np.tile(np.arange(width), len(asks)), asks.ravel())
+    group = block * width + wanted  # (block, asked cell)
+    by_group = np.lexsort((rng.random(rows), group))
+    met = _rank_in_groups(group[by_group]) < supply.ravel()[group[by_group]]
+    cells = np.empty(rows, dtype=np.int64)
+    cells[by_group[met]] = wanted[by_group[met]]
+    spare = supply.ravel() - np.minimum(np.bincount(group, minlength=supply.size),
+                                        supply.ravel())
+    unmet = by_group[~met]
+    unmet = unmet[np.lexsort((rng.random(len(unmet)), block[unmet]))]
+    cells[unmet] = np.repeat(np.arange(supply.size), spare) % width  # block by block
+    return cells
+
+
 def link_views(tables: list[np.ndarray], views: tuple[View, ...], sizes: np.ndarray,
-               rng: np.random.Generator) -> np.ndarray:
+               rng: np.random.Generator,
+               filters: dict[int, tuple[View, np.ndarray]] | None = None) -> np.ndarray:
     """Codes (rows, m) whose every view's table equals ``tables`` (chain-consistent integers).
 
     View by view along the chain: the records are sorted by their values of the attributes the
     view shares with them (random order within a block), and the view's cells, repeated by their
-    counts in the same block order, deal out its new attributes. Numpy only: O(rows log rows)
-    per view, no Python object per row.
+    counts in the same block order, deal out its new attributes. ``filters`` (DPView+) maps a
+    view's chain position to an upper view and its integer table: there the cells of each block
+    go to its records by :func:`paired_cells` instead. Numpy only: O(rows log rows) per view, no
+    Python object per row.
     """
     rows = int(tables[0].sum())
     codes = np.zeros((rows, len(sizes)), dtype=np.int64)
     present: set[int] = set()
-    for view, table in zip(views, tables):
+    for t, (view, table) in enumerate(zip(views, tables)):
         shared = tuple(a for a in view if a in present)
         new = tuple(a for a in view if a not in present)
         blocks = as_blocks(table, view, shared)
@@ -313,36 +460,55 @@ def link_views(tables: list[np.ndarray], views: tuple[View, ...], sizes: np.ndar
             raise ValueError(f"view {view} does not agree with the views before it on {shared}")
         if not new:  # a base view inside the cross view before it: nothing left to deal
             continue
-        order = np.lexsort((rng.random(rows), keys))
-        cells = np.repeat(np.tile(np.arange(blocks.shape[1]), len(blocks)), blocks.ravel())
+        if filters and t in filters:
+            upper, upper_table = filters[t]
+            old = tuple(a for a in upper if a in present)
+            if tuple(a for a in upper if a not in present) != new or not old:
+                raise ValueError(f"upper view {upper} does not pair {new} with attributes "
+                                 f"already linked")
+            left = np.ravel_multi_index(tuple(codes[:, a] for a in old),
+                                        tuple(int(sizes[a]) for a in old))
+            cells = paired_cells(keys, left, blocks, as_blocks(upper_table, upper, old), rng)
+            rows_of = np.arange(rows)
+        else:
+            rows_of = np.lexsort((rng.random(rows), keys))
+            cells = np.repeat(np.tile(np.arange(blocks.shape[1]), len(blocks)), blocks.ravel())
         for a, values in zip(new, np.unravel_index(cells, tuple(int(sizes[a]) for a in new))):
-            codes[order, a] = values
+            codes[rows_of, a] = values
         present |= set(new)
     return codes[rng.permutation(rows)]
 
 
 # --- the method ---------------------------------------------------------------------------------
 
-def dpview(exact: list[np.ndarray], layout: ViewLayout, n_rows: int, epsilon: float, *,
+def integer_table(table: np.ndarray, total: int) -> np.ndarray:
+    """A table as non-negative integers summing to ``total`` (projection, largest remainder)."""
+    return round_to_total(project_to_total(table, total).ravel(), total).reshape(table.shape)
+
+
+def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int, epsilon: float, *,
            sampler: str = "opendp", rng: np.random.Generator | None = None
            ) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """DPView on the exact view tables of ``layout``: measure, post-process, integerise.
+    """DPView on the exact tables of the chain ``views``, then of any upper views (DPView+):
+    measure all, post-process the chain together and each upper view alone, integerise.
 
-    Returns the integer view tables (chain order) and what the model metadata records.
+    Returns the integer tables (chain order, then upper views) and what the metadata records.
     """
-    views = layout.views
     shares = budget_shares([t.size for t in exact])
     scales = laplace_scales(epsilon, shares)
     noisy = measure_views(exact, scales, sampler=sampler, rng=rng)  # exact counts end here
-    tables, rounds, gap = post_process(noisy, views, shares, n_rows)
+    chain = len(views)
+    tables, rounds, gap = post_process(noisy[:chain], views, shares[:chain], n_rows)
     details = {"budget_shares": shares.tolist(), "laplace_scales": scales.tolist(),
                "consistency_rounds": rounds, "inconsistency_before_rounding": gap}
-    return propagate(tables, views, n_rows), details
+    return (propagate(tables, views, n_rows)
+            + [integer_table(t, n_rows) for t in noisy[chain:]]), details
 
 
 @dataclass(frozen=True)
 class DPViewModel:
-    """The chain of views and their post-processed integer tables (summing to n)."""
+    """The chain of views and their post-processed integer tables (summing to n); for DPView+
+    also an upper view per cross view (None where dropped) and its integer table."""
 
     schema: Schema
     n_rows: int
@@ -350,17 +516,21 @@ class DPViewModel:
     tables: tuple[np.ndarray, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
     method: str = METHOD
+    upper: tuple[View | None, ...] = ()
+    upper_tables: tuple[np.ndarray | None, ...] = ()
 
     def sampler(self) -> DPViewSampler:
-        return DPViewSampler(self.schema, self.views, self.tables)
+        return DPViewSampler(self.schema, self.views, self.tables, self.upper, self.upper_tables)
 
     def save(self, path: str | Path) -> Path:
         """``<path>/model.npz`` (view tables) and ``<path>/model.json`` (views, schema)."""
         document = {"format": MODEL_FORMAT, "method": self.method, "n_rows": self.n_rows,
-                    "views": [list(v) for v in self.views], "schema": self.schema.to_json(),
-                    "metadata": self.metadata}
-        return write_model_files(path, document,
-                                 {f"view_{i}": t for i, t in enumerate(self.tables)})
+                    "views": [list(v) for v in self.views],
+                    "upper": [None if v is None else list(v) for v in self.upper],
+                    "schema": self.schema.to_json(), "metadata": self.metadata}
+        arrays = {f"view_{i}": t for i, t in enumerate(self.tables)}
+        arrays |= {f"upper_{i}": t for i, t in enumerate(self.upper_tables) if t is not None}
+        return write_model_files(path, document, arrays)
 
     @classmethod
     def from_files(cls, path: Path, document: dict[str, Any]) -> DPViewModel:
@@ -375,18 +545,28 @@ class DPViewModel:
                     or set().union(*views) != set(range(schema.m))):
                 raise ValueError("views must cover the schema's attributes")
             chain_links(views)
+            upper = tuple(None if v is None else tuple(int(a) for a in v)
+                          for v in document.get("upper", []))
+            if upper and len(upper) != len(views) // 2:
+                raise ValueError("one upper view (or null) per cross view")
+            if any(v is not None and v != upper_view(*views[2 * i: 2 * i + 3])
+                   for i, v in enumerate(upper)):
+                raise ValueError("an upper view must be (b_i | b_i+1) - c_i")
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"model {path}/model.json: invalid views ({exc})") from None
-        arrays = read_model_arrays(path, {f"view_{i}": tuple(int(schema.sizes[a]) for a in v)
-                                          for i, v in enumerate(views)})
-        tables = tuple(arrays[f"view_{i}"] for i in range(len(views)))
-        for i, table in enumerate(tables):
+        shapes = {f"view_{i}": v for i, v in enumerate(views)}
+        shapes |= {f"upper_{i}": v for i, v in enumerate(upper) if v is not None}
+        arrays = read_model_arrays(path, {key: tuple(int(schema.sizes[a]) for a in v)
+                                          for key, v in shapes.items()})
+        for key, table in arrays.items():
             if (not np.issubdtype(table.dtype, np.integer) or table.min() < 0
                     or int(table.sum()) != n_rows):
-                raise ModelError(f"model {path}/model.npz: view_{i} is not non-negative "
+                raise ModelError(f"model {path}/model.npz: {key} is not non-negative "
                                  f"integer counts summing to n = {n_rows}: fit again")
-        return cls(schema, n_rows, views, tables, document["metadata"],
-                   method=document["method"])
+        return cls(schema, n_rows, views, tuple(arrays[f"view_{i}"] for i in range(len(views))),
+                   document["metadata"], method=document["method"], upper=upper,
+                   upper_tables=tuple(None if v is None else arrays[f"upper_{i}"]
+                                      for i, v in enumerate(upper)))
 
 
 @dataclass(frozen=True)
@@ -396,12 +576,18 @@ class DPViewSampler:
     schema: Schema
     views: tuple[View, ...]
     tables: tuple[np.ndarray, ...]
+    upper: tuple[View | None, ...] = ()
+    upper_tables: tuple[np.ndarray | None, ...] = ()
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
         rng = np.random.default_rng(seed)
         scaled = propagate(list(self.tables), self.views, rows)
-        codes = link_views(scaled, self.views, self.schema.sizes, rng)
+        # upper view i filters the linking of base view i + 1, at chain position 2i + 2
+        filters = {2 * i + 2: (view, round_to_total(table.ravel(), rows).reshape(table.shape))
+                   for i, (view, table) in enumerate(zip(self.upper, self.upper_tables))
+                   if view is not None}
+        codes = link_views(scaled, self.views, self.schema.sizes, rng, filters)
         binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
         binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
         return binary, codes.astype(np.int16)
@@ -411,11 +597,12 @@ class DPViewSynthesizer(Synthesizer):
     """DPView (``--method dpview``): pure ε-DP, δ = 0 (``delta`` is ignored).
 
     Extra parameters: ``view_size`` d (default 5, the paper's for Adult), ``tries`` x (layouts
-    drawn, default 20) and ``layout_seed`` (default 0): the layout depends on these and the
+    drawn, default 200) and ``layout_seed`` (default 0): the layout depends on these and the
     public schema only.
     """
 
     name: ClassVar[str] = METHOD
+    plus: ClassVar[bool] = False  # DPView+: upper cross views as match filters
 
     def __init__(self, schema: Schema | str | Path, *, view_size: int = DEFAULT_VIEW_SIZE,
                  tries: int = DEFAULT_TRIES, layout_seed: int = 0, **common: Any) -> None:
@@ -423,46 +610,62 @@ class DPViewSynthesizer(Synthesizer):
         self.delta = 0.0
         self.view_size = view_size
         self.tries = tries
+        if (not isinstance(layout_seed, int | np.integer) or isinstance(layout_seed, bool)
+                or layout_seed < 0):
+            raise ValueError(f"layout_seed must be an integer >= 0, got {layout_seed!r}")
         self.layout_seed = layout_seed
-        self._layout: ViewLayout | None = None
+        # public inputs only, so drawn here: bad view_size or tries fail at construction
+        self.layout = view_layout(self.schema.sizes, view_size, tries, layout_seed)
 
     @property
-    def layout(self) -> ViewLayout:
-        if self._layout is None:
-            self._layout = view_layout(self.schema.sizes, self.view_size, self.tries,
-                                       self.layout_seed)
-        return self._layout
+    def upper(self) -> tuple[tuple[View | None, ...], list[dict[str, Any]]]:
+        """DPView+'s upper views (None where dropped) and the drops; none for DPView."""
+        return upper_views(self.layout, self.schema.sizes) if self.plus else ((), [])
+
+    @property
+    def measured_views(self) -> tuple[View, ...]:
+        """Every view measured, in one pass: the chain, then the kept upper views."""
+        return self.layout.views + tuple(v for v in self.upper[0] if v is not None)
 
     def _privacy_plan(self) -> dict[str, Any]:
-        check_view_cells(self.layout, self.schema)  # before any data is read
-        shares = budget_shares([domain(v, self.schema.sizes) for v in self.layout.views])
+        check_view_cells(self.measured_views, self.schema)  # before any data is read
+        shares = budget_shares([domain(v, self.schema.sizes) for v in self.measured_views])
         return {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
                 "accountant": BASIC_COMPOSITION, "rho": None,
                 "budget_split": self._budget_split(shares)}
 
     def _budget_split(self, shares: np.ndarray) -> str:
         parts = ", ".join(f"{p:.4g}" for p in shares)
-        return (f"{len(shares)} views (Laplace, L1 sensitivity 2 each), view i gets "
+        upper = sum(v is not None for v in self.upper[0])
+        what = f" (the chain, then {upper} upper cross views)" if self.plus else ""
+        return (f"{len(shares)} views{what} (Laplace, L1 sensitivity 2 each), view i gets "
                 f"epsilon*P_i with P_i = s_i^(1/3)/sum_j s_j^(1/3) (s = domain size): P = "
                 f"[{parts}]; basic composition gives ({self.epsilon:g}, 0)-DP")
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
-        return view_count_graph(ddf, self.schema, self.layout.views)
+        return view_count_graph(ddf, self.schema, self.measured_views)
 
     def _rows_counted(self, exact: np.ndarray) -> int:
-        return int(split_views(exact, self.layout.views, self.schema.sizes)[0].sum())
+        return int(split_views(exact, self.measured_views, self.schema.sizes)[0].sum())
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> DPViewModel:
         plan = self._privacy_plan()
         layout = self.layout
+        upper, dropped = self.upper
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         with timed(self.timings_, "noise_views"):
-            tables, details = dpview(split_views(exact, layout.views, self.schema.sizes),
-                                     layout, n_rows, self.epsilon, sampler=self.noise_sampler,
-                                     rng=rng)
+            tables, details = dpview(split_views(exact, self.measured_views, self.schema.sizes),
+                                     layout.views, n_rows, self.epsilon,
+                                     sampler=self.noise_sampler, rng=rng)
+        kept = iter(tables[len(layout.views):])
+        upper_tables = tuple(None if v is None else next(kept) for v in upper)
+        plus = {"upper_views": [None if v is None else [self.schema.names[a] for a in v]
+                                for v in upper],
+                "upper_dropped": dropped} if self.plus else {}
         metadata |= {
-            "method": f"{METHOD}: noisy views from domain sizes, consistency, linking "
+            "method": f"{self.name}: noisy views from domain sizes, consistency, linking"
+                      f"{' filtered by upper cross views' if self.plus else ''} "
                       "(Lin, Yu & Huang)",
             "parameters": {"view_size": self.view_size, "tries": self.tries,
                            "layout_seed": self.layout_seed},
@@ -473,12 +676,23 @@ class DPViewSynthesizer(Synthesizer):
                 post_processing="totals set to n; weighted consistency on shared attributes "
                 "and projection onto {x >= 0, sum x = n}, alternated; largest-remainder "
                 "integers propagated along the chain of views"),
-            "model": {"method": METHOD, "layout": layout.to_json(self.schema),
+            "model": {"method": self.name, "layout": layout.to_json(self.schema), **plus,
                       "consistency_rounds": details["consistency_rounds"],
                       "inconsistency_before_rounding": details["inconsistency_before_rounding"]},
         }
-        return DPViewModel(self.schema, n_rows, layout.views, tuple(tables), metadata)
+        return DPViewModel(self.schema, n_rows, layout.views,
+                           tuple(tables[: len(layout.views)]), metadata, method=self.name,
+                           upper=upper, upper_tables=upper_tables)
 
     @staticmethod
     def load_model(path: Path, document: dict[str, Any]) -> DPViewModel:
         return DPViewModel.from_files(path, document)
+
+
+class DPViewPlusSynthesizer(DPViewSynthesizer):
+    """DPView+ (``--method dpview+``): DPView whose linking of each base view bᵢ₊₁ follows the
+    noisy upper cross view uᵢ = (bᵢ ∪ bᵢ₊₁) \\ cᵢ, measured in the same pass and budget split
+    (module docstring). Same parameters as DPView."""
+
+    name: ClassVar[str] = METHOD_PLUS
+    plus: ClassVar[bool] = True
