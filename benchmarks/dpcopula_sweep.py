@@ -10,8 +10,8 @@ OpenDP's noise), and n synthetic rows are drawn with the same seed. Metrics, aga
 * ``evaluate_release``'s Q1/Q2/Q3: the mean error over the best 95 % of queries and the max, and
   Q1 at β = 99 % (average, max: the Gaussian-copula paper's Table 5 numbers);
 * the DPCopula papers' metric: relative error of 1,000 random range-count queries with sanity
-  bound s = 1 (``dp_dask.evaluate.range_query_errors``), mean and median, on all m attributes
-  per query (predicates on every attribute, the papers' setting as we read it) and on 3.
+  bound s = 1 (``dp_dask.evaluate.queries.range_query_errors``), mean and median, on all m
+  attributes per query (predicates on every attribute, the papers' setting as we read it) and on 3.
 
 DPCopula-Kendall and -MLE run for every k; ``marginals``, ``copula`` and ``copula`` with its
 Laplace mechanism once per ε: k does not apply to them. The last is the Gaussian-copula paper's
@@ -41,7 +41,9 @@ from benchmarks.peers import (
     table_schema,
 )
 from dp_dask.cluster import compute
-from dp_dask.evaluate import (
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import Schema
+from dp_dask.evaluate.queries import (
     RangeQueries,
     evaluate_release,
     markdown_table,
@@ -49,8 +51,6 @@ from dp_dask.evaluate import (
     range_query_workload,
     relative_errors,
 )
-from dp_dask.io import read_table
-from dp_dask.schema import Schema
 from dp_dask.synthesizer import Synthesizer
 
 DEFAULT_OUT = Path("docs/results-adult")

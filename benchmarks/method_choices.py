@@ -17,9 +17,9 @@ from pathlib import Path
 import dask
 import numpy as np
 
-from dp_dask.counts import attribute_pairs, count_graph, counts_from_codes
-from dp_dask.io import read_table
-from dp_dask.sample import Sampler
+from dp_dask.copula.sample import Sampler
+from dp_dask.data.counts import attribute_pairs, count_graph, counts_from_codes
+from dp_dask.data.io import read_table
 from dp_dask.synthesizer import GaussianCopulaSynthesizer
 
 SHARED = Path(os.environ.get("DP_DASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))

@@ -5,9 +5,9 @@
 
 Every release gets the same binned table (Adult through the built-in ``adult`` schema, all 15
 attributes or its 9 categorical ones), the same ε and δ, and the same evaluation
-(``dp_dask.evaluate.evaluate_release``: Q1, Q2, a seeded sample of Q3). Each release runs in a
-child process of its own and is measured the same way: wall time, CPU time (user + system) and
-peak RSS from ``wait4``, the load average next to it.
+(``dp_dask.evaluate.queries.evaluate_release``: Q1, Q2, a seeded sample of Q3). Each release
+runs in a child process of its own and is measured the same way: wall time, CPU time (user +
+system) and peak RSS from ``wait4``, the load average next to it.
 
 The peers are the authors' own scripts ``mechanisms/mst.py`` and ``mechanisms/aim.py`` from a
 checkout (``--private-pgm``), with their default parameters, run by the Python of a separate
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.decode import codes_to_frame
-from dp_dask.encode import encode_partition
-from dp_dask.evaluate import DEFAULT_Q3_SAMPLE, evaluate_release, markdown_table
-from dp_dask.schema import Schema, load_schema
+from dp_dask.data.decode import codes_to_frame
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import Schema, load_schema
+from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE, evaluate_release, markdown_table
 
 DELTA = 1e-9
 DEFAULT_DATA = "/work/shared/data/adult/adult.csv"

@@ -28,7 +28,7 @@ from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
 from benchmarks.shapes import SHAPES, generate
-from dp_dask.counts import query_vector
+from dp_dask.data.counts import query_vector
 from dp_dask.synthesizer import Synthesizer
 
 # Table rows per method: (label, key in timings_). "total" is their sum.

@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"  # before the imports: dp_dask.synthesizer records it
 
-from dp_dask.model import CopulaModel
-from dp_dask.schema import Attribute, Schema, SchemaError, load_schema
+from dp_dask.copula.model import CopulaModel
+from dp_dask.data.schema import Attribute, Schema, SchemaError, load_schema
 from dp_dask.synthesizer import GaussianCopulaSynthesizer, MarginalSynthesizer, Synthesizer
 
 __all__ = [

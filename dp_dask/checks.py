@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from dask.utils import parse_bytes
 
-from dp_dask.encode import EncodingError
-from dp_dask.schema import Schema, SchemaError
+from dp_dask.data.encode import EncodingError
+from dp_dask.data.schema import Schema, SchemaError
 
 
 class CheckError(ValueError):

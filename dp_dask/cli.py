@@ -40,20 +40,20 @@ from dp_dask.config import (
     load_config,
     overridden,
 )
-from dp_dask.counts import count_graph
-from dp_dask.evaluate import (
+from dp_dask.data.counts import count_graph
+from dp_dask.data.io import load_schema_from, local_only, local_path, read_table, write_json
+from dp_dask.data.schema import load_schema
+from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
     evaluate_release,
     marginal_distances,
     markdown_table,
     wide_table,
 )
-from dp_dask.io import load_schema_from, local_only, local_path, read_table, write_json
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
 from dp_dask.release import release_lock, resolve_target
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
 log = logging.getLogger("dp_dask")
@@ -341,7 +341,7 @@ def run_synth(args: argparse.Namespace) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> None:
-    from dp_dask.demo import write_census
+    from dp_dask.data.demo import write_census
 
     started = time.perf_counter()
     data = write_census(args.out / "census.parquet", n_rows=args.demo_rows, seed=args.seed,
@@ -364,7 +364,7 @@ def run_demo(args: argparse.Namespace) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
-    from dp_dask.html_report import write_evaluation  # scipy.stats: ~1 s to import
+    from dp_dask.evaluate.html import write_evaluation  # scipy.stats: ~1 s to import
 
     schema = load_schema(args.schema)
     paths = {}
@@ -383,7 +383,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
 
 
 def run_report(args: argparse.Namespace) -> None:
-    from dp_dask.report import write_report
+    from dp_dask.evaluate.sweep import write_report
 
     started = time.perf_counter()
     path = write_report(args.data, load_schema(args.schema), args.out,
@@ -445,7 +445,7 @@ def run_ledger_set_budget(args: argparse.Namespace) -> None:
 
 
 def run_schema_draft(args: argparse.Namespace) -> None:
-    from dp_dask.draft import draft_schema, parse_range, write_draft
+    from dp_dask.data.draft import draft_schema, parse_range, write_draft
 
     private = args.dp_epsilon is not None  # else public information only: no value is read
     if private and args.out.exists() and not args.force:  # refused before anything is spent
@@ -465,7 +465,7 @@ def run_schema_draft(args: argparse.Namespace) -> None:
 
 
 def run_schema_check(args: argparse.Namespace) -> None:
-    from dp_dask.draft import NOT_PRIVATE, check_schema
+    from dp_dask.data.draft import NOT_PRIVATE, check_schema
 
     table = check_schema(args.data, args.schema, show_progress=_progress(args))
     print(NOT_PRIVATE)

@@ -27,8 +27,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dp_dask.io import is_url
-from dp_dask.schema import BUILTIN_SCHEMAS
+from dp_dask.data.io import is_url
+from dp_dask.data.schema import BUILTIN_SCHEMAS
 
 
 class ConfigError(ValueError):

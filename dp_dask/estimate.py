@@ -13,10 +13,10 @@ from typing import Any
 from dask.utils import format_bytes, format_time
 
 from dp_dask.checks import Cost, check_cost
-from dp_dask.decode import GROUPED_MIN_CATEGORIES
+from dp_dask.copula.sample import default_partition_rows
+from dp_dask.data.decode import GROUPED_MIN_CATEGORIES
+from dp_dask.data.schema import Schema
 from dp_dask.privacy.accounting import query_count
-from dp_dask.sample import default_partition_rows
-from dp_dask.schema import Schema
 
 # Rates measured in docs/benchmarks.md (per worker unless said otherwise).
 PROCESS_BYTES = 250 * 2**20  # an idle driver or worker process with numpy, pandas, dask
@@ -38,7 +38,7 @@ WRITE_SECONDS_PER_CELL = 0.4e-6  # decode + Parquet/Zarr, per row and attribute
 # The Zarr chunk of uint8 dummies, per row and dummy column (compression of mostly zeros):
 # 1.05 s for one 13,278-row partition of wide5000 (d = 5,054).
 WRITE_SECONDS_PER_DUMMY = 1.6e-8
-# Copula decoding calibration (dp_dask.decode), per attribute of s categories: a factor of its
+# Copula decoding calibration (dp_dask.data.decode), per attribute of s categories: a factor of its
 # s × s block, draws × s normals through it, a few passes of argmax over them.
 CALIBRATION_DRAWS = 200_000  # the copula's default calibration_draws
 CALIBRATION_FACTOR_EIGH = 1.5  # psd_correlation_factor: eigh, then reconstruct + Cholesky

@@ -22,8 +22,9 @@ Sources (each gives edges and each edge's pair table Pr[Xᵢ, Xⱼ]):
 * :func:`network_from_sample`: a public sample file; structure per chunk by pgmpy's hill climbing
   on BIC, CPTs with add-one (Dirichlet) pseudo-counts, pair tables by inference;
 * :func:`network_from_tables`: our own DP noisy 2-way tables (post-processing): a Chow–Liu tree
-  per chunk (dp_dask.tree.spanning_tree) on the consistent noisy tables. pgmpy's estimators read
-  rows, and all we hold are tables; a maximum-information tree needs only pairwise tables.
+  per chunk (dp_dask.postprocess.tree.spanning_tree) on the consistent noisy tables. pgmpy's
+  estimators read rows, and all we hold are tables; a maximum-information tree needs only
+  pairwise tables.
 
 pgmpy is an optional dependency (``pip install dp-dask[ddp]``), imported only by the first two.
 """
@@ -40,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.encode import encode_partition
-from dp_dask.io import read_table
-from dp_dask.marginals import Measurement, consistent_marginals
-from dp_dask.schema import Schema
-from dp_dask.tree import spanning_tree
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import Schema
+from dp_dask.postprocess.consistency import Measurement, consistent_marginals
+from dp_dask.postprocess.tree import spanning_tree
 
 DEFAULT_SMOOTHING = 0.01
 # Hill climbing over a chunk: BIC for discrete data, as in the paper's use of learned networks.

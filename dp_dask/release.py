@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.io import local_path, remote, write_json
-from dp_dask.schema import Schema
+from dp_dask.data.io import local_path, remote, write_json
+from dp_dask.data.schema import Schema
 
 COMPLETE = "_COMPLETE.json"
 RECORD_FORMAT = 1

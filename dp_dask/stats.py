@@ -53,9 +53,9 @@ import numpy as np
 
 from dp_dask.checks import DpDaskWarning
 from dp_dask.cluster import compute
-from dp_dask.counts import view_count_graph
-from dp_dask.io import TableSource, read_table, write_json
-from dp_dask.marginals import Measurement
+from dp_dask.data.counts import view_count_graph
+from dp_dask.data.io import TableSource, read_table, write_json
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.network import (
     DEFAULT_SMOOTHING,
     Network,
@@ -65,6 +65,7 @@ from dp_dask.network import (
     network_from_sample,
     network_from_tables,
 )
+from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy import BASIC_COMPOSITION, laplace_noise
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
@@ -75,7 +76,6 @@ from dp_dask.privacy.ledger import (
     dataset_name_for,
     new_run_id,
 )
-from dp_dask.schema import Schema, load_schema
 from dp_dask.synthesizer import EmptyInputError
 from dp_dask.timing import timed
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from dp_dask.cluster import dask_client
-from dp_dask.evaluate import DEFAULT_Q3_SAMPLE
-from dp_dask.html_report import write_evaluation
+from dp_dask.data.schema import Schema, load_schema
+from dp_dask.evaluate.html import write_evaluation
+from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE
 from dp_dask.privacy.ledger import Ledger
-from dp_dask.schema import Schema, load_schema
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
 
 

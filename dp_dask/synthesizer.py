@@ -22,10 +22,18 @@ from dask.delayed import Delayed
 import dp_dask
 from dp_dask.checks import ModelError, check_cost, read_model_document
 from dp_dask.cluster import compute
-from dp_dask.counts import count_graph, rows_counted
-from dp_dask.io import TableSource, create_zarr, read_table, write_json
+from dp_dask.copula.model import CopulaModel, fit_model
+from dp_dask.copula.sample import (
+    default_partition_rows,
+    partition_sizes,
+    sample_binary,
+    sample_frame,
+    write_partitions,
+)
+from dp_dask.data.counts import count_graph, rows_counted
+from dp_dask.data.io import TableSource, create_zarr, read_table, write_json
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.marginals import ONE_WAY_SHARE, MarginalModel, fit_marginals, measure
-from dp_dask.model import CopulaModel, fit_model
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
@@ -39,14 +47,6 @@ from dp_dask.release import (
     resolve_target,
     stage_release,
 )
-from dp_dask.sample import (
-    default_partition_rows,
-    partition_sizes,
-    sample_binary,
-    sample_frame,
-    write_partitions,
-)
-from dp_dask.schema import Schema, load_schema
 from dp_dask.timing import timed
 
 DEFAULT_DELTA = 2.0**-30

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
 
-from dp_dask.schema import Schema, load_schema
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.synthesizer import Synthesizer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.run import STAGES, run, table
 from benchmarks.shapes import SHAPES, generate, schema_for
-from dp_dask.schema import load_schema
+from dp_dask.data.schema import load_schema
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

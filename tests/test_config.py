@@ -89,7 +89,7 @@ def test_adult_example_config(client, tmp_path, monkeypatch, capsys):
 
 
 def test_demo_example_config(client, tmp_path, monkeypatch, capsys):
-    from dp_dask.demo import write_census
+    from dp_dask.data.demo import write_census
 
     data = write_census(tmp_path / "census.parquet", n_rows=4_000, partition_rows=2_000)
     monkeypatch.setenv("DP_DASK_DEMO_DATA", str(data))

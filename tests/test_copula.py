@@ -7,7 +7,7 @@ from scipy.stats import multivariate_normal
 from statsmodels.stats.correlation_tools import corr_nearest
 from threadpoolctl import threadpool_limits
 
-from dp_dask.copula import (
+from dp_dask.copula.correlation import (
     RHO_MAX,
     _GeneralizedHessian,
     bvn_cdf,

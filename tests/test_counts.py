@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import correlated_frame
 
-from dp_dask.counts import (
+from dp_dask.data.counts import (
     attribute_pairs,
     count_graph,
     counts_from_codes,
@@ -18,8 +18,8 @@ from dp_dask.counts import (
     query_vector,
     rows_counted,
 )
-from dp_dask.encode import encode_partition
-from dp_dask.schema import load_schema
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import load_schema
 
 
 def crosstab_counts(frame: pd.DataFrame, schema) -> np.ndarray:
@@ -53,7 +53,7 @@ def test_cluster_counts_equal_crosstab(client, small_schema, npartitions):
 
 
 def test_adult_csv_counts_match_pandas(client, adult_csv, adult_schema):
-    from dp_dask.io import read_table
+    from dp_dask.data.io import read_table
 
     ddf = read_table(adult_csv, adult_schema, csv_blocksize="1MB")
     assert ddf.npartitions > 2

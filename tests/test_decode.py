@@ -1,14 +1,15 @@
-"""Decoding calibration of wide attributes: exchangeable groups of categories (dp_dask.decode)."""
+"""Decoding calibration of wide attributes: exchangeable groups of categories
+(dp_dask.data.decode)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dp_dask import decode
-from dp_dask.copula import RHO_MAX, nearest_correlation, psd_correlation_factor
-from dp_dask.decode import _latent_draws, calibrate_offsets, decode_latent, exchangeable_groups
-from dp_dask.schema import load_schema
+from dp_dask.copula.correlation import RHO_MAX, nearest_correlation, psd_correlation_factor
+from dp_dask.data import decode
+from dp_dask.data.decode import _latent_draws, calibrate_offsets, decode_latent, exchangeable_groups
+from dp_dask.data.schema import load_schema
 
 SIZES = (300, 4)
 COUPLED = 100  # categories of the wide attribute with their own cross-correlations

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_dask.demo import COLUMNS, MISSING_COLUMN, generate_census, write_census
-from dp_dask.schema import Schema, load_schema
+from dp_dask.data.demo import COLUMNS, MISSING_COLUMN, generate_census, write_census
+from dp_dask.data.schema import Schema, load_schema
 
 N_ROWS = 20_000
 ADULT_DIR = Path(os.environ.get("DP_DASK_ADULT_DIR", "/work/shared/data/adult"))

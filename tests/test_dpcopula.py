@@ -17,8 +17,9 @@ from conftest import (
 from scipy.stats import kendalltau
 
 from dp_dask.cli import main
-from dp_dask.counts import counts_from_codes
-from dp_dask.encode import encode_partition
+from dp_dask.data.counts import counts_from_codes
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import load_schema
 from dp_dask.methods.dpcopula import (
     DPCopulaKendallSynthesizer,
     DPCopulaModel,
@@ -28,7 +29,6 @@ from dp_dask.methods.dpcopula import (
     split_budget,
 )
 from dp_dask.privacy.ledger import Ledger
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import Synthesizer, load_model
 
 

@@ -20,7 +20,8 @@ from scipy.special import ndtri
 from scipy.stats import rankdata
 from test_dpcopula import FINE_SCHEMA, codes_of, fine_copula_frame
 
-from dp_dask.encode import encode_partition
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import load_schema
 from dp_dask.methods.dpcopula import DPCopulaModel, split_budget
 from dp_dask.methods.dpcopula_mle import (
     QUANTUM,
@@ -32,7 +33,6 @@ from dp_dask.methods.dpcopula_mle import (
     block_tasks,
     noisy_block_average,
 )
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import Synthesizer, load_model
 
 

@@ -21,8 +21,9 @@ from conftest import (
 from distributed import Client, LocalCluster
 
 from dp_dask.checks import CostError, ModelError
-from dp_dask.counts import view_count_graph
-from dp_dask.encode import encode_partition
+from dp_dask.data.counts import view_count_graph
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import load_schema
 from dp_dask.methods.dpview import (
     CONSISTENCY_TOL,
     MAX_ROUNDS,
@@ -46,9 +47,8 @@ from dp_dask.methods.dpview import (
     upper_views,
     view_layout,
 )
+from dp_dask.postprocess.rowupdate import round_to_total
 from dp_dask.privacy.ledger import Ledger
-from dp_dask.rowupdate import round_to_total
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import Synthesizer, load_model
 
 

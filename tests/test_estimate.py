@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dp_dask import estimate as plan
-from dp_dask.decode import GROUPED_MIN_CATEGORIES
-from dp_dask.schema import load_schema
+from dp_dask.data.decode import GROUPED_MIN_CATEGORIES
+from dp_dask.data.schema import load_schema
 
 
 def schema_with(sizes: list[int]):

@@ -14,8 +14,9 @@ from conftest import SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
 from dp_dask.cluster import compute
-from dp_dask.counts import partition_counts
-from dp_dask.evaluate import (
+from dp_dask.data.counts import partition_counts
+from dp_dask.data.schema import load_schema
+from dp_dask.evaluate.queries import (
     Answers,
     RangeQueries,
     alpha_beta,
@@ -31,7 +32,6 @@ from dp_dask.evaluate import (
     workload_sizes,
 )
 from dp_dask.privacy.labels import OWNER_ONLY
-from dp_dask.schema import load_schema
 
 
 def labelled(frame: pd.DataFrame) -> pd.DataFrame:
@@ -276,7 +276,7 @@ def test_range_workload_depends_on_schema_and_seed_only(small_schema):
 
 def test_range_answers_match_pandas_in_small_batches(client, frame, monkeypatch):
     """The Dask reduction (3 partitions) with batches of a few queries against pandas."""
-    import dp_dask.evaluate as evaluate
+    import dp_dask.evaluate.queries as evaluate
 
     monkeypatch.setattr(evaluate, "RANGE_BATCH_CELLS", 1_000)  # 5 queries per 200-row partition
     schema = load_schema(SMALL_SCHEMA_PATH)

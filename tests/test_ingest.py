@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 
 from dp_dask.cli import main
-from dp_dask.counts import count_graph
-from dp_dask.encode import EncodingError, encode_partition
-from dp_dask.io import read_table
-from dp_dask.schema import CALENDAR_UNITS, SchemaError, load_schema
+from dp_dask.data.counts import count_graph
+from dp_dask.data.encode import EncodingError, encode_partition
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import CALENDAR_UNITS, SchemaError, load_schema
 from dp_dask.synthesizer import Synthesizer
 
 ANSWERS = ["yes", "NA", "", "null"]  # pandas' read_csv would make the last three NaN

@@ -13,6 +13,7 @@ import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
+from dp_dask.data.schema import load_schema
 from dp_dask.privacy import epsilon_spent, rho_budget, zcdp_rho_for
 from dp_dask.privacy.ledger import (
     APPROX_DP,
@@ -27,7 +28,6 @@ from dp_dask.privacy.ledger import (
     dataset_name_for,
     default_ledger_path,
 )
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import GaussianCopulaSynthesizer, load_model
 
 SHA = load_schema(SMALL_SCHEMA_PATH).sha256()

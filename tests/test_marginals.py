@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from dp_dask.marginals import (
+from dp_dask.postprocess.consistency import (
     IPF_SEED_ROWS,
     SIGNAL_SIGMAS,
     Marginals,
@@ -16,14 +16,14 @@ from dp_dask.marginals import (
     fit_to_margins,
     shrink_towards,
 )
-from dp_dask.rowupdate import (
+from dp_dask.postprocess.rowupdate import (
     match_one_way,
     possible_cells,
     round_to_total,
     sample_tree,
     update_rows,
 )
-from dp_dask.tree import implied_tables, spanning_tree
+from dp_dask.postprocess.tree import implied_tables, spanning_tree
 
 SIZES = np.array([3, 4, 2, 6])
 
@@ -193,7 +193,7 @@ def test_near_deterministic_pair_is_reproduced_within_the_noise():
 
 
 def test_rows_move_to_deficient_cells_changing_one_attribute_where_possible():
-    from dp_dask.rowupdate import _nearby_cells
+    from dp_dask.postprocess.rowupdate import _nearby_cells
 
     deficit = np.zeros((3, 4), dtype=np.int64)
     deficit[0, 3] = 5  # row 0 and column 3 have deficit

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dp_dask.decode import calibrate_offsets, decode_latent
-from dp_dask.model import marginals_from_counts, project_to_total, shrink_dependence
-from dp_dask.schema import load_schema
+from dp_dask.copula.model import marginals_from_counts, project_to_total, shrink_dependence
+from dp_dask.data.decode import calibrate_offsets, decode_latent
+from dp_dask.data.schema import load_schema
 
 
 @pytest.mark.parametrize("seed", range(5))

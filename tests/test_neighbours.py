@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_dask import encode
-from dp_dask.encode import EncodingError, encode_partition
-from dp_dask.io import read_table
-from dp_dask.schema import load_schema
+from dp_dask.data import encode
+from dp_dask.data.encode import EncodingError, encode_partition
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import load_schema
 
 OTHER = {"extra": ["other"], "on_unknown": "other", "on_missing": "other"}
 SCHEMA = load_schema({"name": "neighbours", "attributes": [

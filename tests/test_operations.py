@@ -14,7 +14,7 @@ from conftest import RAW_VALUE, SMALL_SCHEMA_PATH
 import dp_dask
 from dp_dask.cli import build_parser, main
 from dp_dask.cluster import BACKENDS, ClusterError, backend, dask_client, jobqueue_cluster
-from dp_dask.schema import load_schema
+from dp_dask.data.schema import load_schema
 
 STAGES = ("read_encode_count", "noise", "consistency", "sample_write")
 

@@ -24,9 +24,9 @@ from benchmarks.peers import (
     results_table,
     table_schema,
 )
-from dp_dask.decode import codes_to_frame
-from dp_dask.encode import encode_partition
-from dp_dask.schema import load_schema
+from dp_dask.data.decode import codes_to_frame
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import load_schema
 
 
 def raw_frame(schema, rows=500, seed=0):

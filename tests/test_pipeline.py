@@ -13,13 +13,13 @@ import zarr
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
 
-from dp_dask.counts import count_graph
-from dp_dask.decode import calibrate_offsets
-from dp_dask.encode import EncodingError
-from dp_dask.evaluate import marginal_distances
-from dp_dask.io import read_table
-from dp_dask.model import CopulaModel
-from dp_dask.sample import sample_frame
+from dp_dask.copula.model import CopulaModel
+from dp_dask.copula.sample import sample_frame
+from dp_dask.data.counts import count_graph
+from dp_dask.data.decode import calibrate_offsets
+from dp_dask.data.encode import EncodingError
+from dp_dask.data.io import read_table
+from dp_dask.evaluate.queries import marginal_distances
 from dp_dask.synthesizer import EmptyInputError, GaussianCopulaSynthesizer
 
 ROWS = CORRELATED_ROWS  # the rows of conftest's `data`

@@ -12,12 +12,12 @@ import pytest
 import zarr
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
 
-from dp_dask import rowupdate
 from dp_dask.cluster import compute
-from dp_dask.counts import count_graph
-from dp_dask.io import read_table
-from dp_dask.marginals import Marginals
+from dp_dask.data.counts import count_graph
+from dp_dask.data.io import read_table
 from dp_dask.methods.marginals import MarginalModel, budget_shares, measure, measured_queries
+from dp_dask.postprocess import rowupdate
+from dp_dask.postprocess.consistency import Marginals
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
 

@@ -16,17 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_dask.counts import (
+from dp_dask.data.counts import (
     attribute_pairs,
     count_graph,
     counts_from_codes,
     query_vector,
     rows_counted,
 )
-from dp_dask.encode import code_dtype, encode_partition
-from dp_dask.io import read_table
+from dp_dask.data.encode import code_dtype, encode_partition
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import load_schema
 from dp_dask.privacy import QUERY_L1_SENSITIVITY, add_noise, noisy_count_matrix, plan_noise
-from dp_dask.schema import load_schema
 
 OTHER = {"extra": ["other"], "on_unknown": "other", "on_missing": "other"}
 SCHEMA = load_schema({"name": "audit", "attributes": [

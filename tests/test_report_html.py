@@ -17,8 +17,8 @@ from conftest import SMALL_SCHEMA_PATH
 
 from dp_dask import Synthesizer, load_schema
 from dp_dask.cli import main
-from dp_dask.counts import counts_from_codes
-from dp_dask.html_report import REPORT_NAME, associations
+from dp_dask.data.counts import counts_from_codes
+from dp_dask.evaluate.html import REPORT_NAME, associations
 from dp_dask.privacy.labels import OWNER_ONLY
 
 ATTRIBUTES = 4  # SMALL_SCHEMA: colour, size, flag, city

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from dp_dask.cli import main
-from dp_dask.draft import NOT_PRIVATE, check_schema, draft_schema
-from dp_dask.schema import SchemaError, load_schema
+from dp_dask.data.draft import NOT_PRIVATE, check_schema, draft_schema
+from dp_dask.data.schema import SchemaError, load_schema
 
 
 def table(seed: int, rows: int = 200) -> pd.DataFrame:

@@ -15,7 +15,8 @@ import pytest
 from test_ingest import survey_csv
 
 from dp_dask.cli import main
-from dp_dask.draft import _partition_counts, default_grid, draft_schema
+from dp_dask.data.draft import _partition_counts, default_grid, draft_schema
+from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
 from dp_dask.privacy.selection import (
     REPLACE_ONE_ROW,
@@ -24,7 +25,6 @@ from dp_dask.privacy.selection import (
     quantile_scores,
     threshold_keys,
 )
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import Synthesizer
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "from-csv.md"

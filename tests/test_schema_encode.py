@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA
 
-from dp_dask.encode import EncodingError, encode_partition
-from dp_dask.schema import SchemaError, load_schema
+from dp_dask.data.encode import EncodingError, encode_partition
+from dp_dask.data.schema import SchemaError, load_schema
 
 
 def test_schema_round_trips_through_json(small_schema, tmp_path):

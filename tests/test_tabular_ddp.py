@@ -11,10 +11,10 @@ import pytest
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
-from dp_dask.encode import encode_partition
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import load_schema
 from dp_dask.network import Network, chunks, dependent_sensitivity, edge_rho, network_from_json
 from dp_dask.privacy.ledger import APPROX_DP, DEPENDENT_DP, BudgetExceededError, Ledger
-from dp_dask.schema import load_schema
 from dp_dask.stats import (
     DDP_STATEMENT,
     DependentPrivacyWarning,

@@ -4,7 +4,8 @@
     marginals every attribute's 1-way histogram, ε1/m each (pure DP): + Laplace, or EFPA
               (Ács et al. 2012, the papers' choice; dp_dask.privacy.efpa)
     tau       every pair's Kendall tau-a + Laplace, ε2/C(m,2) each (pure DP)
-    copula    P̃ = sin(π/2·τ̃), repaired to a correlation matrix by our NCM (dp_dask.copula)
+    copula    P̃ = sin(π/2·τ̃), repaired to a correlation matrix by our NCM
+              (dp_dask.copula.correlation)
     sample    per output partition: y ~ N(0, P̃) in m dimensions, value j = F̃_j⁻¹(Φ(y_j)) on the
               attribute's public order (categories in schema order, bins in edge order)
 
@@ -48,13 +49,13 @@ import numpy as np
 from scipy.special import ndtr
 
 from dp_dask.checks import model_schema, read_model_arrays, write_model_files
-from dp_dask.copula import nearest_correlation, psd_correlation_factor
-from dp_dask.counts import attribute_pairs
-from dp_dask.model import project_to_total
+from dp_dask.copula.correlation import nearest_correlation, psd_correlation_factor
+from dp_dask.copula.model import project_to_total
+from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.schema import Schema
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.efpa import efpa_histogram
 from dp_dask.privacy.noise import laplace_noise
-from dp_dask.schema import Schema
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
 
@@ -103,7 +104,7 @@ def kendall_tau_a(table: np.ndarray) -> float:
 
 
 def pair_tables(counts: np.ndarray, schema: Schema) -> list[np.ndarray]:
-    """Every attribute pair's exact 2-way table, in dp_dask.counts.attribute_pairs order."""
+    """Every attribute pair's exact 2-way table, in dp_dask.data.counts.attribute_pairs order."""
     return [counts[rows, cols] for _, _, rows, cols in attribute_pairs(schema)]
 
 

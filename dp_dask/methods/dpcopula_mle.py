@@ -68,9 +68,10 @@ from dask.delayed import Delayed
 from scipy.special import ndtri
 
 from dp_dask.cluster import compute
-from dp_dask.copula import nearest_correlation
-from dp_dask.counts import tree_sum, view_counts_from_codes
-from dp_dask.encode import check_columns, encode_partition
+from dp_dask.copula.correlation import nearest_correlation
+from dp_dask.data.counts import tree_sum, view_counts_from_codes
+from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.schema import Schema
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
     DPCopulaKendallSynthesizer,
@@ -80,7 +81,6 @@ from dp_dask.methods.dpcopula import (
     split_budget,
 )
 from dp_dask.privacy.noise import laplace_noise
-from dp_dask.schema import Schema
 from dp_dask.timing import timed
 
 MLE = "dpcopula-mle"

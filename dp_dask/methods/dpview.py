@@ -34,9 +34,10 @@ Details the paper leaves open, chosen here:
 * Consistency: each chain link's shared attributes S, in chain order, one round at a time;
   non-negativity is the paper's iteration (zero the negatives, take their mass q evenly from the
   o positive cells, repeat), whose fixed point is the Euclidean projection onto
-  {x ≥ 0, Σx = n} that :func:`dp_dask.model.project_to_total` computes directly. Rounds stop when
-  the shared marginals of neighbouring views differ by at most ``CONSISTENCY_TOL`` counts per
-  cell, or after ``MAX_ROUNDS``; :func:`propagate` then makes the integer tables agree exactly.
+  {x ≥ 0, Σx = n} that :func:`dp_dask.copula.model.project_to_total` computes directly. Rounds
+  stop when the shared marginals of neighbouring views differ by at most ``CONSISTENCY_TOL``
+  counts per cell, or after ``MAX_ROUNDS``; :func:`propagate` then makes the integer tables agree
+  exactly.
 * Linking: propagation makes every block of shared values hold as many records as the view's
   table has in it, so any matching within a block reproduces the view exactly; the paper's
   greedy "most frequent first, random among ties" then reduces to a uniform random matching.
@@ -95,12 +96,12 @@ from dp_dask.checks import (
     read_model_arrays,
     write_model_files,
 )
-from dp_dask.counts import view_count_graph
-from dp_dask.model import project_to_total
+from dp_dask.copula.model import project_to_total
+from dp_dask.data.counts import view_count_graph
+from dp_dask.data.schema import Schema
+from dp_dask.postprocess.rowupdate import round_rows, round_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
-from dp_dask.rowupdate import round_rows, round_to_total
-from dp_dask.schema import Schema
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
 
@@ -263,7 +264,7 @@ def laplace_scales(epsilon: float, shares: np.ndarray) -> np.ndarray:
 
 def split_views(vector: np.ndarray, views: tuple[View, ...], sizes: np.ndarray
                 ) -> list[np.ndarray]:
-    """The concatenated view vector of dp_dask.counts.view_counts_from_codes as view tables."""
+    """The concatenated view vector of dp_dask.data.counts.view_counts_from_codes as view tables."""
     shapes = [tuple(int(sizes[a]) for a in v) for v in views]
     bounds = np.cumsum([math.prod(s) for s in shapes])[:-1]
     return [part.reshape(shape) for part, shape in zip(np.split(vector, bounds), shapes)]

@@ -3,10 +3,10 @@
     measure   every 1-way histogram and 2-way table, one Gaussian measurement each: a quarter
               of the budget ρ to the histograms, the rest to the tables, ∝ cells^(1/3)
     combine   inverse-variance 1-way estimates; each table shrunk towards independence by its
-              own signal-to-noise and fitted to them (dp_dask.marginals)
+              own signal-to-noise and fitted to them (dp_dask.postprocess.consistency)
     model     a maximum-information spanning tree of the consistent tables
     sample    per output partition: a tree start with exact counts, row updates towards every
-              table, exact 1-way counts (dp_dask.rowupdate)
+              table, exact 1-way counts (dp_dask.postprocess.rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
@@ -23,19 +23,19 @@ from typing import Any
 import numpy as np
 
 from dp_dask.checks import model_schema, read_model_arrays, write_model_files
-from dp_dask.counts import attribute_pairs
-from dp_dask.marginals import Marginals, Measurement, consistent_marginals
-from dp_dask.privacy.accounting import gaussian_sigma
-from dp_dask.privacy.noise import gaussian_noise
-from dp_dask.rowupdate import (
+from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.schema import Schema
+from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
+from dp_dask.postprocess.rowupdate import (
     match_one_way,
     possible_cells,
     round_to_total,
     sample_tree,
     update_rows,
 )
-from dp_dask.schema import Schema
-from dp_dask.tree import implied_tables, spanning_tree
+from dp_dask.postprocess.tree import implied_tables, spanning_tree
+from dp_dask.privacy.accounting import gaussian_sigma
+from dp_dask.privacy.noise import gaussian_noise
 
 MODEL_FORMAT = 1
 METHOD = "marginals"
@@ -57,7 +57,7 @@ EMPTY_WITHIN_SIGMAS = 2.0
 
 
 def measured_queries(schema: Schema) -> list[tuple[int, ...]]:
-    """Every attribute alone, then every pair, in the order of dp_dask.counts.query_vector."""
+    """Every attribute alone, then every pair, in the order of dp_dask.data.counts.query_vector."""
     return [(a,) for a in range(schema.m)] + [(i, j) for i, j, _, _ in attribute_pairs(schema)]
 
 

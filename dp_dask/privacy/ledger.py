@@ -152,7 +152,7 @@ class Entry:
     @classmethod
     def for_draft(cls, *, dataset_name: str, request_sha256: str, run_id: str, epsilon: float,
                   delta: float, sampler: str, private: bool) -> Entry:
-        """The entry of a schema drafted under DP (dp_dask.draft): thresholded counts and
+        """The entry of a schema drafted under DP (dp_dask.data.draft): thresholded counts and
         noisy-max quantiles, pure ε plus the thresholds' δ, added by basic composition. The
         schema does not exist before the draft, so ``request_sha256`` names the request (input
         columns and DP options); the drafted schema records this entry's run id."""

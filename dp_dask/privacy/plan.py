@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.counts import counts_from_queries, query_vector
+from dp_dask.data.counts import counts_from_queries, query_vector
+from dp_dask.data.schema import Schema
 from dp_dask.privacy.accounting import (
     ACCOUNTANTS,
     BASIC_COMPOSITION,
@@ -37,7 +38,6 @@ from dp_dask.privacy.accounting import (
     rho_budget,
 )
 from dp_dask.privacy.noise import SAMPLERS, gaussian_noise, laplace_noise
-from dp_dask.schema import Schema
 
 MECHANISMS = ("laplace", "gaussian")
 _PLAN_RTOL = 1e-9

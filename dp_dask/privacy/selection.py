@@ -1,7 +1,7 @@
 """DP selection on the driver, over exact counts reduced on Dask: which values, which quantiles.
 
-Used to draft a schema under DP (:mod:`dp_dask.draft`). Both measurements take exact counts that
-reached the driver (never the raw rows) and return only what they select.
+Used to draft a schema under DP (:mod:`dp_dask.data.draft`). Both measurements take exact
+counts that reached the driver (never the raw rows) and return only what they select.
 
 * :func:`threshold_keys`: the values whose noisy count passes a threshold (OpenDP's
   ``make_laplace_threshold``, propose-test-release over a hashmap of counts; Rogers 2023). The

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from distributed import LocalCluster
 
-from dp_dask.demo import write_census
+from dp_dask.data.demo import write_census
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.release import verify_release
 

@@ -27,7 +27,7 @@ from dp_dask.checks import (
     check_cost,
 )
 from dp_dask.cli import main
-from dp_dask.schema import load_schema
+from dp_dask.data.schema import load_schema
 from dp_dask.synthesizer import Synthesizer
 
 SYNTH = "synth --data {csv} --schema {schema} --out {out} --quiet"

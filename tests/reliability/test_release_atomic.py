@@ -22,6 +22,8 @@ from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
 from dp_dask.cli import main
+from dp_dask.copula.sample import Sampler
+from dp_dask.data.schema import load_schema
 from dp_dask.release import (
     COMPLETE,
     LOCK_STALE_SECONDS,
@@ -32,8 +34,6 @@ from dp_dask.release import (
     release_lock,
     verify_release,
 )
-from dp_dask.sample import Sampler
-from dp_dask.schema import load_schema
 from dp_dask.synthesizer import Synthesizer, load_model
 
 ROWS, PARTITION_ROWS = 80_000, 1_000  # 80 partitions: seconds of sampling to kill inside

@@ -25,8 +25,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats.contingency import association
 
-from dp_dask.counts import attribute_pairs
-from dp_dask.evaluate import (
+from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.io import TableSource
+from dp_dask.data.schema import Schema
+from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
     Comparison,
     check_outside_release,
@@ -35,10 +37,8 @@ from dp_dask.evaluate import (
     wide_table,
     write_tables,
 )
-from dp_dask.io import TableSource
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import release_directory
-from dp_dask.schema import Schema
 
 REPORT_NAME = "report.html"
 _PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",

@@ -20,8 +20,8 @@ import pandas as pd
 import zarr
 from fsspec.utils import get_protocol
 
-from dp_dask.encode import check_columns
-from dp_dask.schema import Schema, load_schema
+from dp_dask.data.encode import check_columns
+from dp_dask.data.schema import Schema, load_schema
 
 TableSource = str | Path | pd.DataFrame | dd.DataFrame
 

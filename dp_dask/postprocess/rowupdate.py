@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dp_dask.marginals import Marginals
+from dp_dask.postprocess.consistency import Marginals
 
 # GUM's schedule: the share of a table's excess moved per visit starts at 1 and decays, so that
 # tables pulling the same rows different ways settle. On Adult (ε = 1, 3 seeds) the 2-way error

@@ -27,12 +27,12 @@ import zarr
 from dask.delayed import Delayed
 from threadpoolctl import threadpool_limits
 
-from dp_dask.copula import psd_correlation_factor
-from dp_dask.decode import codes_to_frame, decode_latent
-from dp_dask.schema import Schema
+from dp_dask.copula.correlation import psd_correlation_factor
+from dp_dask.data.decode import codes_to_frame, decode_latent
+from dp_dask.data.schema import Schema
 
 if TYPE_CHECKING:
-    from dp_dask.model import CopulaModel
+    from dp_dask.copula.model import CopulaModel
 
 # Rows drawn at once inside a partition: bounds the float32 latent block to ~64 MiB.
 LATENT_BLOCK_BYTES = 64 * 2**20

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from dask.delayed import Delayed
 
-from dp_dask.encode import check_columns, encode_partition
-from dp_dask.schema import Schema
+from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.schema import Schema
 
 
 def attribute_pairs(schema: Schema) -> Iterator[tuple[int, int, slice, slice]]:

@@ -13,8 +13,8 @@ import pandas as pd
 from scipy.linalg import blas
 from scipy.special import ndtri
 
-from dp_dask.copula import psd_correlation_factor
-from dp_dask.schema import Schema
+from dp_dask.copula.correlation import psd_correlation_factor
+from dp_dask.data.schema import Schema
 
 # Bounded steps keep the calibration stable for a category that no draw picks yet (whose log
 # ratio would otherwise be unbounded); the frequency floor does the same for log(0). A full

@@ -15,11 +15,11 @@ import numpy as np
 from scipy.special import ndtri
 
 from dp_dask.checks import model_schema, read_model_arrays, read_model_document
-from dp_dask.copula import latent_correlation, nearest_correlation
-from dp_dask.counts import attribute_pairs
-from dp_dask.decode import calibrate_offsets
-from dp_dask.sample import Sampler
-from dp_dask.schema import Schema
+from dp_dask.copula.correlation import latent_correlation, nearest_correlation
+from dp_dask.copula.sample import Sampler
+from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.decode import calibrate_offsets
+from dp_dask.data.schema import Schema
 from dp_dask.timing import timed
 
 WITHIN_ATTRIBUTE_RULES = ("zero", "pairwise")

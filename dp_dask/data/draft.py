@@ -4,7 +4,8 @@
 (the Parquet schema, the CSV header, a frame's dtypes), never a value. What only the values could
 tell (categories, bounds) comes from public sources: the user's range shorthand (``ranges``), a
 public codebook or a public sample file (``public``), or else stays a placeholder (a ``"todo"``
-key that :func:`dp_dask.schema.load_schema` refuses, naming the attribute) for the user to fill.
+key that :func:`dp_dask.data.schema.load_schema` refuses, naming the attribute) for the user to
+fill.
 
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`draft_under_dp` read values, under
 DP with the user's budget: categories by thresholded noisy counts, numeric bins at DP quantiles
@@ -33,8 +34,18 @@ import pyarrow as pa
 import pyarrow.dataset as pds
 
 from dp_dask.cluster import compute
-from dp_dask.encode import category_text, domain_codes
-from dp_dask.io import TableSource, read_table, write_json
+from dp_dask.data.encode import category_text, domain_codes
+from dp_dask.data.io import TableSource, read_table, write_json
+from dp_dask.data.schema import (
+    ERROR,
+    FALSE_VALUES,
+    SCHEMA_VERSION,
+    TODO,
+    TRUE_VALUES,
+    Attribute,
+    Schema,
+    load_schema,
+)
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
@@ -44,16 +55,6 @@ from dp_dask.privacy.selection import (
     noisy_min_scale,
     quantile_scores,
     threshold_keys,
-)
-from dp_dask.schema import (
-    ERROR,
-    FALSE_VALUES,
-    SCHEMA_VERSION,
-    TODO,
-    TRUE_VALUES,
-    Attribute,
-    Schema,
-    load_schema,
 )
 
 MISSING, OTHER = "missing", "other"
@@ -430,7 +431,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     selected values and quantiles enter the schema.
 
     * A text column (or a CSV column without a grid): its categories are the value texts
-      (:func:`~dp_dask.encode.category_text`, missing values excluded) whose thresholded noisy
+      (:func:`~dp_dask.data.encode.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, (ε_col, δ / text columns)). Values below the
       threshold go to a public ``other`` bin (``on_unknown``), missing ones to ``missing``.
     * A numeric column (integer/float storage type, or a column given a public grid in

@@ -21,9 +21,13 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.cluster import compute
-from dp_dask.counts import rows_counted
-from dp_dask.decode import calibrate_offsets
-from dp_dask.evaluate import (
+from dp_dask.copula.model import CopulaModel, fit_model, marginals_from_counts
+from dp_dask.copula.sample import sample_frame
+from dp_dask.data.counts import rows_counted
+from dp_dask.data.decode import calibrate_offsets
+from dp_dask.data.io import TableSource
+from dp_dask.data.schema import Schema
+from dp_dask.evaluate.queries import (
     Answers,
     ThreeWayWorkload,
     answer_graphs,
@@ -38,12 +42,8 @@ from dp_dask.evaluate import (
     write_owner_csv,
     write_tables,
 )
-from dp_dask.io import TableSource
-from dp_dask.model import CopulaModel, fit_model, marginals_from_counts
 from dp_dask.privacy import noisy_count_matrix, plan_noise
 from dp_dask.privacy.labels import OWNER_ONLY
-from dp_dask.sample import sample_frame
-from dp_dask.schema import Schema
 
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 5.0)
 PLOT_BETA = 0.95  # the β of the paper's tables

@@ -229,7 +229,7 @@ class Attribute:
             raise SchemaError(f"attribute spec {spec!r} needs a 'name'")
         name = str(spec["name"])
         where = f"attribute {name!r}"
-        if TODO in spec:  # left by dp_dask.draft for the user to fill in
+        if TODO in spec:  # left by dp_dask.data.draft for the user to fill in
             raise SchemaError(f"{where} is a draft placeholder: {spec[TODO]}")
         kind = spec.get("type", "categorical")
         extra = _texts(spec, "extra", where)
@@ -293,7 +293,7 @@ class Schema:
     attributes: tuple[Attribute, ...]
     name: str = "schema"
     version: int = field(default=SCHEMA_VERSION)
-    # The budget spent drafting this schema from the data (dp_dask.draft), if any: carried into
+    # The budget spent drafting this schema from the data (dp_dask.data.draft), if any: carried into
     # every release's privacy record.
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
 

@@ -22,7 +22,7 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from dp_dask.schema import ERROR, Attribute, Schema
+from dp_dask.data.schema import ERROR, Attribute, Schema
 
 
 class EncodingError(ValueError):

@@ -1,8 +1,9 @@
 """The attributes' maximum-information spanning tree (Chow–Liu) and the tables it implies.
 
 Fitted to consistent noisy marginals, so it is post-processing. The tree gives the sampler its
-start (dp_dask.rowupdate.sample_tree) and, through the tables it implies for every pair (linked
-by the path between them), a better prior than independence to shrink noisy tables towards.
+start (dp_dask.postprocess.rowupdate.sample_tree) and, through the tables it implies for every
+pair (linked by the path between them), a better prior than independence to shrink noisy
+tables towards.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
-from dp_dask.marginals import Marginals
+from dp_dask.postprocess.consistency import Marginals
 
 
 def mutual_information(table: np.ndarray) -> float:

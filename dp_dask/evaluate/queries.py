@@ -29,19 +29,19 @@ import pandas as pd
 from dask.delayed import Delayed
 
 from dp_dask.cluster import compute
-from dp_dask.counts import (
+from dp_dask.data.counts import (
     attribute_pairs,
     count_graph,
     query_vector,
     reduction_graph,
     rows_counted,
 )
-from dp_dask.decode import codes_to_frame
-from dp_dask.encode import encode_partition
-from dp_dask.io import TableSource, read_table, write_json
+from dp_dask.data.decode import codes_to_frame
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.io import TableSource, read_table, write_json
+from dp_dask.data.schema import Schema
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import checked_table
-from dp_dask.schema import Schema
 
 BETAS = (0.95, 0.99, 1.0)
 STRONG_CORRELATION = 0.5  # Q2 is split at |r| >= this (r: Pearson r of the two dummies)
@@ -51,7 +51,7 @@ DEFAULT_Q3_SAMPLE = 100_000
 def marginal_distances(real: np.ndarray, synthetic: np.ndarray, schema: Schema) -> dict[str, float]:
     """Average and max total-variation distance of the 1-way and 2-way marginals.
 
-    ``real`` and ``synthetic`` are d×d count matrices (see dp_dask.counts) of any row totals.
+    ``real`` and ``synthetic`` are d×d count matrices (see dp_dask.data.counts) of any row totals.
     """
     def tvd(a: np.ndarray, b: np.ndarray) -> float:
         return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())

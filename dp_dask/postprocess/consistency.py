@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dp_dask.model import project_to_total
+from dp_dask.copula.model import project_to_total
 
 # Alternating projections between the margin constraints and x ≥ 0 (Dykstra), then IPF: both
 # settle within a few dozen sweeps on Adult-sized tables; more changes cells by < 0.01 rows.
@@ -131,7 +131,7 @@ def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_r
     """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them.
 
     Tables shrink towards ``prior`` where given (e.g. the tables a tree fitted to a first pass
-    implies, :func:`dp_dask.tree.implied_tables`), else towards independence.
+    implies, :func:`dp_dask.postprocess.tree.implied_tables`), else towards independence.
     """
     one_way = combine_one_way(measurements, sizes, n_rows)
     two_way = {}

@@ -1,0 +1,1 @@
+"""The Gaussian copula's driver-side math, model and partitioned sampling."""

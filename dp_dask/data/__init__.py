@@ -1,0 +1,1 @@
+"""Shared data stages: the public schema, encoding, reading, exact counts, decoding."""

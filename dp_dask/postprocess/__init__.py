@@ -1,0 +1,1 @@
+"""Post-processing of noisy marginals: consistency, spanning tree, row updates."""
