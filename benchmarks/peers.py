@@ -5,7 +5,8 @@
 
 Every release gets the same binned table (Adult through the built-in ``adult`` schema, all 15
 attributes or its 9 categorical ones), the same ε and δ, and the same evaluation
-(``dp_dask.evaluate.queries.evaluate_release``: Q1, Q2, a seeded sample of Q3). Each release
+(``dp_dask.evaluate.queries.evaluate_release``: Q1, Q2, a seeded sample of Q3; and, for releases
+run here, 1,000 random 3-attribute range-count queries' relative error). Each release
 runs in a child process of its own and is measured the same way: wall time, CPU time (user +
 system) and peak RSS from ``wait4``, the load average next to it.
 
@@ -40,7 +41,12 @@ import pandas as pd
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE, evaluate_release, markdown_table
+from dp_dask.evaluate.queries import (
+    DEFAULT_Q3_SAMPLE,
+    evaluate_release,
+    markdown_table,
+    range_query_errors,
+)
 
 DELTA = 1e-9
 DEFAULT_DATA = "/work/shared/data/adult/adult.csv"
@@ -49,6 +55,8 @@ CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relati
                "race", "sex", "native-country", "income")
 COLUMN_SETS = ("categorical", "all")
 WORKLOADS = ("Q1", "Q2", "Q3")
+RANGE_QUERIES, RANGE_ATTRIBUTES = 1_000, 3
+RANGE_KEY = "range3"  # mean relative error of the range-count queries
 LOAD_POLL_S = 5.0
 
 # The peers: the authors' scripts, run as they are (their argparse defaults) on our code table.
@@ -290,9 +298,15 @@ def error_summary(records: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 def evaluate(frame: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, method: str,
              q3_sample: int) -> tuple[dict[str, Any], str]:
+    """Q1–Q3, and the DPCopula/DPView papers' metric: the relative error (sanity bound 1) of
+    RANGE_QUERIES random range-count queries on RANGE_ATTRIBUTES attributes each (seed 0)."""
     records, workload = evaluate_release(frame, synthetic, schema, q3_sample=q3_sample, seed=0,
                                          method=method)
-    return error_summary(records), workload.describe()
+    relative = range_query_errors(frame, synthetic, schema, queries=RANGE_QUERIES,
+                                  attributes=min(RANGE_ATTRIBUTES, schema.m), seed=0)
+    ranges = {"mean": round(float(relative.mean()), 4),
+              "median": round(float(np.median(relative)), 4), "queries": len(relative)}
+    return error_summary(records) | {RANGE_KEY: ranges}, workload.describe()
 
 
 def git_commit(checkout: Path) -> str | None:
@@ -406,6 +420,8 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             for stat, title in (("avg95", "95 %"), ("max", "max")):
                 values = [r["errors"][workload][stat] for r in ok if workload in r["errors"]]
                 line[f"{workload} {title}"] = float(np.mean(values)) if values else "—"
+        ranges = [r["errors"][RANGE_KEY]["mean"] for r in ok if RANGE_KEY in r["errors"]]
+        line[f"{RANGE_KEY} rel. error"] = f"{np.mean(ranges):.3f}" if ranges else "—"
         if ok:
             line["wall s"] = float(np.mean([r["wall_s"] for r in ok]))
             line["CPU s"] = float(np.mean([r["cpu_s"] for r in ok]))
