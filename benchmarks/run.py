@@ -45,6 +45,9 @@ STAGES = {
                ("prepare sampler", "prepare_sampler"), ("linking+write", "sample_write")],
 }
 STAGES["dpview+"] = STAGES["dpview"]
+STAGES["dpcopula-kendall"] = STAGES["dpcopula-mle"] = [
+    COUNT, ("noise+copula (m×m)", "noise_copula"), ("prepare sampler", "prepare_sampler"),
+    SAMPLE_WRITE]
 MEMORY_POLL_S = 0.1
 
 

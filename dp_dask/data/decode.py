@@ -66,14 +66,17 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
         gain, previous = STEP_GAIN, np.inf
         for _ in range(iterations):
             picked = _decoded_counts(latent, c.astype(np.float32)) / draws
-            error = np.abs(picked - target).max()
+            off = np.abs(picked - target)
+            error = off.max()
             if error < tolerance:
                 break
             if error > previous:
                 gain = max(gain / 2, MIN_STEP_GAIN)
             previous = error
+            # Only the categories off by the tolerance move: stepping one met by chance would
+            # fit the draws' noise (a rare category's few hits), not its target.
             ratio = np.log(target) - np.log(np.maximum(picked, FREQUENCY_FLOOR / draws))
-            c = c + np.clip(gain * ratio, -MAX_STEP, MAX_STEP)
+            c = c + np.where(off >= tolerance, np.clip(gain * ratio, -MAX_STEP, MAX_STEP), 0.0)
         offsets[o + order] = c
     return offsets
 
