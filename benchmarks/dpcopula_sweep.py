@@ -37,7 +37,9 @@ from benchmarks.peers import (
     DELTA,
     error_summary,
     machine,
+    plain_log_ticks,
     read_data,
+    save_figure,
     table_schema,
 )
 from dp_dask.cluster import compute
@@ -198,17 +200,10 @@ def plot(table: pd.DataFrame, out: Path, title: str) -> Path:
         top.set(xscale="log", yscale="log", xlabel="ε", title=f"{label}\nk = {PLOT_K:g}")
         bottom.set(xscale="log", yscale="log", xlabel="k = ε1/ε2",
                    title=f"{label}\nε = {PLOT_EPSILON:g}")
-        for ax in (top, bottom):
-            ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-            ax.get_xaxis().set_minor_formatter(matplotlib.ticker.NullFormatter())
-        top.set_xticks(sorted(data["eps"].unique()))
-        bottom.set_xticks(KS)
+        plain_log_ticks(top, sorted(data["eps"].unique()))
+        plain_log_ticks(bottom, KS)
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, title, out, dpi=100)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

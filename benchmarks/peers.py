@@ -461,14 +461,28 @@ def plot(rows: list[dict[str, Any]], out: Path, title: str) -> Path:
                 eps = sorted(points)
                 ax.plot(eps, [np.mean(points[e]) for e in eps], "o-", label=release)
         ax.set(xscale="log", yscale="log", xlabel="ε", title=f"{workload}: mean error, best 95 %")
-        ax.set_xticks(sorted({r["epsilon"] for r in rows}))
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.get_xaxis().set_minor_formatter(matplotlib.ticker.NullFormatter())  # no 3×10⁰ etc.
+        plain_log_ticks(ax, sorted({r["epsilon"] for r in rows}))
     axes[0].set_ylabel("|true − synthetic| (counts, n rows)")
     axes[0].legend(fontsize=8)
+    return save_figure(fig, title, out, dpi=110)
+
+
+def plain_log_ticks(ax: Any, ticks: Iterable[float]) -> None:
+    """A log x axis ticked at ``ticks``, labelled as plain numbers (no 3×10⁰ etc.)."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    ax.set_xticks(list(ticks))
+    ax.get_xaxis().set_major_formatter(ScalarFormatter())
+    ax.get_xaxis().set_minor_formatter(NullFormatter())
+
+
+def save_figure(fig: Any, title: str, out: Path, dpi: int) -> Path:
+    """Title, tight layout, write, close."""
+    import matplotlib.pyplot as plt
+
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=dpi)
     plt.close(fig)
     return out
 
