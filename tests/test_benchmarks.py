@@ -50,3 +50,19 @@ def test_runner_reports_every_stage(tmp_path, method):
 def test_full_shape_runs(name, tmp_path):
     result = run(name, root=tmp_path)
     assert set(result["timings"]) == {key for _, key in STAGES["marginals"]}
+
+
+def test_plot_draws_copula_and_default_method_runs(tmp_path):
+    from benchmarks.plot import plot
+
+    def result(shape, rows, method, seconds):
+        return {"shape": shape, "rows": rows, "d": SHAPES[shape].d, "workers": 2,
+                "sample_rows": rows, "method": method, "total_s": seconds,
+                "timings": {key: seconds / len(STAGES[method]) for _, key in STAGES[method]},
+                "peak_rss_gib": {"driver": 0.3, "worker0": 0.4, "worker1": 0.4}}
+
+    runs = [result("dss", 10**6, "copula", 40.0), result("adult", 10**6, "marginals", 10.0),
+            result("adult", 10**7, "marginals", 90.0)]
+    del runs[0]["method"]  # runs from before --method were the copula's
+    out = plot(runs, tmp_path / "plot.png")
+    assert out.stat().st_size > 10_000
