@@ -41,6 +41,10 @@ dask.config.update_defaults({"dp_dask": {
     "close_timeout": "10s",  # shutting the local cluster down (a worker stuck restarting)
 }})
 POLL_SECONDS = 0.5
+# A fitted model travels inside the sampling graph, once (e.g. DPView's tables on DSS: 12 MiB):
+# by design, since a graph survives worker loss where scattered data may not. distributed warns
+# from 10 MB; warn only past this.
+GRAPH_WARNING_BYTES = "64MiB"
 
 
 class ClusterError(RuntimeError):
@@ -320,7 +324,8 @@ def compute(*collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
     if client is None:
         with ProgressBar() if show_progress else contextlib.nullcontext():
             return dask.compute(*collections)
-    futures = client.compute(list(collections))
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": GRAPH_WARNING_BYTES}):
+        futures = client.compute(list(collections))
     watchdog = Watchdog(client, futures)
     watchdog.start()
     try:

@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 
+import dask
+import numpy as np
 import pytest
 from conftest import RAW_VALUE, SMALL_SCHEMA_PATH
 
 import dp_dask
 from dp_dask.cli import build_parser, main
-from dp_dask.cluster import BACKENDS, ClusterError, backend, dask_client, jobqueue_cluster
+from dp_dask.cluster import (
+    BACKENDS,
+    ClusterError,
+    backend,
+    compute,
+    dask_client,
+    jobqueue_cluster,
+)
 from dp_dask.data.schema import load_schema
 
 STAGES = ("read_encode_count", "noise", "consistency", "sample_write")
@@ -191,3 +201,12 @@ def test_kubernetes_spec_offline():
     assert {"name": "DP_DASK_LEDGER", "value": "/ledger/ledger.sqlite"} in container["env"]
     with pytest.raises(ClusterError, match="bad cluster option"):
         kubernetes_spec({"replicas": 3})
+
+
+def test_a_model_carried_in_the_graph_does_not_warn(client):
+    model = np.ones(12 * 2**20 // 8)  # 12 MiB, like DPView's tables on the DSS shape
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (total,) = compute(dask.delayed(np.sum, pure=True)(model))
+    assert total == model.size
+    assert not [w for w in caught if "large graph" in str(w.message)]
