@@ -99,6 +99,7 @@ from dp_dask.checks import (
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.schema import Schema
+from dp_dask.postprocess.consistency import ratio_or_zero
 from dp_dask.postprocess.rowupdate import round_rows, round_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
@@ -359,10 +360,6 @@ def propagate(tables: list[np.ndarray], views: tuple[View, ...], total: int
 
 # --- link: synthesis ----------------------------------------------------------------------------
 
-def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    return np.divide(target, current, out=np.zeros_like(current), where=current > 0)
-
-
 def _indicator(groups: np.ndarray, size: int) -> csr_matrix:
     """(size, len(groups)) 0/1 matrix: row g sums the rows of a plan whose group is g."""
     return csr_matrix((np.ones(len(groups)), (groups, np.arange(len(groups)))),
@@ -386,9 +383,9 @@ def pairing_plan(block: np.ndarray, left: np.ndarray, counts: np.ndarray, right:
     by_block, by_left = _indicator(block, len(right)), _indicator(left, len(upper))
     plan = np.ones((len(block), right.shape[1]))
     for _ in range(PLAN_ROUNDS):
-        plan *= _ratio(target, by_left @ plan)[left]
-        plan *= _ratio(right.astype(np.float64), by_block @ plan)[block]
-        plan *= _ratio(counts.astype(np.float64), plan.sum(axis=1))[:, None]
+        plan *= ratio_or_zero(target, by_left @ plan)[left]
+        plan *= ratio_or_zero(right, by_block @ plan)[block]
+        plan *= ratio_or_zero(counts, plan.sum(axis=1))[:, None]
         if np.abs(by_block @ plan - right).max() <= PLAN_TOL:
             break
     return plan

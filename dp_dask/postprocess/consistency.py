@@ -117,13 +117,15 @@ def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.
         orthant_fix = w - x
     x += IPF_SEED_ROWS * np.outer(rows, cols) / max(total, 1.0) ** 2
     for _ in range(IPF_SWEEPS):
-        x *= _ratio(rows, x.sum(axis=1))[:, None]
-        x *= _ratio(cols, x.sum(axis=0))[None, :]
+        x *= ratio_or_zero(rows, x.sum(axis=1))[:, None]
+        x *= ratio_or_zero(cols, x.sum(axis=0))[None, :]
     return x
 
 
-def _ratio(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    return np.divide(target, current, out=np.zeros_like(target), where=current > 0)
+def ratio_or_zero(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """target / current, 0 where current is 0: the scaling step of proportional fitting."""
+    return np.divide(target, current, out=np.zeros_like(current, dtype=np.float64),
+                     where=current > 0)
 
 
 def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
