@@ -1,7 +1,8 @@
 """Run the whole pipeline on a benchmark shape and print a per-stage table.
 
     python -m benchmarks.run --shape dss [--rows N] [--workers 2] [--memory-limit 4GiB]
-        [--method dpview --method-options '{"view_size": 4}']
+        [--method dpview --method-options '{"view_size": 4}'] [--sampling-device gpu]
+        [--noise-sampler numpy]
 
 The input is generated (or reused) under ``--root``, a LocalCluster is started (not timed), and
 ``fit`` then ``write`` run on it; the stage times come from ``synthesizer.timings_``. Peak RSS of
@@ -128,11 +129,16 @@ def cluster(workers: int, memory_limit: str) -> Iterator[Client]:
 def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: str = "4GiB",
         sample_rows: int | None = None, root: Path = Path("/tmp/dp_dask_bench"),
         blas_threads: int | None = None, keep_output: bool = False,
-        method: str = "marginals", method_options: dict[str, Any] | None = None
-        ) -> dict[str, Any]:
-    """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results."""
+        method: str = "marginals", method_options: dict[str, Any] | None = None,
+        noise_sampler: str = "opendp", sampling_device: str = "cpu",
+        return_model: bool = False) -> dict[str, Any]:
+    """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results
+    (with the fitted model under "model" if ``return_model``).
+
+    ``noise_sampler`` "numpy" (seeded) is for machines without OpenDP: the noise stage's time is
+    then not the release's."""
     rows = rows or SHAPES[shape].rows
-    data = generate(shape, root / f"{shape}-{rows}", rows=rows)
+    data = generate(shape, root / f"{shape}-{rows}", rows=rows, processes=os.cpu_count() or 2)
     sample_rows = rows if sample_rows is None else sample_rows
     out = root / f"out-{shape}-{rows}"
     with cluster(workers, memory_limit) as client:
@@ -142,11 +148,13 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         # The driver's BLAS (eigh, Cholesky) only; workers are single-threaded by Dask.
         with PeakMemory(pids) as memory, threadpool_limits(blas_threads, user_api="blas"):
             # Generated, public data: nothing to record in the privacy ledger.
-            synthesizer = Synthesizer.create(method, data / "schema.json", epsilon=1.0,
-                                             ledger=False, **(method_options or {}))
+            synthesizer = Synthesizer.create(
+                method, data / "schema.json", epsilon=1.0, ledger=False,
+                noise_sampler=noise_sampler, noise_seed=0 if noise_sampler == "numpy" else None,
+                **(method_options or {}))
             synthesizer.fit(data / "data")
             if sample_rows:
-                synthesizer.write(out, sample_rows)
+                synthesizer.write(out, sample_rows, device=sampling_device)
         load_after = os.getloadavg()[0]
     if not keep_output:
         shutil.rmtree(out, ignore_errors=True)
@@ -155,7 +163,8 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
     stages = STAGES[method]
     return {"shape": shape, "method": method, "method_options": method_options or {},
             "rows": rows, "m": schema.m, "d": schema.d,
-            "workers": workers,
+            "workers": workers, "noise_sampler": noise_sampler,
+            "sampling_device": sampling_device,
             "memory_limit": memory_limit, "sample_rows": sample_rows,
             "blas_threads": blas_threads,
             "cells": int(query_vector(np.zeros((schema.d, schema.d)), schema).size),
@@ -163,7 +172,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
             "total_s": sum(timings[key] for _, key in stages if key in timings),
             "peak_rss_gib": {k: v / 2**30 for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(load_after, 2),
-            "machine": machine()}
+            "machine": machine(), **({"model": synthesizer.model} if return_model else {})}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -181,12 +190,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--blas-threads", type=int, help="cap the driver's BLAS threads")
     parser.add_argument("--root", type=Path, default=Path("/tmp/dp_dask_bench"))
     parser.add_argument("--keep-output", action="store_true")
+    parser.add_argument("--noise-sampler", choices=("opendp", "numpy"), default="opendp",
+                        help="numpy: seeded noise, for a machine without OpenDP (not a release)")
+    parser.add_argument("--sampling-device", choices=("cpu", "gpu", "auto"), default="cpu")
     parser.add_argument("--json", type=Path, help="append the result as one JSON line")
     args = parser.parse_args(argv)
     result = run(args.shape, rows=args.rows, workers=args.workers,
                  memory_limit=args.memory_limit, sample_rows=args.sample_rows, root=args.root,
                  blas_threads=args.blas_threads, keep_output=args.keep_output,
-                 method=args.method, method_options=args.method_options)
+                 method=args.method, method_options=args.method_options,
+                 noise_sampler=args.noise_sampler, sampling_device=args.sampling_device)
     print(table(result))
     if args.json:
         with args.json.open("a") as f:

@@ -40,6 +40,7 @@ from dp_dask.config import (
     load_config,
     overridden,
 )
+from dp_dask.copula.sample import SAMPLING_DEVICES, choose_device, resolve_device
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import load_schema_from, local_only, local_path, read_table, write_json
 from dp_dask.data.schema import load_schema
@@ -182,6 +183,9 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
     group.add_argument("--partition-rows", type=positive_int, default=None,
                        help="rows per output partition / Zarr chunk (default: 100,000, fewer "
                        "for wide schemas: about 256 MiB a partition)")
+    group.add_argument("--sampling-device", choices=SAMPLING_DEVICES, default="cpu",
+                       help="where the copula draws rows: cpu (default), gpu (CuPy and a CUDA "
+                       "GPU on the workers; same distribution, other rows for a seed) or auto")
     group.add_argument("--out", default=out_default, required=out_default is None,
                        help="output directory: a local or shared filesystem path" +
                        (f" (default: {out_default})" if out_default else ""))
@@ -324,7 +328,8 @@ def run_sample(args: argparse.Namespace) -> None:
     with release_lock(args.out):  # before any work: a second job on this target fails at once
         synthesizer = Synthesizer.from_model(args.model, show_progress=_progress(args))
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
-                                  partition_rows=args.partition_rows)
+                                  partition_rows=args.partition_rows,
+                                  device=args.sampling_device)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -335,7 +340,8 @@ def run_synth(args: argparse.Namespace) -> None:
         synthesizer = _synthesizer(args, args.schema).fit(args.data,
                                                           storage_options=args.storage_options)
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
-                                  partition_rows=args.partition_rows, with_model=True)
+                                  partition_rows=args.partition_rows, with_model=True,
+                                  device=args.sampling_device)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -352,7 +358,7 @@ def run_demo(args: argparse.Namespace) -> None:
     synthesizer = _synthesizer(args, "demo").fit(data)
     paths = {"model": synthesizer.save(args.out / "model")}
     paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,
-                               partition_rows=args.partition_rows)
+                               partition_rows=args.partition_rows, device=args.sampling_device)
     _report(synthesizer, paths)
     # The demo data is itself synthetic and public, so comparing with it reveals nothing.
     schema = synthesizer.schema
@@ -750,9 +756,12 @@ def preflight(args: argparse.Namespace) -> None:
         args.model = check_output_dir(local_only(args.model, "--model"), "--model")
     if args.command == "sample":
         args.model = local_only(args.model, "--model")
-        load_model(args.model)
+        resolve_device(load_model(args.model), args.sampling_device)
     if args.command in ("fit", "synth", "demo"):
         check_method_options(args.method, args.method_options)
+    if args.command in ("synth", "demo"):  # before the fit spends any budget
+        choose_device(args.sampling_device, Synthesizer.methods[args.method].gpu_sampling,
+                      f"method {args.method!r}")
     if args.command in ("sample", "synth", "demo"):
         args.out = resolve_target(args.out)  # refuses object-store URLs (docs/releases.md)
     if getattr(args, "out", None) is not None:

@@ -65,6 +65,7 @@ class SynthOutput(Output):
     rows: int | None = None
     seed: int | None = None
     partition_rows: int | None = None
+    sampling_device: str | None = None
 
 
 class Stats(_Section):

@@ -55,14 +55,17 @@ def fit_step(data: str, schema: str | Path | Schema, model: str | Path, *, run_i
 
 def sample_step(model: str | Path, out: str | Path, *, rows: int | None = None, seed: int = 0,
                 partition_rows: int | None = None, ledger: str | Path | None = None,
-                run_id: str | None = None, scheduler: str | None = None) -> dict[str, str]:
+                run_id: str | None = None, scheduler: str | None = None,
+                device: str = "cpu") -> dict[str, str]:
     """Write the release from the saved model (no private data); a retry resumes or keeps it.
+    ``device``: where the rows are drawn ("cpu", "gpu", "auto"; see Synthesizer.write).
 
     With ``run_id``, the release path is recorded on that run's ledger entry.
     """
     synthesizer = Synthesizer.from_model(model)
     with dask_client(scheduler, quiet=True):
-        paths = synthesizer.write(out, rows, seed=seed, partition_rows=partition_rows)
+        paths = synthesizer.write(out, rows, seed=seed, partition_rows=partition_rows,
+                                  device=device)
     if run_id is not None:
         book = Ledger(ledger)
         for entry in book.entries():

@@ -25,7 +25,9 @@ from dp_dask.cluster import compute
 from dp_dask.copula.model import CopulaModel, fit_model
 from dp_dask.copula.sample import (
     default_partition_rows,
+    model_sampler,
     partition_sizes,
+    resolve_device,
     sample_binary,
     sample_frame,
     write_partitions,
@@ -59,8 +61,16 @@ class EmptyInputError(ValueError):
 
 def library_versions() -> dict[str, str]:
     names = ["dask", "distributed", "numpy", "scipy", "pandas", "pyarrow", "zarr", "opendp"]
-    return {"dp_dask": dp_dask.__version__,
-            **{name: importlib.metadata.version(name) for name in names}}
+    return {"dp_dask": dp_dask.__version__, **{name: _version(name) for name in names}}
+
+
+def _version(name: str) -> str:
+    """A release records what made it, "not installed" included (a seeded-noise run on a
+    machine without OpenDP), rather than failing after the fit."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def load_model(path: str | Path) -> Model:
@@ -97,6 +107,7 @@ class Synthesizer:
 
     name: ClassVar[str]
     methods: ClassVar[dict[str, type[Synthesizer]]] = {}
+    gpu_sampling: ClassVar[bool] = False  # whether write(device="gpu") can draw on a GPU
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -282,40 +293,54 @@ class Synthesizer:
         return int(n_rows)
 
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
-               partition_rows: int | None = None) -> dd.DataFrame:
-        """A lazy Dask DataFrame of synthetic rows, decoded to the schema's labels."""
+               partition_rows: int | None = None, device: str = "cpu") -> dd.DataFrame:
+        """A lazy Dask DataFrame of synthetic rows, decoded to the schema's labels.
+
+        ``device``: "cpu", "gpu" or "auto" (see :meth:`write`)."""
+        sampler = model_sampler(self.model, resolve_device(self.model, device))
         return sample_frame(self.model, self._rows(n_rows), seed=seed,
-                            partition_rows=partition_rows)
+                            partition_rows=partition_rows, sampler=sampler)
 
     def sample_binary(self, n_rows: int | None = None, *, seed: int = 0,
-                      partition_rows: int | None = None) -> da.Array:
+                      partition_rows: int | None = None, device: str = "cpu") -> da.Array:
         """A lazy (rows, d) uint8 dask array of the dummy-coded (binary) output."""
+        sampler = model_sampler(self.model, resolve_device(self.model, device))
         return sample_binary(self.model, self._rows(n_rows), seed=seed,
-                             partition_rows=partition_rows)
+                             partition_rows=partition_rows, sampler=sampler)
 
-    def release_metadata(self, n_rows: int, seed: int, partition_rows: int) -> dict[str, Any]:
+    def release_metadata(self, n_rows: int, seed: int, partition_rows: int,
+                         device: str = "cpu") -> dict[str, Any]:
         return {**self.model.metadata,
-                "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows}}
+                "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
+                             "device": device}}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
-              partition_rows: int | None = None, with_model: bool = False) -> dict[str, Path]:
+              partition_rows: int | None = None, with_model: bool = False,
+              device: str = "cpu") -> dict[str, Path]:
         """Sample and publish the release ``synthetic.zarr``, ``synthetic.parquet``,
         ``metadata.json`` (and the model in ``model/`` with ``with_model``) at ``out``.
+
+        ``device``: "cpu" (default), "gpu" (the copula's draws on a CUDA GPU through CuPy: the
+        same distribution, other rows for the same seed) or "auto" (the GPU where usable). The
+        device is recorded in the release and part of what a resumed write must match.
 
         Atomic (docs/releases.md): written into a staging directory beside ``out`` under the
         target's lock, completed by ``_COMPLETE.json``, then renamed onto ``out``, replacing an
         earlier release as a whole. Run again with the same model and arguments after being
         stopped, it resumes the partitions not yet written.
         """
+        device = resolve_device(self.model, device)
         target = resolve_target(out)  # on the driver: workers have other working directories
         n_rows = self._rows(n_rows)
         if partition_rows is None:
             partition_rows = default_partition_rows(self.schema.d)
         partitions = len(partition_sizes(n_rows, partition_rows))
-        metadata = self.release_metadata(n_rows, seed, partition_rows)
+        metadata = self.release_metadata(n_rows, seed, partition_rows, device)
         plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
                 "partition_rows": partition_rows, "with_model": with_model,
-                "record_format": RECORD_FORMAT}
+                "record_format": RECORD_FORMAT,
+                # the CPU's plans stay as they were, so their releases still resume
+                **({"device": device} if device != "cpu" else {})}
         with release_lock(target):
             staged = stage_release(target, plan)
             if not staged.complete:
@@ -337,7 +362,7 @@ class Synthesizer:
         if with_model:  # recorded here first, so a retry with the run id reuses this model
             self.save(staged.path / "model")
         with timed(self.timings_, "prepare_sampler"):
-            sampler = self.model.sampler()
+            sampler = model_sampler(self.model, sampling["device"])
         with timed(self.timings_, "sample_write"):
             done = staged.done()
             zarr_path = staged.path / "synthetic.zarr"
@@ -434,6 +459,7 @@ class GaussianCopulaSynthesizer(Synthesizer):
     """
 
     name = "copula"
+    gpu_sampling = True
 
     def __init__(self, schema: Schema | str | Path, *, mechanism: str = "gaussian",
                  accountant: str = "exact", within_attribute: str = "pairwise",

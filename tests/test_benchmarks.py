@@ -66,3 +66,35 @@ def test_plot_draws_copula_and_default_method_runs(tmp_path):
     del runs[0]["method"]  # runs from before --method were the copula's
     out = plot(runs, tmp_path / "plot.png")
     assert out.stat().st_size > 10_000
+
+
+def test_scaling_runs_each_worker_count_and_reports_efficiency(tmp_path, capsys):
+    from benchmarks.scaling import efficiency, main
+
+    results = main(["--shape", "adult", "--rows", "4000", "--workers", "1", "2",
+                    "--noise-sampler", "numpy", "--root", str(tmp_path),
+                    "--json", str(tmp_path / "runs.jsonl")])
+    assert [r["workers"] for r in results] == [1, 2]
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 2
+    eff = efficiency(results)
+    assert eff[1] == {"read_encode_count": 1.0, "sample_write": 1.0, "total": 1.0}
+    two = results[1]
+    assert eff[2]["total"] == pytest.approx(results[0]["total_s"] / (2 * two["total_s"]))
+    assert "| 2 |" in capsys.readouterr().out
+    assert main(["--from-json", str(tmp_path / "runs.jsonl")])[1]["workers"] == 2
+
+
+def test_sampling_device_times_draws_and_release_writes_of_a_saved_sampler(tmp_path, capsys):
+    import numpy as np
+
+    from benchmarks.sampling_device import load, main, save
+
+    path = save("adult", tmp_path / "sampler.npz", tmp_path, workers=1)
+    sampler = load(path, "cpu")
+    assert sampler.schema.d == SHAPES["adult"].d and sampler.factor.dtype == np.float32
+    drawn = main(["time", "--sampler", str(path), "--workers", "1", "--rows", "3000"])
+    assert drawn["rows"] == 3_000 and not drawn["write"] and drawn["device"] == "cpu"
+    written = main(["time", "--sampler", str(path), "--workers", "1", "--rows", "3000",
+                    "--write", str(tmp_path / "out")])
+    assert written["write"]
+    assert len(pd.read_parquet(tmp_path / "out" / "synthetic.parquet")) == 3_000

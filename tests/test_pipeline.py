@@ -79,7 +79,8 @@ def test_release_files_and_metadata(client, exact_fit, tmp_path):
     assert privacy["mechanism"] == "gaussian" and privacy["accountant"] == "exact"
     assert privacy["k"] == 4 + 6 and privacy["noise_seeded"] is True
     assert metadata["schema"]["sha256"] == exact_fit.schema.sha256()
-    assert metadata["sampling"] == {"rows": 12_345, "seed": 7, "partition_rows": 5_000}
+    assert metadata["sampling"] == {"rows": 12_345, "seed": 7, "partition_rows": 5_000,
+                                    "device": "cpu"}
     assert metadata["n_rows"] == ROWS
 
 

@@ -121,9 +121,10 @@ class CopulaModel:
     decode_offsets: np.ndarray  # d, argmax offsets that keep the decoded 1-way marginals
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def sampler(self) -> Sampler:
-        """The per-partition sampler: Cholesky factor, thresholds and decoding offsets."""
-        return Sampler.from_model(self)
+    def sampler(self, device: str = "cpu") -> Sampler:
+        """The per-partition sampler: Cholesky factor, thresholds and decoding offsets;
+        ``device`` "gpu" draws with CuPy (see dp_dask.copula.sample)."""
+        return Sampler.from_model(self, device)
 
     @property
     def thresholds(self) -> np.ndarray:

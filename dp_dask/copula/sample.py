@@ -4,11 +4,17 @@ Partition p uses ``SeedSequence(seed).spawn(P)[p]``, so the output depends on th
 partitioning only, never on the number of workers or the order tasks run in. The copula's latent
 product runs on one BLAS thread: OpenBLAS sums float32 products in an order that depends on its
 thread count, which flips a few thresholded dummies (docs/releases.md, "Determinism").
+
+With ``device="gpu"`` the copula's draws run on a CUDA GPU through CuPy: the same block of code
+on CuPy arrays, the same distribution, but CuPy's own random stream, so other rows than the
+CPU's for the same seed. It is never chosen silently: "cpu" is the default, "auto" takes the GPU
+where the model and machine allow, and the release records the device that drew it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 import os
 import threading
@@ -36,6 +42,9 @@ if TYPE_CHECKING:
 
 # Rows drawn at once inside a partition: bounds the float32 latent block to ~64 MiB.
 LATENT_BLOCK_BYTES = 64 * 2**20
+# On a GPU a block is launched as a few kernels per attribute, worth it only over many rows.
+GPU_BLOCK_BYTES = 2**30
+SAMPLING_DEVICES = ("cpu", "gpu", "auto")
 
 
 _blas_lock = threading.Lock()
@@ -70,6 +79,43 @@ def default_partition_rows(d: int) -> int:
     return int(min(100_000, max(1_000, 2**28 // (4 * d))))
 
 
+def gpu_available() -> bool:
+    """Whether CuPy imports and sees a CUDA device."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except (ImportError, RuntimeError):  # no CuPy, or no driver / device (CUDARuntimeError)
+        return False
+
+
+def resolve_device(model: SampledModel, device: str) -> str:
+    """The device that draws a model's rows: "cpu" or "gpu" ("auto": the GPU where the model's
+    sampler can use one and CuPy sees one). A GPU asked for and not usable is an error."""
+    return choose_device(device, "device" in inspect.signature(model.sampler).parameters,
+                         type(model).__name__)
+
+
+def choose_device(device: str, gpu_sampler: bool, what: str) -> str:
+    """:func:`resolve_device` for a sampler that can (``gpu_sampler``) or cannot use a GPU;
+    ``what`` names it in the error."""
+    if device not in SAMPLING_DEVICES:
+        raise ValueError(f"sampling device must be one of {SAMPLING_DEVICES}, got {device!r}")
+    if device == "cpu" or (device == "auto" and not (gpu_sampler and gpu_available())):
+        return "cpu"
+    if not gpu_sampler:
+        raise ValueError(f"{what} samples on the CPU only; the GPU path is the copula's latent "
+                         "product (method 'copula')")
+    if not gpu_available():
+        raise ValueError("sampling device 'gpu' needs CuPy (e.g. pip install cupy-cuda12x) "
+                           "and a CUDA GPU, and this machine has none; use 'cpu' or 'auto'")
+    return "gpu"
+
+
+def model_sampler(model: SampledModel, device: str = "cpu") -> PartitionSampler:
+    """The model's partition sampler on a device resolved by :func:`resolve_device`."""
+    return model.sampler(device="gpu") if device == "gpu" else model.sampler()
+
+
 class PartitionSampler(Protocol):
     """What a sampling task calls: one partition's binary dummies and codes from its seed."""
 
@@ -97,26 +143,48 @@ class Sampler:
     factor: np.ndarray  # d×d lower triangular, float32
     thresholds: np.ndarray  # d, float32
     offsets: np.ndarray  # d
+    device: str = "cpu"  # or "gpu": CuPy (resolve_device checked it)
 
     @classmethod
-    def from_model(cls, model: CopulaModel) -> Sampler:
+    def from_model(cls, model: CopulaModel, device: str = "cpu") -> Sampler:
         return cls(model.schema, psd_correlation_factor(model.correlation).astype(np.float32),
-                   model.thresholds.astype(np.float32), model.decode_offsets)
+                   model.thresholds.astype(np.float32), model.decode_offsets, device)
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and decoded codes (rows, m) of one partition."""
-        rng = np.random.default_rng(seed)
         d = self.schema.d
         binary = np.empty((rows, d), dtype=np.uint8)
         codes = np.empty((rows, self.schema.m), dtype=np.int16)
-        block = max(1, LATENT_BLOCK_BYTES // (4 * d))
+        if self.device == "gpu":
+            import cupy
+
+            # CuPy seeds from an integer; the child seed's first word keeps partitions apart.
+            rng = cupy.random.default_rng(int(seed.generate_state(1, np.uint64)[0]))
+            arrays = [cupy.asarray(a) for a in (self.factor, self.thresholds, self.offsets)]
+            for start, stop in _blocks(rows, GPU_BLOCK_BYTES // (4 * d)):
+                block = _draw_block(cupy, rng, stop - start, *arrays, self.schema)
+                binary[start:stop], codes[start:stop] = (a.get() for a in block)
+            return binary, codes
+        rng = np.random.default_rng(seed)
         with single_threaded_blas():
-            for start in range(0, rows, block):
-                stop = min(rows, start + block)
-                latent = rng.standard_normal((stop - start, d), dtype=np.float32) @ self.factor.T
-                binary[start:stop] = latent > self.thresholds
-                codes[start:stop] = decode_latent(latent, self.offsets, self.schema)
+            for start, stop in _blocks(rows, LATENT_BLOCK_BYTES // (4 * d)):
+                binary[start:stop], codes[start:stop] = _draw_block(
+                    np, rng, stop - start, self.factor, self.thresholds, self.offsets,
+                    self.schema)
         return binary, codes
+
+
+def _blocks(rows: int, block: int) -> Iterator[tuple[int, int]]:
+    block = max(1, block)
+    for start in range(0, rows, block):
+        yield start, min(rows, start + block)
+
+
+def _draw_block(xp: Any, rng: Any, rows: int, factor: Any, thresholds: Any, offsets: Any,
+                schema: Schema) -> tuple[Any, Any]:
+    """One block's dummies and codes, on NumPy or CuPy arrays (``xp``): one code for both."""
+    latent = rng.standard_normal((rows, schema.d), dtype=xp.float32) @ factor.T
+    return latent > thresholds, decode_latent(latent, offsets, schema, xp=xp)
 
 
 def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
@@ -148,9 +216,10 @@ def _draw_frame(sampler: PartitionSampler, rows: int,
 
 
 def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
-                 partition_rows: int | None = None) -> dd.DataFrame:
+                 partition_rows: int | None = None,
+                 sampler: PartitionSampler | None = None) -> dd.DataFrame:
     """Lazy decoded synthetic rows."""
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     frames = [dask.delayed(_draw_frame, pure=True)(sampler, rows, child)
               for _, rows, child in partitions]
     meta = codes_to_frame(np.zeros((0, model.schema.m), dtype=np.int16), model.schema)
@@ -201,9 +270,10 @@ def _draw(sampler: PartitionSampler, rows: int,
 
 
 def sample_binary(model: SampledModel, n_rows: int, *, seed: int = 0,
-                  partition_rows: int | None = None) -> da.Array:
+                  partition_rows: int | None = None,
+                  sampler: PartitionSampler | None = None) -> da.Array:
     """Lazy (rows, d) uint8 binary dummies, one chunk per partition, same draws as the frame."""
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows)
+    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     d = model.schema.d
     blocks = [dask.delayed(_draw, pure=True)(sampler, rows, child)
               for _, rows, child in partitions]

@@ -8,6 +8,8 @@ marginals; this is post-processing of noisy statistics and costs no budget.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy.linalg import blas
@@ -185,11 +187,13 @@ def _decoded_counts(latent: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return counts
 
 
-def decode_latent(latent: np.ndarray, offsets: np.ndarray, schema: Schema) -> np.ndarray:
-    """Codes (rows, m): per attribute the argmax of latent + offsets over its dummy columns."""
-    codes = np.empty((latent.shape[0], schema.m), dtype=np.int16)
+def decode_latent(latent: np.ndarray, offsets: np.ndarray, schema: Schema,
+                  xp: Any = np) -> np.ndarray:
+    """Codes (rows, m): per attribute the argmax of latent + offsets over its dummy columns
+    (``xp``: the array module of ``latent``, NumPy or CuPy)."""
+    codes = xp.empty((latent.shape[0], schema.m), dtype=xp.int16)
     for i, (o, s) in enumerate(zip(schema.offsets, schema.sizes)):
-        codes[:, i] = np.argmax(latent[:, o : o + s] + offsets[o : o + s], axis=1)
+        codes[:, i] = xp.argmax(latent[:, o : o + s] + offsets[o : o + s], axis=1)
     return codes
 
 
