@@ -98,3 +98,11 @@ def test_sampling_device_times_draws_and_release_writes_of_a_saved_sampler(tmp_p
                     "--write", str(tmp_path / "out")])
     assert written["write"]
     assert len(pd.read_parquet(tmp_path / "out" / "synthetic.parquet")) == 3_000
+
+
+def test_ceiling_compares_k_processes_with_one():
+    from benchmarks.ceiling import ceiling
+
+    result = ceiling([1, 2])
+    assert result["gather"][1] == 1.0 and result["gemm"][1] == 1.0
+    assert 0 < result["gather"][2] <= 2 and result["gemm_seconds"][2] > 0

@@ -33,7 +33,7 @@ import zarr
 from dask.delayed import Delayed
 from threadpoolctl import threadpool_limits
 
-from dp_dask.copula.correlation import psd_correlation_factor
+from dp_dask.copula.correlation import psd_correlation_factor, times_lower_factor
 from dp_dask.data.decode import codes_to_frame, decode_latent
 from dp_dask.data.schema import Schema
 
@@ -183,7 +183,10 @@ def _blocks(rows: int, block: int) -> Iterator[tuple[int, int]]:
 def _draw_block(xp: Any, rng: Any, rows: int, factor: Any, thresholds: Any, offsets: Any,
                 schema: Schema) -> tuple[Any, Any]:
     """One block's dummies and codes, on NumPy or CuPy arrays (``xp``): one code for both."""
-    latent = rng.standard_normal((rows, schema.d), dtype=xp.float32) @ factor.T
+    normals = rng.standard_normal((rows, schema.d), dtype=xp.float32)
+    # The CPU applies the factor as the triangular matrix it is; CuPy has no trmm, and its GEMM
+    # is not what limits the GPU path (docs/benchmarks.md, "Device runs").
+    latent = times_lower_factor(normals, factor) if xp is np else normals @ factor.T
     return latent > thresholds, decode_latent(latent, offsets, schema, xp=xp)
 
 

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.linalg import blas
 from scipy.special import ndtri
 
-from dp_dask.copula.correlation import psd_correlation_factor
+from dp_dask.copula.correlation import psd_correlation_factor, times_lower_factor
 from dp_dask.data.schema import Schema
 
 # Bounded steps keep the calibration stable for a category that no draw picks yet (whose log
@@ -128,7 +127,7 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
     if groups is None:
         return latent @ psd_correlation_factor(block).T.astype(np.float32)
     if not groups:
-        return _times_factor(latent, psd_correlation_factor(block))
+        return times_lower_factor(latent, psd_correlation_factor(block))
     single = order[: s - sum(len(g) for g in groups)]
 
     def reduce(m: np.ndarray) -> np.ndarray:  # columns → the ungrouped ones, then group means
@@ -154,7 +153,7 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
         part = buffer[: rows.stop - start]
         part[:, :n] = latent[rows, :n]
         part[:, n:] = means[rows]
-        part = _times_factor(part, factor)
+        part = times_lower_factor(part, factor)
         latent[rows, :n] = part[:, :n]
         means[rows] = part[:, n:]
     for k, (g, start, stop) in enumerate(zip(groups, bounds[:-1], bounds[1:])):
@@ -162,14 +161,6 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
         latent[:, start:stop] *= np.float32(np.sqrt(max(1.0 - r, 0.0)))
         latent[:, start:stop] += means[:, k, None]
     return latent
-
-
-def _times_factor(normals: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    """``normals @ factor.T`` for a lower triangular factor, computed in place (BLAS strmm on
-    the transposed, Fortran-ordered view of the C-ordered normals)."""
-    out = blas.strmm(1.0, factor.astype(np.float32), normals.T, side=0, lower=1, trans_a=0,
-                     overwrite_b=1)
-    return out.T
 
 
 def _decoded_counts(latent: np.ndarray, offsets: np.ndarray) -> np.ndarray:
