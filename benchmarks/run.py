@@ -201,10 +201,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  method=args.method, method_options=args.method_options,
                  noise_sampler=args.noise_sampler, sampling_device=args.sampling_device)
     print(table(result))
-    if args.json:
-        with args.json.open("a") as f:
-            f.write(json.dumps(result) + "\n")
+    append_json_line(args.json, result)
     return result
+
+
+def append_json_line(path: Path | None, result: dict[str, Any]) -> None:
+    """One result as one JSON line appended to ``path`` (nothing when None)."""
+    if path is not None:
+        with path.open("a") as f:
+            f.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any
 import dask
 import numpy as np
 
-from benchmarks.run import cluster, machine
+from benchmarks.run import append_json_line, cluster, machine
 from dp_dask.cluster import compute
 from dp_dask.copula.sample import Sampler, default_partition_rows, write_partitions
 from dp_dask.data.io import create_zarr
@@ -103,9 +103,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | Path:
         return save(args.shape, args.out, args.root, args.workers)
     result = time_sampling(load(args.sampler, args.device), args.rows, args.workers, args.write)
     print(json.dumps(result))
-    if args.json:
-        with args.json.open("a") as f:
-            f.write(json.dumps(result) + "\n")
+    append_json_line(args.json, result)
     return result
 
 

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.run import SHAPES, run
+from benchmarks.run import SHAPES, append_json_line, run
 
 # The stages that run on the workers; the rest run on the driver and do not scale with them.
 WORKER_STAGES = ("read_encode_count", "sample_write")
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                      noise_sampler=args.noise_sampler)
         results.append(result)
         print(f"{workers} worker(s): total {result['total_s']:.1f} s", flush=True)
-        if args.json:
-            with args.json.open("a") as f:
-                f.write(json.dumps(result) + "\n")
+        append_json_line(args.json, result)
     print(table(results))
     return results
 

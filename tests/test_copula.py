@@ -9,6 +9,7 @@ from threadpoolctl import threadpool_limits
 
 from dp_dask.copula.correlation import (
     RHO_MAX,
+    Symmetry,
     _GeneralizedHessian,
     bvn_cdf,
     bvn_pdf,
@@ -311,3 +312,52 @@ def test_psd_correlation_factor_repairs_non_psd(kind):
         np.testing.assert_allclose(c, a, rtol=0, atol=1e-3)
     with pytest.raises(ValueError, match="eig_floor"):
         psd_correlation_factor(a, eig_floor=0.0)
+
+
+def _invariant_matrix(rng, ungrouped: int, sizes: list[int]) -> tuple[np.ndarray, list]:
+    """A symmetric, indefinite matrix with unit diagonal that treats each group's members alike."""
+    d = ungrouped + sum(sizes)
+    starts = np.cumsum([ungrouped] + sizes)
+    groups = [np.arange(a, b) for a, b in zip(starts[:-1], starts[1:])]
+    reduced = rng.uniform(-0.6, 0.6, (ungrouped + len(sizes),) * 2)
+    reduced = (reduced + reduced.T) / 2
+    owner = np.concatenate([np.arange(ungrouped)] +
+                           [np.full(len(g), ungrouped + k) for k, g in enumerate(groups)])
+    a = reduced[np.ix_(owner, owner)]
+    for g in groups:
+        a[np.ix_(g, g)] = rng.uniform(-1.0 / len(g), 0.3)
+    np.fill_diagonal(a, 1.0)
+    return a[np.ix_(p := rng.permutation(d), p)], [np.sort(np.argsort(p)[g]) for g in groups]
+
+
+@pytest.mark.parametrize(("ungrouped", "sizes", "floor"),
+                         [(30, [40, 7], 0.0), (10, [60, 2, 25], 1e-2), (0, [50], 0.0)])
+def test_reduced_nearest_correlation_is_the_full_one(ungrouped, sizes, floor):
+    rng = np.random.default_rng(ungrouped + len(sizes))
+    a, groups = _invariant_matrix(rng, ungrouped, sizes)
+    symmetry = Symmetry.of(a)
+    assert sorted(map(list, symmetry.groups)) == sorted(map(list, groups))
+    np.testing.assert_allclose(symmetry.eigenvalues(a), np.linalg.eigvalsh(a), atol=1e-12)
+    full = nearest_correlation(a, tol=1e-10, eig_floor=floor)
+    reduced = nearest_correlation(a, tol=1e-10, eig_floor=floor, symmetry=symmetry)
+    _check_correlation(reduced)
+    assert np.linalg.eigvalsh(reduced)[0] >= floor - 1e-10
+    np.testing.assert_allclose(reduced, full, rtol=0, atol=1e-8)
+
+
+def test_no_symmetry_is_the_plain_problem():
+    rng = np.random.default_rng(3)
+    a = _noisy_symmetric(rng, _random_correlation(rng, 30), 0.3)
+    assert Symmetry.of(a).groups == ()
+    np.testing.assert_array_equal(nearest_correlation(a, symmetry=Symmetry(30)),
+                                  nearest_correlation(a))
+
+
+def test_factor_through_the_symmetry_is_the_full_one():
+    rng = np.random.default_rng(5)
+    a, _ = _invariant_matrix(rng, 20, [30, 4])
+    c = nearest_correlation(a)  # on the PSD boundary: the floor acts
+    symmetry = Symmetry.of(c)
+    assert sorted(len(g) for g in symmetry.groups) == [4, 30]
+    np.testing.assert_allclose(psd_correlation_factor(c, symmetry=symmetry),
+                               psd_correlation_factor(c), rtol=0, atol=1e-10)

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from dp_dask.checks import model_schema, read_model_arrays, read_model_document
-from dp_dask.copula.correlation import latent_correlation, nearest_correlation
+from dp_dask.copula.correlation import Symmetry, latent_correlation, nearest_correlation
 from dp_dask.copula.sample import Sampler
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.decode import calibrate_offsets
@@ -171,7 +171,9 @@ def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
                                              within_attribute=within_attribute,
                                              noise_std=noise_std)
     with timed(timings, "ncm"):
-        correlation = nearest_correlation(pairwise)
+        # Categories whose dependence was all shrunk away are alike: the repair runs reduced.
+        symmetry = Symmetry.of(pairwise)
+        correlation = nearest_correlation(pairwise, symmetry=symmetry)
     with timed(timings, "calibration"):
         offsets = calibrate_offsets(correlation, marginals, schema, draws=calibration_draws,
                                     seed=seed)
@@ -180,7 +182,8 @@ def fit_model(noisy_counts: np.ndarray, schema: Schema, n_rows: int, *,
             "within_attribute": within_attribute,
             "dependence_shrinkage": {"noise_std_per_cell": noise_std,
                                      "threshold_in_std": SHRINKAGE},
-            "pairwise_min_eigenvalue": float(np.linalg.eigvalsh(pairwise)[0]),
+            "pairwise_min_eigenvalue": float(symmetry.eigenvalues(pairwise)[0]),
+            "exchangeable_groups": [len(g) for g in symmetry.groups],
             "repair_max_abs_change": float(np.abs(correlation - pairwise).max()),
             "calibration_draws": calibration_draws,
         }

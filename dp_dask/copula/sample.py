@@ -33,7 +33,7 @@ import zarr
 from dask.delayed import Delayed
 from threadpoolctl import threadpool_limits
 
-from dp_dask.copula.correlation import psd_correlation_factor, times_lower_factor
+from dp_dask.copula.correlation import Symmetry, psd_correlation_factor, times_lower_factor
 from dp_dask.data.decode import codes_to_frame, decode_latent
 from dp_dask.data.schema import Schema
 
@@ -147,7 +147,8 @@ class Sampler:
 
     @classmethod
     def from_model(cls, model: CopulaModel, device: str = "cpu") -> Sampler:
-        return cls(model.schema, psd_correlation_factor(model.correlation).astype(np.float32),
+        factor = psd_correlation_factor(model.correlation, symmetry=Symmetry.of(model.correlation))
+        return cls(model.schema, factor.astype(np.float32),
                    model.thresholds.astype(np.float32), model.decode_offsets, device)
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:

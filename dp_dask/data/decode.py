@@ -14,7 +14,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from dp_dask.copula.correlation import psd_correlation_factor, times_lower_factor
+from dp_dask.copula.correlation import (
+    exchangeable_groups,
+    psd_correlation_factor,
+    times_lower_factor,
+)
 from dp_dask.data.schema import Schema
 
 # Bounded steps keep the calibration stable for a category that no draw picks yet (whose log
@@ -29,11 +33,6 @@ FREQUENCY_FLOOR = 0.1
 # Attributes with at least this many categories are drawn through exchangeable groups (below,
 # the s × s GEMM per draw costs seconds at most, and their offsets stay as they were).
 GROUPED_MIN_CATEGORIES = 1_000
-# Correlations that differ by at most this count as equal in a group (the nearest correlation
-# matrix keeps exact symmetries to ~1e-13); members' sorted rows are keyed in steps of
-# _KEY_STEP (on wide5000, keys of row sums at 1e-6 put 6 other categories with the 2,031).
-GROUP_TOLERANCE = 1e-9
-_KEY_STEP = 1e-7
 # Values per chunk of the argmax pass (32 MB of float32).
 _CHUNK_VALUES = 2**23
 # Smallest variance of a group mean: a standard deviation of 1e-6 against latents of 1.
@@ -80,32 +79,6 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
             c = c + np.where(off >= tolerance, np.clip(gain * ratio, -MAX_STEP, MAX_STEP), 0.0)
         offsets[o + order] = c
     return offsets
-
-
-def exchangeable_groups(block: np.ndarray, tol: float = GROUP_TOLERANCE) -> list[np.ndarray]:
-    """Groups of at least two categories that a correlation block treats alike: one correlation
-    r between any two members, and for each category outside, one correlation with all members
-    (each up to ``tol``).
-
-    Many rare categories of a wide attribute are such a group: shrinkage sets their noise-sized
-    dependence to zero (every cross-attribute ρ below 1e-12), and the nearest correlation matrix,
-    being unique, keeps the symmetry (shape wide5000: 2,031 of 5,000 categories, equal to 3e-13).
-    """
-    # Members' rows are equal up to order: candidates share their sorted row, quantised far
-    # above rounding (a member whose row falls across a step lands in a smaller group: still
-    # exact). Each candidate group is then verified.
-    keys = np.round(np.sort(block, axis=1) / _KEY_STEP)
-    _, labels, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
-    by_label = np.argsort(labels.ravel(), kind="stable")
-    groups = []
-    for members in np.split(by_label, np.cumsum(counts)[:-1]):
-        if len(members) < 2:
-            continue
-        inner = block[np.ix_(members, members)][~np.eye(len(members), dtype=bool)]
-        outside = np.delete(block[:, members], members, axis=0)
-        if np.ptp(inner) <= tol and (len(outside) == 0 or np.ptp(outside, axis=1).max() <= tol):
-            groups.append(members)
-    return groups
 
 
 def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray] | None,
