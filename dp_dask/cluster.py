@@ -41,10 +41,11 @@ dask.config.update_defaults({"dp_dask": {
     "close_timeout": "10s",  # shutting the local cluster down (a worker stuck restarting)
 }})
 POLL_SECONDS = 0.5
-# A fitted model travels inside the sampling graph, once (e.g. DPView's tables on DSS: 12 MiB):
-# by design, since a graph survives worker loss where scattered data may not. distributed warns
-# from 10 MB; warn only past this.
-GRAPH_WARNING_BYTES = "64MiB"
+# A fitted model travels inside the sampling graph, once (e.g. DPView's tables on DSS: 12 MiB;
+# the copula's float32 factor at the largest schema check_cost allows, d = 12,000: 549 MiB): by
+# design, since a graph survives worker loss where scattered data may not. distributed warns from
+# 10 MB; warn only past what a model of an accepted schema can weigh.
+GRAPH_WARNING_BYTES = "640MiB"
 
 
 class ClusterError(RuntimeError):

@@ -2,8 +2,9 @@
 
 Partition p uses ``SeedSequence(seed).spawn(P)[p]``, so the output depends on the seed and the
 partitioning only, never on the number of workers or the order tasks run in. The copula's latent
-product runs on one BLAS thread: OpenBLAS sums float32 products in an order that depends on its
-thread count, which flips a few thresholded dummies (docs/releases.md, "Determinism").
+product runs on one BLAS thread: a BLAS may sum float32 products in an order that depends on its
+thread count (OpenBLAS's GEMM does; its strmm, used here, splits columns), which flips a few
+thresholded dummies (docs/releases.md, "Determinism").
 
 With ``device="gpu"`` the copula's draws run on a CUDA GPU through CuPy: the same block of code
 on CuPy arrays, the same distribution, but CuPy's own random stream, so other rows than the
@@ -107,7 +108,7 @@ def choose_device(device: str, gpu_sampler: bool, what: str) -> str:
                          "product (method 'copula')")
     if not gpu_available():
         raise ValueError("sampling device 'gpu' needs CuPy (e.g. pip install cupy-cuda12x) "
-                           "and a CUDA GPU, and this machine has none; use 'cpu' or 'auto'")
+                         "and a CUDA GPU, and this machine has none; use 'cpu' or 'auto'")
     return "gpu"
 
 
