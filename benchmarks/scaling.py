@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks.run import SHAPES, append_json_line, run
 
 # The stages that run on the workers; the rest run on the driver and do not scale with them.
@@ -54,6 +56,37 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def plot(results: list[dict[str, Any]], out: Path) -> Path:
+    """Seconds (log-log, with the ideal T₁/k) and parallel efficiency against workers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.peers import plain_log_ticks, save_figure
+
+    results = sorted(results, key=lambda r: r["workers"])
+    workers = [r["workers"] for r in results]
+    eff = efficiency(results)
+    fig, (time_ax, eff_ax) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for stage, label in (("read_encode_count", "read+encode+count"),
+                         ("sample_write", "sampling+write"), ("total", "total")):
+        seconds = [r["total_s"] if stage == "total" else r["timings"].get(stage, np.nan)
+                   for r in results]
+        line, = time_ax.plot(workers, seconds, "o-", label=label)
+        time_ax.plot(workers, [seconds[0] * workers[0] / k for k in workers], ":",
+                     color=line.get_color())
+        eff_ax.plot(workers, [eff[k].get(stage, np.nan) for k in workers], "o-", label=label)
+    time_ax.set(xscale="log", yscale="log", xlabel="workers", ylabel="seconds (dotted: ideal)")
+    eff_ax.set(xscale="log", xlabel="workers", ylabel="parallel efficiency", ylim=(0, 1.1))
+    eff_ax.axhline(0.7, color="grey", lw=0.8, ls="--")
+    for ax in (time_ax, eff_ax):
+        plain_log_ticks(ax, workers)
+    time_ax.legend(fontsize=8)
+    return save_figure(fig, f"{results[0]['shape']} shape, {results[0]['rows']:,} rows counted, "
+                       f"{results[0]['sample_rows']:,} sampled", out, dpi=120)
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="dss")
@@ -67,10 +100,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--json", type=Path, help="append each run as one JSON line")
     parser.add_argument("--from-json", type=Path,
                         help="print the table of earlier runs in this file and stop")
+    parser.add_argument("--plot", type=Path, help="also draw time and efficiency to this PNG")
     args = parser.parse_args(argv)
     if args.from_json:
         results = [json.loads(line) for line in args.from_json.read_text().splitlines()]
         print(table(results))
+        if args.plot:
+            plot(results, args.plot)
         return results
     results = []
     for workers in args.workers:
@@ -82,6 +118,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(f"{workers} worker(s): total {result['total_s']:.1f} s", flush=True)
         append_json_line(args.json, result)
     print(table(results))
+    if args.plot:
+        plot(results, args.plot)
     return results
 
 

@@ -81,7 +81,8 @@ def test_scaling_runs_each_worker_count_and_reports_efficiency(tmp_path, capsys)
     two = results[1]
     assert eff[2]["total"] == pytest.approx(results[0]["total_s"] / (2 * two["total_s"]))
     assert "| 2 |" in capsys.readouterr().out
-    assert main(["--from-json", str(tmp_path / "runs.jsonl")])[1]["workers"] == 2
+    again = main(["--from-json", str(tmp_path / "runs.jsonl"), "--plot", str(tmp_path / "c.png")])
+    assert again[1]["workers"] == 2 and (tmp_path / "c.png").stat().st_size > 10_000
 
 
 def test_sampling_device_times_draws_and_release_writes_of_a_saved_sampler(tmp_path, capsys):
