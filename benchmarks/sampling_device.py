@@ -28,7 +28,12 @@ import numpy as np
 
 from benchmarks.run import append_json_line, cluster, machine
 from dp_dask.cluster import compute
-from dp_dask.copula.sample import Sampler, default_partition_rows, write_partitions
+from dp_dask.copula.sample import (
+    Sampler,
+    default_partition_rows,
+    partition_sizes,
+    write_partitions,
+)
 from dp_dask.data.io import create_zarr
 from dp_dask.data.schema import Schema
 
@@ -65,8 +70,8 @@ def time_sampling(sampler: Sampler, rows: int, workers: int, write: Path | None 
         started = time.perf_counter()
         if write is None:
             shared = dask.delayed(sampler, pure=True)
-            children = np.random.SeedSequence(0).spawn(-(-rows // partition_rows))
-            sizes = [min(partition_rows, rows - i * partition_rows) for i in range(len(children))]
+            sizes = partition_sizes(rows, partition_rows)
+            children = np.random.SeedSequence(0).spawn(len(sizes))
             compute(*[dask.delayed(_checksum, pure=True)(shared, n, c)
                       for n, c in zip(sizes, children)])
         else:

@@ -297,14 +297,14 @@ class Synthesizer:
         """A lazy Dask DataFrame of synthetic rows, decoded to the schema's labels.
 
         ``device``: "cpu", "gpu" or "auto" (see :meth:`write`)."""
-        sampler = model_sampler(self.model, resolve_device(self.model, device))
+        sampler = model_sampler(self.model, device)
         return sample_frame(self.model, self._rows(n_rows), seed=seed,
                             partition_rows=partition_rows, sampler=sampler)
 
     def sample_binary(self, n_rows: int | None = None, *, seed: int = 0,
                       partition_rows: int | None = None, device: str = "cpu") -> da.Array:
         """A lazy (rows, d) uint8 dask array of the dummy-coded (binary) output."""
-        sampler = model_sampler(self.model, resolve_device(self.model, device))
+        sampler = model_sampler(self.model, device)
         return sample_binary(self.model, self._rows(n_rows), seed=seed,
                              partition_rows=partition_rows, sampler=sampler)
 

@@ -341,24 +341,27 @@ def nearest_correlation(a: np.ndarray, *, tol: float = 1e-7, max_iter: int = 100
     ungrouped = len(reduced) - len(anti)
     repeats = symmetry.multiplicity[ungrouped:] - 1.0  # n - 1 per group
     multiplicity = symmetry.multiplicity
+
+    def square(w: np.ndarray, lam: np.ndarray, shift: float = 0.0) -> float:
+        """‖(G + diag y)₊ + shift·I‖² over all d, from the reduced eigenvalues."""
+        positive, lam_positive = np.maximum(w, 0.0) + shift, np.maximum(lam, 0.0) + shift
+        return positive @ positive + repeats @ lam_positive**2
+
     # Start from G with its diagonal set to the target: A itself for a unit-diagonal A.
     y = target - diagonal
     w, p = _shifted_eigh(reduced, y)
     lam = anti + y[ungrouped:]
     for _ in range(max_iter):
-        positive, lam_positive = np.maximum(w, 0.0), np.maximum(lam, 0.0)
-        square = positive @ positive + repeats @ lam_positive**2  # ‖X₊‖² over all d
         gradient = _diagonal_of_positive_part(w, p) - multiplicity * target
-        gradient[ungrouped:] += repeats * lam_positive
+        gradient[ungrouped:] += repeats * np.maximum(lam, 0.0)
         norm = np.sqrt((gradient**2 / multiplicity).sum())  # the gradient's in all d coordinates
-        if norm <= tol * np.sqrt(((positive + eig_floor) ** 2).sum()
-                                 + repeats @ (lam_positive + eig_floor) ** 2):
+        if norm <= tol * np.sqrt(square(w, lam, eig_floor)):
             break
-        dual = 0.5 * square - target * (multiplicity @ y)
+        dual = 0.5 * square(w, lam) - target * (multiplicity @ y)
         # θ is a difference of terms of size ‖X‖² and Σ|y|: near the solution Newton's decrease
         # falls below their rounding error, so the Armijo test allows for it.
         slack = _ROUNDING_SLACK * symmetry.d * np.finfo(float).eps * (
-            square + target * (multiplicity @ np.abs(y)))
+            square(w, lam) + target * (multiplicity @ np.abs(y)))
         extra = np.concatenate([np.zeros(ungrouped), repeats * (lam > 0)])
         hessian = _GeneralizedHessian(w, p, extra)
         step = _conjugate_gradient(hessian, -gradient, min(_CG_RTOL, norm), _CG_MAX_ITER)
@@ -368,9 +371,7 @@ def nearest_correlation(a: np.ndarray, *, tol: float = 1e-7, max_iter: int = 100
             y_new = y + length * step
             w, p = _shifted_eigh(reduced, y_new)
             lam = anti + y_new[ungrouped:]
-            positive, lam_positive = np.maximum(w, 0.0), np.maximum(lam, 0.0)
-            if (0.5 * (positive @ positive + repeats @ lam_positive**2)
-                    - target * (multiplicity @ y_new)
+            if (0.5 * square(w, lam) - target * (multiplicity @ y_new)
                     <= dual + _ARMIJO * length * slope + slack):
                 break
             length *= 0.5

@@ -113,8 +113,9 @@ def choose_device(device: str, gpu_sampler: bool, what: str) -> str:
 
 
 def model_sampler(model: SampledModel, device: str = "cpu") -> PartitionSampler:
-    """The model's partition sampler on a device resolved by :func:`resolve_device`."""
-    return model.sampler(device="gpu") if device == "gpu" else model.sampler()
+    """The model's partition sampler on ``device``, as :func:`resolve_device` resolves it."""
+    return model.sampler(device="gpu") if resolve_device(model, device) == "gpu" \
+        else model.sampler()
 
 
 class PartitionSampler(Protocol):

@@ -15,6 +15,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from dp_dask.copula.correlation import (
+    Symmetry,
     exchangeable_groups,
     psd_correlation_factor,
     times_lower_factor,
@@ -101,17 +102,15 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
         return latent @ psd_correlation_factor(block).T.astype(np.float32)
     if not groups:
         return times_lower_factor(latent, psd_correlation_factor(block))
-    single = order[: s - sum(len(g) for g in groups)]
-
-    def reduce(m: np.ndarray) -> np.ndarray:  # columns → the ungrouped ones, then group means
-        return np.column_stack([m[:, single]] + [m[:, g].mean(axis=1) for g in groups])
-
-    covariance = reduce(reduce(block).T)
+    symmetry = Symmetry(s, tuple(groups))  # its reduced order is ``order``
+    reduced, anti, _ = symmetry.reduce(block)
+    # The reduced matrix uses group indicators / √n; the group means' covariance is it / √(n·n').
+    covariance = reduced / np.sqrt(np.outer(symmetry.multiplicity, symmetry.multiplicity))
     # A group that is the whole attribute at r = -1/(s - 1) (its nearest correlation when the
     # pairwise rule meets no dependence) has a constant mean: variance 0, ±1e-14 in rounding.
     scale = np.sqrt(np.maximum(np.diag(covariance), _VARIANCE_FLOOR))
     factor = psd_correlation_factor(covariance / np.outer(scale, scale)) * scale[:, None]
-    n = len(single)
+    n = len(symmetry.ungrouped)
     bounds = np.cumsum([n] + [len(g) for g in groups])
     means = np.empty((draws, len(groups)), dtype=np.float32)  # standardised, then W
     for k, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
@@ -129,9 +128,9 @@ def _latent_draws(block: np.ndarray, order: np.ndarray, groups: list[np.ndarray]
         part = times_lower_factor(part, factor)
         latent[rows, :n] = part[:, :n]
         means[rows] = part[:, n:]
-    for k, (g, start, stop) in enumerate(zip(groups, bounds[:-1], bounds[1:])):
-        r = (block[np.ix_(g, g)].sum() - len(g)) / (len(g) * (len(g) - 1))
-        latent[:, start:stop] *= np.float32(np.sqrt(max(1.0 - r, 0.0)))
+    # A member is its group's mean plus √(1 - r)·residual; 1 - r is the group's zero-sum eigenvalue.
+    for k, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
+        latent[:, start:stop] *= np.float32(np.sqrt(max(anti[k], 0.0)))
         latent[:, start:stop] += means[:, k, None]
     return latent
 
