@@ -16,6 +16,7 @@ measured worse: docs/results-adult.md). Only ``measure`` touches exact counts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,11 +143,22 @@ class MarginalModel:
                    arrays["order"], arrays["parents"], document["metadata"])
 
 
+def tree_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """The default start: codes drawn down the spanning tree, its root and parent→child counts
+    equal to their targets up to rounding. benchmarks/starts.py measures it against others."""
+    return sample_tree(model.marginals, model.order, model.parents, rows, rng)
+
+
+# (model, rows, rng) -> codes (rows, m), row-major, in the narrowest unsigned dtype of the schema.
+Start = Callable[[MarginalModel, int, np.random.Generator], np.ndarray]
+
+
 @dataclass(frozen=True)
 class MarginalSampler:
-    """Draws one output partition: tree start, row updates, exact 1-way counts."""
+    """Draws one output partition: a start (the tree), row updates, exact 1-way counts."""
 
     model: MarginalModel
+    start: Start = tree_start
 
     @property
     def schema(self) -> Schema:
@@ -156,7 +168,7 @@ class MarginalSampler:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
         rng = np.random.default_rng(seed)
         model, sizes = self.model, self.schema.sizes
-        codes = sample_tree(model.marginals, model.order, model.parents, rows, rng)
+        codes = self.start(model, rows, rng)
         targets = {pair: round_to_total(table.ravel(), rows)
                    for pair, table in model.marginals.two_way.items()}
         sigmas = model.metadata["model"]["noise_sigma"]["two_way"]
