@@ -755,8 +755,9 @@ def preflight(args: argparse.Namespace) -> None:
     if args.command == "fit":
         args.model = check_output_dir(local_only(args.model, "--model"), "--model")
     if args.command == "sample":
-        args.model = local_only(args.model, "--model")
-        resolve_device(load_model(args.model), args.sampling_device)
+        # Loaded once: checked here, sampled from in run_sample (a wide model is ~100 MB).
+        args.model = load_model(local_only(args.model, "--model"))
+        resolve_device(args.model, args.sampling_device)
     if args.command in ("fit", "synth", "demo"):
         check_method_options(args.method, args.method_options)
     if args.command in ("synth", "demo"):  # before the fit spends any budget
