@@ -153,3 +153,19 @@ def test_measured_run_reports_time_memory_and_exit(tmp_path):
     slow = measured_run([sys.executable, "-c", "import time; time.sleep(30)"],
                         log=tmp_path / "log", timeout=0.5)
     assert slow["timed_out"] and slow["wall_s"] < 10
+
+
+@pytest.mark.parametrize("name", ["bank.json", "flights.json"])
+def test_benchmark_tables_have_public_schemas(name):
+    schema = table_schema(str(Path(__file__).parents[1] / "benchmarks" / name))
+    assert schema.m >= 8 and {a.kind for a in schema.attributes} == {"numeric", "categorical"}
+
+
+def test_a_cancelled_flight_falls_in_the_missing_bin():
+    schema = table_schema(str(Path(__file__).parents[1] / "benchmarks" / "flights.json"))
+    row = {"month": "1", "hour": "5", "dep_delay": "NA", "arr_delay": "-3", "carrier": "UA",
+           "origin": "EWR", "air_time": "NA", "distance": "1400"}
+    codes = encode_partition(pd.DataFrame([row]), schema)[:, 0]
+    labels = {a.name: a.labels[c] for a, c in zip(schema.attributes, codes)}
+    assert labels["dep_delay"] == labels["air_time"] == "missing"
+    assert labels["hour"] == "[4, 6)" and labels["distance"] == "[1000, 1500)"
