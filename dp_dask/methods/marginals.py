@@ -188,11 +188,12 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     """Post-processing of the measurements: consistent marginals and their spanning tree.
 
     Two passes: tables shrunk towards independence give a first tree; the tables that tree
-    implies are a closer target, so the second pass shrinks towards them and refits the tree.
+    implies are a closer target, so the second pass shrinks towards them, pulls likely empty
+    cells to zero, and refits the tree.
     """
     first = consistent_marginals(measurements, schema.sizes, n_rows)
     prior = implied_tables(first, *spanning_tree(first, schema.m))
-    marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior)
+    marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True)
     order, parents = spanning_tree(marginals, schema.m)
     sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}

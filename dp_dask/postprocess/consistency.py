@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.stats import norm
 
 from dp_dask.copula.model import project_to_total
 
@@ -27,6 +29,10 @@ IPF_SEED_ROWS = 1e-3
 # measurement: about 1 in 16,000 noise draws goes that far. On Adult (public) 3 / 4 / 5 / 6 σ
 # gave 2-way error 8.37 / 8.34 / 8.38 / 8.37 (9 attributes) and 11.28 / 11.18 / 11.35 / 11.36 (15).
 SIGNAL_SIGMAS = 4.0
+# The empty-cell share π of a table is fitted in [0, MAX_EMPTY_SHARE]: below 1, so that a table
+# all of whose noisy cells sit near zero still keeps the share the model gives them.
+MAX_EMPTY_SHARE = 0.999
+_TINY = 1e-300  # keeps log and division finite where both densities underflow
 
 
 @dataclass(frozen=True)
@@ -72,26 +78,58 @@ def combine_one_way(measurements: list[Measurement], sizes: np.ndarray,
     return tuple(project_to_total(w / p, n_rows) for w, p in zip(weighted, precision))
 
 
+def _departure_variance(table: np.ndarray, target: np.ndarray,
+                        sigma: float) -> tuple[np.ndarray, float]:
+    """The target's non-negative cells and τ² of the model true = target + departure of
+    variance τ²·target, by the method of moments: the departure's energy beyond the noise's
+    cells·σ², spread over the target's total."""
+    weight = np.maximum(target, 0.0)
+    excess = float(np.sum((table - target) ** 2)) - table.size * sigma**2
+    total = float(weight.sum())
+    return weight, (excess / total if excess > 0 and total > 0 else 0.0)
+
+
 def shrink_towards(table: np.ndarray, target: np.ndarray, sigma: float) -> np.ndarray:
     """Empirical-Bayes shrinkage of a noisy table's departure from a target table, cell by cell.
 
     Model: the true table departs from the target by independent amounts of variance τ²·target
     (over-dispersed counts: a cell expected to hold more rows can move by more), measured with
-    noise of variance σ². Each cell keeps τ²t/(τ²t + σ²) of its departure, τ² by the method of
-    moments (the departure's energy beyond the noise's cells·σ², spread over the target's total).
-    Noise-sized departures vanish, large cells keep their measurement, small ones lean on the
-    target — except a departure beyond SIGNAL_SIGMAS·σ, which noise alone almost never makes
-    (a cell the target misses, e.g. rows that are "?" in two attributes): it is kept whole.
+    noise of variance σ² (:func:`_departure_variance`). Each cell keeps τ²t/(τ²t + σ²) of its
+    departure. Noise-sized departures vanish, large cells keep their measurement, small ones lean
+    on the target — except a departure beyond SIGNAL_SIGMAS·σ, which noise alone almost never
+    makes (a cell the target misses, e.g. rows that are "?" in two attributes): it is kept whole.
     On Adult (public, ε = 1) it beat one James–Stein factor per table: 2-way error 9.2 → 8.3
     (9 attributes) and 12.3 → 11.2 (15), the largest error down by a fifth to a third.
     """
     departure = table - target
-    weight = np.maximum(target, 0.0)
-    excess = float(np.sum(departure**2)) - departure.size * sigma**2
-    total = float(weight.sum())
-    tau2 = excess / total if excess > 0 and total > 0 else 0.0
+    weight, tau2 = _departure_variance(table, target, sigma)
     keep = tau2 * weight / (tau2 * weight + sigma**2)
     return target + np.where(np.abs(departure) > SIGNAL_SIGMAS * sigma, 1.0, keep) * departure
+
+
+def weigh_empty_cells(estimate: np.ndarray, noisy: np.ndarray, independent: np.ndarray,
+                      sigma: float) -> np.ndarray:
+    """``estimate`` times each cell's posterior probability of not being empty.
+
+    Two-groups empirical Bayes (Efron 2008): a cell is empty with probability π — its noisy
+    count then pure noise, N(0, σ²) — or else follows the shrinkage's model around the
+    independence table t, N(t, σ² + τ²t); π per table by maximum likelihood. A noisy count of
+    a few σ in a cell independence expects to be large is more likely an empty cell's noise
+    (female husbands: t ≈ 4,400, noisy 130, σ = 73) and is pulled towards zero; cells far from
+    zero are left alone. Post-processing of the noisy counts. On Adult and UCI Bank (ε = 1) it
+    left the 2-way error within ±1 % and cut impossible rows by a third (docs/method.md).
+    """
+    weight, tau2 = _departure_variance(noisy, independent, sigma)
+    empty = norm.pdf(noisy, 0.0, sigma)
+    occupied = norm.pdf(noisy, independent, np.sqrt(sigma**2 + tau2 * weight))
+
+    def negative_log_likelihood(share: float) -> float:
+        return -float(np.sum(np.log(share * empty + (1 - share) * occupied + _TINY)))
+
+    share = minimize_scalar(negative_log_likelihood, bounds=(0.0, MAX_EMPTY_SHARE),
+                            method="bounded").x
+    posterior_empty = share * empty / (share * empty + (1 - share) * occupied + _TINY)
+    return (1 - posterior_empty) * estimate
 
 
 def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -129,11 +167,13 @@ def ratio_or_zero(target: np.ndarray, current: np.ndarray) -> np.ndarray:
 
 
 def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
-                         prior: dict[tuple[int, int], np.ndarray] | None = None) -> Marginals:
+                         prior: dict[tuple[int, int], np.ndarray] | None = None, *,
+                         empty_cells: bool = False) -> Marginals:
     """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them.
 
     Tables shrink towards ``prior`` where given (e.g. the tables a tree fitted to a first pass
-    implies, :func:`dp_dask.postprocess.tree.implied_tables`), else towards independence.
+    implies, :func:`dp_dask.postprocess.tree.implied_tables`), else towards independence; with
+    ``empty_cells``, likely empty cells are then pulled to zero (:func:`weigh_empty_cells`).
     """
     one_way = combine_one_way(measurements, sizes, n_rows)
     two_way = {}
@@ -141,11 +181,11 @@ def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_r
         if len(measurement.attributes) != 2:
             continue
         a, b = measurement.attributes
-        if prior is not None and (a, b) in prior:
-            target = prior[(a, b)]
-        else:
-            target = np.outer(one_way[a], one_way[b]) / n_rows
+        independent = np.outer(one_way[a], one_way[b]) / n_rows
+        target = prior[(a, b)] if prior is not None and (a, b) in prior else independent
         noisy = measurement.values.reshape(sizes[a], sizes[b])
         shrunk = shrink_towards(noisy, target, measurement.sigma)
+        if empty_cells:
+            shrunk = weigh_empty_cells(shrunk, noisy, independent, measurement.sigma)
         two_way[(a, b)] = fit_to_margins(shrunk, one_way[a], one_way[b])
     return Marginals(one_way, two_way)
