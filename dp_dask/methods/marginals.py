@@ -2,11 +2,12 @@
 
     measure   every 1-way histogram and 2-way table, one Gaussian measurement each: a quarter
               of the budget ρ to the histograms, the rest to the tables, ∝ cells^(1/3)
-    combine   inverse-variance 1-way estimates; each table shrunk towards independence by its
-              own signal-to-noise and fitted to them (dp_dask.postprocess.consistency)
+    combine   inverse-variance 1-way estimates; each table shrunk cell by cell towards the
+              tables a first-pass tree implies, likely empty cells pulled to zero, and fitted
+              to them (dp_dask.postprocess.consistency, dp_dask.postprocess.tree)
     model     a maximum-information spanning tree of the consistent tables
     sample    per output partition: a tree start with exact counts, row updates towards every
-              table, exact 1-way counts (dp_dask.postprocess.rowupdate)
+              table until they stop gaining, exact 1-way counts (dp_dask.postprocess.rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
