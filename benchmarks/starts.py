@@ -28,13 +28,14 @@ import pandas as pd
 
 from benchmarks.peers import DEFAULT_DATA, DELTA, evaluate, read_data, table_schema
 from dp_dask.copula.model import CopulaModel, fit_model
+from dp_dask.copula.sample import Sampler
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.demo import generate_census
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.queries import markdown_table
 from dp_dask.methods.marginals import MarginalModel, MarginalSampler, Start, tree_start
 from dp_dask.postprocess.consistency import Marginals
-from dp_dask.postprocess.rowupdate import round_to_total
+from dp_dask.postprocess.rowupdate import code_dtype, round_to_total
 from dp_dask.synthesizer import Synthesizer
 
 TABLES = ("adult", "bank", "demo")
@@ -68,8 +69,8 @@ def copula_of(marginals: Marginals, schema: Schema, n_rows: int) -> CopulaModel:
 
 
 def _start_codes(codes: np.ndarray, schema: Schema) -> np.ndarray:
-    """Codes in the layout the row updates expect (row-major, narrowest unsigned dtype)."""
-    return np.ascontiguousarray(codes, dtype=np.min_scalar_type(int(schema.sizes.max()) - 1))
+    """Codes in the layout the row updates expect (row-major, :func:`code_dtype`)."""
+    return np.ascontiguousarray(codes, dtype=code_dtype(schema.sizes))
 
 
 def independent_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -79,9 +80,8 @@ def independent_start(model: MarginalModel, rows: int, rng: np.random.Generator)
     return _start_codes(np.stack(columns, axis=1), model.schema)
 
 
-def copula_start(copula: CopulaModel) -> Start:
+def copula_start(sampler: Sampler) -> Start:
     """Rows of the copula fitted to the same consistent marginals, decoded to codes."""
-    sampler = copula.sampler()
 
     def start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
         seed = np.random.SeedSequence(int(rng.integers(2**63)))
@@ -100,10 +100,11 @@ def compare(schema: Schema, frame: pd.DataFrame, epsilon: float,
         began = time.perf_counter()
         copula = copula_of(model.marginals, schema, model.n_rows)
         copula_fit_s = time.perf_counter() - began
+        copula_sampler = copula.sampler()  # its Cholesky factor, once for both copula rows
         starts: dict[str, Start] = {"tree": tree_start, "independent": independent_start,
-                                    "copula": copula_start(copula)}
+                                    "copula": copula_start(copula_sampler)}
         draws = {name: MarginalSampler(model, start).draw for name, start in starts.items()}
-        draws["copula rows, no updates"] = copula.sampler().draw
+        draws["copula rows, no updates"] = copula_sampler.draw
         for name, draw in draws.items():
             began = time.perf_counter()
             codes = draw(model.n_rows, np.random.SeedSequence(seed))[1]

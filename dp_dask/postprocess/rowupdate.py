@@ -17,6 +17,8 @@ the partition's rows, so partitions never communicate and the output depends onl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from dp_dask.postprocess.consistency import Marginals
@@ -75,14 +77,19 @@ def round_rows(blocks: np.ndarray, totals: np.ndarray) -> np.ndarray:
     return counts + (ranks < short[:, None])
 
 
+def code_dtype(sizes: Iterable[int]) -> np.dtype:
+    """The dtype of the codes row updates work on: the narrowest unsigned one holding every
+    attribute's codes. They gather whole rows (copies, the guard) and read two columns per
+    table: a narrow dtype keeps the codes in cache, row-major (C) order a row on one line."""
+    return np.min_scalar_type(max(sizes) - 1)
+
+
 def sample_tree(targets: Marginals, order: np.ndarray, parents: np.ndarray, rows: int,
                 rng: np.random.Generator) -> np.ndarray:
     """Codes (rows, m) whose root and parent→child counts equal their targets up to rounding."""
     m = len(order)
-    # Row updates gather whole rows (copies, the guard) and read two columns per table: the
-    # narrowest dtype keeps the codes in cache, row-major keeps a row on one cache line.
-    largest = max(len(counts) for counts in targets.one_way)
-    codes = np.empty((rows, m), dtype=np.min_scalar_type(largest - 1), order="C")
+    codes = np.empty((rows, m), dtype=code_dtype(len(counts) for counts in targets.one_way),
+                     order="C")
     root = order[0]
     codes[:, root] = rng.permutation(_repeat(round_to_total(targets.one_way[root], rows)))
     for child in order[1:]:
