@@ -28,6 +28,7 @@ from dp_dask.checks import model_schema, read_model_arrays, write_model_files
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
+from dp_dask.postprocess.raking import rake, systematic_resample
 from dp_dask.postprocess.rowupdate import (
     match_one_way,
     possible_cells,
@@ -145,9 +146,20 @@ class MarginalModel:
 
 
 def tree_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """The default start: codes drawn down the spanning tree, its root and parent→child counts
-    equal to their targets up to rounding. benchmarks/starts.py measures it against others."""
+    """Codes drawn down the spanning tree, its root and parent→child counts equal to their
+    targets up to rounding."""
     return sample_tree(model.marginals, model.order, model.parents, rows, rng)
+
+
+def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """The default start: the tree's codes reweighted towards every 2-way table and resampled
+    (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
+    candidates = tree_start(model, rows, rng)
+    scale = rows / model.n_rows
+    weights, _ = rake(candidates, {pair: table * scale
+                                   for pair, table in model.marginals.two_way.items()},
+                      model.schema.sizes, rng)
+    return candidates[systematic_resample(weights, rows, rng)]
 
 
 # (model, rows, rng) -> codes (rows, m), row-major, in the narrowest unsigned dtype of the schema.
@@ -159,7 +171,7 @@ class MarginalSampler:
     """Draws one output partition: a start (the tree), row updates, exact 1-way counts."""
 
     model: MarginalModel
-    start: Start = tree_start
+    start: Start = raked_start
 
     @property
     def schema(self) -> Schema:

@@ -1,0 +1,68 @@
+"""A start closer to every table: candidate rows reweighted to the 2-way targets, then resampled.
+
+A spanning tree's start holds only its m − 1 tables; where the others disagree with what the
+tree implies (nycflights13: distance × air time × origin), row updates must move most rows and
+converge slowly — with exact targets, 160 sweeps still left flights' 2-way error at 6 rows per
+cell. Raking fixes the rest first, in the weights: iterative proportional fitting over every
+2-way table, the weights of the rows in each cell scaled by target / current weighted count
+(Deming & Stephan 1940; survey calibration by raking). The candidates then give a sample of
+exactly ``rows`` rows by systematic resampling: each row appears ⌊w⌋ or ⌈w⌉ times.
+
+Raking never creates a combination the candidates lack; the row updates that follow do. It is
+hand-written because the IPF packages (``ipfn``) fit dense tables or pandas group-bys; on rows,
+one pass over a table is a bincount and a gather.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dp_dask.postprocess.rowupdate import _cell_keys
+
+# Raking goes on while the weighted rows' summed gap to the targets fell by KEEP_RAKING over the
+# last WINDOW passes, at most MAX_PASSES. The gap of noisy targets is mostly their disagreement
+# with each other, so it falls slowly while the structure still improves: on flights (ε = 1)
+# 11 / 14 / 40 passes gave a 2-way error of 23.0 / 22.6 / 21.4. On Adult's 15 attributes it levels
+# off after ~10 passes; on the DSS shape (noise-sized dependence) it does not fall at all, and a
+# pass over its 351 tables costs 0.14 s per 100k rows.
+WINDOW = 5
+KEEP_RAKING = 0.05
+MAX_PASSES = 40
+
+
+def rake(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray], sizes: np.ndarray,
+         rng: np.random.Generator, *, max_passes: int = MAX_PASSES) -> tuple[np.ndarray, int]:
+    """Weights (one per row of ``codes``, summing to about the targets' total) whose weighted
+    counts approach every target table, and the passes made. Each pass visits every table once,
+    in random order; a cell with no row keeps its gap."""
+    weights = np.ones(len(codes))
+    cliques = list(targets)
+    gaps: list[float] = []
+    for passes in range(1, max_passes + 1):
+        gap = 0.0
+        for index in rng.permutation(len(cliques)):
+            clique = cliques[index]
+            target = np.asarray(targets[clique], dtype=np.float64).ravel()
+            keys = _cell_keys(codes, clique, sizes)
+            current = np.bincount(keys, weights=weights, minlength=target.size)
+            gap += float(np.abs(current - target).sum())
+            factor = np.divide(target, current, out=np.ones_like(target), where=current > 0)
+            weights *= factor[keys]
+        gaps.append(gap)
+        if passes > WINDOW and gap >= (1 - KEEP_RAKING) * gaps[-1 - WINDOW]:
+            break
+    return weights, passes
+
+
+def systematic_resample(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``rows`` draws ∝ ``weights`` with one uniform offset (systematic sampling):
+    each index appears ⌊rows·w⌋ or ⌈rows·w⌉ times for its normalised weight w, so the draw adds
+    almost no sampling error to the weighted counts. In random order."""
+    if rows == 0:
+        return np.zeros(0, dtype=np.intp)
+    edges = np.cumsum(weights, dtype=np.float64)
+    if edges[-1] <= 0:  # no weight anywhere: every candidate alike
+        edges = np.arange(1.0, len(weights) + 1)
+    points = (rng.random() + np.arange(rows)) * (edges[-1] / rows)
+    picked = np.minimum(np.searchsorted(edges, points, side="right"), len(weights) - 1)
+    return rng.permutation(picked)
