@@ -1,9 +1,11 @@
-"""Where the default method's row updates should start (issue 26, item 3): the spanning tree
-(the default), independent columns, or the binary Gaussian copula of the same consistent
-marginals — and the copula's own rows, without updates, for reference.
+"""Where the default method's row updates should start (issue 26, item 3): the spanning tree's
+rows raked to every 2-way table (the default), the spanning tree alone, independent columns, or
+the binary Gaussian copula of the same consistent marginals — and the copula's own rows, without
+updates, for reference.
 
     python -m benchmarks.starts --table adult --seeds 3
     python -m benchmarks.starts --table bank --data bank.csv --seeds 3
+    python -m benchmarks.starts --table flights --data flights.csv --seeds 3
     python -m benchmarks.starts --table demo --rows 200000 --seeds 3
 
 Every start gets the same fitted model (seeded numpy noise of the release's scale, as in
@@ -33,24 +35,32 @@ from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.demo import generate_census
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.queries import markdown_table
-from dp_dask.methods.marginals import MarginalModel, MarginalSampler, Start, tree_start
+from dp_dask.methods.marginals import (
+    MarginalModel,
+    MarginalSampler,
+    Start,
+    raked_start,
+    tree_start,
+)
 from dp_dask.postprocess.consistency import Marginals
 from dp_dask.postprocess.rowupdate import code_dtype, round_to_total
 from dp_dask.synthesizer import Synthesizer
 
-TABLES = ("adult", "bank", "demo")
-BANK_SCHEMA = Path(__file__).with_name("bank.json")
+TABLES = ("adult", "bank", "flights", "demo")
+SCHEMAS = {"bank": Path(__file__).with_name("bank.json"),
+           "flights": Path(__file__).with_name("flights.json")}
 Q3_SAMPLE = 100_000
 
 
 def load_table(table: str, data: str | None, rows: int) -> tuple[Schema, pd.DataFrame]:
-    """Adult's 15 attributes, UCI Bank (CSV given by ``data``) or ``rows`` of the demo census."""
+    """Adult's 15 attributes, UCI Bank or nycflights13's flights (CSV given by ``data``: see
+    benchmarks/PEERS.md) or ``rows`` of the demo census."""
     if table == "adult":
         return table_schema("all"), read_data(data or DEFAULT_DATA)
-    if table == "bank":
+    if table in SCHEMAS:
         if data is None:
-            raise SystemExit("--data is needed for bank (UCI's bank-full.csv, comma-separated)")
-        return table_schema(str(BANK_SCHEMA)), read_data(data)
+            raise SystemExit(f"--data is needed for {table} (its CSV: benchmarks/PEERS.md)")
+        return table_schema(str(SCHEMAS[table])), read_data(data)
     frame = generate_census(rows, seed=0).compute().reset_index(drop=True)
     return load_schema("demo"), frame
 
@@ -101,7 +111,8 @@ def compare(schema: Schema, frame: pd.DataFrame, epsilon: float,
         copula = copula_of(model.marginals, schema, model.n_rows)
         copula_fit_s = time.perf_counter() - began
         copula_sampler = copula.sampler()  # its Cholesky factor, once for both copula rows
-        starts: dict[str, Start] = {"tree": tree_start, "independent": independent_start,
+        starts: dict[str, Start] = {"raked": raked_start, "tree": tree_start,
+                                    "independent": independent_start,
                                     "copula": copula_start(copula_sampler)}
         draws = {name: MarginalSampler(model, start).draw for name, start in starts.items()}
         draws["copula rows, no updates"] = copula_sampler.draw

@@ -116,11 +116,11 @@ def test_starts_share_one_model_and_end_on_its_one_way_counts():
     frame = generate_census(3_000, seed=0).compute().reset_index(drop=True)
     lines = list(compare(load_schema("demo"), frame, epsilon=2.0, seeds=[0]))
     by_start = {line["start"]: line for line in lines}
-    assert set(by_start) == {"tree", "independent", "copula", "copula rows, no updates"}
+    assert set(by_start) == {"raked", "tree", "independent", "copula", "copula rows, no updates"}
     # The final 1-way match makes every updated start's histograms the same rounded targets.
-    updated = [by_start[name]["Q1"] for name in ("tree", "independent", "copula")]
-    assert updated[0] == updated[1] == updated[2]
+    updated = [by_start[name]["Q1"] for name in ("raked", "tree", "independent", "copula")]
+    assert updated[0] == updated[1] == updated[2] == updated[3]
     assert by_start["copula rows, no updates"]["Q1"] != updated[0]
     table = summary_table(lines)
-    assert list(table["seeds"]) == [1, 1, 1, 1]
-    assert list(table["copula fit s"][:2]) == ["–", "–"]
+    assert list(table["seeds"]) == [1, 1, 1, 1, 1]
+    assert list(table["copula fit s"][:3]) == ["–", "–", "–"]

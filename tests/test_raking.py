@@ -1,0 +1,73 @@
+"""Raking the tree start towards every 2-way table, and the systematic resample (no Dask)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from dp_dask.postprocess.consistency import Marginals
+from dp_dask.postprocess.raking import MAX_PASSES, WINDOW, rake, systematic_resample
+from dp_dask.postprocess.rowupdate import _cell_keys, sample_tree
+from dp_dask.postprocess.tree import spanning_tree
+
+SIZES = np.array([4, 4, 4, 4])
+
+
+def latent_copies(n: int, seed: int = 0) -> np.ndarray:
+    """Four attributes, each a copy of one hidden value with a quarter of it replaced by noise:
+    every pair is equally dependent, which no spanning tree holds (a chain through a third
+    attribute halves the dependence of the pairs it implies)."""
+    rng = np.random.default_rng(seed)
+    hidden = rng.integers(0, 4, n)
+    return np.stack([np.where(rng.random(n) < 0.75, hidden, rng.integers(0, 4, n))
+                     for _ in SIZES], axis=1)
+
+
+def tables_of(codes: np.ndarray, weights: np.ndarray | None = None) -> dict:
+    return {pair: np.bincount(_cell_keys(codes, pair, SIZES), weights=weights,
+                              minlength=int(np.prod(SIZES[list(pair)])))
+            for pair in itertools.combinations(range(len(SIZES)), 2)}
+
+
+def gap(tables: dict, targets: dict) -> float:
+    return sum(float(np.abs(tables[pair] - targets[pair]).sum()) for pair in targets)
+
+
+def test_raking_holds_the_tables_a_tree_start_misses():
+    n = 20_000
+    targets = tables_of(latent_copies(n))
+    marginals = Marginals(tuple(np.bincount(c, minlength=4).astype(float)
+                                for c in latent_copies(n).T),
+                          {pair: t.reshape(4, 4).astype(float) for pair, t in targets.items()})
+    rng = np.random.default_rng(1)
+    candidates = sample_tree(marginals, *spanning_tree(marginals, len(SIZES)), n, rng)
+    weights, passes = rake(candidates, targets, SIZES, rng)
+    tree_gap = gap(tables_of(candidates), targets)
+    assert gap(tables_of(candidates, weights), targets) < 0.01 * tree_gap
+    assert passes <= MAX_PASSES
+    resampled = candidates[systematic_resample(weights, n, rng)]
+    assert len(resampled) == n
+    # Resampling keeps the fit up to rounding each candidate's weight.
+    assert gap(tables_of(resampled), targets) < 0.1 * tree_gap
+
+
+def test_rows_already_at_their_targets_keep_their_weights():
+    codes = latent_copies(5_000)
+    weights, passes = rake(codes, tables_of(codes), SIZES, np.random.default_rng(0))
+    np.testing.assert_allclose(weights, 1.0)
+    assert passes == WINDOW + 1  # the gap does not fall: stop as soon as the window says so
+
+
+def test_systematic_resample_rounds_each_weight_to_a_neighbouring_integer():
+    rng = np.random.default_rng(3)
+    weights = rng.random(1_000) ** 4  # skewed, some near zero
+    rows = 2_500
+    picked = systematic_resample(weights, rows, np.random.default_rng(7))
+    expected = weights * rows / weights.sum()
+    counts = np.bincount(picked, minlength=len(weights))
+    assert counts.sum() == rows
+    assert np.all(counts >= np.floor(expected) - 1e-9) and np.all(counts <= np.ceil(expected))
+    np.testing.assert_array_equal(picked, systematic_resample(weights, rows,
+                                                              np.random.default_rng(7)))
+    assert len(systematic_resample(weights, 0, rng)) == 0
