@@ -6,8 +6,9 @@
               tables a first-pass tree implies, likely empty cells pulled to zero, and fitted
               to them (dp_dask.postprocess.consistency, dp_dask.postprocess.tree)
     model     a maximum-information spanning tree of the consistent tables
-    sample    per output partition: a tree start with exact counts, row updates towards every
-              table until they stop gaining, exact 1-way counts (dp_dask.postprocess.rowupdate)
+    sample    per output partition: a tree start with exact counts, raked towards every table
+              and resampled, row updates towards every table until they stop gaining, exact
+              1-way counts (dp_dask.postprocess.raking, dp_dask.postprocess.rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
