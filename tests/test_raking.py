@@ -8,7 +8,7 @@ import numpy as np
 
 from dp_dask.postprocess.consistency import Marginals
 from dp_dask.postprocess.raking import MAX_PASSES, WINDOW, rake, systematic_resample
-from dp_dask.postprocess.rowupdate import _cell_keys, sample_tree
+from dp_dask.postprocess.rowupdate import cell_keys, sample_tree
 from dp_dask.postprocess.tree import spanning_tree
 
 SIZES = np.array([4, 4, 4, 4])
@@ -25,7 +25,7 @@ def latent_copies(n: int, seed: int = 0) -> np.ndarray:
 
 
 def tables_of(codes: np.ndarray, weights: np.ndarray | None = None) -> dict:
-    return {pair: np.bincount(_cell_keys(codes, pair, SIZES), weights=weights,
+    return {pair: np.bincount(cell_keys(codes, pair, SIZES), weights=weights,
                               minlength=int(np.prod(SIZES[list(pair)])))
             for pair in itertools.combinations(range(len(SIZES)), 2)}
 

@@ -169,7 +169,7 @@ Start = Callable[[MarginalModel, int, np.random.Generator], np.ndarray]
 
 @dataclass(frozen=True)
 class MarginalSampler:
-    """Draws one output partition: a start (the tree), row updates, exact 1-way counts."""
+    """Draws one output partition: a start (the raked tree), row updates, exact 1-way counts."""
 
     model: MarginalModel
     start: Start = raked_start

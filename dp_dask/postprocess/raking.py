@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dp_dask.postprocess.rowupdate import _cell_keys
+from dp_dask.postprocess.rowupdate import cell_keys
 
 # Raking goes on while the weighted rows' summed gap to the targets fell by KEEP_RAKING over the
 # last WINDOW passes, at most MAX_PASSES. The gap of noisy targets is mostly their disagreement
@@ -36,14 +36,16 @@ def rake(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray], sizes: n
     counts approach every target table, and the passes made. Each pass visits every table once,
     in random order; a cell with no row keeps its gap."""
     weights = np.ones(len(codes))
-    cliques = list(targets)
+    flat = {clique: np.asarray(target, dtype=np.float64).ravel()
+            for clique, target in targets.items()}
+    cliques = list(flat)
     gaps: list[float] = []
     for passes in range(1, max_passes + 1):
         gap = 0.0
         for index in rng.permutation(len(cliques)):
             clique = cliques[index]
-            target = np.asarray(targets[clique], dtype=np.float64).ravel()
-            keys = _cell_keys(codes, clique, sizes)
+            target = flat[clique]
+            keys = cell_keys(codes, clique, sizes)
             current = np.bincount(keys, weights=weights, minlength=target.size)
             gap += float(np.abs(current - target).sum())
             factor = np.divide(target, current, out=np.ones_like(target), where=current > 0)

@@ -124,7 +124,7 @@ def _bounds(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return stops - sizes, stops
 
 
-def _cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:
+def cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:
     """Each row's cell of the table (row-major), as intp: bincount and take would convert."""
     keys = codes[:, attributes[0]].astype(np.intp)
     for a in attributes[1:]:
@@ -171,7 +171,7 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     no sort), so counts are right in expectation; the sweeps correct what one visit leaves.
     Returns the table's excess rows found on arrival.
     """
-    keys = _cell_keys(codes, attributes, sizes)
+    keys = cell_keys(codes, attributes, sizes)
     current = np.bincount(keys, minlength=target.size)
     excess = current - target
     over = np.maximum(excess, 0)
