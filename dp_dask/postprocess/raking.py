@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dp_dask.postprocess.consistency import ratio_or_zero
 from dp_dask.postprocess.rowupdate import cell_keys
 
 # Raking goes on while the weighted rows' summed gap to the targets fell by KEEP_RAKING over the
@@ -48,8 +49,7 @@ def rake(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray], sizes: n
             keys = cell_keys(codes, clique, sizes)
             current = np.bincount(keys, weights=weights, minlength=target.size)
             gap += float(np.abs(current - target).sum())
-            factor = np.divide(target, current, out=np.ones_like(target), where=current > 0)
-            weights *= factor[keys]
+            weights *= ratio_or_zero(target, current)[keys]
         gaps.append(gap)
         if passes > WINDOW and gap >= (1 - KEEP_RAKING) * gaps[-1 - WINDOW]:
             break
