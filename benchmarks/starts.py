@@ -1,7 +1,7 @@
-"""Where the default method's row updates should start (issue 26, item 3): the spanning tree's
-rows raked to every 2-way table (the default), the spanning tree alone, independent columns, or
-the binary Gaussian copula of the same consistent marginals — and the copula's own rows, without
-updates, for reference.
+"""Where the default method's sampler should start (issue 26, item 3): the spanning tree's rows
+raked to every 2-way table (the default), the spanning tree alone, independent columns, or the
+binary Gaussian copula of the same consistent marginals — and the copula's own rows, without
+the fit and updates, for reference.
 
     python -m benchmarks.starts --table adult --seeds 3
     python -m benchmarks.starts --table bank --data bank.csv --seeds 3
@@ -9,7 +9,8 @@ updates, for reference.
     python -m benchmarks.starts --table demo --rows 200000 --seeds 3
 
 Every start gets the same fitted model (seeded numpy noise of the release's scale, as in
-``benchmarks.peers``), the same row updates and final 1-way match, and the same evaluation
+``benchmarks.peers``), the same weight fit, row updates and final 1-way match, and the same
+evaluation
 (``benchmarks.peers.evaluate``: Q1–Q3 and 3-attribute range queries). The copula is fitted to
 the consistent counts (its d×d matrix built from the consistent histograms and tables, no noise
 of its own), so it costs a nearest-correlation repair and a decoding calibration per release and
@@ -78,12 +79,13 @@ def copula_of(marginals: Marginals, schema: Schema, n_rows: int) -> CopulaModel:
     return fit_model(counts, schema, n_rows)
 
 
-def _start_codes(codes: np.ndarray, schema: Schema) -> np.ndarray:
-    """Codes in the layout the row updates expect (row-major, :func:`code_dtype`)."""
-    return np.ascontiguousarray(codes, dtype=code_dtype(schema.sizes))
+def _start_codes(codes: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Codes in the layout the sampler expects (row-major, :func:`code_dtype`), weight 1 each."""
+    return np.ascontiguousarray(codes, dtype=code_dtype(schema.sizes)), np.ones(len(codes))
 
 
-def independent_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
+def independent_start(model: MarginalModel, rows: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Each column on its own: its rounded target counts, shuffled."""
     columns = [rng.permutation(np.repeat(np.arange(len(h)), round_to_total(h, rows)))
                for h in model.marginals.one_way]
@@ -93,7 +95,8 @@ def independent_start(model: MarginalModel, rows: int, rng: np.random.Generator)
 def copula_start(sampler: Sampler) -> Start:
     """Rows of the copula fitted to the same consistent marginals, decoded to codes."""
 
-    def start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
+    def start(model: MarginalModel, rows: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         seed = np.random.SeedSequence(int(rng.integers(2**63)))
         return _start_codes(sampler.draw(rows, seed)[1], model.schema)
 

@@ -109,7 +109,7 @@ def test_ceiling_compares_k_processes_with_one():
     assert 0 < result["gather"][2] <= 2 and result["gemm_seconds"][2] > 0
 
 
-def test_starts_share_one_model_and_end_on_its_one_way_counts():
+def test_starts_share_one_model_and_beat_unfitted_rows_on_one_way_counts():
     from benchmarks.starts import compare, summary_table
     from dp_dask.data.demo import generate_census
 
@@ -117,10 +117,10 @@ def test_starts_share_one_model_and_end_on_its_one_way_counts():
     lines = list(compare(load_schema("demo"), frame, epsilon=2.0, seeds=[0]))
     by_start = {line["start"]: line for line in lines}
     assert set(by_start) == {"raked", "tree", "independent", "copula", "copula rows, no updates"}
-    # The final 1-way match makes every updated start's histograms the same rounded targets.
-    updated = [by_start[name]["Q1"] for name in ("raked", "tree", "independent", "copula")]
-    assert updated[0] == updated[1] == updated[2] == updated[3]
-    assert by_start["copula rows, no updates"]["Q1"] != updated[0]
+    # Every start is fitted to the same measurements and ends on its fit's 1-way counts, which
+    # the copula's own i.i.d. rows miss by their sampling error.
+    updated = [by_start[name]["Q1"]["avg95"] for name in ("raked", "tree", "independent", "copula")]
+    assert max(updated) < 0.75 * by_start["copula rows, no updates"]["Q1"]["avg95"]
     table = summary_table(lines)
     assert list(table["seeds"]) == [1, 1, 1, 1, 1]
     assert list(table["copula fit s"][:3]) == ["–", "–", "–"]

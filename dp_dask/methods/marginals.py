@@ -6,9 +6,11 @@
               tables a first-pass tree implies, likely empty cells pulled to zero, and fitted
               to them (dp_dask.postprocess.consistency, dp_dask.postprocess.tree)
     model     a maximum-information spanning tree of the consistent tables
-    sample    per output partition: a tree start with exact counts, raked towards every table
-              and resampled, row updates towards every table until they stop gaining, exact
-              1-way counts (dp_dask.postprocess.raking, dp_dask.postprocess.rowupdate)
+    sample    per output partition: candidate rows drawn down the tree, raked towards every
+              consistent table, their weights then fitted to the noisy measurements themselves
+              (private-pgm's objective), resampled; row updates towards the weighted tables
+              until they stop gaining, exact 1-way counts (dp_dask.postprocess.raking,
+              dp_dask.postprocess.reweight, dp_dask.postprocess.rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
@@ -25,12 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.checks import model_schema, read_model_arrays, write_model_files
+from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
 from dp_dask.postprocess.raking import rake, systematic_resample
+from dp_dask.postprocess.reweight import FIT_ITERATIONS, fit_weights
 from dp_dask.postprocess.rowupdate import (
+    cell_keys,
     match_one_way,
     possible_cells,
     round_to_total,
@@ -41,7 +45,8 @@ from dp_dask.postprocess.tree import implied_tables, spanning_tree
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.noise import gaussian_noise
 
-MODEL_FORMAT = 1
+# 2: the noisy measurements themselves are saved, for the sampler's weight fit.
+MODEL_FORMAT = 2
 METHOD = "marginals"
 # Replacing one row moves one cell of each histogram and table down by 1 and one up by 1.
 TABLE_L2_SENSITIVITY = math.sqrt(2.0)
@@ -109,24 +114,30 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
 
 @dataclass(frozen=True)
 class MarginalModel:
-    """The consistent noisy marginals and the spanning tree: all that sampling needs."""
+    """The noisy measurements, their consistent marginals and the spanning tree: all that
+    sampling needs."""
 
     schema: Schema
     n_rows: int
     marginals: Marginals
     order: np.ndarray  # breadth-first order of the spanning tree
     parents: np.ndarray  # parent of each attribute, -1 for the root
+    measurements: tuple[Measurement, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def sampler(self) -> MarginalSampler:
         return MarginalSampler(self)
 
     def save(self, path: str | Path) -> Path:
-        """``<path>/model.npz`` (consistent marginals, tree) and ``<path>/model.json``."""
+        """``<path>/model.npz`` (measurements, consistent marginals, tree) and
+        ``<path>/model.json``."""
         arrays = {f"one_way_{a}": v for a, v in enumerate(self.marginals.one_way)}
         arrays |= {f"two_way_{a}_{b}": t for (a, b), t in self.marginals.two_way.items()}
+        arrays |= {f"measured_{k}": m.values for k, m in enumerate(self.measurements)}
         document = {"format": MODEL_FORMAT, "method": METHOD, "n_rows": self.n_rows,
-                    "schema": self.schema.to_json(), "metadata": self.metadata}
+                    "schema": self.schema.to_json(), "metadata": self.metadata,
+                    "measurements": [{"attributes": list(m.attributes), "sigma": m.sigma}
+                                     for m in self.measurements]}
         return write_model_files(path, document,
                                  {"order": self.order, "parents": self.parents, **arrays})
 
@@ -138,60 +149,99 @@ class MarginalModel:
         shapes = {f"one_way_{a}": (s,) for a, s in enumerate(sizes)}
         shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j])
                    for i, j, _, _ in attribute_pairs(schema)}
+        queries = [tuple(q["attributes"]) for q in document["measurements"]]
+        if queries != measured_queries(schema):
+            raise ModelError(f"model {path}/model.json: its measurements are not those of its "
+                             "schema: fit again")
+        shapes |= {f"measured_{k}": (int(np.prod(schema.sizes[list(q)])),)
+                   for k, q in enumerate(queries)}
         arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
                                                    "parents": (schema.m,)})
         one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
         two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j, _, _ in attribute_pairs(schema)}
+        measurements = tuple(Measurement(q, arrays[f"measured_{k}"], float(m["sigma"]))
+                             for k, (q, m) in enumerate(zip(queries, document["measurements"])))
         return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
-                   arrays["order"], arrays["parents"], document["metadata"])
+                   arrays["order"], arrays["parents"], measurements, document["metadata"])
 
 
-def tree_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
+def tree_start(model: MarginalModel, rows: int,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Codes drawn down the spanning tree, its root and parent→child counts equal to their
-    targets up to rounding."""
-    return sample_tree(model.marginals, model.order, model.parents, rows, rng)
+    targets up to rounding; every row of weight 1."""
+    return sample_tree(model.marginals, model.order, model.parents, rows, rng), np.ones(rows)
 
 
-def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """The default start: the tree's codes reweighted towards every 2-way table and resampled
-    (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
-    candidates = tree_start(model, rows, rng)
+def raked_start(model: MarginalModel, rows: int,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The default start: the tree's rows, weighted towards every consistent 2-way table by
+    raking (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
+    candidates, _ = tree_start(model, rows, rng)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
                       model.schema.sizes, rng)
-    return candidates[systematic_resample(weights, rows, rng)]
+    return candidates, weights
 
 
-# (model, rows, rng) -> codes (rows, m), row-major, in the narrowest unsigned dtype of the schema.
-Start = Callable[[MarginalModel, int, np.random.Generator], np.ndarray]
+# (model, rows, rng) -> candidate codes (k, m), row-major, in the narrowest unsigned dtype of the
+# schema, and a weight per candidate, summing to about ``rows``.
+Start = Callable[[MarginalModel, int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
+
+
+def weighted_table(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
+                   sizes: np.ndarray, rows: int) -> np.ndarray:
+    """The weighted rows' counts of ``attributes`` (flattened), rounded to sum to ``rows``."""
+    cells = int(np.prod(sizes[list(attributes)]))
+    counts = np.bincount(cell_keys(codes, attributes, sizes), weights=weights, minlength=cells)
+    return round_to_total(counts, rows)
 
 
 @dataclass(frozen=True)
 class MarginalSampler:
-    """Draws one output partition: a start (the raked tree), row updates, exact 1-way counts."""
+    """Draws one output partition: weighted candidates (the raked tree), their weights fitted
+    to the measurements, a resample, row updates towards the weighted tables, exact 1-way
+    counts."""
 
     model: MarginalModel
     start: Start = raked_start
+    fit_iterations: int = FIT_ITERATIONS
 
     @property
     def schema(self) -> Schema:
         return self.model.schema
 
+    def weighted_candidates(self, rows: int,
+                            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The start's candidate rows and their weights fitted to the measurements, scaled to
+        ``rows``: the partition's estimate of the joint distribution."""
+        candidates, weights = self.start(self.model, rows, rng)
+        scale = rows / self.model.n_rows
+        scaled = [Measurement(m.attributes, m.values * scale, m.sigma * scale)
+                  for m in self.model.measurements]
+        return candidates, fit_weights(candidates, scaled, self.schema.sizes, weights,
+                                       iterations=self.fit_iterations)
+
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
-        """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
+        """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its
+        1-way counts those of :meth:`weighted_candidates` (rounded), its 2-way counts close."""
         rng = np.random.default_rng(seed)
         model, sizes = self.model, self.schema.sizes
-        codes = self.start(model, rows, rng)
-        targets = {pair: round_to_total(table.ravel(), rows)
-                   for pair, table in model.marginals.two_way.items()}
+        candidates, weights = self.weighted_candidates(rows, rng)
+        scale = rows / model.n_rows
+        codes = np.ascontiguousarray(candidates[systematic_resample(weights, rows, rng)])
+        targets = {pair: weighted_table(candidates, weights, pair, sizes, rows)
+                   for pair in model.marginals.two_way}
+        # The guard reads the consistent tables: their likely empty cells are pulled to zero.
         sigmas = model.metadata["model"]["noise_sigma"]["two_way"]
-        floors = {(i, j): EMPTY_WITHIN_SIGMAS * sigma * rows / model.n_rows
+        floors = {(i, j): EMPTY_WITHIN_SIGMAS * sigma * scale
                   for (i, j, _, _), sigma in zip(attribute_pairs(self.schema), sigmas)}
-        possible = possible_cells(targets, sizes, floors)
+        possible = possible_cells({pair: round_to_total(table.ravel(), rows)
+                                   for pair, table in model.marginals.two_way.items()},
+                                  sizes, floors)
         update_rows(codes, targets, sizes, rng, possible=possible)
-        match_one_way(codes, [round_to_total(v, rows) for v in model.marginals.one_way],
-                      sizes, rng, possible)
+        match_one_way(codes, [weighted_table(candidates, weights, (a,), sizes, rows)
+                              for a in range(self.schema.m)], sizes, rng, possible)
         binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
         binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
         return binary, codes.astype(np.int16)
@@ -217,5 +267,5 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                "noise_sigma": sigmas,
                "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
                                 for a, p in enumerate(parents.tolist())}}
-    return MarginalModel(schema, n_rows, marginals, order, parents,
+    return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
                          {**(metadata or {}), "model": details})

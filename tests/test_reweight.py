@@ -1,0 +1,91 @@
+"""Candidate weights fitted to the noisy measurements by mirror descent (no Dask)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dp_dask.postprocess import reweight
+from dp_dask.postprocess.consistency import Measurement
+from dp_dask.postprocess.reweight import fit_weights
+from dp_dask.postprocess.rowupdate import cell_keys
+
+SIZES = np.array([3, 4, 5])
+PAIRS = list(itertools.combinations(range(len(SIZES)), 2))
+
+
+def dependent_rows(n: int, seed: int = 0) -> np.ndarray:
+    """Attribute 1 mostly follows 0 and attribute 2 mostly follows 1."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 3, n)
+    b = np.where(rng.random(n) < 0.8, a, rng.integers(0, 4, n))
+    c = np.where(rng.random(n) < 0.8, b, rng.integers(0, 5, n))
+    return np.stack([a, b, c], axis=1)
+
+
+def table(codes: np.ndarray, clique: tuple[int, ...], weights: np.ndarray | None = None):
+    return np.bincount(cell_keys(codes, clique, SIZES), weights=weights,
+                       minlength=int(np.prod(SIZES[list(clique)])))
+
+
+def measured(codes: np.ndarray, sigma: float, seed: int = 1) -> list[Measurement]:
+    rng = np.random.default_rng(seed)
+    cliques = [(a,) for a in range(len(SIZES))] + PAIRS
+    return [Measurement(c, table(codes, c) + rng.normal(0, sigma, int(np.prod(SIZES[list(c)]))),
+                        sigma) for c in cliques]
+
+
+def gap(codes: np.ndarray, weights: np.ndarray, truth: np.ndarray) -> float:
+    return sum(float(np.abs(table(codes, p, weights) - table(truth, p)).sum()) for p in PAIRS)
+
+
+def independent_rows(codes: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.permutation(column) for column in codes.T], axis=1)
+
+
+def test_the_fit_moves_weight_to_the_candidates_the_measurements_support():
+    n = 10_000
+    truth = dependent_rows(n)
+    # Half the candidates are real rows, half independent ones: the fit must find which.
+    candidates = np.concatenate([dependent_rows(n, seed=2), independent_rows(truth, 3)])
+    start = np.full(2 * n, 0.5)
+    fitted = fit_weights(candidates, measured(truth, 10.0), SIZES, start)
+    assert fitted.sum() == pytest.approx(n)
+    assert gap(candidates, fitted, truth) < 0.3 * gap(candidates, start, truth)
+    assert fitted[:n].sum() > 0.75 * n
+
+
+def test_each_iteration_lowers_the_objective():
+    truth = dependent_rows(5_000)
+    candidates = independent_rows(truth, 4)
+    measurements = measured(truth, 30.0)
+    losses = []
+    weights = np.ones(len(candidates))
+    for _ in range(6):
+        weights = fit_weights(candidates, measurements, SIZES, weights, iterations=1)
+        losses.append(reweight._loss_and_gradient(candidates, weights, measurements, SIZES)[0])
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:]))
+
+
+def test_a_precise_measurement_outweighs_a_noisy_one_of_the_same_table():
+    truth = dependent_rows(5_000)
+    candidates = np.concatenate([truth, independent_rows(truth, 5)])
+    exact = table(truth, (0, 1))
+    independent = table(independent_rows(truth, 6), (0, 1))
+    fitted = fit_weights(candidates, [Measurement((0, 1), exact, 5.0),
+                                      Measurement((0, 1), independent, 500.0)],
+                         SIZES, np.full(len(candidates), 0.5), iterations=200)
+    got = table(candidates, (0, 1), fitted)
+    assert np.abs(got - exact).sum() < 0.1 * np.abs(got - independent).sum()
+
+
+def test_rows_that_already_fit_keep_their_weights():
+    truth = dependent_rows(3_000)
+    exact = [Measurement(c, table(truth, c).astype(float), 1.0)
+             for c in [(0,), (1,), (2,)] + PAIRS]
+    np.testing.assert_allclose(fit_weights(truth, exact, SIZES, np.ones(3_000)), 1.0)
+    start = np.random.default_rng(0).random(3_000)
+    assert fit_weights(truth, exact, SIZES, start, iterations=0) is start
