@@ -281,7 +281,8 @@ def read_model_document(path: Path, format_version: int | None = None) -> dict[s
     if not isinstance(document, dict):
         raise ModelError(f"model {path}/model.json is not a JSON object")
     if format_version is not None and document.get("format") != format_version:
-        raise ModelError(f"model {path}: model format {document.get('format')} is not supported")
+        raise ModelError(f"model {path}: model format {document.get('format')} is not supported "
+                         f"(this dp_dask reads format {format_version}): fit again")
     return document
 
 
@@ -303,7 +304,8 @@ def model_schema(path: Path, document: dict[str, Any],
     still has the hash recorded at the fit (an edited schema would make the saved arrays mean
     something else)."""
     if format_version is not None and document.get("format") != format_version:
-        raise ModelError(f"model {path}: model format {document.get('format')} is not supported")
+        raise ModelError(f"model {path}: model format {document.get('format')} is not supported "
+                         f"(this dp_dask reads format {format_version}): fit again")
     try:
         schema = Schema.from_json(document["schema"])
     except (KeyError, SchemaError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import dask
 import dask.dataframe as dd
@@ -12,6 +13,7 @@ import pytest
 import zarr
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
 
+from dp_dask.checks import ModelError
 from dp_dask.cluster import compute
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
@@ -229,3 +231,15 @@ def test_a_partition_ends_on_its_fits_one_way_counts(fitted):
         np.testing.assert_array_equal(
             np.bincount(codes[:, a], minlength=size),
             weighted_table(candidates, weights, (a,), fitted.schema.sizes, rows))
+
+
+def test_a_model_saved_before_the_measurements_were_kept_is_refused(client, fitted, tmp_path):
+    path = fitted.save(tmp_path / "model")
+    document = json.loads((path / "model.json").read_text())
+    (path / "model.json").write_text(json.dumps({**document, "format": 1}))
+    with pytest.raises(ModelError, match="format 1 is not supported.*fit again"):
+        load_model(path)
+    document["measurements"] = document["measurements"][1:]
+    (path / "model.json").write_text(json.dumps(document))
+    with pytest.raises(ModelError, match="measurements are not those of its schema"):
+        load_model(path)
