@@ -243,3 +243,21 @@ def test_a_model_saved_before_the_measurements_were_kept_is_refused(client, fitt
     (path / "model.json").write_text(json.dumps(document))
     with pytest.raises(ModelError, match="measurements are not those of its schema"):
         load_model(path)
+
+
+def test_without_the_fit_partitions_end_on_the_consistent_one_way_counts(client, data):
+    unfitted = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
+                                  noise_sampler="numpy", noise_seed=3,
+                                  fit_iterations=0).fit(data)
+    assert unfitted.model.sampler().fit_iterations == 0
+    model, rows = unfitted.model, 4_321
+    _, codes = model.sampler().draw(rows, np.random.SeedSequence(7))
+    for a, histogram in enumerate(model.marginals.one_way):
+        np.testing.assert_array_equal(np.bincount(codes[:, a], minlength=histogram.size),
+                                      rowupdate.round_to_total(histogram, rows))
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "50"])
+def test_a_bad_fit_iterations_is_refused_before_any_work(bad):
+    with pytest.raises(ValueError, match="fit_iterations must be an integer"):
+        Synthesizer.create("marginals", SMALL_SCHEMA_PATH, fit_iterations=bad)

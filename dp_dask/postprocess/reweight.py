@@ -33,6 +33,13 @@ STEP_GROWTH = 1.5
 CONVERGED = 1e-12
 
 
+def check_iterations(iterations: object) -> int:
+    """``iterations`` if it is an integer ≥ 0, else ValueError (checked before any work)."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+        raise ValueError(f"fit_iterations must be an integer ≥ 0, not {iterations!r}")
+    return iterations
+
+
 def _loss_and_gradient(codes: np.ndarray, weights: np.ndarray, measurements: list[Measurement],
                        sizes: np.ndarray) -> tuple[float, np.ndarray]:
     """Σ_t ‖A_t w − y_t‖² / σ_t² and its gradient in the weights. Cell keys are recomputed
