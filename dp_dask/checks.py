@@ -269,6 +269,13 @@ def check_cost(schema: Schema, method: str) -> Cost:
     return cost
 
 
+def _check_format(path: Path, document: dict[str, Any], format_version: int | None) -> None:
+    """ModelError unless the document is of ``format_version`` (when given)."""
+    if format_version is not None and document.get("format") != format_version:
+        raise ModelError(f"model {path}: model format {document.get('format')} is not supported "
+                         f"(this dp_dask reads format {format_version}): fit again")
+
+
 def read_model_document(path: Path, format_version: int | None = None) -> dict[str, Any]:
     """``<path>/model.json``, checked: a valid JSON object (of ``format_version``, if given)."""
     if not (path / "model.json").is_file():
@@ -280,9 +287,7 @@ def read_model_document(path: Path, format_version: int | None = None) -> dict[s
                          f"{exc}") from None
     if not isinstance(document, dict):
         raise ModelError(f"model {path}/model.json is not a JSON object")
-    if format_version is not None and document.get("format") != format_version:
-        raise ModelError(f"model {path}: model format {document.get('format')} is not supported "
-                         f"(this dp_dask reads format {format_version}): fit again")
+    _check_format(path, document, format_version)
     return document
 
 
@@ -303,9 +308,7 @@ def model_schema(path: Path, document: dict[str, Any],
     """The model's schema, if the model is of ``format_version`` (when given) and its schema
     still has the hash recorded at the fit (an edited schema would make the saved arrays mean
     something else)."""
-    if format_version is not None and document.get("format") != format_version:
-        raise ModelError(f"model {path}: model format {document.get('format')} is not supported "
-                         f"(this dp_dask reads format {format_version}): fit again")
+    _check_format(path, document, format_version)
     try:
         schema = Schema.from_json(document["schema"])
     except (KeyError, SchemaError) as exc:

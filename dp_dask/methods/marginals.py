@@ -242,9 +242,8 @@ class MarginalSampler:
             targets = consistent
             one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
         # The guard reads the consistent tables: their likely empty cells are pulled to zero.
-        sigmas = model.metadata["model"]["noise_sigma"]["two_way"]
-        floors = {(i, j): EMPTY_WITHIN_SIGMAS * sigma * scale
-                  for (i, j, _, _), sigma in zip(attribute_pairs(self.schema), sigmas)}
+        floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
+                  for m in model.measurements if len(m.attributes) == 2}
         possible = possible_cells(consistent, sizes, floors)
         update_rows(codes, targets, sizes, rng, possible=possible)
         match_one_way(codes, one_way, sizes, rng, possible)
