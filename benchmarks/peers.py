@@ -151,17 +151,18 @@ def codes_release(csv: Path, schema: Schema) -> pd.DataFrame:
 Release = Callable[[Schema, pd.DataFrame, float, float, int], pd.DataFrame]
 
 
-def dp_dask_release(method: str) -> Release:
-    """dp_dask's ``method``: fit, then n synthetic rows (schema labels). Seeded numpy noise, as
-    in the data owner's evaluation (a real release uses OpenDP's samplers, same scale); Adult is
-    public, so nothing goes to the privacy ledger."""
+def dp_dask_release(method: str, **options: Any) -> Release:
+    """dp_dask's ``method`` with its ``options``: fit, then n synthetic rows (schema labels).
+    Seeded numpy noise, as in the data owner's evaluation (a real release uses OpenDP's
+    samplers, same scale); Adult is public, so nothing goes to the privacy ledger."""
 
     def release(schema: Schema, frame: pd.DataFrame, epsilon: float, delta: float,
                 seed: int) -> pd.DataFrame:
         from dp_dask.synthesizer import Synthesizer
 
         synthesizer = Synthesizer.create(method, schema, epsilon=epsilon, delta=delta,
-                                         noise_sampler="numpy", noise_seed=seed, ledger=False)
+                                         noise_sampler="numpy", noise_seed=seed, ledger=False,
+                                         **options)
         return synthesizer.fit(frame).sample(len(frame), seed=seed).compute()
 
     return release
@@ -170,6 +171,9 @@ def dp_dask_release(method: str) -> Release:
 # name -> (label in the table, function (schema, raw frame, ε, δ, seed) -> labels frame)
 OURS: dict[str, tuple[str, Release]] = {
     "marginals": ("dp_dask marginals", dp_dask_release("marginals")),
+    # the peers' neighbouring datasets (add or remove one row, n private): like for like
+    "marginals-add-remove": ("dp_dask marginals, add/remove",
+                             dp_dask_release("marginals", neighbours="add_remove")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
     "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),

@@ -35,9 +35,19 @@ from dp_dask.copula.sample import (
 from dp_dask.data.counts import count_graph, rows_counted
 from dp_dask.data.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.methods.marginals import ONE_WAY_SHARE, MarginalModel, fit_marginals, measure
+from dp_dask.methods.marginals import (
+    NEIGHBOURING,
+    ONE_WAY_SHARE,
+    TABLE_L2_SENSITIVITY,
+    MarginalModel,
+    check_neighbours,
+    fit_marginals,
+    measure,
+)
+from dp_dask.postprocess.consistency import estimated_rows
 from dp_dask.postprocess.reweight import FIT_ITERATIONS, check_iterations
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
+from dp_dask.privacy.accounting import epsilon_spent
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
 from dp_dask.release import (
@@ -221,22 +231,29 @@ class Synthesizer:
             ddf = read_table(data, self.schema, storage_options=storage_options)
             (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
             n_rows = self._rows_counted(exact)
-            if n_rows == 0:
+            if n_rows == 0 and self.rows_public:
                 raise EmptyInputError("the input has no rows; nothing to release")
         metadata = {
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "n_rows": n_rows,
+            **({"n_rows": n_rows} if self.rows_public else {}),
             "schema": {"name": self.schema.name, "sha256": self.schema.sha256(),
                        "attributes": self.schema.m, "dummy_columns": self.schema.d},
             "versions": library_versions(),
         }
         self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
 
+    @property
+    def rows_public(self) -> bool:
+        """Whether the row count n is public under the method's neighbouring datasets (replace
+        one row). Where it is not, it is neither recorded nor refused when 0: that refusal
+        would tell."""
+        return True
+
     def _ledger_reserve(self, data: TableSource) -> Reservation | None:
         """Budget check and record, before any data is read (None without a ledger)."""
         if self.ledger is None:
             return None
-        request = Entry.for_plan(self._privacy_plan(),
+        request = Entry.for_plan(self._ledger_plan(),
                                  dataset_name=dataset_name_for(data, self.dataset_name),
                                  schema_sha256=self.schema.sha256(),
                                  run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
@@ -250,6 +267,10 @@ class Synthesizer:
         """The calibration (epsilon, delta, mechanism, accountant, rho), validated before any
         data is read: what the ledger records."""
         raise NotImplementedError
+
+    def _ledger_plan(self) -> dict[str, Any]:
+        """What the ledger counts, under its replace-one-row neighbours: the privacy plan."""
+        return self._privacy_plan()
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The exact counts the method measures, lazily: the d×d 1-/2-way count matrix, unless
@@ -270,11 +291,12 @@ class Synthesizer:
         """The method's model saved at ``path``, whose model.json holds ``document``."""
         raise NotImplementedError
 
-    def _privacy_record(self, **fields: Any) -> dict[str, Any]:
+    def _privacy_record(self, *, neighbouring: str = NEIGHBOURING["replace"],
+                        **fields: Any) -> dict[str, Any]:
         record = {"epsilon": float(self.epsilon), "delta": float(self.delta), **fields,
                   "noise_sampler": self.noise_sampler,
                   "noise_seeded": self.noise_seed is not None,
-                  "neighbouring": "replace one row; n public"}
+                  "neighbouring": neighbouring}
         drafted = self.schema.drafted_under_dp
         if drafted:  # the schema itself was read from the data, under DP: say so, and the sum
             record["schema_drafted_under_dp"] = {
@@ -409,21 +431,42 @@ class MarginalSynthesizer(Synthesizer):
     mechanism's exact privacy curve, default) or "zcdp" (zCDP with the CKS conversion);
     ``fit_iterations``, the mirror-descent steps fitting each partition's rows to the noisy
     measurements (default 50; 0 skips the fit: about 4× faster sampling on wide schemas, 2-way
-    error a few per cent higher, docs/method.md).
+    error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one row replaced,
+    n public: dp_dask's notion, default) or "add_remove" (one row added or removed, n private
+    and estimated from the noisy counts: MST's and AIM's notion, half the noise variance at the
+    same ε; the ledger counts it at its replace-one ε, docs/privacy.md).
     """
 
     name = "marginals"
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str = "exact",
-                 fit_iterations: int = FIT_ITERATIONS, **common: Any) -> None:
+                 fit_iterations: int = FIT_ITERATIONS, neighbours: str = "replace",
+                 **common: Any) -> None:
         super().__init__(schema, **common)
         self.accountant = accountant
         self.fit_iterations = check_iterations(fit_iterations)
+        self.neighbours = check_neighbours(neighbours)
+
+    @property
+    def rows_public(self) -> bool:
+        return self.neighbours == "replace"
 
     def _privacy_plan(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
                 "accountant": self.accountant,
                 "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
+
+    def _replace_one_plan(self) -> dict[str, Any]:
+        """The plan as replace-one-row DP: under add/remove the same noise meets a replacement
+        moving two cells per table, twice the squared sensitivity, hence twice the charge ρ."""
+        plan = self._privacy_plan()
+        if self.rows_public:
+            return plan
+        rho = 2 * plan["rho"]
+        return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
+
+    def _ledger_plan(self) -> dict[str, Any]:
+        return self._replace_one_plan()
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
@@ -431,14 +474,21 @@ class MarginalSynthesizer(Synthesizer):
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         with timed(self.timings_, "noise"):
             measurements = measure(exact, self.schema, rho, accountant=self.accountant,
-                                   sampler=self.noise_sampler, rng=rng)
+                                   sampler=self.noise_sampler, rng=rng, neighbours=self.neighbours)
+        as_replace_one = {}
+        if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
+            n_rows = metadata["n_rows"] = estimated_rows(measurements)
+            plan = self._replace_one_plan()
+            as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
         k = query_count(self.schema.m)
+        sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
         metadata |= {
             "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
             "privacy": self._privacy_record(
                 mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
+                neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one,
                 budget_split=f"{k} Gaussian measurements (every 1-way histogram and 2-way "
-                f"table, L2 sensitivity sqrt(2) each) sharing rho = {rho:.6g}: "
+                f"table, L2 sensitivity {sensitivity:.6g} each) sharing rho = {rho:.6g}: "
                 f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
                 f"proportion to cells^(1/3); the {self.accountant} accountant gives "
                 f"({self.epsilon:g}, {self.delta:g})-DP",

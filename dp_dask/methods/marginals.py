@@ -48,8 +48,13 @@ from dp_dask.privacy.noise import gaussian_noise
 # 2: the noisy measurements themselves are saved, for the sampler's weight fit.
 MODEL_FORMAT = 2
 METHOD = "marginals"
-# Replacing one row moves one cell of each histogram and table down by 1 and one up by 1.
-TABLE_L2_SENSITIVITY = math.sqrt(2.0)
+# Neighbouring datasets, and the L2 sensitivity of one histogram or table under them: replacing
+# one row moves one cell down by 1 and one up by 1; adding or removing one moves one cell by 1
+# (the peers' notion: MST, AIM). Under add/remove, n itself is private: it is estimated from
+# the noisy counts (consistency.estimated_rows), never read from the data.
+TABLE_L2_SENSITIVITY = {"replace": math.sqrt(2.0), "add_remove": 1.0}
+NEIGHBOURING = {"replace": "replace one row; n public",
+                "add_remove": "add or remove one row; n private, estimated from the noisy counts"}
 # Within the histograms and within the tables, ρ_t ∝ cells^(1/3): between equal shares and the
 # minimiser of the raw tables' summed L1 error Σ cells_t·σ_t (ρ_t ∝ cells^(2/3)); shrinkage
 # flattens the difference. On Adult (public, 15 attributes, ε = 1) exponents 0 / ⅓ / ½ / ⅔ gave
@@ -89,24 +94,33 @@ def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> 
     return counts[slices[0], slices[1]].ravel()
 
 
+def check_neighbours(neighbours: object) -> str:
+    """``neighbours`` if it names a notion of :data:`NEIGHBOURING`, else ValueError."""
+    if neighbours not in NEIGHBOURING:
+        raise ValueError(f"neighbours must be one of {sorted(NEIGHBOURING)}, not {neighbours!r}")
+    return str(neighbours)
+
+
 def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
-            sampler: str = "opendp",
-            rng: np.random.Generator | None = None) -> list[Measurement]:
+            sampler: str = "opendp", rng: np.random.Generator | None = None,
+            neighbours: str = "replace") -> list[Measurement]:
     """One Gaussian measurement per query, charges summing to at most ``rho``.
 
     Queries of one noise scale (same share of ρ) are drawn as one measurement of their
-    concatenation, L2 sensitivity √(2k) for k queries: the same charge as k separate ones, and
-    one OpenDP call instead of k. The only step that reads exact counts; it returns noisy ones.
+    concatenation, L2 sensitivity √k times one query's for k queries: the same charge as k
+    separate ones, and one OpenDP call instead of k. The only step that reads exact counts; it
+    returns noisy ones.
     """
+    sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
     queries = measured_queries(schema)
-    sigmas = [gaussian_sigma(rho * share, TABLE_L2_SENSITIVITY, accountant)
+    sigmas = [gaussian_sigma(rho * share, sensitivity, accountant)
               for share in budget_shares(schema, queries)]
     noisy: dict[tuple[int, ...], np.ndarray] = {}
     for sigma in dict.fromkeys(sigmas):
         group = [q for q, s in zip(queries, sigmas) if s == sigma]
         exact = [exact_answer(counts, schema, q) for q in group]
         drawn = gaussian_noise(np.concatenate(exact), sigma,
-                               sensitivity=TABLE_L2_SENSITIVITY * math.sqrt(len(group)),
+                               sensitivity=sensitivity * math.sqrt(len(group)),
                                sampler=sampler, rng=rng)
         noisy |= zip(group, np.split(drawn, np.cumsum([len(e) for e in exact])[:-1]))
     return [Measurement(q, noisy[q], s) for q, s in zip(queries, sigmas)]

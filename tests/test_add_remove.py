@@ -1,0 +1,85 @@
+"""The default method under add/remove-one-row neighbours (MST's and AIM's): n private."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
+
+from dp_dask.data.schema import load_schema
+from dp_dask.methods.marginals import measure, measured_queries
+from dp_dask.postprocess.consistency import Measurement, estimated_rows
+from dp_dask.privacy import rho_budget
+from dp_dask.privacy.accounting import epsilon_spent
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.synthesizer import EmptyInputError, Synthesizer
+
+SCHEMA = load_schema(SMALL_SCHEMA_PATH)
+
+
+def test_add_remove_halves_the_noise_variance_at_the_same_charge():
+    counts = np.zeros((SCHEMA.d, SCHEMA.d), dtype=np.int64)
+    rho = rho_budget(1.0, 1e-9, "zcdp")
+    kwargs = {"accountant": "zcdp", "sampler": "numpy", "rng": np.random.default_rng(0)}
+    replace = measure(counts, SCHEMA, rho, **kwargs)
+    add_remove = measure(counts, SCHEMA, rho, neighbours="add_remove", **kwargs)
+    for r, a in zip(replace, add_remove, strict=True):
+        assert r.sigma == pytest.approx(math.sqrt(2) * a.sigma, rel=1e-12)
+
+
+def test_the_estimated_row_count_is_within_its_noise():
+    rng = np.random.default_rng(4)
+    frame_counts = [rng.multinomial(10_000, np.full(size, 1 / size))
+                    for size in (3, 5, 8, 40)]
+    sigmas = (30.0, 30.0, 20.0, 10.0)
+    estimates = [estimated_rows([Measurement((k,), c + rng.normal(0, s, c.size), s)
+                                 for k, (c, s) in enumerate(zip(frame_counts, sigmas))])
+                 for _ in range(200)]
+    sd = 1 / math.sqrt(sum(1 / (c.size * s**2) for c, s in zip(frame_counts, sigmas)))
+    assert abs(np.mean(estimates) - 10_000) < 4 * sd / math.sqrt(200) + 0.5  # unbiased
+    assert np.std(estimates) == pytest.approx(sd, rel=0.2)  # and inverse-variance weighted
+    assert estimated_rows([Measurement((0,), np.full(3, -50.0), 1.0)]) == 1  # never below 1
+
+
+def test_an_add_remove_release_records_only_the_estimated_count(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    synthesizer = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
+                                     neighbours="add_remove", noise_sampler="numpy",
+                                     noise_seed=3, ledger=ledger, dataset_name="small").fit(data)
+    model = synthesizer.model
+    estimate = estimated_rows(list(model.measurements))
+    assert model.n_rows == model.metadata["n_rows"] == estimate != CORRELATED_ROWS
+    paths = synthesizer.write(tmp_path / "release", seed=1, with_model=True)
+    written = paths["metadata"].read_text() + (paths["model"] / "model.json").read_text()
+    assert str(CORRELATED_ROWS) not in written
+    assert json.loads(paths["metadata"].read_text())["sampling"]["rows"] == estimate
+    privacy = model.metadata["privacy"]
+    assert privacy["neighbouring"].startswith("add or remove one row; n private")
+    assert "L2 sensitivity 1 each" in privacy["budget_split"]
+    # The ledger sums replace-one ε: the same noise is twice the charge there.
+    as_replace = epsilon_spent(2 * privacy["rho"], synthesizer.delta, "exact")
+    assert privacy["replace_one_row"] == {"epsilon": as_replace, "rho": 2 * privacy["rho"]}
+    (entry,) = ledger.entries("small")
+    assert (entry.epsilon, entry.rho) == (as_replace, 2 * privacy["rho"])
+    assert 1.3 < entry.epsilon < 1.5
+
+
+def test_an_empty_input_is_refused_only_where_n_is_public(client):
+    empty = correlated_frame(10).iloc[:0]
+    with pytest.raises(EmptyInputError, match="no rows"):
+        Synthesizer.create("marginals", SMALL_SCHEMA_PATH, ledger=False).fit(empty)
+    # Under add/remove the refusal would tell an empty table from one row: it is released.
+    fitted = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, neighbours="add_remove",
+                                noise_sampler="numpy", noise_seed=0, ledger=False).fit(empty)
+    assert fitted.model.n_rows >= 1
+    assert len(fitted.sample(seed=0).compute()) == fitted.model.n_rows
+    assert [m.attributes for m in fitted.model.measurements] == measured_queries(SCHEMA)
+
+
+@pytest.mark.parametrize("bad", ["add-remove", "bounded", None])
+def test_an_unknown_neighbouring_notion_is_refused_before_any_work(bad):
+    with pytest.raises(ValueError, match="neighbours must be one of"):
+        Synthesizer.create("marginals", SMALL_SCHEMA_PATH, neighbours=bad)
