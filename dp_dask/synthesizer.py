@@ -265,7 +265,7 @@ class Synthesizer:
 
     def _privacy_plan(self) -> dict[str, Any]:
         """The calibration (epsilon, delta, mechanism, accountant, rho), validated before any
-        data is read: what the ledger records."""
+        data is read: what the release records and, under replace-one neighbours, the ledger."""
         raise NotImplementedError
 
     def _ledger_plan(self) -> dict[str, Any]:

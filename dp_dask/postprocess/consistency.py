@@ -78,7 +78,6 @@ def combine_one_way(measurements: list[Measurement], sizes: np.ndarray,
     return tuple(project_to_total(w / p, n_rows) for w, p in zip(weighted, precision))
 
 
-
 def estimated_rows(measurements: list[Measurement]) -> int:
     """n where it is private (add/remove neighbours): the inverse-variance mean of the
     measurements' totals, each the sum of its cells (variance cells·σ²), rounded, at least 1.
@@ -86,6 +85,7 @@ def estimated_rows(measurements: list[Measurement]) -> int:
     totals = np.array([m.values.sum() for m in measurements])
     precision = np.array([1.0 / (m.values.size * m.sigma**2) for m in measurements])
     return max(1, round(float(totals @ precision / precision.sum())))
+
 
 def _departure_variance(table: np.ndarray, target: np.ndarray,
                         sigma: float) -> tuple[np.ndarray, float]:
