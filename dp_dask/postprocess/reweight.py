@@ -16,10 +16,12 @@ junction tree, which every-pair measurements make as large as the whole domain.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numba
 import numpy as np
 
 from dp_dask.postprocess.consistency import Measurement
-from dp_dask.postprocess.rowupdate import cell_keys
 
 # Iterations of mirror descent from the raked weights. On Adult (public, ε = 1, seeds 0–1) the
 # weighted tables' 2-way error (95 %) after 0 / 20 / 50 / 100 / 200 iterations was
@@ -40,21 +42,70 @@ def check_iterations(iterations: object) -> int:
     return iterations
 
 
-def _loss_and_gradient(codes: np.ndarray, weights: np.ndarray, measurements: list[Measurement],
-                       sizes: np.ndarray) -> tuple[float, np.ndarray]:
-    """Σ_t ‖A_t w − y_t‖² / σ_t² and its gradient in the weights. Cell keys are recomputed
-    per table, not held, so memory stays flat in the number of tables."""
+class _Tables(NamedTuple):
+    """The measurements flattened for the compiled passes: table t's cells are
+    ``values[offsets[t]:offsets[t + 1]]`` and row i's cell in it is
+    ``codes[i, first[t]] * stride[t] + codes[i, last[t]]`` (a 1-way table: first = last,
+    stride 0)."""
+
+    first: np.ndarray
+    last: np.ndarray
+    stride: np.ndarray
+    offsets: np.ndarray
+    values: np.ndarray
+    precision: np.ndarray
+
+
+def _flatten(measurements: list[Measurement], sizes: np.ndarray) -> _Tables:
+    """``measurements`` (1-way histograms and 2-way tables) as one :class:`_Tables`."""
+    if any(len(m.attributes) > 2 for m in measurements):
+        raise ValueError("the weight fit reads 1-way and 2-way measurements only")
+    return _Tables(np.array([m.attributes[0] for m in measurements], dtype=np.intp),
+                   np.array([m.attributes[-1] for m in measurements], dtype=np.intp),
+                   np.array([sizes[m.attributes[1]] if len(m.attributes) == 2 else 0
+                             for m in measurements], dtype=np.intp),
+                   np.cumsum([0] + [m.values.size for m in measurements], dtype=np.intp),
+                   np.concatenate([m.values for m in measurements], dtype=np.float64),
+                   np.array([1.0 / m.sigma**2 for m in measurements]))
+
+
+# Hand-written loops, compiled: numpy needs each table's cell keys as an array, a bincount of
+# them and a gather, four passes over the rows per table where these take one each, and a
+# rejected step's loss needs no gather. On the DSS shape's 378 tables and 100 k rows an
+# evaluation takes 0.067 s instead of 0.133, the fit 4.6 s instead of 11.2. Cached beside this
+# file, so a process (a Dask worker) loads them instead of compiling (~3 s); nogil, as numpy's
+# loops release the GIL too.
+@numba.njit(cache=True, nogil=True)
+def _loss_and_cells(codes: np.ndarray, weights: np.ndarray,
+                    tables: _Tables) -> tuple[float, np.ndarray]:
+    """Σ_t ‖A_t w − y_t‖² / σ_t² and its gradient in each cell, 2 (A_t w − y_t) / σ_t²
+    (flattened as ``tables.values``). ``codes`` column-major: a table reads two columns."""
+    cells = np.zeros(tables.values.size)
     loss = 0.0
-    gradient = np.zeros(len(weights))
-    for measurement in measurements:
-        keys = cell_keys(codes, measurement.attributes, sizes)
-        residual = np.bincount(keys, weights=weights, minlength=measurement.values.size)
-        residual -= measurement.values
-        precision = 1.0 / measurement.sigma**2
-        loss += precision * float(residual @ residual)
-        residual *= 2.0 * precision  # scaled per cell, not per row
-        gradient += residual[keys]
-    return loss, gradient
+    for t in range(tables.first.size):
+        first, last, stride = tables.first[t], tables.last[t], tables.stride[t]
+        start, stop = tables.offsets[t], tables.offsets[t + 1]
+        for i in range(codes.shape[0]):
+            cells[start + codes[i, first] * stride + codes[i, last]] += weights[i]
+        squares = 0.0
+        for j in range(start, stop):
+            cells[j] -= tables.values[j]
+            squares += cells[j] * cells[j]
+        loss += tables.precision[t] * squares
+        cells[start:stop] *= 2.0 * tables.precision[t]
+    return loss, cells
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_gradient(codes: np.ndarray, cells: np.ndarray, tables: _Tables) -> np.ndarray:
+    """The loss's gradient in the weights: each row's sum of its cells' gradients ``cells``."""
+    gradient = np.zeros(codes.shape[0])
+    for t in range(tables.first.size):
+        first, last, stride = tables.first[t], tables.last[t], tables.stride[t]
+        start = tables.offsets[t]
+        for i in range(codes.shape[0]):
+            gradient[i] += cells[start + codes[i, first] * stride + codes[i, last]]
+    return gradient
 
 
 def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.ndarray,
@@ -65,8 +116,10 @@ def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.nd
     total = float(weights.sum())
     if iterations == 0 or total <= 0 or not measurements:
         return weights
-    codes = np.asfortranarray(codes)  # each table's keys read two columns: 20 % faster on DSS
-    loss, gradient = _loss_and_gradient(codes, weights, measurements, sizes)
+    tables = _flatten(measurements, sizes)
+    codes = np.asfortranarray(codes)  # each table reads two columns
+    loss, cells = _loss_and_cells(codes, weights, tables)
+    gradient = _row_gradient(codes, cells, tables)
     step = 1.0 / max(float(np.abs(gradient).max()), 1e-300)
     for _ in range(iterations):
         while True:
@@ -76,10 +129,11 @@ def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.nd
             promised = float(gradient @ (weights - trial))
             if promised <= CONVERGED * max(loss, 1.0):
                 return weights  # no step gains more than rounding: at the minimum
-            trial_loss, trial_gradient = _loss_and_gradient(codes, trial, measurements, sizes)
+            trial_loss, cells = _loss_and_cells(codes, trial, tables)
             if trial_loss <= loss - SUFFICIENT_DECREASE * promised:
                 break
-            step /= 2
-        weights, loss, gradient = trial, trial_loss, trial_gradient
+            step /= 2  # a rejected step needs only its loss: no gradient
+        weights, loss = trial, trial_loss
+        gradient = _row_gradient(codes, cells, tables)
         step *= STEP_GROWTH
     return weights
