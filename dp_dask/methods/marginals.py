@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
+from dp_dask.copula.sample import single_threaded_blas
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
@@ -242,7 +243,8 @@ class MarginalSampler:
         1-way counts those of :meth:`weighted_candidates` (rounded), its 2-way counts close."""
         rng = np.random.default_rng(seed)
         model, sizes = self.model, self.schema.sizes
-        candidates, weights = self.weighted_candidates(rows, rng)
+        with single_threaded_blas():  # the fit's dot products: rows independent of BLAS threads
+            candidates, weights = self.weighted_candidates(rows, rng)
         scale = rows / model.n_rows
         codes = np.ascontiguousarray(candidates[systematic_resample(weights, rows, rng)])
         consistent = {pair: round_to_total(table.ravel(), rows)
