@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
 
+from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
 from dp_dask.methods.marginals import measure, measured_queries
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
@@ -77,6 +78,23 @@ def test_an_empty_input_is_refused_only_where_n_is_public(client):
     assert fitted.model.n_rows >= 1
     assert len(fitted.sample(seed=0).compute()) == fitted.model.n_rows
     assert [m.attributes for m in fitted.model.measurements] == measured_queries(SCHEMA)
+
+
+def test_the_cli_names_the_neighbours_and_the_ledger_counts_replace_one_epsilon(client, data, tmp_path, capsys):
+    out = tmp_path / "release"
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method-options", '{"neighbours": "add_remove"}',
+                 "--ledger", str(tmp_path / "ledger.sqlite"),
+                 "--scheduler", client.scheduler.address, "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "neighbours: add or remove one row; n private" in printed
+    metadata = json.loads((out / "metadata.json").read_text())
+    as_replace = metadata["privacy"]["replace_one_row"]["epsilon"]
+    assert f"as replace one row: ε={as_replace:.4g}" in printed
+    assert f"dataset total ε={as_replace:.6g}" in printed  # the ledger counts replace-one ε
+    # OpenDP's noise: n̂ may equal n by chance, so the seeded test above checks it is not n.
+    assert metadata["sampling"]["rows"] == metadata["n_rows"]
 
 
 @pytest.mark.parametrize("bad", ["add-remove", "bounded", None])

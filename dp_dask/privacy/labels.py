@@ -38,10 +38,16 @@ def is_private(privacy: dict[str, Any]) -> bool:
 
 
 def describe(privacy: dict[str, Any]) -> str:
-    """One line for the CLI: the (ε, δ) guarantee of a release, or its non-private label."""
+    """One line for the CLI: the (ε, δ) guarantee of a release, or its non-private label, and
+    its neighbouring datasets where they are not dp_dask's (replace one row)."""
     if is_private(privacy):
-        return (f"released with ε={privacy['epsilon']}, δ={privacy['delta']:.3g}, "
+        line = (f"released with ε={privacy['epsilon']}, δ={privacy['delta']:.3g}, "
                 f"{privacy['mechanism']} ({privacy['accountant']})")
-    return (f"{NON_PRIVATE_LABEL}: not differentially private; {privacy['mechanism']} noise "
-            f"from the seeded {privacy.get('noise_sampler', 'numpy')} sampler, scaled for a "
-            f"nominal ε={privacy['epsilon']}, δ={privacy['delta']:.3g} (no guarantee)")
+    else:
+        line = (f"{NON_PRIVATE_LABEL}: not differentially private; {privacy['mechanism']} noise "
+                f"from the seeded {privacy.get('noise_sampler', 'numpy')} sampler, scaled for a "
+                f"nominal ε={privacy['epsilon']}, δ={privacy['delta']:.3g} (no guarantee)")
+    if "replace_one_row" in privacy:
+        line += (f"; neighbours: {privacy['neighbouring']} (as replace one row: "
+                 f"ε={privacy['replace_one_row']['epsilon']:.4g})")
+    return line
