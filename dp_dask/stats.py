@@ -67,7 +67,7 @@ from dp_dask.network import (
 )
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy import BASIC_COMPOSITION, laplace_noise
-from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
+from dp_dask.privacy.labels import NEIGHBOURING, NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
     APPROX_DP,
     DEPENDENT_DP,
@@ -371,7 +371,7 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
     hist_epsilon = epsilon - tables_epsilon
     privacy: dict[str, Any] = {
         "epsilon": epsilon, "delta": 0.0, "mechanism": mechanism,
-        "neighbouring": "replace one row; n public",
+        "neighbouring": NEIGHBOURING["replace"],
         "noise_sampler": sampler, "noise_seeded": seeded,
     }
     if mechanism == "laplace":

@@ -36,7 +36,6 @@ from dp_dask.data.counts import count_graph, rows_counted
 from dp_dask.data.io import TableSource, create_zarr, read_table, write_json
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.marginals import (
-    NEIGHBOURING,
     ONE_WAY_SHARE,
     TABLE_L2_SENSITIVITY,
     MarginalModel,
@@ -48,7 +47,7 @@ from dp_dask.postprocess.consistency import estimated_rows
 from dp_dask.postprocess.reweight import FIT_ITERATIONS, check_iterations
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
-from dp_dask.privacy.labels import PRIVATE_SAMPLERS, privacy_claim
+from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
 from dp_dask.release import (
     COMPLETE,
@@ -456,7 +455,7 @@ class MarginalSynthesizer(Synthesizer):
                 "accountant": self.accountant,
                 "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
 
-    def _replace_one_plan(self) -> dict[str, Any]:
+    def _ledger_plan(self) -> dict[str, Any]:
         """The plan as replace-one-row DP: under add/remove the same noise meets a replacement
         moving two cells per table, twice the squared sensitivity, hence twice the charge ρ."""
         plan = self._privacy_plan()
@@ -464,9 +463,6 @@ class MarginalSynthesizer(Synthesizer):
             return plan
         rho = 2 * plan["rho"]
         return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
-
-    def _ledger_plan(self) -> dict[str, Any]:
-        return self._replace_one_plan()
 
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
@@ -478,7 +474,7 @@ class MarginalSynthesizer(Synthesizer):
         as_replace_one = {}
         if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
             n_rows = metadata["n_rows"] = estimated_rows(measurements)
-            plan = self._replace_one_plan()
+            plan = self._ledger_plan()
             as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
         k = query_count(self.schema.m)
         sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]

@@ -46,7 +46,7 @@ from dp_dask.data.schema import (
     Schema,
     load_schema,
 )
-from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
+from dp_dask.privacy.labels import NEIGHBOURING, NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
 from dp_dask.privacy.selection import (
@@ -542,7 +542,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         draft.todo.pop(column)
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
-        "neighbouring": "replace one row; n public",
+        "neighbouring": NEIGHBOURING["replace"],
         "composition": f"basic: ε split equally over {len(columns)} column(s), δ over the "
                        f"{len(texts)} text column(s)",
         "mechanisms": mechanisms, "noise_sampler": sampler,

@@ -49,13 +49,12 @@ from dp_dask.privacy.noise import gaussian_noise
 # 2: the noisy measurements themselves are saved, for the sampler's weight fit.
 MODEL_FORMAT = 2
 METHOD = "marginals"
-# Neighbouring datasets, and the L2 sensitivity of one histogram or table under them: replacing
-# one row moves one cell down by 1 and one up by 1; adding or removing one moves one cell by 1
-# (the peers' notion: MST, AIM). Under add/remove, n itself is private: it is estimated from
-# the noisy counts (consistency.estimated_rows), never read from the data.
+# The L2 sensitivity of one histogram or table under each notion of neighbouring datasets
+# (privacy.labels.NEIGHBOURING): replacing one row moves one cell down by 1 and one up by 1;
+# adding or removing one moves one cell by 1 (the peers' notion: MST, AIM). Under add/remove, n
+# itself is private: it is estimated from the noisy counts (consistency.estimated_rows), never
+# read from the data.
 TABLE_L2_SENSITIVITY = {"replace": math.sqrt(2.0), "add_remove": 1.0}
-NEIGHBOURING = {"replace": "replace one row; n public",
-                "add_remove": "add or remove one row; n private, estimated from the noisy counts"}
 # Within the histograms and within the tables, ρ_t ∝ cells^(1/3): between equal shares and the
 # minimiser of the raw tables' summed L1 error Σ cells_t·σ_t (ρ_t ∝ cells^(2/3)); shrinkage
 # flattens the difference. On Adult (public, 15 attributes, ε = 1) exponents 0 / ⅓ / ½ / ⅔ gave
@@ -96,9 +95,10 @@ def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> 
 
 
 def check_neighbours(neighbours: object) -> str:
-    """``neighbours`` if it names a notion of :data:`NEIGHBOURING`, else ValueError."""
-    if neighbours not in NEIGHBOURING:
-        raise ValueError(f"neighbours must be one of {sorted(NEIGHBOURING)}, not {neighbours!r}")
+    """``neighbours`` if it names a notion of :data:`TABLE_L2_SENSITIVITY`, else ValueError."""
+    if neighbours not in TABLE_L2_SENSITIVITY:
+        raise ValueError(f"neighbours must be one of {sorted(TABLE_L2_SENSITIVITY)}, "
+                         f"not {neighbours!r}")
     return str(neighbours)
 
 

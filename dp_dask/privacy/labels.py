@@ -12,6 +12,10 @@ from typing import Any
 PRIVATE_SAMPLERS = ("opendp",)
 NON_PRIVATE_LABEL = "NON-PRIVATE TEST RELEASE (seeded noise)"
 OWNER_ONLY = "not differentially private — for the data owner only"
+# Neighbouring datasets, as a release records them: dp_dask's notion, and the peers' (MST, AIM),
+# which the default method offers as an option.
+NEIGHBOURING = {"replace": "replace one row; n public",
+                "add_remove": "add or remove one row; n private, estimated from the noisy counts"}
 
 
 def privacy_claim(sampler: str, privacy: dict[str, Any]) -> dict[str, Any]:
