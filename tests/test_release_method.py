@@ -70,8 +70,8 @@ def test_partitions_hit_their_one_way_targets_and_two_way_tables(client, fitted,
     one_way_sigma = min(model.metadata["model"]["noise_sigma"]["one_way"])
     for a, histogram in enumerate(model.marginals.one_way):
         counts = np.bincount(synthetic[:, a], minlength=schema.sizes[a])
-        # Each partition ends on its own fit's 1-way counts (exactly: test_marginals); the fits
-        # move the consistent estimate by less than one histogram's noise.
+        # Each partition ends on the release's fit's 1-way counts (exactly: test_marginals);
+        # the fit moves the consistent estimate by less than one histogram's noise.
         assert np.abs(counts - histogram * ROWS / model.n_rows).max() < one_way_sigma
     (real,) = compute(count_graph(read_table(data, schema), schema))
     sigma = max(model.metadata["model"]["noise_sigma"]["two_way"])
@@ -87,6 +87,16 @@ def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
         in_process = fitted.sample(9_000, seed=4, partition_rows=4_000).compute(scheduler="sync")
     pd.testing.assert_frame_equal(on_cluster.reset_index(drop=True),
                                   in_process.reset_index(drop=True))
+
+
+def test_partitions_share_one_fit_drawn_once_per_release(client, fitted):
+    frame = fitted.sample(9_000, seed=4, partition_rows=4_000).compute()
+    *children, release_seed = np.random.SeedSequence(4).spawn(4)
+    shared = fitted.model.sampler().for_release(4_000, release_seed)
+    assert len(shared.shared.codes) == 4_000  # candidates for the largest partition
+    expected = np.concatenate([shared.draw(rows, child)[1]
+                               for rows, child in zip([4_000, 4_000, 1_000], children)])
+    np.testing.assert_array_equal(codes_of(frame, fitted.schema), expected)
 
 
 def test_saved_model_samples_the_same(client, fitted, tmp_path):

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import dask
 import dask.array as da
@@ -127,6 +127,16 @@ class PartitionSampler(Protocol):
         ...
 
 
+@runtime_checkable
+class ReleaseSampler(PartitionSampler, Protocol):
+    """A sampler whose partitions share work drawn once per release (the marginals' fitted
+    candidates): :func:`_seeded_partitions` runs :meth:`for_release` as one task that every
+    partition's task reads."""
+
+    def for_release(self, rows: int, seed: np.random.SeedSequence) -> PartitionSampler:
+        ...
+
+
 class SampledModel(Protocol):
     """A fitted model of any method: its schema, row count and partition sampler."""
 
@@ -205,15 +215,24 @@ def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
 def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_rows: int | None,
                        sampler: PartitionSampler | None = None
                        ) -> tuple[Delayed, list[tuple[int, int, Any]]]:
-    """The shared sampler (built from the model unless given) and, per partition,
-    (first row, rows, child seed)."""
+    """The shared sampler (built from the model unless given, made once per release where it
+    is a :class:`ReleaseSampler`) and, per partition, (first row, rows, child seed)."""
     if partition_rows is None:
         partition_rows = default_partition_rows(model.schema.d)
     sizes = partition_sizes(n_rows, partition_rows)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
-    children = np.random.SeedSequence(seed).spawn(len(sizes))
-    shared = dask.delayed(sampler or model.sampler(), pure=True)
+    # One more child than partitions for the shared work: the partitions' seeds stay the same.
+    *children, release_seed = np.random.SeedSequence(seed).spawn(len(sizes) + 1)
+    sampler = sampler or model.sampler()
+    shared = dask.delayed(sampler, pure=True)
+    if isinstance(sampler, ReleaseSampler):
+        shared = dask.delayed(_for_release, pure=True)(shared, max(sizes), release_seed)
     return shared, list(zip(starts, sizes, children))
+
+
+def _for_release(sampler: ReleaseSampler, rows: int,
+                 seed: np.random.SeedSequence) -> PartitionSampler:
+    return sampler.for_release(rows, seed)
 
 
 def _draw_frame(sampler: PartitionSampler, rows: int,

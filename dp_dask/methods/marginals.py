@@ -6,11 +6,12 @@
               tables a first-pass tree implies, likely empty cells pulled to zero, and fitted
               to them (dp_dask.postprocess.consistency, dp_dask.postprocess.tree)
     model     a maximum-information spanning tree of the consistent tables
-    sample    per output partition: candidate rows drawn down the tree, raked towards every
-              consistent table, their weights then fitted to the noisy measurements themselves
-              (private-pgm's objective), resampled; row updates towards the weighted tables
-              until they stop gaining, exact 1-way counts (dp_dask.postprocess.raking,
-              dp_dask.postprocess.reweight, dp_dask.postprocess.rowupdate)
+    estimate  once per release, in one task: candidate rows drawn down the tree, raked
+              towards every consistent table, their weights then fitted to the noisy
+              measurements themselves (private-pgm's objective)
+    sample    per output partition: the candidates resampled, row updates towards their
+              weighted tables until they stop gaining, exact 1-way counts
+              (dp_dask.postprocess.raking, .reweight, .rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -207,9 +208,33 @@ Start = Callable[[MarginalModel, int, np.random.Generator], tuple[np.ndarray, np
 def weighted_table(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
                    sizes: np.ndarray, rows: int) -> np.ndarray:
     """The weighted rows' counts of ``attributes`` (flattened), rounded to sum to ``rows``."""
+    return round_to_total(_weighted_counts(codes, weights, attributes, sizes), rows)
+
+
+def _weighted_counts(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
+                     sizes: np.ndarray) -> np.ndarray:
     cells = int(np.prod(sizes[list(attributes)]))
-    counts = np.bincount(cell_keys(codes, attributes, sizes), weights=weights, minlength=cells)
-    return round_to_total(counts, rows)
+    return np.bincount(cell_keys(codes, attributes, sizes), weights=weights, minlength=cells)
+
+
+@dataclass(frozen=True)
+class WeightedRows:
+    """The partition's estimate of the joint distribution: candidate rows (k, m), their fitted
+    weights, and the weighted 1-way and 2-way counts the row updates aim at (unrounded)."""
+
+    codes: np.ndarray
+    weights: np.ndarray
+    one_way: tuple[np.ndarray, ...]
+    two_way: dict[tuple[int, int], np.ndarray]
+
+    @classmethod
+    def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel) -> WeightedRows:
+        sizes = model.schema.sizes
+        return cls(codes, weights,
+                   tuple(_weighted_counts(codes, weights, (a,), sizes)
+                         for a in range(model.schema.m)),
+                   {pair: _weighted_counts(codes, weights, pair, sizes)
+                    for pair in model.marginals.two_way})
 
 
 @dataclass(frozen=True)
@@ -217,11 +242,16 @@ class MarginalSampler:
     """Draws one output partition: weighted candidates (the raked tree), their weights fitted
     to the measurements, a resample, row updates towards the weighted tables, exact 1-way
     counts. With ``fit_iterations`` 0 the updates aim at the consistent marginals instead: the
-    sampler before the fit, about 4× faster on wide schemas (docs/benchmarks.md)."""
+    sampler before the fit, about 4× faster on wide schemas (docs/benchmarks.md).
+
+    ``shared``: the weighted candidates of :meth:`for_release`, drawn and fitted once for all
+    partitions of a release; without them each :meth:`draw` makes its own.
+    """
 
     model: MarginalModel
     start: Start = raked_start
     fit_iterations: int = FIT_ITERATIONS
+    shared: WeightedRows | None = None
 
     @property
     def schema(self) -> Schema:
@@ -235,25 +265,34 @@ class MarginalSampler:
         scale = rows / self.model.n_rows
         scaled = [Measurement(m.attributes, m.values * scale, m.sigma * scale)
                   for m in self.model.measurements]
-        return candidates, fit_weights(candidates, scaled, self.schema.sizes, weights,
-                                       iterations=self.fit_iterations)
+        with single_threaded_blas():  # the fit's dot products: rows independent of BLAS threads
+            return candidates, fit_weights(candidates, scaled, self.schema.sizes, weights,
+                                           iterations=self.fit_iterations)
+
+    def for_release(self, rows: int, seed: np.random.SeedSequence) -> MarginalSampler:
+        """This sampler with weighted candidates for partitions of up to ``rows`` rows, drawn
+        once from ``seed``: the start and the fit are the same estimate of the joint for every
+        partition, so one release makes them once instead of once per partition (on the DSS
+        shape they were two thirds of a partition's time: docs/benchmarks.md)."""
+        candidates, weights = self.weighted_candidates(rows, np.random.default_rng(seed))
+        return replace(self, shared=WeightedRows.of(candidates, weights, self.model))
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its
-        1-way counts those of :meth:`weighted_candidates` (rounded), its 2-way counts close."""
+        1-way counts those of the weighted candidates (rounded), its 2-way counts close."""
         rng = np.random.default_rng(seed)
         model, sizes = self.model, self.schema.sizes
-        with single_threaded_blas():  # the fit's dot products: rows independent of BLAS threads
-            candidates, weights = self.weighted_candidates(rows, rng)
+        fitted = self.shared if self.shared is not None else WeightedRows.of(
+            *self.weighted_candidates(rows, rng), model)
         scale = rows / model.n_rows
-        codes = np.ascontiguousarray(candidates[systematic_resample(weights, rows, rng)])
+        codes = np.ascontiguousarray(
+            fitted.codes[systematic_resample(fitted.weights, rows, rng)])
         consistent = {pair: round_to_total(table.ravel(), rows)
                       for pair, table in model.marginals.two_way.items()}
         if self.fit_iterations:
-            targets = {pair: weighted_table(candidates, weights, pair, sizes, rows)
-                       for pair in consistent}
-            one_way = [weighted_table(candidates, weights, (a,), sizes, rows)
-                       for a in range(self.schema.m)]
+            targets = {pair: round_to_total(counts, rows)
+                       for pair, counts in fitted.two_way.items()}
+            one_way = [round_to_total(counts, rows) for counts in fitted.one_way]
         else:
             targets = consistent
             one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
