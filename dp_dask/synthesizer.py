@@ -428,9 +428,9 @@ class MarginalSynthesizer(Synthesizer):
 
     See dp_dask/methods/marginals.py. Extra parameters: ``accountant``, "exact" (the Gaussian
     mechanism's exact privacy curve, default) or "zcdp" (zCDP with the CKS conversion);
-    ``fit_iterations``, the mirror-descent steps fitting each partition's rows to the noisy
-    measurements (default 50; 0 skips the fit: about 4× faster sampling on wide schemas, 2-way
-    error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one row replaced,
+    ``fit_iterations``, the mirror-descent steps fitting the candidate rows (once per release)
+    to the noisy measurements (default 50; 0 skips the fit: faster sampling on wide schemas,
+    2-way error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one row replaced,
     n public: dp_dask's notion, default) or "add_remove" (one row added or removed, n private
     and estimated from the noisy counts: MST's and AIM's notion, half the noise variance at the
     same ε; the ledger counts it at its replace-one ε, docs/privacy.md).
