@@ -242,7 +242,7 @@ class MarginalSampler:
     """Draws one output partition: weighted candidates (the raked tree), their weights fitted
     to the measurements, a resample, row updates towards the weighted tables, exact 1-way
     counts. With ``fit_iterations`` 0 the updates aim at the consistent marginals instead: the
-    sampler before the fit, about 4× faster on wide schemas (docs/benchmarks.md).
+    sampler before the fit, faster on wide schemas (docs/benchmarks.md).
 
     ``shared``: the weighted candidates of :meth:`for_release`, drawn and fitted once for all
     partitions of a release; without them each :meth:`draw` makes its own.
