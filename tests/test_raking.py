@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from dp_dask.postprocess.consistency import Marginals
+from dp_dask.postprocess.consistency import Marginals, ratio_or_zero
 from dp_dask.postprocess.raking import MAX_PASSES, WINDOW, rake, systematic_resample
 from dp_dask.postprocess.rowupdate import cell_keys, sample_tree
 from dp_dask.postprocess.tree import spanning_tree
@@ -50,6 +50,20 @@ def test_raking_holds_the_tables_a_tree_start_misses():
     assert len(resampled) == n
     # Resampling keeps the fit up to rounding each candidate's weight.
     assert gap(tables_of(resampled), targets) < 0.1 * tree_gap
+
+
+def test_the_compiled_steps_give_numpys_weights_to_the_bit():
+    codes = latent_copies(5_000).astype(np.uint8)  # the narrowest dtype, as candidates come
+    targets = {pair: 1.1 * t + 0.5 for pair, t in tables_of(latent_copies(5_000, 1)).items()}
+    weights, passes = rake(codes, targets, SIZES, np.random.default_rng(2), max_passes=3)
+    rng, expected, pairs = np.random.default_rng(2), np.ones(len(codes)), list(targets)
+    for _ in range(passes):
+        for index in rng.permutation(len(pairs)):
+            keys = cell_keys(codes, pairs[index], SIZES)
+            current = np.bincount(keys, weights=expected, minlength=16)
+            expected *= ratio_or_zero(targets[pairs[index]], current)[keys]
+    assert passes == 3
+    np.testing.assert_array_equal(weights, expected)
 
 
 def test_rows_already_at_their_targets_keep_their_weights():
