@@ -197,23 +197,37 @@ def test_one_pass_over_the_rows_picks_what_the_exact_copy_rates_pick(monkeypatch
 
 
 def test_coins_below_the_rates_found_in_one_pass():
+    # A row leaves when its coin, as a share of 2³², is below its cell's leave rate, exactly;
+    # the copy candidates found in the same pass hold every donor at any copy rate within their
+    # bound, and a pass over all rows finds them beyond it.
     rng = np.random.default_rng(3)
-    cells, n = 50, 20_000
-    keys = rng.integers(0, cells, n)
-    coin = rng.random(n, dtype=np.float32)
-    leave_rate = np.where(np.arange(cells) < 25, rng.random(cells) * 0.3, 0.0)
-    leave_rate[:5] = coin[:5]  # a rate equal to a coin: that row stays
-    leave_rate[5] = np.float64(coin[5]) * (1 + 1e-12)  # above a coin, below the next float32
-    keys[:6] = np.arange(6)
-    copy_bound = np.where(leave_rate > 0, 0.0, 0.2)
-    movers, candidates = rowupdate._below_leave_rate(coin, keys, leave_rate, copy_bound)
-    np.testing.assert_array_equal(movers, np.flatnonzero(coin < leave_rate[keys]))
-    assert 5 in movers and not np.isin(np.arange(5), movers).any()
-    for scale in (0.5, 1.0, 1.5):  # copy rates within the bound, at it, beyond it
-        copy_rate = copy_bound * scale
+    cells, n, share, bound = 50, 20_000, 0.5, 1.25
+    keys = rng.integers(0, cells, n).astype(np.uint8)
+    coins = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    current = np.bincount(keys, minlength=cells)
+    excess = np.where(np.arange(cells) < 25, rng.integers(1, 100, cells),
+                      -rng.integers(1, 100, cells))
+    excess[0] = current[0]  # its leave rate is the rate itself
+    first = coins[keys == 0][0] / 2**32
+    fraction = coins / 2**32  # exact in float64
+    for rate in (first, np.nextafter(first, 1.0), 0.3):  # at a coin (it stays), a hair above
+        bounds, leaving, arrived = rowupdate._coin_bounds(excess, current, rate, share, bound)
+        movers, candidates = rowupdate._below(coins, keys, bounds, leaving)
+        leave_rate = np.where(excess > 0, rate * excess / np.maximum(current, 1), 0.0)
+        np.testing.assert_array_equal(movers, np.flatnonzero(fraction < leave_rate[keys]))
+        assert arrived == excess[excess > 0].sum()
+        assert (np.flatnonzero(keys == 0)[0] in movers) == (rate > first)
+    deficit = np.maximum(-excess, 0)
+    for scale in (0.5, 1.0, 1.5):  # copy rates within their bound, at it, beyond it
+        arriving = np.floor(scale * (bound * deficit + 1)).astype(np.int64)
+        donors, rest = rowupdate._donors(coins, keys, np.arange(n), candidates, excess, current,
+                                         arriving, share, bound,
+                                         np.array([1, 2], dtype=np.uint64))
+        copy_rate = np.where(excess < 0, share * arriving / np.maximum(current, 1), 0.0)
+        np.testing.assert_array_equal(np.sort(donors),
+                                      np.flatnonzero(fraction < copy_rate[keys]))
         np.testing.assert_array_equal(
-            rowupdate._below_copy_rate(coin, keys, candidates, copy_rate, copy_bound),
-            np.flatnonzero(coin < copy_rate[keys]))
+            rest, np.maximum(arriving - np.bincount(keys[donors], minlength=cells), 0))
 
 
 def test_codes_of_wide_attributes_keep_their_cells():
