@@ -219,8 +219,9 @@ def _weighted_counts(codes: np.ndarray, weights: np.ndarray, attributes: tuple[i
 
 @dataclass(frozen=True)
 class WeightedRows:
-    """The partition's estimate of the joint distribution: candidate rows (k, m), their fitted
-    weights, and the weighted 1-way and 2-way counts the row updates aim at (unrounded)."""
+    """The estimate of the joint distribution a release's partitions share: candidate rows
+    (k, m), their fitted weights, and the weighted 1-way and 2-way counts the row updates aim
+    at (unrounded; each partition rounds them to its rows)."""
 
     codes: np.ndarray
     weights: np.ndarray

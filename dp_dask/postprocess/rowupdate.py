@@ -202,12 +202,14 @@ def _cells_and_coins(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.n
     1- and 2-way tables, into ``scratch``'s arrays."""
     if len(attributes) > 2:
         keys = cell_keys(codes, attributes, sizes)
-        return keys, np.bincount(keys, minlength=cells), _coins(seed, len(codes))
-    keys = scratch.keys(cells)
-    counts = np.zeros(cells, dtype=np.int64)
-    stride = int(sizes[attributes[-1]]) if len(attributes) == 2 else 0
-    _count_cells(codes, attributes[0], attributes[-1], stride, seed, keys, counts,
-                 scratch.words)
+        counts = np.bincount(keys, minlength=cells)
+        _coins(seed, scratch.words)
+    else:
+        keys = scratch.keys(cells)
+        counts = np.zeros(cells, dtype=np.int64)
+        stride = int(sizes[attributes[-1]]) if len(attributes) == 2 else 0
+        _count_cells(codes, attributes[0], attributes[-1], stride, seed, keys, counts,
+                     scratch.words)
     return keys, counts, scratch.words.view(np.uint32)[: len(codes)]
 
 
@@ -333,12 +335,11 @@ def _uniform(seed: np.uint64, k: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
-def _coins(seed: np.uint64, n: int) -> np.ndarray:
-    """n coins, uniform on 0 … 2³² − 1: both halves of SplitMix64's first ⌈n / 2⌉ outputs."""
-    words = np.empty((n + 1) // 2, dtype=np.uint64)
+def _coins(seed: np.uint64, words: np.ndarray) -> None:
+    """Two coins per word of ``words``, uniform on 0 … 2³² − 1 as its uint32 halves:
+    SplitMix64's first outputs."""
     for k in range(words.size):
         words[k] = _splitmix(seed, k + 1)
-    return words.view(np.uint32)[:n]
 
 
 @numba.njit(cache=True, nogil=True)
