@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
-import zarr
 from dask.delayed import Delayed
 
 import dp_dask
@@ -33,7 +32,13 @@ from dp_dask.copula.sample import (
     write_partitions,
 )
 from dp_dask.data.counts import count_graph, rows_counted
-from dp_dask.data.io import TableSource, create_zarr, read_table, write_json
+from dp_dask.data.io import (
+    TableSource,
+    create_zarr,
+    open_zarr_for_writing,
+    read_table,
+    write_json,
+)
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.marginals import (
     ONE_WAY_SHARE,
@@ -388,7 +393,7 @@ class Synthesizer:
         with timed(self.timings_, "sample_write"):
             done = staged.done()
             zarr_path = staged.path / "synthetic.zarr"
-            binary = (zarr.open_array(str(zarr_path), mode="r+") if done else
+            binary = (open_zarr_for_writing(zarr_path) if done else
                       create_zarr(zarr_path, (sampling["rows"], self.schema.d),
                                   sampling["partition_rows"],
                                   {"columns": self.schema.column_labels(), **metadata}))

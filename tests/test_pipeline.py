@@ -18,7 +18,7 @@ from dp_dask.copula.sample import sample_frame
 from dp_dask.data.counts import count_graph
 from dp_dask.data.decode import calibrate_offsets
 from dp_dask.data.encode import EncodingError
-from dp_dask.data.io import read_table
+from dp_dask.data.io import create_zarr, open_zarr_for_writing, read_table
 from dp_dask.evaluate.queries import marginal_distances
 from dp_dask.synthesizer import EmptyInputError, GaussianCopulaSynthesizer
 
@@ -82,6 +82,18 @@ def test_release_files_and_metadata(client, exact_fit, tmp_path):
     assert metadata["sampling"] == {"rows": 12_345, "seed": 7, "partition_rows": 5_000,
                                     "device": "cpu"}
     assert metadata["n_rows"] == ROWS
+
+
+def test_release_arrays_write_chunks_without_scanning_them(tmp_path):
+    # A written chunk is stored as given, even one of zeros: zarr's scan for chunks holding only
+    # the fill value (which a partition's never are) is off, on creating and on resuming.
+    path = tmp_path / "synthetic.zarr"
+    created = create_zarr(path, (4, 3), 2, {})
+    created[0:2] = 0
+    resumed = open_zarr_for_writing(path)
+    resumed[2:4] = 0
+    assert sorted(p.name for p in (path / "c").iterdir()) == ["0", "1"]
+    assert (resumed[:] == 0).all() and resumed.attrs.asdict() == {}
 
 
 def test_saved_model_samples_identically(client, exact_fit, tmp_path):

@@ -376,3 +376,27 @@ def test_heterogeneous_gaussian_measurements_opendp() -> None:
     for noise, sigma in ((small, 2.5), (large, 50.0)):
         se = sigma / math.sqrt(2 * noise.size)
         assert abs(noise.std() - sigma) <= Z_UNSEEDED * se * 1.05
+
+
+def test_measurements_drawn_together_keep_their_own_scale_and_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A vector large enough to be split over threads, beside two small ones of other scales,
+    # each offset so that a part returned to the wrong vector (or out of order) shows.
+    from dp_dask.privacy.noise import gaussian_measurements
+
+    scales = (3.0, 40.0, 7.0)
+    vectors = [(1_000_000 * k + np.arange(size, dtype=np.int64), sigma, 1.0)
+               for k, (size, sigma) in enumerate(zip((150_000, 20_000, 20_000), scales))]
+    drawn = gaussian_measurements(vectors)
+    assert [v.shape for v in drawn] == [c.shape for c, _, _ in vectors]
+    for noisy, (counts, sigma, _) in zip(drawn, vectors):
+        noise = noisy - counts
+        se = sigma / math.sqrt(2 * noise.size)
+        assert abs(noise.std() - sigma) <= Z_UNSEEDED * se * 1.05
+        assert abs(noise.mean()) <= Z_UNSEEDED * sigma / math.sqrt(noise.size)
+    # One map that is not what its σ implies refuses the whole call.
+    real = dp.m.make_gaussian
+    monkeypatch.setattr(dp.m, "make_gaussian", lambda domain, metric, scale: real(
+        domain, metric, scale=scale / 2 if scale == 7.0 else scale))
+    with pytest.raises(RuntimeError, match="refusing to release"):
+        gaussian_measurements(vectors)

@@ -45,7 +45,7 @@ from dp_dask.postprocess.rowupdate import (
 )
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
 from dp_dask.privacy.accounting import gaussian_sigma
-from dp_dask.privacy.noise import gaussian_noise
+from dp_dask.privacy.noise import gaussian_measurements
 
 # 2: the noisy measurements themselves are saved, for the sampler's weight fit.
 MODEL_FORMAT = 2
@@ -110,21 +110,23 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
 
     Queries of one noise scale (same share of ρ) are drawn as one measurement of their
     concatenation, L2 sensitivity √k times one query's for k queries: the same charge as k
-    separate ones, and one OpenDP call instead of k. The only step that reads exact counts; it
-    returns noisy ones.
+    separate ones, and one OpenDP call instead of k; the scales' draws run side by side
+    (privacy.noise.gaussian_measurements). The only step that reads exact counts; it returns
+    noisy ones.
     """
     sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
     queries = measured_queries(schema)
     sigmas = [gaussian_sigma(rho * share, sensitivity, accountant)
               for share in budget_shares(schema, queries)]
+    scales = list(dict.fromkeys(sigmas))
+    groups = [[q for q, s in zip(queries, sigmas) if s == sigma] for sigma in scales]
+    exact = [[exact_answer(counts, schema, q) for q in group] for group in groups]
+    drawn = gaussian_measurements(
+        [(np.concatenate(answers), sigma, sensitivity * math.sqrt(len(group)))
+         for sigma, group, answers in zip(scales, groups, exact)], sampler=sampler, rng=rng)
     noisy: dict[tuple[int, ...], np.ndarray] = {}
-    for sigma in dict.fromkeys(sigmas):
-        group = [q for q, s in zip(queries, sigmas) if s == sigma]
-        exact = [exact_answer(counts, schema, q) for q in group]
-        drawn = gaussian_noise(np.concatenate(exact), sigma,
-                               sensitivity=sensitivity * math.sqrt(len(group)),
-                               sampler=sampler, rng=rng)
-        noisy |= zip(group, np.split(drawn, np.cumsum([len(e) for e in exact])[:-1]))
+    for group, answers, values in zip(groups, exact, drawn):
+        noisy |= zip(group, np.split(values, np.cumsum([len(a) for a in answers])[:-1]))
     return [Measurement(q, noisy[q], s) for q, s in zip(queries, sigmas)]
 
 
