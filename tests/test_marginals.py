@@ -18,7 +18,6 @@ from dp_dask.postprocess.consistency import (
     weigh_empty_cells,
 )
 from dp_dask.postprocess.rowupdate import (
-    UPDATE_SWEEPS,
     match_one_way,
     possible_cells,
     round_to_total,
@@ -213,15 +212,44 @@ def test_sweeps_go_on_while_the_excess_falls_and_stop_when_settled():
     n = 20_000
     codes = dependent_codes(n)
     targets = {c: table(codes, c).astype(np.int64) for c in itertools.combinations(range(4), 2)}
-    assert update_rows(codes.copy(), targets, SIZES, np.random.default_rng(0)) == UPDATE_SWEEPS
+    settled = codes.copy()
+    assert update_rows(settled, targets, SIZES, np.random.default_rng(0)) == 1
+    np.testing.assert_array_equal(settled, codes)
     # Columns shuffled apart: five sweeps leave excess that more sweeps still remove.
     rng = np.random.default_rng(1)
     start = np.stack([rng.permutation(codes[:, a]) for a in range(len(SIZES))], axis=1)
     fixed, adaptive = start.copy(), start.copy()
-    update_rows(fixed, targets, SIZES, np.random.default_rng(2), max_sweeps=UPDATE_SWEEPS)
+    update_rows(fixed, targets, SIZES, np.random.default_rng(2), max_sweeps=5)
     made = update_rows(adaptive, targets, SIZES, np.random.default_rng(2))
-    assert made > UPDATE_SWEEPS
+    assert made > 5
     assert total_excess(adaptive, targets) < 0.9 * total_excess(fixed, targets)
+
+
+def test_rows_already_near_noisy_targets_are_not_made_worse():
+    # Twelve attributes sharing one base column, targets = their pair counts plus noise: the
+    # true rows are as close as rows get, and moving rows for one table undoes the others' fit
+    # (the first sweep raised this excess 3,973 → 4,904 before sweeps were kept only if they help).
+    m, n, sigma = 12, 5_000, 10.0
+    sizes = np.full(m, 4)
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 4, n)
+    codes = np.stack([np.where(rng.random(n) < 0.5, base, rng.integers(0, 4, n))
+                      for _ in range(m)], axis=1).astype(np.uint8)
+
+    def counts(rows, pair):
+        keys = rows[:, pair[0]].astype(np.int64) * 4 + rows[:, pair[1]]
+        return np.bincount(keys, minlength=16)
+
+    targets = {pair: round_to_total(np.maximum(counts(codes, pair) + rng.normal(0, sigma, 16), 0),
+                                    n)
+               for pair in itertools.combinations(range(m), 2)}
+
+    def excess(rows):
+        return sum(int(np.maximum(counts(rows, p) - t, 0).sum()) for p, t in targets.items())
+
+    updated = codes.copy()
+    update_rows(updated, targets, sizes, np.random.default_rng(4))
+    assert excess(updated) <= excess(codes)
 
 
 def test_same_seed_same_rows():
@@ -292,7 +320,7 @@ def test_row_updates_never_fill_a_cell_another_table_rules_out():
         possible = possible_cells(targets, sizes) if guarded else None
         # The guard is under test, not the schedule: the five sweeps these counts were set for.
         update_rows(codes, targets, sizes, np.random.default_rng(1), possible=possible,
-                    max_sweeps=UPDATE_SWEEPS)
+                    max_sweeps=5)
         after_updates = int(counts(codes, (0, 1))[zero].sum())
         match_one_way(codes, one_way, sizes, np.random.default_rng(2), possible)
         impossible[guarded] = (after_updates, int(counts(codes, (0, 1))[zero].sum()))

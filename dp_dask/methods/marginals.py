@@ -10,7 +10,7 @@
               towards every consistent table, their weights then fitted to the noisy
               measurements themselves (private-pgm's objective)
     sample    per output partition: the candidates resampled, row updates towards their
-              weighted tables until they stop gaining, exact 1-way counts
+              weighted tables kept while they gain, exact 1-way counts
               (dp_dask.postprocess.raking, .reweight, .rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
