@@ -18,6 +18,7 @@ from dp_dask.cluster import compute
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
 from dp_dask.methods.marginals import (
+    MAX_ESTIMATES,
     MarginalModel,
     budget_shares,
     measure,
@@ -89,13 +90,21 @@ def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
                                   in_process.reset_index(drop=True))
 
 
-def test_partitions_share_one_fit_drawn_once_per_release(client, fitted):
-    frame = fitted.sample(9_000, seed=4, partition_rows=4_000).compute()
-    *children, release_seed = np.random.SeedSequence(4).spawn(4)
-    shared = fitted.model.sampler().for_release(4_000, release_seed)
-    assert len(shared.shared.codes) == 4_000  # candidates for the largest partition
-    expected = np.concatenate([shared.draw(rows, child)[1]
-                               for rows, child in zip([4_000, 4_000, 1_000], children)])
+def test_partitions_share_fits_drawn_once_per_release(client, fitted):
+    # Enough estimates that their candidates stand for the measured rows, one per partition
+    # at most: here two for three partitions, taken in turn.
+    sizes = [10_000, 10_000, 5_000]
+    assert 10_000 < fitted.model.n_rows <= 20_000
+    sampler = fitted.model.sampler()
+    assert sampler.estimates(sizes) == 2
+    assert sampler.estimates([1_000] * 30) == MAX_ESTIMATES
+    assert sampler.estimates([30_000]) == 1
+    frame = fitted.sample(25_000, seed=4, partition_rows=10_000).compute()
+    *children, first, second = np.random.SeedSequence(4).spawn(5)
+    estimates = [sampler.for_release(10_000, first), sampler.for_release(10_000, second)]
+    assert len(estimates[0].shared.codes) == 10_000  # candidates for the largest partition
+    expected = np.concatenate([estimates[index % 2].draw(rows, child)[1]
+                               for index, (rows, child) in enumerate(zip(sizes, children))])
     np.testing.assert_array_equal(codes_of(frame, fitted.schema), expected)
 
 

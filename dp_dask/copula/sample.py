@@ -130,8 +130,11 @@ class PartitionSampler(Protocol):
 @runtime_checkable
 class ReleaseSampler(PartitionSampler, Protocol):
     """A sampler whose partitions share work drawn once per release (the marginals' fitted
-    candidates): :func:`_seeded_partitions` runs :meth:`for_release` as one task that every
-    partition's task reads."""
+    candidates): :func:`_seeded_partitions` runs :meth:`for_release` once per estimate
+    (:meth:`estimates` of them), and the partitions' tasks read the estimates in turn."""
+
+    def estimates(self, sizes: list[int]) -> int:
+        ...
 
     def for_release(self, rows: int, seed: np.random.SeedSequence) -> PartitionSampler:
         ...
@@ -214,20 +217,24 @@ def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
 
 def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_rows: int | None,
                        sampler: PartitionSampler | None = None
-                       ) -> tuple[Delayed, list[tuple[int, int, Any]]]:
-    """The shared sampler (built from the model unless given, made once per release where it
-    is a :class:`ReleaseSampler`) and, per partition, (first row, rows, child seed)."""
+                       ) -> list[tuple[int, int, Any, Delayed]]:
+    """Per partition: (first row, rows, child seed, its sampler). The sampler is built from the
+    model unless given; a :class:`ReleaseSampler` is made once per release per estimate, the
+    partitions taking the estimates in turn."""
     if partition_rows is None:
         partition_rows = default_partition_rows(model.schema.d)
     sizes = partition_sizes(n_rows, partition_rows)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
-    # One more child than partitions for the shared work: the partitions' seeds stay the same.
-    *children, release_seed = np.random.SeedSequence(seed).spawn(len(sizes) + 1)
     sampler = sampler or model.sampler()
-    shared = dask.delayed(sampler, pure=True)
+    estimates = sampler.estimates(sizes) if isinstance(sampler, ReleaseSampler) else 1
+    # The shared work's children come after the partitions': the partitions' seeds stay the same.
+    children = np.random.SeedSequence(seed).spawn(len(sizes) + estimates)
+    shared = [dask.delayed(sampler, pure=True)]
     if isinstance(sampler, ReleaseSampler):
-        shared = dask.delayed(_for_release, pure=True)(shared, max(sizes), release_seed)
-    return shared, list(zip(starts, sizes, children))
+        shared = [dask.delayed(_for_release, pure=True)(shared[0], max(sizes), release_seed)
+                  for release_seed in children[len(sizes):]]
+    return [(start, rows, child, shared[index % len(shared)])
+            for index, (start, rows, child) in enumerate(zip(starts, sizes, children))]
 
 
 def _for_release(sampler: ReleaseSampler, rows: int,
@@ -244,9 +251,9 @@ def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
                  partition_rows: int | None = None,
                  sampler: PartitionSampler | None = None) -> dd.DataFrame:
     """Lazy decoded synthetic rows."""
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
-    frames = [dask.delayed(_draw_frame, pure=True)(sampler, rows, child)
-              for _, rows, child in partitions]
+    partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
+    frames = [dask.delayed(_draw_frame, pure=True)(shared, rows, child)
+              for _, rows, child, shared in partitions]
     meta = codes_to_frame(np.zeros((0, model.schema.m), dtype=np.int16), model.schema)
     return dd.from_delayed(frames, meta=meta, verify_meta=False)
 
@@ -281,12 +288,13 @@ def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_r
 
     Paths must be absolute: the tasks run in the workers' working directories.
     """
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
+    partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     parquet.mkdir(parents=True, exist_ok=True)
     return [dask.delayed(_write_partition, pure=True)(
-                sampler, index, start, rows, child, binary_target,
+                shared, index, start, rows, child, binary_target,
                 str(parquet / part_name(index, len(partitions))), str(markers))
-            for index, (start, rows, child) in enumerate(partitions) if index not in skip]
+            for index, (start, rows, child, shared) in enumerate(partitions)
+            if index not in skip]
 
 
 def _draw(sampler: PartitionSampler, rows: int,
@@ -298,11 +306,11 @@ def sample_binary(model: SampledModel, n_rows: int, *, seed: int = 0,
                   partition_rows: int | None = None,
                   sampler: PartitionSampler | None = None) -> da.Array:
     """Lazy (rows, d) uint8 binary dummies, one chunk per partition, same draws as the frame."""
-    sampler, partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
+    partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     d = model.schema.d
-    blocks = [dask.delayed(_draw, pure=True)(sampler, rows, child)
-              for _, rows, child in partitions]
+    blocks = [dask.delayed(_draw, pure=True)(shared, rows, child)
+              for _, rows, child, shared in partitions]
     return da.concatenate([
         da.from_delayed(dask.delayed(operator.getitem)(block, 0), shape=(rows, d), dtype=np.uint8)
-        for block, (_, rows, _) in zip(blocks, partitions)
+        for block, (_, rows, _, _) in zip(blocks, partitions)
     ])
