@@ -433,7 +433,7 @@ class MarginalSynthesizer(Synthesizer):
 
     See dp_dask/methods/marginals.py. Extra parameters: ``accountant``, "exact" (the Gaussian
     mechanism's exact privacy curve, default) or "zcdp" (zCDP with the CKS conversion);
-    ``fit_iterations``, the mirror-descent steps fitting the candidate rows (once per release)
+    ``fit_iterations``, the mirror-descent steps fitting the candidate rows (once per estimate)
     to the noisy measurements (default 50; 0 skips the fit: faster sampling on wide schemas,
     2-way error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one row replaced,
     n public: dp_dask's notion, default) or "add_remove" (one row added or removed, n private
