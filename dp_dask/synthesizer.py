@@ -49,7 +49,7 @@ from dp_dask.methods.marginals import (
     measure,
 )
 from dp_dask.postprocess.consistency import estimated_rows
-from dp_dask.postprocess.reweight import FIT_ITERATIONS, check_iterations
+from dp_dask.postprocess.reweight import check_iterations
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
@@ -434,17 +434,18 @@ class MarginalSynthesizer(Synthesizer):
     See dp_dask/methods/marginals.py. Extra parameters: ``accountant``, "exact" (the Gaussian
     mechanism's exact privacy curve, default) or "zcdp" (zCDP with the CKS conversion);
     ``fit_iterations``, the mirror-descent steps fitting the candidate rows (once per estimate)
-    to the noisy measurements (default 50; 0 skips the fit: faster sampling on wide schemas,
-    2-way error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one row replaced,
-    n public: dp_dask's notion, default) or "add_remove" (one row added or removed, n private
-    and estimated from the noisy counts: MST's and AIM's notion, half the noise variance at the
-    same ε; the ledger counts it at its replace-one ε, docs/privacy.md).
+    to the noisy measurements (default None: 50 up to ε = 1 replace-one, more the less noise
+    there is, at most 400, ``reweight.iterations_for``; 0 skips the fit: faster sampling on wide
+    schemas, 2-way error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one
+    row replaced, n public: dp_dask's notion, default) or "add_remove" (one row added or
+    removed, n private and estimated from the noisy counts: MST's and AIM's notion, half the
+    noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md).
     """
 
     name = "marginals"
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str = "exact",
-                 fit_iterations: int = FIT_ITERATIONS, neighbours: str = "replace",
+                 fit_iterations: int | None = None, neighbours: str = "replace",
                  **common: Any) -> None:
         super().__init__(schema, **common)
         self.accountant = accountant

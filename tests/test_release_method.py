@@ -21,12 +21,13 @@ from dp_dask.methods.marginals import (
     MAX_ESTIMATES,
     MarginalModel,
     budget_shares,
+    fit_marginals,
     measure,
     measured_queries,
     weighted_table,
 )
-from dp_dask.postprocess import rowupdate
-from dp_dask.postprocess.consistency import Marginals
+from dp_dask.postprocess import reweight, rowupdate
+from dp_dask.postprocess.consistency import Marginals, Measurement
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
 
@@ -288,6 +289,19 @@ def test_without_the_fit_partitions_end_on_the_consistent_one_way_counts(client,
     for a, histogram in enumerate(model.marginals.one_way):
         np.testing.assert_array_equal(np.bincount(codes[:, a], minlength=histogram.size),
                                       rowupdate.round_to_total(histogram, rows))
+
+
+def test_the_fit_iterations_follow_the_noise_unless_given(fitted):
+    sigmas = [m.sigma for m in fitted.model.measurements]
+    recorded = fitted.model.metadata["model"]["fit_iterations"]
+    assert recorded == reweight.iterations_for(sigmas) == fitted.model.sampler().fit_iterations
+    model = fitted.model
+    quieter = [Measurement(m.attributes, m.values, m.sigma / 4) for m in model.measurements]
+    refit = fit_marginals(quieter, model.schema, model.n_rows)
+    # A quarter of the noise: the fit runs about four times as long.
+    assert abs(refit.metadata["model"]["fit_iterations"] - 4 * recorded) <= 2
+    given = fit_marginals(quieter, model.schema, model.n_rows, fit_iterations=7)
+    assert given.sampler().fit_iterations == 7
 
 
 @pytest.mark.parametrize("bad", [-1, 2.5, True, "50"])

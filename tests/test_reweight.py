@@ -129,3 +129,14 @@ def test_rows_that_already_fit_keep_their_weights():
     np.testing.assert_allclose(fit_weights(truth, exact, SIZES, np.ones(3_000)), 1.0)
     start = np.random.default_rng(0).random(3_000)
     assert fit_weights(truth, exact, SIZES, start, iterations=0) is start
+
+
+def test_the_fit_stops_later_the_less_noise_there_is():
+    reference = 1 / np.sqrt(reweight.REFERENCE_PRECISION)  # one measurement of that precision
+    assert reweight.iterations_for([reference]) == reweight.FIT_ITERATIONS
+    # Precision adds over measurements; the count grows with its square root.
+    assert reweight.iterations_for([reference / 2]) == 2 * reweight.FIT_ITERATIONS
+    assert reweight.iterations_for([reference * np.sqrt(2)] * 8) == 2 * reweight.FIT_ITERATIONS
+    # More noise than the reference: no fewer steps. Little noise: no more than the cap.
+    assert reweight.iterations_for([reference * 2]) == reweight.FIT_ITERATIONS
+    assert reweight.iterations_for([1e-6]) == reweight.MAX_FIT_ITERATIONS

@@ -34,7 +34,12 @@ from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
 from dp_dask.postprocess.raking import rake, systematic_resample
-from dp_dask.postprocess.reweight import FIT_ITERATIONS, check_iterations, fit_weights
+from dp_dask.postprocess.reweight import (
+    FIT_ITERATIONS,
+    check_iterations,
+    fit_weights,
+    iterations_for,
+)
 from dp_dask.postprocess.rowupdate import (
     cell_keys,
     match_one_way,
@@ -324,15 +329,17 @@ class MarginalSampler:
 
 def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                   metadata: dict[str, Any] | None = None, *,
-                  fit_iterations: int = FIT_ITERATIONS) -> MarginalModel:
+                  fit_iterations: int | None = None) -> MarginalModel:
     """Post-processing of the measurements: consistent marginals and their spanning tree.
 
     Two passes: tables shrunk towards independence give a first tree; the tables that tree
     implies are a closer target, so the second pass shrinks towards them, pulls likely empty
     cells to zero, and refits the tree. ``fit_iterations`` is recorded for the sampler (the
-    mirror-descent steps of each partition's weight fit; 0: none).
+    mirror-descent steps of each estimate's weight fit; 0: none; None: by the measurements'
+    noise, :func:`~dp_dask.postprocess.reweight.iterations_for`).
     """
-    check_iterations(fit_iterations)
+    if check_iterations(fit_iterations) is None:
+        fit_iterations = iterations_for(m.sigma for m in measurements)
     first = consistent_marginals(measurements, schema.sizes, n_rows)
     prior = implied_tables(first, *spanning_tree(first, schema.m))
     marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True)
