@@ -65,13 +65,15 @@ def _draw(measurements: list[tuple[Any, np.ndarray]]) -> list[np.ndarray]:
     # DSS shape's 378 tables come in 210 noise scales). Each cell still gets exactly one draw
     # of its own measurement.
     threads = os.cpu_count() or 1
-    tasks = [(index, meas, chunk) for index, (meas, counts) in enumerate(measurements)
-             for chunk in np.array_split(counts, max(1, min(threads,
-                                                            counts.size // _MIN_NOISE_CHUNK)))]
+    chunked = [np.array_split(counts, max(1, min(threads, counts.size // _MIN_NOISE_CHUNK)))
+               for _, counts in measurements]
+    tasks = [(meas, chunk) for (meas, _), chunks in zip(measurements, chunked)
+             for chunk in chunks]
     with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
-        drawn = list(pool.map(lambda task: np.asarray(task[1](task[2]), dtype=np.int64), tasks))
-    return [np.concatenate([part for (index, _, _), part in zip(tasks, drawn) if index == k]
-                           ).astype(np.float64) for k in range(len(measurements))]
+        drawn = pool.map(lambda task: np.asarray(task[0](task[1]), dtype=np.int64), tasks)
+        # pool.map yields in task order, so each measurement's chunks come back together.
+        return [np.concatenate([next(drawn) for _ in chunks]).astype(np.float64)
+                for chunks in chunked]
 
 
 def _opendp() -> Any:
