@@ -226,13 +226,13 @@ def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_ro
     sizes = partition_sizes(n_rows, partition_rows)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
     sampler = sampler or model.sampler()
-    estimates = sampler.estimates(sizes) if isinstance(sampler, ReleaseSampler) else 1
-    # The shared work's children come after the partitions': the partitions' seeds stay the same.
-    children = np.random.SeedSequence(seed).spawn(len(sizes) + estimates)
+    root = np.random.SeedSequence(seed)
+    children = root.spawn(len(sizes))
     shared = [dask.delayed(sampler, pure=True)]
     if isinstance(sampler, ReleaseSampler):
+        # Spawned after the partitions' children: the partitions' seeds stay the same.
         shared = [dask.delayed(_for_release, pure=True)(shared[0], max(sizes), release_seed)
-                  for release_seed in children[len(sizes):]]
+                  for release_seed in root.spawn(sampler.estimates(sizes))]
     return [(start, rows, child, shared[index % len(shared)])
             for index, (start, rows, child) in enumerate(zip(starts, sizes, children))]
 
