@@ -67,6 +67,11 @@ budgets = sa.Table(
 _format = sa.Table("ledger_format", sa.MetaData(), sa.Column("version", sa.Integer, nullable=False))
 
 
+# This process's holds, by ledger and entry id: one process-wide table, so that a hold lasts
+# until released through any Ledger object of the same ledger, not while one object lives.
+_held: dict[tuple[str, int], tuple[Connection, int | None]] = {}
+
+
 class StoreError(RuntimeError):
     """The ledger's database cannot be reached or used."""
 
@@ -100,14 +105,13 @@ class Store:
             self.location = url.render_as_string(hide_password=True)
         self._engine: Engine | None = None
         self._ready = False
-        self._held: dict[int, tuple[Connection, int | None]] = {}  # entry id: its hold
 
     @property
     def sqlite(self) -> bool:
         return self.path is not None
 
     def __getstate__(self) -> dict[str, Any]:  # a Synthesizer copied holds no connections
-        return {**self.__dict__, "_engine": None, "_ready": False, "_held": {}}
+        return {**self.__dict__, "_engine": None, "_ready": False}
 
     def exists(self) -> bool:
         """Whether there is anything to read (a SQLite file is only made by a write)."""
@@ -197,11 +201,11 @@ class Store:
                             sa.func.hashtextextended(name, 0))))
                 yield connection
         except BaseException:
-            for entry_id in [i for i, (c, _) in self._held.items() if c is connection]:
-                self.release(entry_id)
+            for key in [k for k, (c, _) in _held.items() if c is connection]:
+                self.release(key[1])
             raise
         finally:
-            if not any(c is connection for c, _ in self._held.values()):
+            if not any(c is connection for c, _ in _held.values()):
                 connection.close()  # else it keeps a PostgreSQL hold until release()
 
     def hold(self, connection: Connection, entry_id: int) -> bool:
@@ -214,17 +218,17 @@ class Store:
             except BlockingIOError:
                 os.close(descriptor)
                 return False
-            self._held[entry_id] = (connection, descriptor)
+            _held[str(self.location), entry_id] = (connection, descriptor)
             return True
         taken = connection.execute(sa.select(sa.func.pg_try_advisory_lock(
             _HOLD_CLASS, entry_id))).scalar()
         if taken:
-            self._held[entry_id] = (connection, None)
+            _held[str(self.location), entry_id] = (connection, None)
         return bool(taken)
 
     def release(self, entry_id: int) -> None:
         """Drop this process's hold on ``entry_id`` (after its new status is committed)."""
-        held = self._held.pop(entry_id, None)
+        held = _held.pop((str(self.location), entry_id), None)
         if held is None:
             return
         connection, descriptor = held
@@ -232,7 +236,7 @@ class Store:
             with contextlib.suppress(OSError):
                 os.unlink(f"{self.path}.entry-{entry_id}.lock")
             os.close(descriptor)
-        elif not any(c is connection for c, _ in self._held.values()):
+        elif not any(c is connection for c, _ in _held.values()):
             connection.close()  # the server drops the session's advisory lock
 
     def fix_ids(self, connection: Connection) -> None:
