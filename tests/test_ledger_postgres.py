@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from conftest import SMALL_SCHEMA_PATH
 from ledger_processes import SHA, laplace, race, reserve_and_hang
 
 from dp_dask.cli import main
@@ -245,3 +246,19 @@ def test_cli_unreachable_database_exits_2_before_reading(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and f"127.0.0.1:{closed.split(':')[2]}" in err
     assert "checked before any data is read" in err and "does not exist" not in err
+
+
+def test_cli_fit_records_and_its_retry_reuses_on_postgresql(client, data, pg_url, tmp_path,
+                                                             capsys):
+    model = tmp_path / "model"
+    fit = ["fit", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--model", str(model),
+           "--ledger", pg_url, "--run-id", "team-1", "--dataset-name", "people",
+           "--scheduler", client.scheduler.address, "--quiet"]
+    assert main(["ledger", "set-budget", "people", "--epsilon", "1.2", "--ledger", pg_url]) == 0
+    assert main(fit) == 0
+    assert main(fit) == 0  # the retried task, maybe on another machine
+    assert "reused its model" in capsys.readouterr().out
+    [entry] = Ledger(pg_url).entries()
+    assert entry.status == SPENT and entry.model_path == str(model.resolve())
+    assert main([*fit, "--run-id", "team-2"]) == 2  # two Gaussian ε=1 compose to ≈1.41 > 1.2
+    assert "has a budget of ε=1.2" in capsys.readouterr().err
