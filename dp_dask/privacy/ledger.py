@@ -419,22 +419,20 @@ class Ledger:
         if any(e.id is None for e in entries):
             raise LedgerError("not a dp_dask ledger export: an entry has no id")
         names = {e.dataset_name for e in entries} | {b.dataset_name for b in found_budgets}
+        rows = [*((e, releases, e.id, _entry_by_id, "entries") for e in entries),
+                *((b, budgets, b.dataset_name, _budget, "budgets") for b in found_budgets)]
         added = {"entries": 0, "budgets": 0, "unchanged": 0}
         conflicts = []
         with self._transaction(*names) as connection:
-            for row, table, kind, key, current in (
-                    *((e, releases, "entries", releases.c.id, _entry_by_id) for e in entries),
-                    *((b, budgets, "budgets", budgets.c.dataset_name, _budget)
-                      for b in found_budgets)):
-                here = current(connection, getattr(row, key.name))
+            for row, table, key, find, kind in rows:  # keyed by id (entries), name (budgets)
+                here = find(connection, key)
                 if here is None:
                     connection.execute(table.insert().values(**asdict(row)))
                     added[kind] += 1
                 elif here == row:
                     added["unchanged"] += 1
                 else:
-                    conflicts.append(f"{kind[:-1]} {getattr(row, key.name)!r}: here {here}, "
-                                     f"imported {row}")
+                    conflicts.append(f"{kind[:-1]} {key!r}: here {here}, imported {row}")
             if conflicts:
                 raise LedgerError(f"{len(conflicts)} imported row(s) differ from the ledger's "
                                   f"({self.path}); nothing was imported. First: {conflicts[0]}")
