@@ -54,6 +54,7 @@ from dp_dask.evaluate.queries import (
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
+from dp_dask.privacy.ledger_store import database_url
 from dp_dask.release import release_lock, resolve_target
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
@@ -153,13 +154,16 @@ def _privacy_options(parser: argparse.ArgumentParser) -> None:
                        help="seed of the numpy noise sampler: never for a real release")
 
 
+LEDGER_HELP = (f"privacy ledger: a SQLite file (a path or sqlite:///PATH) or a team's "
+               f"postgresql://user@host:port/db (default: ${LEDGER_ENV}, else "
+               "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+
+
 def _ledger_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "ledger", "every fit is checked against the dataset's budget and recorded, before any "
         "data is read")
-    group.add_argument("--ledger", default=None, metavar="PATH",
-                       help=f"privacy ledger, a local file (default: ${LEDGER_ENV}, else "
-                       "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+    group.add_argument("--ledger", default=None, metavar="PATH|URL", help=LEDGER_HELP)
     group.add_argument("--dataset-name", default=None, metavar="NAME",
                        help="the dataset's name in the ledger (default: the input's file stem)")
     group.add_argument("--run-id", default=None,
@@ -450,6 +454,25 @@ def run_ledger_set_budget(args: argparse.Namespace) -> None:
           "release(s)")
 
 
+def run_ledger_export(args: argparse.Namespace) -> None:
+    ledger = Ledger(args.ledger)
+    document = ledger.export()
+    write_json(args.file, document)
+    print(f"exported {len(document['entries'])} entries and {len(document['budgets'])} "
+          f"budgets of {ledger.path} to {args.file}")
+
+
+def run_ledger_import(args: argparse.Namespace) -> None:
+    ledger = Ledger(args.ledger)
+    try:
+        document = json.loads(args.file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{args.file}: not JSON ({exc})") from exc
+    added = ledger.import_(document)
+    print(f"imported {added['entries']} entries and {added['budgets']} budgets into "
+          f"{ledger.path} ({added['unchanged']} already there)")
+
+
 def run_schema_draft(args: argparse.Namespace) -> None:
     from dp_dask.data.draft import draft_schema, parse_range, write_draft
 
@@ -513,9 +536,7 @@ def _schema_commands(commands: argparse._SubParsersAction) -> None:
                     "float columns: 0, ±{1,2,3,5,7}·10^j; a CSV column without one is text)")
     dp.add_argument("--dp-bins", type=positive_int, default=10, metavar="K",
                     help="numeric columns: edges at the DP i/K quantiles (default 10)")
-    dp.add_argument("--ledger", type=Path, default=None, metavar="PATH",
-                    help=f"privacy ledger (default: ${LEDGER_ENV}, else "
-                    "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+    dp.add_argument("--ledger", default=None, metavar="PATH|URL", help=LEDGER_HELP)
     dp.add_argument("--dataset-name", default=None, metavar="NAME",
                     help="the dataset's name in the ledger (default: the input's file stem)")
     dp.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
@@ -740,10 +761,14 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--epsilon", type=positive_float, required=True, help="total ε")
     budget.add_argument("--delta", type=delta_value, default=DEFAULT_DELTA,
                         help="total δ (default 2^-30)")
-    for action, run in ((listing, run_ledger_list), (budget, run_ledger_set_budget)):
-        action.add_argument("--ledger", type=Path, default=None, metavar="PATH",
-                            help=f"privacy ledger (default: ${LEDGER_ENV}, else "
-                            "$XDG_CONFIG_HOME/dp_dask/ledger.sqlite)")
+    export = actions.add_parser("export", help="write every entry and budget to a JSON file")
+    load = actions.add_parser("import", help="add an export's entries and budgets (ids kept; "
+                              "rows already here are skipped, differing ones refused)")
+    for action, verb in ((export, "write"), (load, "read")):
+        action.add_argument("file", type=Path, metavar="PATH.json", help=f"the JSON to {verb}")
+    for action, run in ((listing, run_ledger_list), (budget, run_ledger_set_budget),
+                        (export, run_ledger_export), (load, run_ledger_import)):
+        action.add_argument("--ledger", default=None, metavar="PATH|URL", help=LEDGER_HELP)
         action.set_defaults(run=run, cluster=False, quiet=True)
     return parser
 
@@ -767,7 +792,9 @@ def preflight(args: argparse.Namespace) -> None:
         args.out = resolve_target(args.out)  # refuses object-store URLs (docs/releases.md)
     if getattr(args, "out", None) is not None:
         args.out = check_output_dir(args.out, "--out")
-    if getattr(args, "ledger", None) is not None:
+    if getattr(args, "ledger", None) is not None and database_url(args.ledger) is not None:
+        Ledger(args.ledger).check()  # an unreachable server fails now, before any data is read
+    elif getattr(args, "ledger", None) is not None:
         args.ledger = local_only(args.ledger, "--ledger")  # SQLite needs a local file
     if getattr(args, "schema", None) is None:
         return

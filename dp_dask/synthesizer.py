@@ -109,7 +109,7 @@ class Synthesizer:
     noise_sampler: "opendp" (vetted samplers, OS entropy; use for real releases) or "numpy"
         (seeded by ``noise_seed``, reproducible: for tests and research only).
     show_progress: print progress bars for the Dask steps.
-    ledger: the privacy ledger that ``fit`` checks and records in: a :class:`Ledger`, a path,
+    ledger: the privacy ledger that ``fit`` checks and records in: a :class:`Ledger`, a path or URL,
         None (the default ledger: ``$DP_DASK_LEDGER`` or ``~/.config/dp_dask/ledger.sqlite``), or
         False (not recorded: for public data only).
     dataset_name: the dataset's name in the ledger (default: the input file's stem; unnamed

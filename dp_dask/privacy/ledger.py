@@ -1,10 +1,12 @@
-"""The privacy ledger: every fit's spending, per dataset, in SQLite, checked against a budget.
+"""The privacy ledger: every fit's spending, per dataset, in a database, checked against a budget.
 
 Each fit draws fresh noise, so each fit spends budget again. The ledger records every fit
 (dataset, run id, UTC time, ε, δ, mechanism, accountant, ρ, privacy notion, model path, and
-whether it was a non-private test run), and before any data is read it checks, in the same SQLite
-transaction (``BEGIN IMMEDIATE``, so two concurrent fits cannot both pass), that the dataset's
-composed total stays within its budget.
+whether it was a non-private test run), and before any data is read it checks, in the same
+transaction that records the fit (so two concurrent fits cannot both pass), that the dataset's
+composed total stays within its budget. The database is a SQLite file on the driver, or a
+PostgreSQL database that one team's jobs on many machines share (dp_dask.privacy.ledger_store:
+how each makes the check atomic).
 
 A dataset is named by the user (default: the input file's stem) and its entries also carry the
 schema's sha256; ``dataset_id`` joins the two. Budgets and totals are per dataset *name*: releases
@@ -18,7 +20,14 @@ Laplace releases (pure or advanced composition) add ε and δ (basic composition
 two parts. Test runs (seeded noise) and entries under other notions (e.g. "dependent-DP") are
 listed but never summed into the DP total.
 
-Where: ``Ledger(path)``, else ``$DP_DASK_LEDGER``, else ``$XDG_CONFIG_HOME/dp_dask/ledger.sqlite``
+An entry is ``reserved`` from the budget check until its fit has drawn its noise (``spent``). A
+fit killed in between leaves it *unfinished*: counted in the total (its noise may have been
+drawn), listed as UNFINISHED, and taken over by a retry with the same run id once the killed
+process is gone (see :meth:`Ledger.reserve`). ``export``/``import_`` move a ledger between
+SQLite and PostgreSQL, ids and run ids kept.
+
+Where: ``Ledger(location)`` (a path, ``sqlite:///PATH`` or ``postgresql://user@host:port/db``),
+else ``$DP_DASK_LEDGER``, else ``$XDG_CONFIG_HOME/dp_dask/ledger.sqlite``
 (``~/.config/dp_dask/ledger.sqlite``). It holds no data values: names, parameters and paths only.
 """
 
@@ -28,53 +37,27 @@ import contextlib
 import datetime as dt
 import math
 import os
-import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
+from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
+from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
 DEPENDENT_DP = "dependent-DP"  # Tabular-DDP (dp_dask.stats): listed, never summed
 RESERVED, SPENT = "reserved", "spent"
+UNFINISHED = "UNFINISHED (reserved)"  # how `ledger list` shows a reserved entry
 DRAFT_MECHANISM = "schema-draft"  # a schema's categories/bins drafted under DP
 IN_MEMORY = "in-memory"  # dataset name of an unnamed in-memory frame: all such fits sum together
 _RELATIVE_SLACK = 1e-9  # float rounding allowed when comparing a total with its budget
-_FORMAT = 1
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS releases (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    dataset_name TEXT NOT NULL,
-    schema_sha256 TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    created TEXT NOT NULL,
-    epsilon REAL NOT NULL,
-    delta REAL NOT NULL,
-    mechanism TEXT NOT NULL,
-    accountant TEXT NOT NULL,
-    rho REAL,
-    notion TEXT NOT NULL,
-    private INTEGER NOT NULL,
-    sampler TEXT NOT NULL,
-    status TEXT NOT NULL,
-    forced INTEGER NOT NULL DEFAULT 0,
-    model_path TEXT,
-    release_path TEXT
-);
-CREATE INDEX IF NOT EXISTS releases_run ON releases (dataset_name, schema_sha256, run_id);
-CREATE TABLE IF NOT EXISTS budgets (
-    dataset_name TEXT PRIMARY KEY,
-    epsilon REAL NOT NULL,
-    delta REAL NOT NULL,
-    updated TEXT NOT NULL
-);
-"""
-
 
 class LedgerError(RuntimeError):
     """The ledger refuses a fit (a failed earlier run of the same id, a clash of settings)."""
@@ -84,10 +67,12 @@ class BudgetExceededError(LedgerError):
     """The fit would take the dataset's composed total past its budget."""
 
 
-def default_ledger_path() -> Path:
-    """``$DP_DASK_LEDGER``, else the per-user config directory (XDG_CONFIG_HOME honoured)."""
+def default_ledger_path() -> Path | str:
+    """``$DP_DASK_LEDGER`` (a path or a database URL), else the per-user config directory
+    (XDG_CONFIG_HOME honoured)."""
     if os.environ.get(LEDGER_ENV):
-        return Path(os.environ[LEDGER_ENV]).expanduser()
+        value = os.environ[LEDGER_ENV]
+        return value if database_url(value) is not None else Path(value).expanduser()
     config = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
     return Path(config) / "dp_dask" / "ledger.sqlite"
 
@@ -198,6 +183,7 @@ class Total:
     releases: int  # entries summed
     test_runs: int  # seeded-noise entries, not summed
     other_notions: int  # entries under notions that are never summed (e.g. dependent-DP)
+    unfinished: int = 0  # summed entries still reserved: counted, as their noise may be drawn
 
 
 def composed(entries: Iterable[Entry], delta: float) -> Total:
@@ -224,7 +210,8 @@ def composed(entries: Iterable[Entry], delta: float) -> Total:
         epsilon = pure_epsilon if pure_delta <= delta * (1 + _RELATIVE_SLACK) else math.inf
     return Total(epsilon, delta, rho, pure_epsilon, pure_delta, len(counted),
                  sum(not e.private for e in entries),
-                 sum(e.private and e.notion != APPROX_DP for e in entries))
+                 sum(e.private and e.notion != APPROX_DP for e in entries),
+                 sum(e.status == RESERVED for e in counted))
 
 
 def compose(entries: Iterable[Entry], delta: float) -> float:
@@ -241,67 +228,43 @@ class Reservation:
 
 
 class Ledger:
-    """A SQLite privacy ledger at ``path`` (default: :func:`default_ledger_path`)."""
+    """The privacy ledger at ``location``: a SQLite file (a path or ``sqlite:///PATH``) or a
+    PostgreSQL database (``postgresql://user@host:port/db``); default :func:`default_ledger_path`.
+    ``path`` is the file, or the URL with any password hidden."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_ledger_path()
-        self._ready = False
+    def __init__(self, location: str | Path | None = None) -> None:
+        self._store = Store(location if location is not None else default_ledger_path())
+        self.path: str | Path = self._store.location
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
 
-    def _connect(self) -> sqlite3.Connection:
-        # Autocommit; transactions are explicit. The timeout waits out another fit's check.
-        connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        connection.row_factory = sqlite3.Row
-        if not self._ready:
-            connection.executescript(_TABLES)
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                connection.execute(f"PRAGMA user_version = {_FORMAT}")
-            elif version != _FORMAT:
-                connection.close()
-                raise LedgerError(f"{self.path}: ledger format {version} is not supported")
-            self._ready = True
-        return connection
-
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction that takes SQLite's write lock at once (BEGIN IMMEDIATE)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._errors():
-            connection = self._connect()
+    def _transaction(self, *dataset_names: str) -> Iterator[Connection]:
         try:
-            with self._errors():
-                connection.execute("BEGIN IMMEDIATE")
-            yield connection
-            with self._errors():
-                connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        finally:
-            connection.close()
+            with self._store.transaction(*dataset_names) as connection:
+                yield connection
+        except StoreError as exc:
+            raise LedgerError(str(exc)) from exc
 
     @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise LedgerError(f"ledger {self.path}: {exc}") from exc
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection | None]:
-        if not self.path.exists():
+    def _reading(self) -> Iterator[Connection | None]:
+        if not self._store.exists():
             yield None
             return
-        with self._errors():
-            connection = self._connect()
         try:
-            yield connection
-        finally:
-            connection.close()
+            with self._store.reading() as connection:
+                yield connection
+        except StoreError as exc:
+            raise LedgerError(str(exc)) from exc
+
+    def check(self) -> None:
+        """Open the ledger now (connect, make its tables): a bad URL or an unreachable server
+        fails here, before a job reads any data."""
+        try:
+            self._store.check()
+        except StoreError as exc:
+            raise LedgerError(f"{exc} (the ledger is checked before any data is read)") from exc
 
     # --- budgets -----------------------------------------------------------------------------
 
@@ -313,10 +276,10 @@ class Ledger:
             raise ValueError(f"the budget's delta must lie in (0, 1), got {delta!r}")
         budget = Budget(dataset_name_for(None, dataset_name), float(epsilon), float(delta),
                         _now())
-        with self._transaction() as connection:
-            connection.execute("INSERT OR REPLACE INTO budgets VALUES (?, ?, ?, ?)",
-                               (budget.dataset_name, budget.epsilon, budget.delta,
-                                budget.updated))
+        with self._transaction(budget.dataset_name) as connection:
+            connection.execute(budgets.delete().where(
+                budgets.c.dataset_name == budget.dataset_name))
+            connection.execute(budgets.insert().values(**asdict(budget)))
         return budget
 
     def budget(self, dataset_name: str) -> Budget | None:
@@ -337,9 +300,9 @@ class Ledger:
         with self._reading() as connection:
             if connection is None:
                 return []
-            rows = connection.execute("SELECT dataset_name FROM releases UNION "
-                                      "SELECT dataset_name FROM budgets ORDER BY 1")
-            return [row[0] for row in rows]
+            names = sa.union(sa.select(releases.c.dataset_name),
+                             sa.select(budgets.c.dataset_name))
+            return sorted(connection.execute(names).scalars())
 
     def total(self, dataset_name: str, delta: float | None = None) -> Total:
         """The dataset's composed total at ``delta``; by default at its budget's δ, else at the
@@ -358,18 +321,31 @@ class Ledger:
         """Check and record a fit in one transaction, before it reads any data.
 
         If ``(dataset, schema, run id)`` is already recorded and its model exists, that entry is
-        returned to be reused (nothing is recorded). If it is recorded without a model, or the
-        new entry would take the dataset past its budget (the stored one, and ``budget_epsilon``
-        at the stored δ or else the request's δ), :class:`LedgerError` /
-        :class:`BudgetExceededError` is raised, unless ``force``. Test runs are never refused
-        for budget. The new entry is ``reserved`` until :meth:`mark_spent` or :meth:`cancel`.
+        returned to be reused (nothing is recorded). If it is recorded ``reserved`` (unfinished:
+        its fit never marked it spent) and no process holds it any more (the fit was killed),
+        this fit takes it over: the entry, already counted, is returned to be fitted and spent
+        (sound because callers write nothing before :meth:`mark_spent`). If a live process still
+        holds it, or it is spent without a model, or the new entry would take the dataset past
+        its budget (the stored one, and ``budget_epsilon`` at the stored δ or else the request's
+        δ), :class:`LedgerError` / :class:`BudgetExceededError` is raised, unless ``force``.
+        Test runs are never refused for budget. The new entry is ``reserved`` until
+        :meth:`mark_spent` or :meth:`cancel`.
         """
-        with self._transaction() as connection:
+        with self._transaction(request.dataset_name) as connection:
             prior = _run(connection, request)
             if prior is not None and not force:
                 if prior.model_exists():
                     _check_same_settings(prior, request)
                     return Reservation(prior, reused=True)
+                if prior.status == RESERVED:
+                    _check_same_settings(prior, request)
+                    if self._store.hold(connection, prior.id or 0):
+                        return Reservation(prior, reused=False)
+                    raise LedgerError(
+                        f"run {request.run_id!r} of dataset {request.dataset_id} is in progress: "
+                        f"its entry {prior.id} in the ledger ({self.path}) is held by a fit "
+                        "still running. Nothing was read. Retry once that process has ended "
+                        "(a retry then takes the entry over)")
                 raise LedgerError(
                     f"run {request.run_id!r} of dataset {request.dataset_id} is already in the "
                     f"ledger ({self.path}, entry {prior.id}, {prior.status}, {prior.created}) "
@@ -379,32 +355,37 @@ class Ledger:
             if request.counted and not force:
                 _check_budget(connection, request, budget_epsilon)
             entry = replace(request, created=_now(), status=RESERVED, forced=force, id=None)
-            columns = [f.name for f in fields(Entry) if f.name != "id"]
-            cursor = connection.execute(
-                f"INSERT INTO releases ({', '.join(columns)}) "
-                f"VALUES ({', '.join('?' for _ in columns)})",
-                [getattr(entry, c) for c in columns])
-            return Reservation(replace(entry, id=cursor.lastrowid), reused=False)
+            values = {k: v for k, v in asdict(entry).items() if k != "id"}
+            entry_id = connection.execute(releases.insert().values(**values)
+                                          ).inserted_primary_key[0]
+            self._store.hold(connection, entry_id)  # a new id: nobody else holds it
+            return Reservation(replace(entry, id=entry_id), reused=False)
+
+    def _update(self, entry_id: int, **values: Any) -> None:
+        with self._transaction() as connection:
+            connection.execute(releases.update().where(releases.c.id == entry_id)
+                               .values(**values))
 
     def mark_spent(self, entry_id: int) -> None:
         """The fit drew its noise and built its model."""
-        with self._transaction() as connection:
-            connection.execute("UPDATE releases SET status = ? WHERE id = ?", (SPENT, entry_id))
+        self._update(entry_id, status=SPENT)
+        self._store.release(entry_id)
 
     def cancel(self, entry_id: int) -> None:
         """The fit failed before releasing anything: drop its reservation."""
         with self._transaction() as connection:
-            connection.execute("DELETE FROM releases WHERE id = ? AND status = ?",
-                               (entry_id, RESERVED))
+            connection.execute(releases.delete().where(releases.c.id == entry_id,
+                                                       releases.c.status == RESERVED))
+        self._store.release(entry_id)
 
     def set_paths(self, entry_id: int, *, model_path: str | Path | None = None,
                   release_path: str | Path | None = None) -> None:
         """Record where the entry's model (used to reuse it on a retry) or release went."""
-        with self._transaction() as connection:
-            for column, value in (("model_path", model_path), ("release_path", release_path)):
-                if value is not None:
-                    connection.execute(f"UPDATE releases SET {column} = ? WHERE id = ?",
-                                       (str(Path(value).resolve()), entry_id))
+        paths = {column: str(Path(value).resolve()) for column, value in
+                 (("model_path", model_path), ("release_path", release_path))
+                 if value is not None}
+        if paths:
+            self._update(entry_id, **paths)
 
     def record(self, entry: Entry) -> Entry:
         """Record an entry as spent without a budget check (e.g. a release of another notion)."""
@@ -413,35 +394,78 @@ class Ledger:
         self.mark_spent(reservation.entry.id or 0)
         return replace(reservation.entry, status=SPENT)
 
+    # --- migration ---------------------------------------------------------------------------
 
-def _entry(row: sqlite3.Row) -> Entry:
-    values = dict(row)
-    values["private"] = bool(values["private"])
-    values["forced"] = bool(values["forced"])
-    return Entry(**values)
+    def export(self) -> dict[str, Any]:
+        """Every entry and budget, ids and run ids included, as JSON-ready data."""
+        with self._reading() as connection:
+            found = [] if connection is None else connection.execute(
+                sa.select(budgets).order_by(budgets.c.dataset_name)).mappings().all()
+        return {"dp_dask_ledger": _FORMAT, "entries": [asdict(e) for e in self.entries()],
+                "budgets": [dict(b) for b in found]}
+
+    def import_(self, document: Mapping[str, Any]) -> dict[str, int]:
+        """Add an :meth:`export`'s entries and budgets, keeping their ids. Rows already here
+        unchanged are skipped (importing twice adds nothing); if any row differs from the one
+        here under its id (an entry) or name (a budget), nothing is imported. Meant for
+        moving a ledger while no fit runs: an imported ``reserved`` entry is unfinished here."""
+        if not isinstance(document, Mapping) or document.get("dp_dask_ledger") != _FORMAT:
+            raise LedgerError(f"not a dp_dask ledger export of format {_FORMAT}")
+        try:
+            entries = [Entry(**row) for row in document.get("entries", [])]
+            found_budgets = [Budget(**row) for row in document.get("budgets", [])]
+        except TypeError as exc:
+            raise LedgerError(f"not a dp_dask ledger export: {exc}") from exc
+        if any(e.id is None for e in entries):
+            raise LedgerError("not a dp_dask ledger export: an entry has no id")
+        names = {e.dataset_name for e in entries} | {b.dataset_name for b in found_budgets}
+        rows = [*((e, releases, e.id, _entry_by_id, "entries") for e in entries),
+                *((b, budgets, b.dataset_name, _budget, "budgets") for b in found_budgets)]
+        added = {"entries": 0, "budgets": 0, "unchanged": 0}
+        conflicts = []
+        with self._transaction(*names) as connection:
+            for row, table, key, find, kind in rows:  # keyed by id (entries), name (budgets)
+                here = find(connection, key)
+                if here is None:
+                    connection.execute(table.insert().values(**asdict(row)))
+                    added[kind] += 1
+                elif here == row:
+                    added["unchanged"] += 1
+                else:
+                    conflicts.append(f"{kind[:-1]} {key!r}: here {here}, imported {row}")
+            if conflicts:
+                raise LedgerError(f"{len(conflicts)} imported row(s) differ from the ledger's "
+                                  f"({self.path}); nothing was imported. First: {conflicts[0]}")
+            self._store.fix_ids(connection)
+        return added
 
 
-def _entries(connection: sqlite3.Connection, dataset_name: str | None) -> list[Entry]:
-    if dataset_name is None:
-        rows = connection.execute("SELECT * FROM releases ORDER BY id")
-    else:
-        rows = connection.execute("SELECT * FROM releases WHERE dataset_name = ? ORDER BY id",
-                                  (dataset_name,))
-    return [_entry(row) for row in rows]
+def _entries(connection: Connection, dataset_name: str | None) -> list[Entry]:
+    query = sa.select(releases).order_by(releases.c.id)
+    if dataset_name is not None:
+        query = query.where(releases.c.dataset_name == dataset_name)
+    return [Entry(**row) for row in connection.execute(query).mappings()]
 
 
-def _budget(connection: sqlite3.Connection, dataset_name: str) -> Budget | None:
-    row = connection.execute("SELECT * FROM budgets WHERE dataset_name = ?",
-                             (dataset_name,)).fetchone()
-    return None if row is None else Budget(**dict(row))
+def _entry_by_id(connection: Connection, entry_id: int) -> Entry | None:
+    row = connection.execute(sa.select(releases).where(releases.c.id == entry_id)
+                             ).mappings().first()
+    return None if row is None else Entry(**row)
 
 
-def _run(connection: sqlite3.Connection, request: Entry) -> Entry | None:
+def _budget(connection: Connection, dataset_name: str) -> Budget | None:
+    row = connection.execute(sa.select(budgets).where(budgets.c.dataset_name == dataset_name)
+                             ).mappings().first()
+    return None if row is None else Budget(**row)
+
+
+def _run(connection: Connection, request: Entry) -> Entry | None:
     row = connection.execute(
-        "SELECT * FROM releases WHERE dataset_name = ? AND schema_sha256 = ? AND run_id = ? "
-        "ORDER BY id DESC LIMIT 1",
-        (request.dataset_name, request.schema_sha256, request.run_id)).fetchone()
-    return None if row is None else _entry(row)
+        sa.select(releases).where(releases.c.dataset_name == request.dataset_name,
+                                  releases.c.schema_sha256 == request.schema_sha256,
+                                  releases.c.run_id == request.run_id)
+        .order_by(releases.c.id.desc()).limit(1)).mappings().first()
+    return None if row is None else Entry(**row)
 
 
 def _check_same_settings(prior: Entry, request: Entry) -> None:
@@ -454,7 +478,7 @@ def _check_same_settings(prior: Entry, request: Entry) -> None:
                           f"with {was}, not {now}: use a new run id for new settings")
 
 
-def _check_budget(connection: sqlite3.Connection, request: Entry,
+def _check_budget(connection: Connection, request: Entry,
                   budget_epsilon: float | None) -> None:
     stored = _budget(connection, request.dataset_name)
     limits = []
@@ -496,7 +520,8 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
               "kind", "status", "model"]
     rows = [[str(e.id), e.created, e.dataset_id, e.run_id, _number(e.epsilon),
              _number(e.delta, ".3g"), e.mechanism, _number(e.rho), e.notion,
-             e.kind + (" forced" if e.forced else ""), e.status, e.model_path or "-"]
+             e.kind + (" forced" if e.forced else ""),
+             UNFINISHED if e.status == RESERVED else e.status, e.model_path or "-"]
             for e in entries]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths], *rows]:
@@ -513,5 +538,11 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
             line += f"; {total.test_runs} non-private test run(s) not counted"
         if total.other_notions:
             line += f"; {total.other_notions} entry(ies) under other notions not summed"
+        if total.unfinished:
+            line += f"; {total.unfinished} UNFINISHED entry(ies) counted"
         lines.append(line)
+    if any(e.status == RESERVED for e in entries):
+        lines.append(f"{UNFINISHED}: reserved by a fit that has not drawn its noise yet: still "
+                     "running, or killed. Counted, as its noise may have been drawn; a retry "
+                     "with its run id takes it over once that process has ended")
     return "\n".join(lines)
