@@ -65,7 +65,7 @@ from dp_dask.evaluate.queries import (
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
-from dp_dask.release import check_target, release_lock, resolve_target
+from dp_dask.release import check_target, checked_table, release_lock, resolve_target
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
 log = logging.getLogger("dp_dask")
@@ -393,14 +393,20 @@ def run_evaluate(args: argparse.Namespace) -> None:
     from dp_dask.evaluate.html import write_evaluation  # scipy.stats: ~1 s to import
 
     schema = load_schema(args.schema)
+    options, data, synthetic = args.storage_options, args.data, args.synthetic
+    if remote(data):
+        data = read_table(data, schema, storage_options=options)
+    if remote(synthetic):  # a release in a store: its pointer resolved, its record checked
+        synthetic = read_table(checked_table(synthetic, options), schema.as_labels(),
+                               storage_options=options)
     paths = {}
     if args.out:
-        comparison, paths = write_evaluation(args.data, args.synthetic, schema, args.out,
+        comparison, paths = write_evaluation(data, synthetic, schema, args.out,
                                              q3_sample=args.q3_sample, seed=args.seed,
                                              force=args.force)
         records, workload = comparison.records, comparison.workload
     else:
-        records, workload = evaluate_release(args.data, args.synthetic, schema,
+        records, workload = evaluate_release(data, synthetic, schema,
                                              q3_sample=args.q3_sample, seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
@@ -703,7 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     _evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
                           help="decoded synthetic Parquet (schema labels) or a release "
-                          "directory, e.g. from synth (a release is read only if complete)")
+                          "directory or object-store prefix, e.g. from synth (a release is read "
+                          "only if complete)")
+    _storage_options(evaluate)
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json} and report.html, the data "
                           "owner's HTML report (default: print only)")

@@ -582,13 +582,14 @@ def release_directory(path: str | Path,
     A release directory holds ``_COMPLETE.json``, ``metadata.json`` or ``synthetic.zarr`` (a
     killed older job left the last two without the first), or is a staging directory; ``path``
     is one, or its ``synthetic.parquet``/``synthetic.zarr``, or a part inside those. In an
-    object store a release is a prefix holding ``_CURRENT.json``, or ``path`` is inside one of
-    its versions (``<release>/_v/...``).
+    object store a release is a prefix holding ``_CURRENT.json``, ``_v/`` or ``_LOCK.json`` (a
+    stopped job left the last two without the first), or ``path`` is inside one of its
+    versions (``<release>/_v/...``).
     """
     path = resolve_target(path)
     if isinstance(path, str):
         head, inside, _ = path.partition(f"/{VERSIONS}/")
-        if inside or _exists(join(path, CURRENT), storage_options):
+        if inside or store_entries(path, storage_options, "input") & {CURRENT, VERSIONS, LOCK}:
             return head
         return None
     if path.is_dir() and _looks_like_release(path):

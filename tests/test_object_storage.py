@@ -163,6 +163,34 @@ def test_synth_releases_to_s3(client, s3, tmp_path, capsys):
     summary = json.loads(fs.cat(f"{BUCKET}/synth-release.run.json"))
     assert summary["release"]["rows"] == 700 and summary["paths"]["record"].startswith("s3://")
     assert spent(tmp_path / "ledger.sqlite") == ["spent"]
+    evaluate = ["evaluate", "--data", f"s3://{BUCKET}/people.csv", "--schema",
+                str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
+                "--q3-sample", "10", *scheduler(client)]
+    capsys.readouterr()
+    assert main([*evaluate, "--synthetic", out]) == 0, capsys.readouterr().err
+    assert "Q3:" in capsys.readouterr().out
+    fs.pipe(f"{BUCKET}/unpublished/_v/0123/metadata.json", b"{}")  # staged, never published
+    assert main([*evaluate, "--synthetic", f"s3://{BUCKET}/unpublished"]) == 2
+    assert f"s3://{BUCKET}/unpublished is not a complete dp_dask release: it has no " \
+        f"{CURRENT}" in capsys.readouterr().err
+
+
+def test_config_releases_to_s3_with_its_summary_beside(client, s3, tmp_path, capsys):
+    _, options = s3
+    config = tmp_path / "job.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        data: s3://{BUCKET}/people.csv
+        schema: {SMALL_SCHEMA_PATH}
+        storage_options: {json.dumps(options)}
+        privacy: {{epsilon: 1}}
+        output: {{out: s3://{BUCKET}/config-release, rows: 400}}
+        ledger: {{path: ledger.sqlite}}
+        """))
+    assert main(["run", str(config), *scheduler(client)]) == 0, capsys.readouterr().err
+    assert verify_release(f"s3://{BUCKET}/config-release", storage_options=options)["rows"] == 400
+    fs, _ = s3
+    summary = json.loads(fs.cat(f"{BUCKET}/config-release.run.json"))
+    assert summary["config"] == str(config) and summary["release"]["rows"] == 400
 
 
 def test_fit_and_sample_through_s3(client, s3, tmp_path, capsys):
