@@ -292,6 +292,22 @@ def threads():
         yield client
 
 
+def test_fit_model_to_a_bad_prefix_stops_before_the_fit(client, s3, tmp_path, capsys):
+    fs, options = s3
+    fs.pipe(f"{BUCKET}/not-a-model/notes.txt", b"mine")
+    for model, message in ((f"s3://{BUCKET}/not-a-model", "holds other data (notes.txt)"),
+                           ("s3://no-such-bucket/model", "bucket 'no-such-bucket' does not")):
+        code = main(["fit", "--data", f"s3://{BUCKET}/people.csv", "--schema",
+                     str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
+                     "--model", model, "--ledger", str(tmp_path / "ledger.sqlite"),
+                     *scheduler(client)])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dp-dask: error: --model {model}") and message in err, err
+    assert spent(tmp_path / "ledger.sqlite") == []
+    assert objects(fs, f"{BUCKET}/not-a-model") == ["notes.txt"]
+
+
 def test_memory_release_in_process(threads):
     """The same code path on fsspec's in-memory store: write, verify, read, replace."""
     out = f"memory://dp-dask-{uuid.uuid4().hex[:8]}/release"
