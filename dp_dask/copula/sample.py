@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import operator
 import threading
 from collections.abc import Iterator
@@ -268,10 +269,11 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried or
     # resumed task rewrites identical bytes.
     binary_target[start : start + rows] = binary
-    # Whole or not at all (put_bytes: a hidden name renamed on disk, one PUT in a store): a part
-    # is never half-written, even if a straggler of a killed job writes the same part.
-    put_bytes(part, codes_to_frame(codes, sampler.schema).to_parquet(index=False),
-              storage_options)
+    # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
+    # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
+    partial = io.BytesIO()
+    codes_to_frame(codes, sampler.schema).to_parquet(partial, index=False)
+    put_bytes(part, partial.getvalue(), storage_options)
     # last: both outputs of the partition are in place
     put_bytes(join(markers, str(index)), b"", storage_options)
     return index
