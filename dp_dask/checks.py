@@ -7,9 +7,11 @@ the schema), never a row of the private data; each failure names the option, pat
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import tempfile
+import uuid
 import warnings
 import zipfile
 import zlib
@@ -21,6 +23,15 @@ import numpy as np
 from dask.utils import parse_bytes
 
 from dp_dask.data.encode import EncodingError
+from dp_dask.data.io import (
+    Location,
+    filesystem,
+    join,
+    npz_bytes,
+    put_bytes,
+    read_bytes,
+    store_entries,
+)
 from dp_dask.data.schema import Schema, SchemaError
 
 
@@ -151,6 +162,31 @@ def check_output_dir(path: str | Path, option: str) -> Path:
     return path
 
 
+MODEL_FILES = ("model.json", "model.npz")
+
+
+def check_model_output(path: Location, storage_options: dict[str, Any] | None = None
+                       ) -> Location:
+    """``fit --model``: a writable directory (:func:`check_output_dir`), or an object-store
+    prefix holding nothing or an earlier model, into which a probe object is written and
+    removed: a store that cannot take the model fails here, before the fit spends budget."""
+    if isinstance(path, Path):
+        return check_output_dir(path, "--model")
+    others = sorted(store_entries(path, storage_options, "--model") - set(MODEL_FILES))
+    if others:
+        raise CheckError(f"--model {path} holds other data ({', '.join(others[:3])}) and is not "
+                         "a dp_dask model: choose another prefix")
+    probe = join(path, f".dp_dask-probe-{uuid.uuid4().hex}")
+    try:
+        put_bytes(probe, b"", storage_options)
+        fs, inner = filesystem(probe, storage_options)
+        fs.rm_file(inner)
+    except Exception as exc:  # the store's own errors: permissions, quotas, endpoint
+        raise CheckError(f"--model {path}: cannot write there ({type(exc).__name__}: "
+                         f"{exc})") from None
+    return path
+
+
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -269,19 +305,24 @@ def check_cost(schema: Schema, method: str) -> Cost:
     return cost
 
 
-def _check_format(path: Path, document: dict[str, Any], format_version: int | None) -> None:
+def _check_format(path: Location, document: dict[str, Any], format_version: int | None) -> None:
     """ModelError unless the document is of ``format_version`` (when given)."""
     if format_version is not None and document.get("format") != format_version:
         raise ModelError(f"model {path}: model format {document.get('format')} is not supported "
                          f"(this dp_dask reads format {format_version}): fit again")
 
 
-def read_model_document(path: Path, format_version: int | None = None) -> dict[str, Any]:
-    """``<path>/model.json``, checked: a valid JSON object (of ``format_version``, if given)."""
-    if not (path / "model.json").is_file():
-        raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model directory")
+def read_model_document(path: Location, format_version: int | None = None,
+                        storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``<path>/model.json``, checked: a valid JSON object (of ``format_version``, if given).
+    ``path`` may be an object-store URL, read with ``storage_options``."""
     try:
-        document = json.loads((path / "model.json").read_text())
+        text = read_bytes(join(path, "model.json"), storage_options)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise FileNotFoundError(f"{path} holds no model.json: not a dp_dask model "
+                                "directory") from None
+    try:
+        document = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelError(f"model {path}/model.json is not valid JSON (truncated or edited?): "
                          f"{exc}") from None
@@ -291,19 +332,19 @@ def read_model_document(path: Path, format_version: int | None = None) -> dict[s
     return document
 
 
-def write_model_files(path: str | Path, document: dict[str, Any],
-                      arrays: dict[str, np.ndarray]) -> Path:
+def write_model_files(path: Location, document: dict[str, Any], arrays: dict[str, np.ndarray],
+                      storage_options: dict[str, Any] | None = None) -> Location:
     """``<path>/model.npz`` (``arrays``) and ``<path>/model.json`` (``document``): the layout
     every method's model shares, read back by :func:`read_model_document`,
-    :func:`model_schema` and :func:`read_model_arrays`."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path / "model.npz", **arrays)
-    (path / "model.json").write_text(json.dumps(document, indent=2))
+    :func:`model_schema` and :func:`read_model_arrays`. Each file is written whole
+    (:func:`put_bytes`), on disk or in an object store."""
+    put_bytes(join(path, "model.npz"), npz_bytes(arrays), storage_options)
+    put_bytes(join(path, "model.json"), json.dumps(document, indent=2).encode(),
+              storage_options)
     return path
 
 
-def model_schema(path: Path, document: dict[str, Any],
+def model_schema(path: Location, document: dict[str, Any],
                  format_version: int | None = None) -> Schema:
     """The model's schema, if the model is of ``format_version`` (when given) and its schema
     still has the hash recorded at the fit (an edited schema would make the saved arrays mean
@@ -321,11 +362,12 @@ def model_schema(path: Path, document: dict[str, Any],
     return schema
 
 
-def read_model_arrays(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+def read_model_arrays(path: Location, shapes: dict[str, tuple[int, ...]],
+                      storage_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     """Every array of ``<path>/model.npz`` named in ``shapes``, of that shape, all finite."""
-    file = path / "model.npz"
+    file = join(path, "model.npz")
     try:
-        with np.load(file) as arrays:
+        with np.load(io.BytesIO(read_bytes(file, storage_options))) as arrays:
             loaded = {name: arrays[name] for name in arrays.files}
     except FileNotFoundError:
         raise FileNotFoundError(f"model {path} holds no model.npz") from None

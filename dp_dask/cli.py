@@ -23,6 +23,7 @@ from dp_dask.checks import (
     DpDaskWarning,
     check_cost,
     check_input,
+    check_model_output,
     check_output_dir,
     delta_value,
     epsilon_value,
@@ -42,7 +43,17 @@ from dp_dask.config import (
 )
 from dp_dask.copula.sample import SAMPLING_DEVICES, choose_device, resolve_device
 from dp_dask.data.counts import count_graph
-from dp_dask.data.io import load_schema_from, local_only, local_path, read_table, write_json
+from dp_dask.data.io import (
+    Location,
+    load_schema_from,
+    local_only,
+    local_path,
+    location,
+    read_bytes,
+    read_table,
+    remote,
+    write_json,
+)
 from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
@@ -55,7 +66,7 @@ from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
 from dp_dask.privacy.ledger_store import database_url
-from dp_dask.release import release_lock, resolve_target
+from dp_dask.release import check_target, checked_table, release_lock, resolve_target
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
 log = logging.getLogger("dp_dask")
@@ -78,9 +89,13 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
                         "(s3://, gs://, abfs://, file://)")
     parser.add_argument("--schema", required=True,
                         help="schema JSON (path or URL) or built-in name (adult, demo)")
+    _storage_options(parser)
+
+
+def _storage_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
-                        help="fsspec options of URL inputs, e.g. '{\"endpoint_url\": ...}' "
-                        "(default: the protocol's own configuration)")
+                        help="fsspec options of URL inputs and outputs, e.g. "
+                        "'{\"endpoint_url\": ...}' (default: the protocol's own configuration)")
 
 
 def _cluster_options(parser: argparse.ArgumentParser) -> None:
@@ -191,7 +206,8 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
                        help="where the copula draws rows: cpu (default), gpu (CuPy and a CUDA "
                        "GPU on the workers; same distribution, other rows for a seed) or auto")
     group.add_argument("--out", default=out_default, required=out_default is None,
-                       help="output directory: a local or shared filesystem path" +
+                       help="output directory: a local path or an object-store URL (s3://, "
+                       "gs://, abfs://; published through a pointer object)" +
                        (f" (default: {out_default})" if out_default else ""))
     if summary:
         group.add_argument("--summary", default=None, metavar="PATH",
@@ -292,24 +308,24 @@ def job_summary(args: argparse.Namespace, method: str, stages: dict[str, float],
                     "workers": args.workers},
     }
     if "record" in paths:
-        record = json.loads(Path(paths["record"]).read_text())
+        record = json.loads(read_bytes(paths["record"], getattr(args, "storage_options", None)))
         summary["release"] = {key: record.get(key) for key in (
             "rows", "partitions", "partition_rows", "seed", "plan_key")}
     return summary
 
 
-def write_summary(args: argparse.Namespace, beside: Path,
-                  summary: dict[str, Any]) -> Path | None:
+def write_summary(args: argparse.Namespace, beside: Location,
+                  summary: dict[str, Any]) -> Location | None:
     """``--summary``, else for a job config ``<beside>.run.json``: outside the release, whose
     completion record lists its files, so the summary can hold the time the whole job took.
     Plain commands write none unless asked: nothing appears beside an output unannounced."""
     if args.summary:
-        path = Path(args.summary).absolute()
+        path = location(args.summary)
     elif getattr(args, "config", None):
-        path = beside.with_name(beside.name + ".run.json")
+        path = location(f"{beside}.run.json")
     else:
         return None
-    write_json(path, summary)
+    write_json(path, summary, getattr(args, "storage_options", None))
     print(f"{'summary':>9}: {path}")
     return path
 
@@ -322,30 +338,34 @@ def run_fit(args: argparse.Namespace) -> None:
     started = _started()
     synthesizer = _synthesizer(args, args.schema).fit(args.data,
                                                       storage_options=args.storage_options)
-    path = synthesizer.save(args.model)
+    path = synthesizer.save(args.model, args.storage_options)
     _report(synthesizer, {"model": path})
-    write_summary(args, Path(path), run_summary(args, synthesizer, {"model": path}, *started))
+    write_summary(args, path, run_summary(args, synthesizer, {"model": path}, *started))
 
 
 def run_sample(args: argparse.Namespace) -> None:
     started = _started()
-    with release_lock(args.out):  # before any work: a second job on this target fails at once
+    # before any work: a second job on this target fails at once
+    with release_lock(args.out, args.storage_options):
         synthesizer = Synthesizer.from_model(args.model, show_progress=_progress(args))
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows,
-                                  device=args.sampling_device)
+                                  device=args.sampling_device,
+                                  storage_options=args.storage_options)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
 
 def run_synth(args: argparse.Namespace) -> None:
     started = _started()
-    with release_lock(args.out):  # before the fit spends any budget
+    # before the fit spends any budget; in a store, the lock's PUT is the write probe
+    with release_lock(args.out, args.storage_options):
         synthesizer = _synthesizer(args, args.schema).fit(args.data,
                                                           storage_options=args.storage_options)
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows, with_model=True,
-                                  device=args.sampling_device)
+                                  device=args.sampling_device,
+                                  storage_options=args.storage_options)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -377,14 +397,20 @@ def run_evaluate(args: argparse.Namespace) -> None:
     from dp_dask.evaluate.html import write_evaluation  # scipy.stats: ~1 s to import
 
     schema = load_schema(args.schema)
+    options, data, synthetic = args.storage_options, args.data, args.synthetic
+    if remote(data):
+        data = read_table(data, schema, storage_options=options)
+    if remote(synthetic):  # a release in a store: its pointer resolved, its record checked
+        synthetic = read_table(checked_table(synthetic, options), schema.as_labels(),
+                               storage_options=options)
     paths = {}
     if args.out:
-        comparison, paths = write_evaluation(args.data, args.synthetic, schema, args.out,
+        comparison, paths = write_evaluation(data, synthetic, schema, args.out,
                                              q3_sample=args.q3_sample, seed=args.seed,
                                              force=args.force)
         records, workload = comparison.records, comparison.workload
     else:
-        records, workload = evaluate_release(args.data, args.synthetic, schema,
+        records, workload = evaluate_release(data, synthetic, schema,
                                              q3_sample=args.q3_sample, seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
@@ -661,7 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = commands.add_parser("fit", help="fit a DP model to private data and save it")
     _data_options(fit)
-    fit.add_argument("--model", required=True, help="directory to save the model in")
+    fit.add_argument("--model", required=True,
+                     help="directory or object-store URL (s3://...) to save the model in")
     fit.add_argument("--summary", default=None, metavar="PATH",
                      help="write a run summary JSON here (default: none)")
     _privacy_options(fit)
@@ -670,7 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.set_defaults(run=run_fit)
 
     sample = commands.add_parser("sample", help="sample a release from a saved model")
-    sample.add_argument("--model", required=True, help="model directory (from fit)")
+    sample.add_argument("--model", required=True,
+                        help="model directory or object-store URL (from fit)")
+    _storage_options(sample)
     _sampling_options(sample)
     _cluster_options(sample)
     sample.set_defaults(run=run_sample)
@@ -701,7 +730,9 @@ def build_parser() -> argparse.ArgumentParser:
     _evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
                           help="decoded synthetic Parquet (schema labels) or a release "
-                          "directory, e.g. from synth (a release is read only if complete)")
+                          "directory or object-store prefix, e.g. from synth (a release is read "
+                          "only if complete)")
+    _storage_options(evaluate)
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json} and report.html, the data "
                           "owner's HTML report (default: print only)")
@@ -777,20 +808,25 @@ def preflight(args: argparse.Namespace) -> None:
     """Everything the job can check before the cluster starts and any data is read: outputs
     writable (made absolute, so remote workers write where the driver means), schema sane and
     affordable, inputs complete, a saved model intact."""
+    options = getattr(args, "storage_options", None)
     if args.command == "fit":
-        args.model = check_output_dir(local_only(args.model, "--model"), "--model")
+        args.model = check_model_output(location(args.model), options)
     if args.command == "sample":
         # Loaded once: checked here, sampled from in run_sample (a wide model is ~100 MB).
-        args.model = load_model(local_only(args.model, "--model"))
+        args.model = load_model(args.model, options)
         resolve_device(args.model, args.sampling_device)
     if args.command in ("fit", "synth", "demo"):
         check_method_options(args.method, args.method_options)
     if args.command in ("synth", "demo"):  # before the fit spends any budget
         choose_device(args.sampling_device, Synthesizer.methods[args.method].gpu_sampling,
                       f"method {args.method!r}")
+    if args.command == "demo":
+        args.out = local_only(args.out, "--out")  # the demo writes its input data there too
     if args.command in ("sample", "synth", "demo"):
-        args.out = resolve_target(args.out)  # refuses object-store URLs (docs/releases.md)
-    if getattr(args, "out", None) is not None:
+        args.out = resolve_target(args.out)
+        if isinstance(args.out, str):
+            check_target(args.out, options)  # reach the store, the bucket, no foreign data
+    if isinstance(getattr(args, "out", None), str | Path) and not remote(args.out):
         args.out = check_output_dir(args.out, "--out")
     if getattr(args, "ledger", None) is not None and database_url(args.ledger) is not None:
         Ledger(args.ledger).check()  # an unreachable server fails now, before any data is read

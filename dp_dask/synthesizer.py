@@ -33,8 +33,11 @@ from dp_dask.copula.sample import (
 )
 from dp_dask.data.counts import count_graph, rows_counted
 from dp_dask.data.io import (
+    Location,
     TableSource,
     create_zarr,
+    join,
+    location,
     open_zarr_for_writing,
     read_table,
     write_json,
@@ -88,15 +91,17 @@ def _version(name: str) -> str:
         return "not installed"
 
 
-def load_model(path: str | Path) -> Model:
-    """A saved model of either method, by the method its model.json names."""
-    path = Path(path)
-    document = read_model_document(path)  # each method checks its own format
+def load_model(path: str | Path, storage_options: dict[str, Any] | None = None) -> Model:
+    """A saved model of any method, by the method its model.json names; ``path`` may be an
+    object-store URL, read with ``storage_options``."""
+    path = location(path)
+    # each method checks its own format
+    document = read_model_document(path, storage_options=storage_options)
     method = document.get("method", GaussianCopulaSynthesizer.name)  # copula models predate it
     if method not in Synthesizer.methods:
         raise ModelError(f"{path}: a model of unknown method {method!r}; expected one of "
                          f"{sorted(Synthesizer.methods)}")
-    return Synthesizer.methods[method].load_model(path, document)
+    return Synthesizer.methods[method].load_model(path, document, storage_options)
 
 
 class Synthesizer:
@@ -181,10 +186,11 @@ class Synthesizer:
         return tuple(names)
 
     @staticmethod
-    def from_model(model: Model | str | Path, show_progress: bool = False) -> Synthesizer:
+    def from_model(model: Model | str | Path, show_progress: bool = False,
+                   storage_options: dict[str, Any] | None = None) -> Synthesizer:
         """A synthesizer that samples from a saved model, without the private data."""
         if isinstance(model, str | Path):
-            model = load_model(model)
+            model = load_model(model, storage_options)
         # newer models name their method; the first two are told apart by type
         method = getattr(model, "method", MarginalSynthesizer.name
                          if isinstance(model, MarginalModel) else GaussianCopulaSynthesizer.name)
@@ -210,9 +216,9 @@ class Synthesizer:
         any data is read; a run id already recorded with a saved model reuses that model.
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
-        reservation = self._ledger_reserve(data)
+        reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
-            self.model_ = load_model(reservation.entry.model_path or "")
+            self.model_ = load_model(reservation.entry.model_path or "", storage_options)
             return self
         try:
             self._fit(data, storage_options)
@@ -253,8 +259,10 @@ class Synthesizer:
         would tell."""
         return True
 
-    def _ledger_reserve(self, data: TableSource) -> Reservation | None:
-        """Budget check and record, before any data is read (None without a ledger)."""
+    def _ledger_reserve(self, data: TableSource,
+                        storage_options: dict[str, Any] | None = None) -> Reservation | None:
+        """Budget check and record, before any data is read (None without a ledger);
+        ``storage_options`` reach a recorded model in a store."""
         if self.ledger is None:
             return None
         request = Entry.for_plan(self._ledger_plan(),
@@ -263,7 +271,7 @@ class Synthesizer:
                                  run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
                                  private=self.noise_sampler in PRIVATE_SAMPLERS)
         reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
-                                          force=self.force)
+                                          force=self.force, storage_options=storage_options)
         self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
         return reservation
 
@@ -291,7 +299,8 @@ class Synthesizer:
         raise NotImplementedError
 
     @staticmethod
-    def load_model(path: Path, document: dict[str, Any]) -> Model:
+    def load_model(path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> Model:
         """The method's model saved at ``path``, whose model.json holds ``document``."""
         raise NotImplementedError
 
@@ -343,7 +352,8 @@ class Synthesizer:
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,
-              device: str = "cpu") -> dict[str, Path]:
+              device: str = "cpu",
+              storage_options: dict[str, Any] | None = None) -> dict[str, Location]:
         """Sample and publish the release ``synthetic.zarr``, ``synthetic.parquet``,
         ``metadata.json`` (and the model in ``model/`` with ``with_model``) at ``out``.
 
@@ -353,8 +363,11 @@ class Synthesizer:
 
         Atomic (docs/releases.md): written into a staging directory beside ``out`` under the
         target's lock, completed by ``_COMPLETE.json``, then renamed onto ``out``, replacing an
-        earlier release as a whole. Run again with the same model and arguments after being
-        stopped, it resumes the partitions not yet written.
+        earlier release as a whole. ``out`` may be an object-store URL (``s3://...``, reached
+        with ``storage_options`` by the driver and the workers): the release is staged under
+        ``<out>/_v/<key>/`` and published by the pointer ``<out>/_CURRENT.json``. Run again with
+        the same model and arguments after being stopped, it resumes the partitions not yet
+        written.
         """
         device = resolve_device(self.model, device)
         target = resolve_target(out)  # on the driver: workers have other working directories
@@ -368,15 +381,16 @@ class Synthesizer:
                 "record_format": RECORD_FORMAT,
                 # the CPU's plans stay as they were, so their releases still resume
                 **({"device": device} if device != "cpu" else {})}
-        with release_lock(target):
-            staged = stage_release(target, plan)
+        with release_lock(target, storage_options):
+            staged = stage_release(target, plan, storage_options)
             if not staged.complete:
                 self._write_staged(staged, metadata, partitions, with_model)
-            staged.publish()
-        paths = {"zarr": target / "synthetic.zarr", "parquet": target / "synthetic.parquet",
-                 "metadata": target / "metadata.json", "record": target / COMPLETE}
+            published = staged.publish()
+        paths = {name: join(published, file) for name, file in (
+            ("zarr", "synthetic.zarr"), ("parquet", "synthetic.parquet"),
+            ("metadata", "metadata.json"), ("record", COMPLETE))}
         if with_model:
-            paths["model"] = target / "model"
+            paths["model"] = join(published, "model")
         if self.ledger is not None and self.ledger_entry_ is not None:
             self.ledger.set_paths(self.ledger_entry_.id, release_path=target,
                                   model_path=paths.get("model"))
@@ -386,22 +400,25 @@ class Synthesizer:
                       with_model: bool) -> None:
         """The missing partitions, then metadata and the completion record, into staging."""
         sampling = metadata["sampling"]
+        options = staged.storage_options
         if with_model:  # recorded here first, so a retry with the run id reuses this model
-            self.save(staged.path / "model")
+            self.save(join(staged.path, "model"), options)
         with timed(self.timings_, "prepare_sampler"):
             sampler = model_sampler(self.model, sampling["device"])
         with timed(self.timings_, "sample_write"):
             done = staged.done()
-            zarr_path = staged.path / "synthetic.zarr"
-            binary = (open_zarr_for_writing(zarr_path) if done else
+            zarr_path = join(staged.path, "synthetic.zarr")
+            binary = (open_zarr_for_writing(zarr_path, options) if done else
                       create_zarr(zarr_path, (sampling["rows"], self.schema.d),
                                   sampling["partition_rows"],
-                                  {"columns": self.schema.column_labels(), **metadata}))
+                                  {"columns": self.schema.column_labels(), **metadata},
+                                  options))
             compute(*write_partitions(self.model, sampling["rows"], seed=sampling["seed"],
                                       partition_rows=sampling["partition_rows"],
                                       binary_target=binary,
-                                      parquet=staged.path / "synthetic.parquet",
-                                      markers=staged.markers, skip=done, sampler=sampler),
+                                      parquet=join(staged.path, "synthetic.parquet"),
+                                      markers=staged.markers, skip=done, sampler=sampler,
+                                      storage_options=options),
                     show_progress=self.show_progress)
             missing = sorted(set(range(partitions)) - staged.done())
             if missing:
@@ -409,7 +426,7 @@ class Synthesizer:
                     f"{len(missing)} partition(s) the workers wrote (e.g. {missing[0]}) are not "
                     f"in {staged.path} as this machine sees it: the workers must see the "
                     "output path at the same absolute location")
-            write_json(staged.path / "metadata.json", metadata)
+            write_json(join(staged.path, "metadata.json"), metadata, options)
             privacy = metadata.get("privacy", {})
             staged.finish({
                 "rows": sampling["rows"], "partitions": partitions,
@@ -420,9 +437,11 @@ class Synthesizer:
                     "epsilon", "delta", "mechanism", "accountant", "differentially_private")},
             })
 
-    def save(self, path: str | Path) -> Path:
-        """Save the noisy model (no raw data) for sampling later."""
-        path = self.model.save(path)
+    def save(self, path: str | Path,
+             storage_options: dict[str, Any] | None = None) -> Location:
+        """Save the noisy model (no raw data) for sampling later, in a directory or under an
+        object-store URL (``storage_options``: fsspec's options of the store)."""
+        path = self.model.save(location(path), storage_options)
         if self.ledger is not None and self.ledger_entry_ is not None:
             self.ledger.set_paths(self.ledger_entry_.id, model_path=path)
         return path
@@ -504,8 +523,9 @@ class MarginalSynthesizer(Synthesizer):
                                  fit_iterations=self.fit_iterations)
 
     @staticmethod
-    def load_model(path: Path, document: dict[str, Any]) -> MarginalModel:
-        return MarginalModel.from_files(path, document)
+    def load_model(path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> MarginalModel:
+        return MarginalModel.from_files(path, document, storage_options)
 
 
 class GaussianCopulaSynthesizer(Synthesizer):
@@ -555,8 +575,9 @@ class GaussianCopulaSynthesizer(Synthesizer):
                              timings=self.timings_)
 
     @staticmethod
-    def load_model(path: Path, document: dict[str, Any]) -> CopulaModel:
-        return CopulaModel.load(path)
+    def load_model(path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> CopulaModel:
+        return CopulaModel.load(path, storage_options)
 
 
 # Methods in their own modules register on import; they subclass Synthesizer, hence at the end.

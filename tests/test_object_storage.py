@@ -1,19 +1,37 @@
-"""Inputs from object storage and ``file://`` URLs, for real: an S3-compatible server (moto's
-server mode) on 127.0.0.1, read with s3fs by the driver and by the suite's worker processes.
-Release, model and ledger outputs to an object store are refused (docs/releases.md)."""
+"""Object storage for real: an S3-compatible server (moto's server mode, which enforces
+conditional PUTs) on 127.0.0.1, read and written with s3fs by the driver and by the suite's
+worker processes. Inputs, releases (staged under ``<out>/_v/<key>/``, published by the pointer
+``<out>/_CURRENT.json``), models and run summaries may be URLs; the ledger may not
+(docs/releases.md)."""
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import textwrap
+import time
+import uuid
+from pathlib import Path
 
 import dask.dataframe as dd
+import fsspec
 import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
+from distributed import Client, LocalCluster
 
 from dp_dask.cli import main
-from dp_dask.release import verify_release
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.release import (
+    COMPLETE,
+    CURRENT,
+    LOCK,
+    VERSIONS,
+    ReleaseError,
+    checked_table,
+    verify_release,
+)
+from dp_dask.synthesizer import Synthesizer, load_model
 
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
@@ -98,30 +116,227 @@ def test_missing_object_is_a_one_line_error(client, s3, tmp_path, capsys):
     assert not (tmp_path / "release").exists()
 
 
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("--out", f"s3://{BUCKET}/release", "releases are written to a local or shared filesystem"),
-    ("--ledger", f"s3://{BUCKET}/ledger.sqlite", "--ledger s3://"),
-])
-def test_outputs_to_object_storage_are_refused(client, s3, tmp_path, capsys, option, value,
-                                               message):
+def test_ledger_on_object_storage_is_refused(client, s3, tmp_path, capsys):
     fs, options = s3
-    arguments = {"--out": str(tmp_path / "release"), "--ledger": str(tmp_path / "l.sqlite"),
-                 option: value}
     code = main(["synth", "--data", f"s3://{BUCKET}/people.csv", "--schema",
                  str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
-                 *[item for pair in arguments.items() for item in pair], *scheduler(client)])
+                 "--out", str(tmp_path / "release"), "--ledger", f"s3://{BUCKET}/ledger.sqlite",
+                 *scheduler(client)])
     assert code == 2
     err = capsys.readouterr().err
-    assert err.startswith("dp-dask: error:") and message in err and err.count("\n") == 1
-    assert not fs.exists(f"{BUCKET}/release") and not fs.exists(f"{BUCKET}/ledger.sqlite")
+    assert err.startswith("dp-dask: error: --ledger s3://") and err.count("\n") == 1
+    assert not fs.exists(f"{BUCKET}/ledger.sqlite") and not (tmp_path / "release").exists()
 
 
-def test_fit_model_to_object_storage_is_refused(s3, tmp_path, capsys):
-    code = main(["fit", "--data", f"s3://{BUCKET}/people.csv", "--schema",
-                 str(SMALL_SCHEMA_PATH), "--model", f"s3://{BUCKET}/model"])
+def spent(ledger: Path) -> list[str]:
+    """The statuses of the ledger's entries (none when the job never reached it)."""
+    return [entry.status for entry in Ledger(ledger).entries()] if ledger.exists() else []
+
+
+def objects(fs, prefix: str) -> list[str]:
+    fs.invalidate_cache()
+    return sorted(path[len(prefix) + 1:] for path in fs.find(prefix))
+
+
+def test_synth_releases_to_s3(client, s3, tmp_path, capsys):
+    fs, options = s3
+    out = f"s3://{BUCKET}/synth-release"
+    code = main(["synth", "--data", f"s3://{BUCKET}/people.csv", "--schema",
+                 str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options), "--out", out,
+                 "--rows", "700", "--partition-rows", "300", "--ledger",
+                 str(tmp_path / "ledger.sqlite"), "--summary", f"{out}.run.json",
+                 *scheduler(client)])
+    assert code == 0, capsys.readouterr().err
+    record = verify_release(out, checksums=True, storage_options=options)
+    assert record["rows"] == 700 and record["partitions"] == 3
+    pointer = json.loads(fs.cat(f"{BUCKET}/synth-release/{CURRENT}"))
+    version = f"{BUCKET}/synth-release/{pointer['version']}"
+    # the record lists every object of the version but itself: model, parts, chunks, metadata
+    assert sorted(record["files"]) == [name for name in objects(fs, version) if name != COMPLETE]
+    assert "model/model.npz" in record["files"]
+    assert objects(fs, f"{BUCKET}/synth-release") == sorted(
+        [CURRENT] + [f"{pointer['version']}/{name}" for name in objects(fs, version)])  # no lock
+    table = checked_table(out, options)
+    assert table == f"s3://{version}/synthetic.parquet"
+    rows = dd.read_parquet(table, storage_options=options).compute()
+    assert len(rows) == 700 and list(rows.columns) == record["columns"]
+    summary = json.loads(fs.cat(f"{BUCKET}/synth-release.run.json"))
+    assert summary["release"]["rows"] == 700 and summary["paths"]["record"].startswith("s3://")
+    assert spent(tmp_path / "ledger.sqlite") == ["spent"]
+    evaluate = ["evaluate", "--data", f"s3://{BUCKET}/people.csv", "--schema",
+                str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
+                "--q3-sample", "10", *scheduler(client)]
+    capsys.readouterr()
+    assert main([*evaluate, "--synthetic", out]) == 0, capsys.readouterr().err
+    assert "Q3:" in capsys.readouterr().out
+    fs.pipe(f"{BUCKET}/unpublished/_v/0123/metadata.json", b"{}")  # staged, never published
+    assert main([*evaluate, "--synthetic", f"s3://{BUCKET}/unpublished"]) == 2
+    assert f"s3://{BUCKET}/unpublished is not a complete dp_dask release: it has no " \
+        f"{CURRENT}" in capsys.readouterr().err
+
+
+def test_config_releases_to_s3_with_its_summary_beside(client, s3, tmp_path, capsys):
+    _, options = s3
+    config = tmp_path / "job.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        data: s3://{BUCKET}/people.csv
+        schema: {SMALL_SCHEMA_PATH}
+        storage_options: {json.dumps(options)}
+        privacy: {{epsilon: 1}}
+        output: {{out: s3://{BUCKET}/config-release, rows: 400}}
+        ledger: {{path: ledger.sqlite}}
+        """))
+    assert main(["run", str(config), *scheduler(client)]) == 0, capsys.readouterr().err
+    assert verify_release(f"s3://{BUCKET}/config-release", storage_options=options)["rows"] == 400
+    fs, _ = s3
+    summary = json.loads(fs.cat(f"{BUCKET}/config-release.run.json"))
+    assert summary["config"] == str(config) and summary["release"]["rows"] == 400
+
+
+def test_fit_and_sample_through_s3(client, s3, tmp_path, capsys):
+    """fit saves the model under a URL; sample loads it from there and releases twice to one
+    target: the second release replaces the first, whose version is deleted after the pointer
+    moved."""
+    fs, options = s3
+    model, out = f"s3://{BUCKET}/model", f"s3://{BUCKET}/sampled"
+    ledger = tmp_path / "ledger.sqlite"
+    fit = ["fit", "--data", f"s3://{BUCKET}/people.parquet", "--schema", str(SMALL_SCHEMA_PATH),
+           "--storage-options", json.dumps(options), "--model", model, "--ledger", str(ledger),
+           "--run-id", "nightly-1", *scheduler(client)]
+    assert main(fit) == 0, capsys.readouterr().err
+    assert objects(fs, f"{BUCKET}/model") == ["model.json", "model.npz"]  # the probe is gone
+    assert load_model(model, options).n_rows == ROWS
+    # The ledger keeps the model's URL, so a retry of the run reuses it: nothing spent again.
+    assert [entry.model_path for entry in Ledger(ledger).entries()] == [model]
+    saved = fs.info(f"{BUCKET}/model/model.npz")["ETag"]
+    assert main(fit) == 0, capsys.readouterr().err
+    assert len(Ledger(ledger).entries()) == 1
+    assert fs.info(f"{BUCKET}/model/model.npz")["ETag"] == saved
+    versions = []
+    for rows in (400, 900):
+        code = main(["sample", "--model", model, "--storage-options", json.dumps(options),
+                     "--out", out, "--rows", str(rows), *scheduler(client)])
+        assert code == 0, capsys.readouterr().err
+        assert verify_release(out, storage_options=options)["rows"] == rows
+        versions.append(json.loads(fs.cat(f"{BUCKET}/sampled/{CURRENT}"))["version"])
+    assert versions[0] != versions[1]
+    assert objects(fs, f"{BUCKET}/sampled/{VERSIONS}")[0].startswith(versions[1][3:])
+    assert {name.split("/")[0] for name in objects(fs, f"{BUCKET}/sampled/{VERSIONS}")} == \
+        {versions[1][3:]}
+
+
+def test_second_writer_fails_fast_and_stale_locks_are_broken(client, s3, tmp_path, capsys):
+    """A lock object held by a live process (here: a real ``sleep``) stops a second writer at
+    once; a lock whose process is gone is broken and the release written."""
+    fs, options = s3
+    model = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, noise_sampler="numpy",
+                               noise_seed=2, ledger=False).fit(correlated_frame(ROWS, seed=2))
+    model.save(tmp_path / "model")
+    lock = f"{BUCKET}/locked/{LOCK}"
+    argv = ["sample", "--model", str(tmp_path / "model"), "--storage-options",
+            json.dumps(options), "--out", f"s3://{BUCKET}/locked", "--rows", "300",
+            *scheduler(client)]
+    with subprocess.Popen(["sleep", "60"]) as holder:
+        fs.pipe(lock, json.dumps({"host": socket.gethostname(), "pid": holder.pid,
+                                  "created": "now", "token": "other"}).encode())
+        started = time.perf_counter()
+        assert main(argv) == 2
+        assert time.perf_counter() - started < 10
+        holder.kill()
+    err = capsys.readouterr().err
+    assert f"s3://{BUCKET}/locked is being written by another job (pid {holder.pid}" in err
+    assert objects(fs, f"{BUCKET}/locked") == [LOCK]  # nothing written beside the live lock
+    assert main(argv) == 0, capsys.readouterr().err  # its process is gone: the lock is stale
+    assert verify_release(f"s3://{BUCKET}/locked", storage_options=options)["rows"] == 300
+    assert not fs.exists(lock)
+
+
+@pytest.mark.parametrize("case", ["other data", "missing bucket", "unreachable endpoint",
+                                  "missing credentials"])
+def test_bad_targets_stop_before_any_budget_is_spent(client, s3, tmp_path, capsys, monkeypatch,
+                                                     case):
+    fs, options = s3
+    out = f"s3://{BUCKET}/foreign"
+    fs.pipe(f"{BUCKET}/foreign/keep.csv", b"a,b\n1,2\n")
+    output_options = dict(options)
+    if case == "missing bucket":
+        out, message = "s3://no-such-bucket/release", "bucket 'no-such-bucket' does not exist"
+    elif case == "unreachable endpoint":
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]  # nothing listens there once closed
+        output_options["endpoint_url"] = f"http://127.0.0.1:{port}"
+        out, message = f"s3://{BUCKET}/release", "cannot reach the store (EndpointConnection"
+    elif case == "missing credentials":
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        del output_options["key"], output_options["secret"]
+        out, message = f"s3://{BUCKET}/release", "cannot reach the store (NoCredentialsError"
+    else:
+        message = f"{out} holds other data (keep.csv) and is not a dp_dask release"
+    # a local input: only the output is bad
+    correlated_frame(ROWS, seed=3).to_csv(tmp_path / "people.csv", index=False)
+    ledger = tmp_path / "ledger.sqlite"
+    code = main(["synth", "--data", str(tmp_path / "people.csv"), "--schema",
+                 str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(output_options),
+                 "--out", out, "--ledger", str(ledger), *scheduler(client)])
     assert code == 2
-    assert "--model s3://dp-dask-test/model: must be a local or shared filesystem path" in \
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"dp-dask: error: output {out}" if case != "other data"
+                          else f"dp-dask: error: {out}") and message in err, err
+    assert "spent" not in spent(ledger)  # stopped before the ledger's reservation
+    assert objects(fs, f"{BUCKET}/foreign") == ["keep.csv"]  # other data untouched
+    assert not fs.exists(f"{BUCKET}/release")
+
+
+@pytest.fixture
+def threads():
+    """Workers as threads of this process: fsspec's memory store is one process's memory."""
+    with (LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                       dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client):
+        yield client
+
+
+def test_fit_model_to_a_bad_prefix_stops_before_the_fit(client, s3, tmp_path, capsys):
+    fs, options = s3
+    fs.pipe(f"{BUCKET}/not-a-model/notes.txt", b"mine")
+    for model, message in ((f"s3://{BUCKET}/not-a-model", "holds other data (notes.txt)"),
+                           ("s3://no-such-bucket/model", "bucket 'no-such-bucket' does not")):
+        code = main(["fit", "--data", f"s3://{BUCKET}/people.csv", "--schema",
+                     str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
+                     "--model", model, "--ledger", str(tmp_path / "ledger.sqlite"),
+                     *scheduler(client)])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dp-dask: error: --model {model}") and message in err, err
+    assert spent(tmp_path / "ledger.sqlite") == []
+    assert objects(fs, f"{BUCKET}/not-a-model") == ["notes.txt"]
+
+
+def test_memory_release_in_process(threads):
+    """The same code path on fsspec's in-memory store: write, verify, read, replace."""
+    out = f"memory://dp-dask-{uuid.uuid4().hex[:8]}/release"
+    synthesizer = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, noise_sampler="numpy",
+                                     noise_seed=4, ledger=False).fit(correlated_frame(ROWS, 4))
+    paths = synthesizer.write(out, 1_500, partition_rows=500, with_model=True)
+    record = verify_release(out, checksums=True)
+    assert record["rows"] == 1_500 and record["partitions"] == 3
+    frame = dd.read_parquet(checked_table(out)).compute()
+    assert len(frame) == 1_500
+    assert load_model(paths["model"]).n_rows == synthesizer.model.n_rows
+    memory = fsspec.filesystem("memory")
+    version = json.loads(memory.cat(f"{out}/{CURRENT}"))["version"]
+    # an altered object is caught by its checksum
+    part = f"{out}/{version}/synthetic.parquet/part.000000.parquet"
+    original = memory.cat(part)
+    memory.pipe(part, original[:-1] + bytes([original[-1] ^ 1]))
+    with pytest.raises(ReleaseError, match="SHA-256 differs"):
+        verify_release(out, checksums=True)
+    synthesizer.write(out, 600, partition_rows=500)  # replaces the altered release
+    assert verify_release(out, checksums=True)["rows"] == 600
+    assert len(memory.ls(f"{out}/{VERSIONS}")) == 1
 
 
 def test_file_urls_are_local_paths(client, tmp_path, capsys):

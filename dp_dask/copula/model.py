@@ -6,19 +6,23 @@ and costs no privacy budget. The model holds nothing else and can be saved and s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
 
-from dp_dask.checks import model_schema, read_model_arrays, read_model_document
+from dp_dask.checks import (
+    model_schema,
+    read_model_arrays,
+    read_model_document,
+    write_model_files,
+)
 from dp_dask.copula.correlation import Symmetry, latent_correlation, nearest_correlation
 from dp_dask.copula.sample import Sampler
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.decode import calibrate_offsets
+from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.timing import timed
 
@@ -131,27 +135,25 @@ class CopulaModel:
         """Binary column a is 1 where its latent normal exceeds Φ⁻¹(1 - p_a)."""
         return -ndtri(self.marginals)
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """Write ``<path>/model.npz`` (arrays) and ``<path>/model.json`` (schema, metadata)."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path / "model.npz", noisy_counts=self.noisy_counts,
-                            marginals=self.marginals, correlation=self.correlation,
-                            decode_offsets=self.decode_offsets)
         document = {"format": MODEL_FORMAT, "n_rows": self.n_rows,
                     "schema": self.schema.to_json(), "metadata": self.metadata}
-        (path / "model.json").write_text(json.dumps(document, indent=2))
-        return path
+        return write_model_files(path, document, {
+            "noisy_counts": self.noisy_counts, "marginals": self.marginals,
+            "correlation": self.correlation, "decode_offsets": self.decode_offsets},
+            storage_options)
 
     @classmethod
-    def load(cls, path: str | Path) -> CopulaModel:
+    def load(cls, path: Location,
+             storage_options: dict[str, Any] | None = None) -> CopulaModel:
         """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
-        path = Path(path)
-        document = read_model_document(path, MODEL_FORMAT)
+        document = read_model_document(path, MODEL_FORMAT, storage_options)
         schema = model_schema(path, document)
         d = schema.d
         arrays = read_model_arrays(path, {"noisy_counts": (d, d), "marginals": (d,),
-                                          "correlation": (d, d), "decode_offsets": (d,)})
+                                          "correlation": (d, d), "decode_offsets": (d,)},
+                                   storage_options)
         return cls(schema, int(document["n_rows"]), arrays["noisy_counts"], arrays["marginals"],
                    arrays["correlation"], arrays["decode_offsets"], document["metadata"])
 

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import operator
-import os
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import dask
@@ -36,6 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from dp_dask.copula.correlation import Symmetry, psd_correlation_factor, times_lower_factor
 from dp_dask.data.decode import codes_to_frame, decode_latent
+from dp_dask.data.io import Location, join, put_bytes
 from dp_dask.data.schema import Schema
 
 if TYPE_CHECKING:
@@ -264,35 +263,37 @@ def part_name(index: int, partitions: int) -> str:
 
 
 def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: int,
-                     child: np.random.SeedSequence, binary_target: zarr.Array, part: str,
-                     markers: str) -> int:
+                     child: np.random.SeedSequence, binary_target: zarr.Array, part: Location,
+                     markers: Location, storage_options: dict[str, Any] | None) -> int:
     binary, codes = sampler.draw(rows, child)
     # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried or
     # resumed task rewrites identical bytes.
     binary_target[start : start + rows] = binary
-    # A unique hidden name (readers skip it) renamed into place: a part is never half-written,
-    # even if a straggler of a killed job writes the same part.
-    partial = Path(part).with_name(f".{Path(part).name}.{uuid.uuid4().hex}")
+    # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
+    # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
+    partial = io.BytesIO()
     codes_to_frame(codes, sampler.schema).to_parquet(partial, index=False)
-    os.replace(partial, part)
-    (Path(markers) / str(index)).touch()  # last: both outputs of the partition are in place
+    put_bytes(part, partial.getvalue(), storage_options)
+    # last: both outputs of the partition are in place
+    put_bytes(join(markers, str(index)), b"", storage_options)
     return index
 
 
 def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_rows: int,
-                     binary_target: zarr.Array, parquet: Path, markers: Path,
+                     binary_target: zarr.Array, parquet: Location, markers: Location,
                      skip: set[int] | frozenset[int] = frozenset(),
-                     sampler: PartitionSampler | None = None) -> list[Delayed]:
+                     sampler: PartitionSampler | None = None,
+                     storage_options: dict[str, Any] | None = None) -> list[Delayed]:
     """One task per partition not in ``skip``: draw it once, write its Zarr chunk and its
     Parquet part under ``parquet``, then its done marker under ``markers``.
 
-    Paths must be absolute: the tasks run in the workers' working directories.
+    Paths must be absolute (or URLs of an object store, reached with ``storage_options``, which
+    travel with the tasks): the tasks run in the workers' working directories.
     """
     partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
-    parquet.mkdir(parents=True, exist_ok=True)
     return [dask.delayed(_write_partition, pure=True)(
                 shared, index, start, rows, child, binary_target,
-                str(parquet / part_name(index, len(partitions))), str(markers))
+                join(parquet, part_name(index, len(partitions))), markers, storage_options)
             for index, (start, rows, child, shared) in enumerate(partitions)
             if index not in skip]
 

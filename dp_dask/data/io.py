@@ -8,14 +8,17 @@ endpoints come from ``storage_options`` or the protocol's own configuration (env
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 import dask
 import dask.dataframe as dd
 import fsspec
+import numpy as np
 import pandas as pd
 import zarr
 from fsspec.utils import get_protocol
@@ -44,13 +47,93 @@ def remote(source: Any) -> bool:
 
 
 def local_only(source: str | Path, what: str) -> str | Path:
-    """A local path for ``what`` (an option naming a model or a ledger): a ``file://`` URL as
-    its path; an object-store URL is refused, since these are read and written in place
-    (SQLite locking, model files) and object stores offer neither locks nor in-place files."""
+    """A local path for ``what`` (an option naming a ledger or the demo's directory): a
+    ``file://`` URL as its path; an object-store URL is refused (SQLite needs a local file)."""
     if remote(source):
         raise ValueError(f"{what} {source}: must be a local or shared filesystem path, not an "
                          "object-store URL (copy it from or to the store)")
     return local_path(source)
+
+
+Location = Path | str  # a local path, or the URL of an object (prefix) in a store
+
+
+def location(source: str | Path) -> Location:
+    """A local path (``file://`` URLs included) as an absolute Path, an object-store URL as
+    itself without a trailing slash: made on the driver, since workers have other cwds."""
+    if remote(source):
+        return str(source).rstrip("/")
+    return Path(os.path.abspath(os.path.expanduser(local_path(source))))
+
+
+def join(base: Location, *names: str) -> Location:
+    """``base / names``, for a Path or a URL alike."""
+    if isinstance(base, Path):
+        return base.joinpath(*names)
+    return "/".join([base.rstrip("/"), *names])
+
+
+def filesystem(where: Location,
+               storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """fsspec's filesystem of ``where`` and the path inside it. A remote listing is read afresh
+    (fsspec caches listings per instance, and other processes write these prefixes)."""
+    options = (storage_options or {}) if remote(where) else {}
+    fs, path = fsspec.core.url_to_fs(str(where), **options)
+    fs.invalidate_cache()
+    return fs, path
+
+
+def store_entries(target: str, storage_options: dict[str, Any] | None, what: str) -> set[str]:
+    """The names directly under the prefix ``target`` of an object store (none if it is
+    absent): the cheap preflight of an output, before any work. A ValueError naming ``what``
+    and the target when the store cannot be reached (endpoint, credentials) or the bucket does
+    not exist."""
+    try:
+        fs, root = filesystem(target, storage_options)
+        try:
+            return {entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(root, detail=False)}
+        except FileNotFoundError:
+            bucket = root.split("/", 1)[0]
+            if get_protocol(target) != "memory" and not fs.exists(bucket):
+                raise ValueError(f"{what} {target}: bucket {bucket!r} does not exist (or these "
+                                 "credentials cannot see it)") from None
+            return set()
+    except ValueError:
+        raise
+    except Exception as exc:  # unreachable endpoint, missing or refused credentials...
+        raise ValueError(f"{what} {target}: cannot reach the store ({type(exc).__name__}: "
+                         f"{exc})") from None
+
+
+def put_bytes(where: Location, data: bytes,
+              storage_options: dict[str, Any] | None = None) -> None:
+    """``data`` at ``where``, whole or not at all. On disk: written under a unique hidden name
+    beside it, then renamed onto it. In an object store: one PUT (or one completed multipart
+    upload), which S3, GCS and Azure make visible atomically, so no temporary key is needed."""
+    if remote(where):
+        fs, path = filesystem(where, storage_options)
+        fs.pipe_file(path, data)
+        return
+    path = Path(where)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def read_bytes(where: Location, storage_options: dict[str, Any] | None = None) -> bytes:
+    """The whole file or object at ``where`` (FileNotFoundError when there is none)."""
+    if not remote(where):
+        return Path(where).read_bytes()
+    fs, path = filesystem(where, storage_options)
+    return fs.cat_file(path)
+
+
+def npz_bytes(arrays: dict[str, Any]) -> bytes:
+    """Arrays as a compressed ``.npz`` file's bytes, for :func:`put_bytes`."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
 
 
 def load_schema_from(source: Any, storage_options: dict[str, Any] | None = None) -> Schema:
@@ -122,24 +205,35 @@ def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250
 _WRITING = {"array.write_empty_chunks": True}
 
 
-def create_zarr(path: Path, shape: tuple[int, int], chunk_rows: int,
-                attributes: dict[str, Any]) -> zarr.Array:
-    """An empty uint8 Zarr v3 array, one chunk per output partition, for writing."""
+def _zarr_store(path: Location, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """zarr's store arguments: a URL opens an FsspecStore with ``storage_options`` (zarr
+    refuses options for a local path)."""
+    return {"store": str(path),
+            **({"storage_options": storage_options or {}} if remote(path) else {})}
+
+
+def create_zarr(path: Location, shape: tuple[int, int], chunk_rows: int,
+                attributes: dict[str, Any],
+                storage_options: dict[str, Any] | None = None) -> zarr.Array:
+    """An empty uint8 Zarr v3 array, one chunk per output partition, for writing. Each chunk is
+    one file or one object, written whole by one task."""
     with zarr.config.set(_WRITING):
-        return zarr.create_array(store=str(path), shape=shape, chunks=(chunk_rows, shape[1]),
-                                 dtype="uint8", attributes=attributes, overwrite=True)
+        return zarr.create_array(**_zarr_store(path, storage_options), shape=shape,
+                                 chunks=(chunk_rows, shape[1]), dtype="uint8",
+                                 attributes=attributes, overwrite=True)
 
 
-def open_zarr_for_writing(path: Path) -> zarr.Array:
+def open_zarr_for_writing(path: Location,
+                          storage_options: dict[str, Any] | None = None) -> zarr.Array:
     """The array :func:`create_zarr` made, opened to write the partitions it lacks."""
     with zarr.config.set(_WRITING):
-        return zarr.open_array(str(path), mode="r+")
+        return zarr.open_array(**_zarr_store(path, storage_options), mode="r+")
 
 
-def write_json(path: Path, document: dict[str, Any]) -> Path:
-    """``document`` as JSON at ``path``, whole or not at all: written under a hidden name beside
-    it and renamed onto it, so a reader sees the old file or the complete new one."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(document, indent=2, default=str) + "\n")
-    os.replace(partial, path)
+def write_json(path: Location, document: dict[str, Any],
+               storage_options: dict[str, Any] | None = None) -> Location:
+    """``document`` as JSON at ``path`` (a file or an object), whole or not at all
+    (:func:`put_bytes`): a reader sees the old one or the complete new one."""
+    put_bytes(path, (json.dumps(document, indent=2, default=str) + "\n").encode(),
+              storage_options)
     return path

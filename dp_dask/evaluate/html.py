@@ -26,7 +26,7 @@ import pandas as pd
 from scipy.stats.contingency import association
 
 from dp_dask.data.counts import attribute_pairs
-from dp_dask.data.io import TableSource
+from dp_dask.data.io import TableSource, join, read_bytes
 from dp_dask.data.schema import Schema
 from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
@@ -38,7 +38,7 @@ from dp_dask.evaluate.queries import (
     write_tables,
 )
 from dp_dask.privacy.labels import OWNER_ONLY
-from dp_dask.release import release_directory
+from dp_dask.release import ReleaseError, published_location, release_directory
 
 REPORT_NAME = "report.html"
 _PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",
@@ -79,9 +79,12 @@ def release_metadata(synthetic: TableSource) -> dict[str, Any] | None:
     if not isinstance(synthetic, str | Path):
         return None
     release = release_directory(synthetic)
-    if release is None or not (release / "metadata.json").is_file():
+    if release is None:
         return None
-    return json.loads((release / "metadata.json").read_text())
+    try:  # in an object store, the files are in the version the pointer names
+        return json.loads(read_bytes(join(published_location(release), "metadata.json")))
+    except (FileNotFoundError, ReleaseError):
+        return None
 
 
 def _png(figure: Any) -> str:

@@ -52,6 +52,7 @@ from dp_dask.checks import model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.correlation import nearest_correlation, psd_correlation_factor
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.efpa import efpa_histogram
@@ -196,20 +197,22 @@ class DPCopulaModel:
         return DPCopulaSampler(self.schema, psd_correlation_factor(self.correlation),
                                tuple(np.cumsum(h) for h in self.histograms))
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (histograms, correlation) and ``<path>/model.json``."""
         document = {"format": MODEL_FORMAT, "method": self.method, "n_rows": self.n_rows,
                     "schema": self.schema.to_json(), "metadata": self.metadata}
         return write_model_files(path, document, {
             "correlation": self.correlation,
-            **{f"histogram_{a}": h for a, h in enumerate(self.histograms)}})
+            **{f"histogram_{a}": h for a, h in enumerate(self.histograms)}}, storage_options)
 
     @classmethod
-    def from_files(cls, path: Path, document: dict[str, Any]) -> DPCopulaModel:
+    def from_files(cls, path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> DPCopulaModel:
         """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
         schema = model_schema(path, document, MODEL_FORMAT)
         shapes = {f"histogram_{a}": (s,) for a, s in enumerate(schema.sizes.tolist())}
-        arrays = read_model_arrays(path, shapes | {"correlation": (schema.m, schema.m)})
+        arrays = read_model_arrays(path, shapes | {"correlation": (schema.m, schema.m)},
+                                   storage_options)
         histograms = tuple(arrays[f"histogram_{a}"] for a in range(schema.m))
         return cls(schema, int(document["n_rows"]), histograms, arrays["correlation"],
                    document["metadata"], method=document["method"])
@@ -322,5 +325,6 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                                     metadata=metadata)
 
     @staticmethod
-    def load_model(path: Path, document: dict[str, Any]) -> DPCopulaModel:
-        return DPCopulaModel.from_files(path, document)
+    def load_model(path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> DPCopulaModel:
+        return DPCopulaModel.from_files(path, document, storage_options)

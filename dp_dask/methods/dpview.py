@@ -98,6 +98,7 @@ from dp_dask.checks import (
 )
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import view_count_graph
+from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import ratio_or_zero
 from dp_dask.postprocess.rowupdate import round_rows, round_to_total
@@ -520,7 +521,7 @@ class DPViewModel:
     def sampler(self) -> DPViewSampler:
         return DPViewSampler(self.schema, self.views, self.tables, self.upper, self.upper_tables)
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (view tables) and ``<path>/model.json`` (views, schema)."""
         document = {"format": MODEL_FORMAT, "method": self.method, "n_rows": self.n_rows,
                     "views": [list(v) for v in self.views],
@@ -528,10 +529,11 @@ class DPViewModel:
                     "schema": self.schema.to_json(), "metadata": self.metadata}
         arrays = {f"view_{i}": t for i, t in enumerate(self.tables)}
         arrays |= {f"upper_{i}": t for i, t in enumerate(self.upper_tables) if t is not None}
-        return write_model_files(path, document, arrays)
+        return write_model_files(path, document, arrays, storage_options)
 
     @classmethod
-    def from_files(cls, path: Path, document: dict[str, Any]) -> DPViewModel:
+    def from_files(cls, path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> DPViewModel:
         """A saved model, checked: format, schema hash, a chain of views covering the schema,
         table shapes, finite non-negative integer counts summing to n (else ModelError)."""
         schema = model_schema(path, document, MODEL_FORMAT)
@@ -555,7 +557,7 @@ class DPViewModel:
         shapes = {f"view_{i}": v for i, v in enumerate(views)}
         shapes |= {f"upper_{i}": v for i, v in enumerate(upper) if v is not None}
         arrays = read_model_arrays(path, {key: tuple(int(schema.sizes[a]) for a in v)
-                                          for key, v in shapes.items()})
+                                          for key, v in shapes.items()}, storage_options)
         for key, table in arrays.items():
             if (not np.issubdtype(table.dtype, np.integer) or table.min() < 0
                     or int(table.sum()) != n_rows):
@@ -683,8 +685,9 @@ class DPViewSynthesizer(Synthesizer):
                            upper=upper, upper_tables=upper_tables)
 
     @staticmethod
-    def load_model(path: Path, document: dict[str, Any]) -> DPViewModel:
-        return DPViewModel.from_files(path, document)
+    def load_model(path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> DPViewModel:
+        return DPViewModel.from_files(path, document, storage_options)
 
 
 class DPViewPlusSynthesizer(DPViewSynthesizer):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ import numpy as np
 from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.sample import single_threaded_blas
 from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
 from dp_dask.postprocess.raking import rake, systematic_resample
@@ -158,7 +158,7 @@ class MarginalModel:
     def sampler(self) -> MarginalSampler:
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]))
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (measurements, consistent marginals, tree) and
         ``<path>/model.json``."""
         arrays = {f"one_way_{a}": v for a, v in enumerate(self.marginals.one_way)}
@@ -169,10 +169,12 @@ class MarginalModel:
                     "measurements": [{"attributes": list(m.attributes), "sigma": m.sigma}
                                      for m in self.measurements]}
         return write_model_files(path, document,
-                                 {"order": self.order, "parents": self.parents, **arrays})
+                                 {"order": self.order, "parents": self.parents, **arrays},
+                                 storage_options)
 
     @classmethod
-    def from_files(cls, path: Path, document: dict[str, Any]) -> MarginalModel:
+    def from_files(cls, path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> MarginalModel:
         """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
         schema = model_schema(path, document, MODEL_FORMAT)
         sizes = schema.sizes.tolist()
@@ -186,7 +188,7 @@ class MarginalModel:
         shapes |= {f"measured_{k}": (int(np.prod(schema.sizes[list(q)])),)
                    for k, q in enumerate(queries)}
         arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
-                                                   "parents": (schema.m,)})
+                                                   "parents": (schema.m,)}, storage_options)
         one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
         two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j, _, _ in attribute_pairs(schema)}
         measurements = tuple(Measurement(q, arrays[f"measured_{k}"], float(m["sigma"]))

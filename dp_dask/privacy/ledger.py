@@ -46,6 +46,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from dp_dask.data.io import filesystem, join, remote
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
 from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
@@ -153,8 +154,18 @@ class Entry:
         """Whether this entry is part of the dataset's DP total."""
         return self.private and self.notion == APPROX_DP
 
-    def model_exists(self) -> bool:
-        return self.model_path is not None and (Path(self.model_path) / "model.json").exists()
+    def model_exists(self, storage_options: dict[str, Any] | None = None) -> bool:
+        """Whether the entry's saved model is there (in a store: read with
+        ``storage_options``); a store that cannot be reached counts as no model."""
+        if self.model_path is None:
+            return False
+        if not remote(self.model_path):
+            return (Path(self.model_path) / "model.json").exists()
+        try:
+            fs, path = filesystem(join(self.model_path, "model.json"), storage_options)
+            return bool(fs.exists(path))
+        except Exception:  # unreachable endpoint, refused credentials: fit as if none
+            return False
 
     @property
     def kind(self) -> str:
@@ -317,7 +328,8 @@ class Ledger:
         return composed(entries, delta)
 
     def reserve(self, request: Entry, *, budget_epsilon: float | None = None,
-                force: bool = False) -> Reservation:
+                force: bool = False,
+                storage_options: dict[str, Any] | None = None) -> Reservation:
         """Check and record a fit in one transaction, before it reads any data.
 
         If ``(dataset, schema, run id)`` is already recorded and its model exists, that entry is
@@ -334,7 +346,7 @@ class Ledger:
         with self._transaction(request.dataset_name) as connection:
             prior = _run(connection, request)
             if prior is not None and not force:
-                if prior.model_exists():
+                if prior.model_exists(storage_options):
                     _check_same_settings(prior, request)
                     return Reservation(prior, reused=True)
                 if prior.status == RESERVED:
@@ -380,8 +392,10 @@ class Ledger:
 
     def set_paths(self, entry_id: int, *, model_path: str | Path | None = None,
                   release_path: str | Path | None = None) -> None:
-        """Record where the entry's model (used to reuse it on a retry) or release went."""
-        paths = {column: str(Path(value).resolve()) for column, value in
+        """Record where the entry's model (used to reuse it on a retry) or release went: a
+        local path resolved, an object-store URL as it is."""
+        paths = {column: str(value) if remote(value) else str(Path(value).resolve())
+                 for column, value in
                  (("model_path", model_path), ("release_path", release_path))
                  if value is not None}
         if paths:
