@@ -42,6 +42,7 @@ from dp_dask.config import (
 )
 from dp_dask.copula.sample import SAMPLING_DEVICES, choose_device, resolve_device
 from dp_dask.data.counts import count_graph
+from dp_dask.data.dtypes import DECODINGS
 from dp_dask.data.io import load_schema_from, local_only, local_path, read_table, write_json
 from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.queries import (
@@ -49,6 +50,7 @@ from dp_dask.evaluate.queries import (
     evaluate_release,
     marginal_distances,
     markdown_table,
+    release_labels,
     wide_table,
 )
 from dp_dask.privacy.labels import describe
@@ -186,6 +188,10 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
     group.add_argument("--sampling-device", choices=SAMPLING_DEVICES, default="cpu",
                        help="where the copula draws rows: cpu (default), gpu (CuPy and a CUDA "
                        "GPU on the workers; same distribution, other rows for a seed) or auto")
+    group.add_argument("--decode", choices=DECODINGS, default="uniform",
+                       help="how bins become the Parquet's values, for attributes whose schema "
+                       "names no 'decode': uniform (default: a seeded draw within the bin, in "
+                       "the schema's dtype), midpoint, or label (the bin labels)")
     group.add_argument("--out", default=out_default, required=out_default is None,
                        help="output directory: a local or shared filesystem path" +
                        (f" (default: {out_default})" if out_default else ""))
@@ -329,7 +335,7 @@ def run_sample(args: argparse.Namespace) -> None:
         synthesizer = Synthesizer.from_model(args.model, show_progress=_progress(args))
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows,
-                                  device=args.sampling_device)
+                                  device=args.sampling_device, decode=args.decode)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -341,7 +347,7 @@ def run_synth(args: argparse.Namespace) -> None:
                                                           storage_options=args.storage_options)
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows, with_model=True,
-                                  device=args.sampling_device)
+                                  device=args.sampling_device, decode=args.decode)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -358,13 +364,14 @@ def run_demo(args: argparse.Namespace) -> None:
     synthesizer = _synthesizer(args, "demo").fit(data)
     paths = {"model": synthesizer.save(args.out / "model")}
     paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,
-                               partition_rows=args.partition_rows, device=args.sampling_device)
+                               partition_rows=args.partition_rows, device=args.sampling_device,
+                               decode=args.decode)
     _report(synthesizer, paths)
     # The demo data is itself synthetic and public, so comparing with it reveals nothing.
     schema = synthesizer.schema
-    real, synthetic = compute(
-        count_graph(read_table(data, schema), schema),
-        count_graph(read_table(paths["parquet"], schema.as_labels()), schema.as_labels()))
+    real, synthetic = compute(count_graph(read_table(data, schema), schema),
+                              count_graph(release_labels(paths["parquet"], schema),
+                                          schema.as_labels()))
     print("utility (total variation distance, 0 = identical):")
     print(json.dumps(marginal_distances(real, synthetic, schema), indent=2))
 
@@ -679,8 +686,8 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries")
     _evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
-                          help="decoded synthetic Parquet (schema labels) or a release "
-                          "directory, e.g. from synth (a release is read only if complete)")
+                          help="decoded synthetic table (typed values or schema labels) or a "
+                          "release directory, e.g. from synth (a release is read only if complete)")
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json} and report.html, the data "
                           "owner's HTML report (default: print only)")
