@@ -227,9 +227,13 @@ def release_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
     """Codes of a decoded release column, label or typed value: the inverse of decoding.
 
     A text column (labels, typed text, a CSV's cells) is read as labels first, and a cell that
-    is no label as a value through the schema's attribute; any other column as values.
+    is no label as a value through the schema's attribute; any other column as values. A null
+    (or an empty CSV cell) is the bin :func:`null_label` names.
     """
-    reader = dataclasses.replace(attribute, on_missing=null_label(attribute), missing_values=())
+    # A null written to CSV is an empty cell: missing, unless "" is a value of the domain.
+    values_of = attribute.labels + attribute.true_values + attribute.false_values
+    reader = dataclasses.replace(attribute, on_missing=null_label(attribute),
+                                 missing_values=() if "" in values_of else ("",))
     dtype = values.dtype
     if not (isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype)):
         return encode_column(values, reader)
