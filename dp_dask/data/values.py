@@ -6,8 +6,9 @@ Each attribute is released as its output type (:mod:`dp_dask.data.dtypes`), deco
 closed by the schema's public ``min``/``max``; without them they decode at their finite edge.
 
 Nulls: a code of the extra bin that ``on_missing`` maps to decodes as a null (pandas ``Int64``,
-``boolean``, NaN, NaT, ``<NA>``); any other extra bin (e.g. "other") decodes as its label in a
-text column and as a null in a numeric, boolean or timestamp column. Columns that can hold no
+``boolean``, NaN, NaT, ``<NA>``); any other extra bin (e.g. "other", or a bin ``on_unknown``
+shares with ``on_missing``) decodes as its label in a text column and as a null in a numeric,
+boolean or timestamp column. Columns that can hold no
 null are non-nullable in the Arrow schema.
 
 This is post-processing of the noisy model's codes: nothing here reads the data, and the draws
@@ -66,7 +67,9 @@ def value_seed(seed: np.random.SeedSequence) -> np.random.SeedSequence:
 def _null_codes(attribute: Attribute) -> np.ndarray:
     """Per code, whether it decodes as a null (typed output)."""
     extra = np.arange(attribute.size) >= attribute.bins
-    missing = np.array([label == attribute.on_missing for label in attribute.labels])
+    # The missing bin, unless unknown values share it ("other"): then it is more than a null.
+    missing = np.array([label == attribute.on_missing != attribute.on_unknown
+                        for label in attribute.labels])
     return extra & (missing | (attribute.output_dtype not in TEXT_DTYPES))
 
 
