@@ -34,6 +34,14 @@ Bin edges (numeric ``edges``, datetime ``year`` edges) are a list or the public 
 ``boolean``: bins ``False``/``True``; a value is True if its text is in ``true_values``, False if in
 ``false_values`` (defaults :data:`TRUE_VALUES` / :data:`FALSE_VALUES`), else out of domain.
 
+Output (optional, all public; see :mod:`dp_dask.data.dtypes` and :mod:`dp_dask.data.values`):
+``"dtype"``, the type the release holds (default by kind: categorical → string, numeric →
+float64, boolean → bool, datetime year → timestamp[ns], other calendar units → their name),
+``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins, and
+``"decode"`` (uniform, midpoint or label; default: the release's). An output the attribute can't
+hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
+their sha256.
+
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
