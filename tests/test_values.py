@@ -249,6 +249,7 @@ def attribute(**spec):
     (attribute(type="boolean", dtype="int64"), "can't be output as int64"),
     (attribute(type="datetime", unit="month", dtype="timestamp[ns]"), "can't be output"),
     (attribute(type="numeric", edges=[0, 1], dtype="int8"), "dtype must be one of"),
+    (attribute(type="datetime", unit="year", edges=[1500, 2000]), "holds the years 1678-2261"),
     (attribute(type="numeric", edges=[0, 1], decode="random"), "decode must be one of"),
 ])
 def test_impossible_outputs_are_schema_errors(spec, message):

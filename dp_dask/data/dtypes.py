@@ -22,6 +22,7 @@ OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES, *TIMESTAM
 # uniform: a seeded draw within the bin; midpoint: its centre; label: the bin's label as before.
 DECODINGS = ("uniform", "midpoint", "label")
 _INT32 = (-(2**31), 2**31 - 1)
+_YEARS = (1678, 2261)  # whole years of int64 nanoseconds since 1970
 
 
 def default_dtype(kind: str, unit: str = "") -> str:
@@ -96,6 +97,10 @@ def output_problem(attribute: Any) -> str | None:
         if len(empty):
             what = "year" if kind == "datetime" else "integer"
             return f"bin {attribute.labels[empty[0]]!r} holds no {what}"
+        output = dtype or default_dtype(kind, attribute.unit)
+        if output in TIMESTAMP_DTYPES and not _YEARS[0] <= first.min() <= last.max() <= _YEARS[1]:
+            return (f"{output} holds the years {_YEARS[0]}-{_YEARS[1]}; close the bins within "
+                    "them (or release the years as 'string')")
     return None
 
 

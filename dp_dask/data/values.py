@@ -35,7 +35,6 @@ from dp_dask.data.dtypes import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
     TEXT_DTYPES,
-    category_number,
     float_ranges,
     integer_ranges,
 )
@@ -117,12 +116,10 @@ def _typed(codes: np.ndarray, attribute: Attribute, mode: str,
     dtype = attribute.output_dtype
     if attribute.kind == "boolean":
         return codes == 1
-    if attribute.kind == "categorical":
-        table = [category_number(c, dtype) for c in attribute.categories] if dtype != "bool" \
-            else [c == "True" for c in attribute.categories]
-        extra = [table[0]] * (attribute.size - attribute.bins)  # nulled by the caller
-        return np.asarray(table + extra, dtype=np.dtype("bool" if dtype == "bool" else dtype))[
-            codes]
+    if attribute.kind == "categorical":  # the schema checked each category parses back
+        texts = np.array(attribute.categories)
+        table = texts == "True" if dtype == "bool" else texts.astype(dtype)
+        return np.append(table, table[:1].repeat(attribute.size - attribute.bins))[codes]
     values = _numbers(codes, attribute, mode, rng)
     if dtype == "float32":
         return _float32(values, codes, attribute)
