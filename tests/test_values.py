@@ -286,3 +286,21 @@ def test_values_read_back_exactly_through_the_schema():
     codes = encode_partition(frame.assign(smoker=frame["smoker"].fillna(False)), schema).T
     decoded = rows_of(schema, codes.astype(np.int16))
     np.testing.assert_array_equal(codes_of(decoded, schema), codes)
+
+
+@pytest.mark.parametrize("decode", ["label", "midpoint"])
+def test_cli_decode_option(client, people_csv, tmp_path, decode):
+    out = tmp_path / "release"
+    code = main(["synth", "--data", str(people_csv), "--schema", "tests/small_schema.json",
+                 "--epsilon", "1", "--out", str(out), "--rows", "500", "--decode", decode,
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--noise-sampler", "numpy",
+                 "--noise-seed", "0", "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0
+    frame = pd.read_parquet(out / "synthetic.parquet")
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["sampling"]["decode"] == decode
+    assert [c["decode"] for c in metadata["output"]] == [decode] * 4
+    if decode == "label":
+        assert (frame.dtypes == "category").all()
+    else:  # size's bins [0, 10), [10, 20), [20, 50), [50, max 100000]
+        assert set(frame["size"]) <= {5.0, 15.0, 35.0, 50_025.0}

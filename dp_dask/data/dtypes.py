@@ -49,21 +49,21 @@ def allowed_dtypes(kind: str, unit: str = "") -> tuple[str, ...]:
     return (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES)
 
 
-def category_number(text: str, dtype: str) -> int | float | None:
-    """A category's text as a number of ``dtype``, or None unless encoding that number gives
-    the text back (so "3" is 3 for int64, "3.0" is not: it would come back as "3")."""
+def parses_back(text: str, dtype: str) -> bool:
+    """Whether a category's text is a number of ``dtype`` that encodes back to the text
+    ("3" is int64 3, encoded as "3"; "3.0" is not: 3 would come back as "3")."""
     import pandas as pd
 
     from dp_dask.data.encode import category_text  # encode imports the schema module
 
     try:
-        number = int(text) if dtype in INTEGER_DTYPES else float(np.dtype(dtype).type(text))
+        number = int(text) if dtype in INTEGER_DTYPES else np.dtype(dtype).type(text)
     except ValueError:
-        return None
+        return False
     if dtype == "int32" and not _INT32[0] <= number <= _INT32[1]:
-        return None
-    texts, inverse = category_text(pd.Series([number]))
-    return number if texts[0 if inverse is None else inverse[0]] == text else None
+        return False
+    texts, inverse = category_text(pd.Series([number], dtype=dtype))  # as a column of dtype
+    return texts[0 if inverse is None else inverse[0]] == text
 
 
 def output_problem(attribute: Any) -> str | None:
@@ -81,7 +81,7 @@ def output_problem(attribute: Any) -> str | None:
             "False", "True"}:
         return f"dtype bool needs categories 'False'/'True', got {list(attribute.categories)}"
     if kind == "categorical" and dtype in (*INTEGER_DTYPES, *FLOAT_DTYPES):
-        bad = [c for c in attribute.categories if category_number(c, dtype) is None]
+        bad = [c for c in attribute.categories if not parses_back(c, dtype)]
         if bad:
             return f"dtype {dtype} needs categories that are {dtype} numbers, got {bad[0]!r}"
     bounds = (attribute.minimum, attribute.maximum)
@@ -123,12 +123,12 @@ def _bounds_problem(edges: tuple[float, ...], low: float | None, high: float | N
 
 def float_ranges(edges: tuple[float, ...], low: float | None,
                  high: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per bin, the closed float range [a, b] its values are drawn in: [lo, hi) is
-    [lo, the float below hi]. An open end is closed by the public bound (``max`` included);
-    without one the bin decodes at its finite edge (just below it for a bin open below)."""
+    """Per bin, the float range [lo, hi) its values are drawn in (lo == hi: exactly lo). An open
+    end is closed by the public bound; without one the bin decodes at its finite edge (just
+    below it for a bin open below)."""
     finite = [e for e in edges if math.isfinite(e)] or [0.0]
     lo = np.array(edges[:-1], dtype=np.float64)
-    hi = np.nextafter(np.array(edges[1:], dtype=np.float64), -np.inf)
+    hi = np.array(edges[1:], dtype=np.float64)
     if math.isinf(edges[0]):
         lo[0] = low if low is not None else np.nextafter(finite[0], -np.inf)
     if math.isinf(edges[-1]):

@@ -43,7 +43,6 @@ from dp_dask.data.schema import ERROR, Attribute, Schema
 
 # Spawn-key word of the value draws' seed: a child no partition seed spawns (they use 0, 1...).
 VALUES_KEY = 0x76616C75
-_NS_PER_YEAR_START = "datetime64[Y]"
 
 
 def check_decode(decode: str) -> str:
@@ -87,16 +86,19 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str,
     if attribute.kind == "datetime":  # years → [first year's start, after the last year's)
         low, high = (_year_start(low), _year_start(high + 1) - 1)
     a, b = low[codes], high[codes]
-    if mode == "midpoint":
-        return a + (b - a) // 2 if integers else (a + b) / 2
-    u = rng.random(len(codes))
-    if integers:
+    if integers:  # [a, b], both included
+        if mode == "midpoint":
+            return a + (b - a) // 2
+        u = rng.random(len(codes))
         return np.minimum(a + np.floor(u * (b - a + 1).astype(np.float64)).astype(np.int64), b)
-    return np.minimum(a + u * (b - a), b)
+    values = a + (b - a) * (0.5 if mode == "midpoint" else rng.random(len(codes)))
+    # [a, b): rounding may reach b; a bin with a == b holds a alone
+    return np.where(b > a, np.minimum(values, np.nextafter(b, -np.inf)), a)
 
 
 def _year_start(years: np.ndarray) -> np.ndarray:
-    return (years - 1970).astype(_NS_PER_YEAR_START).astype("datetime64[ns]").astype(np.int64)
+    """Nanoseconds since 1970 at the start of each year."""
+    return (years - 1970).astype("datetime64[Y]").astype("datetime64[ns]").astype(np.int64)
 
 
 def _float32(values: np.ndarray, codes: np.ndarray, attribute: Attribute) -> np.ndarray:
@@ -104,7 +106,8 @@ def _float32(values: np.ndarray, codes: np.ndarray, attribute: Attribute) -> np.
     low, high = float_ranges(attribute.edges, attribute.minimum, attribute.maximum)
     codes = np.minimum(codes, attribute.bins - 1)
     single = values.astype(np.float32)
-    below, above = single < low[codes], single > high[codes]
+    low, high = low[codes], high[codes]
+    below, above = single < low, (single >= high) & (high > low)
     single[below] = np.nextafter(single[below], np.float32(np.inf))
     single[above] = np.nextafter(single[above], np.float32(-np.inf))
     return single
