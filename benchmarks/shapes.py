@@ -93,7 +93,9 @@ def schema_for(shape: Shape, seed: int = 0) -> tuple[dict, list[np.ndarray]]:
         cuts.append(inner)
         if i % 2:  # numeric: the latent value is scaled, and the cut points become bin edges
             edges = ["-inf", *np.round(10.0 * inner, 6).tolist(), "inf"]
-            attributes.append({"name": f"x{i}", "type": "numeric", "edges": edges})
+            # public bounds at 6 latent σ close the open end bins for typed releases
+            attributes.append({"name": f"x{i}", "type": "numeric", "edges": edges,
+                               "min": -60, "max": 60})
         else:
             attributes.append({"name": f"c{i}", "type": "categorical",
                                "categories": [f"v{k}" for k in rng.permutation(int(size))]})

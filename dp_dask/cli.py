@@ -43,6 +43,7 @@ from dp_dask.config import (
 )
 from dp_dask.copula.sample import SAMPLING_DEVICES, choose_device, resolve_device
 from dp_dask.data.counts import count_graph
+from dp_dask.data.dtypes import DECODINGS
 from dp_dask.data.io import (
     Location,
     load_schema_from,
@@ -60,6 +61,7 @@ from dp_dask.evaluate.queries import (
     evaluate_release,
     marginal_distances,
     markdown_table,
+    release_labels,
     wide_table,
 )
 from dp_dask.privacy.labels import describe
@@ -205,6 +207,10 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
     group.add_argument("--sampling-device", choices=SAMPLING_DEVICES, default="cpu",
                        help="where the copula draws rows: cpu (default), gpu (CuPy and a CUDA "
                        "GPU on the workers; same distribution, other rows for a seed) or auto")
+    group.add_argument("--decode", choices=DECODINGS, default="uniform",
+                       help="how bins become the Parquet's values, for attributes whose schema "
+                       "names no 'decode': uniform (default: a seeded draw within the bin, in "
+                       "the schema's dtype), midpoint, or label (the bin labels)")
     group.add_argument("--out", default=out_default, required=out_default is None,
                        help="output directory: a local path or an object-store URL (s3://, "
                        "gs://, abfs://; published through a pointer object)" +
@@ -351,7 +357,8 @@ def run_sample(args: argparse.Namespace) -> None:
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows,
                                   device=args.sampling_device,
-                                  storage_options=args.storage_options)
+                                  storage_options=args.storage_options,
+                                  decode=args.decode)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -365,7 +372,8 @@ def run_synth(args: argparse.Namespace) -> None:
         paths = synthesizer.write(args.out, args.rows, seed=args.seed,
                                   partition_rows=args.partition_rows, with_model=True,
                                   device=args.sampling_device,
-                                  storage_options=args.storage_options)
+                                  storage_options=args.storage_options,
+                                  decode=args.decode)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -382,13 +390,14 @@ def run_demo(args: argparse.Namespace) -> None:
     synthesizer = _synthesizer(args, "demo").fit(data)
     paths = {"model": synthesizer.save(args.out / "model")}
     paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,
-                               partition_rows=args.partition_rows, device=args.sampling_device)
+                               partition_rows=args.partition_rows, device=args.sampling_device,
+                               decode=args.decode)
     _report(synthesizer, paths)
     # The demo data is itself synthetic and public, so comparing with it reveals nothing.
     schema = synthesizer.schema
-    real, synthetic = compute(
-        count_graph(read_table(data, schema), schema),
-        count_graph(read_table(paths["parquet"], schema.as_labels()), schema.as_labels()))
+    real, synthetic = compute(count_graph(read_table(data, schema), schema),
+                              count_graph(release_labels(paths["parquet"], schema),
+                                          schema.as_labels()))
     print("utility (total variation distance, 0 = identical):")
     print(json.dumps(marginal_distances(real, synthetic, schema), indent=2))
 
@@ -729,9 +738,9 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries")
     _evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
-                          help="decoded synthetic Parquet (schema labels) or a release "
-                          "directory or object-store prefix, e.g. from synth (a release is read "
-                          "only if complete)")
+                          help="decoded synthetic table (typed values or schema labels) or "
+                          "a release directory or object-store prefix, e.g. from synth (a release "
+                          "is read only if complete)")
     _storage_options(evaluate)
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json} and report.html, the data "

@@ -66,6 +66,7 @@ class SynthOutput(Output):
     seed: int | None = None
     partition_rows: int | None = None
     sampling_device: str | None = None
+    decode: str | None = None
 
 
 class Stats(_Section):

@@ -43,6 +43,7 @@ from dp_dask.data.io import (
     write_json,
 )
 from dp_dask.data.schema import Schema, load_schema
+from dp_dask.data.values import check_decode, output_record, warn_open_bins
 from dp_dask.methods.marginals import (
     ONE_WAY_SHARE,
     TABLE_L2_SENSITIVITY,
@@ -329,13 +330,16 @@ class Synthesizer:
         return int(n_rows)
 
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
-               partition_rows: int | None = None, device: str = "cpu") -> dd.DataFrame:
-        """A lazy Dask DataFrame of synthetic rows, decoded to the schema's labels.
+               partition_rows: int | None = None, device: str = "cpu",
+               decode: str = "uniform") -> dd.DataFrame:
+        """A lazy Dask DataFrame of synthetic rows, in the schema's output types.
 
-        ``device``: "cpu", "gpu" or "auto" (see :meth:`write`)."""
+        ``device``: "cpu", "gpu" or "auto" (see :meth:`write`); ``decode``: "uniform",
+        "midpoint" or "label" (see :meth:`write`)."""
+        warn_open_bins(self.schema, check_decode(decode))
         sampler = model_sampler(self.model, device)
         return sample_frame(self.model, self._rows(n_rows), seed=seed,
-                            partition_rows=partition_rows, sampler=sampler)
+                            partition_rows=partition_rows, sampler=sampler, decode=decode)
 
     def sample_binary(self, n_rows: int | None = None, *, seed: int = 0,
                       partition_rows: int | None = None, device: str = "cpu") -> da.Array:
@@ -345,21 +349,28 @@ class Synthesizer:
                              partition_rows=partition_rows, sampler=sampler)
 
     def release_metadata(self, n_rows: int, seed: int, partition_rows: int,
-                         device: str = "cpu") -> dict[str, Any]:
+                         device: str = "cpu", decode: str = "uniform") -> dict[str, Any]:
         return {**self.model.metadata,
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
-                             "device": device}}
+                             "device": device, "decode": decode},
+                "output": output_record(self.schema, decode)}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,
-              device: str = "cpu",
-              storage_options: dict[str, Any] | None = None) -> dict[str, Location]:
+              device: str = "cpu", storage_options: dict[str, Any] | None = None,
+              decode: str = "uniform") -> dict[str, Location]:
         """Sample and publish the release ``synthetic.zarr``, ``synthetic.parquet``,
         ``metadata.json`` (and the model in ``model/`` with ``with_model``) at ``out``.
 
         ``device``: "cpu" (default), "gpu" (the copula's draws on a CUDA GPU through CuPy: the
         same distribution, other rows for the same seed) or "auto" (the GPU where usable). The
         device is recorded in the release and part of what a resumed write must match.
+
+        ``decode``: how codes become the Parquet's values, for attributes whose schema entry
+        names no ``decode`` of its own: "uniform" (default; a seeded draw within each bin, from
+        a child of the partition's seed), "midpoint", or "label" (the bins' labels, as
+        Categoricals). Post-processing: no privacy cost. Recorded in ``metadata.json``
+        (``output``) and part of what a resumed write must match.
 
         Atomic (docs/releases.md): written into a staging directory beside ``out`` under the
         target's lock, completed by ``_COMPLETE.json``, then renamed onto ``out``, replacing an
@@ -370,17 +381,21 @@ class Synthesizer:
         written.
         """
         device = resolve_device(self.model, device)
+        warn_open_bins(self.schema, check_decode(decode))
         target = resolve_target(out)  # on the driver: workers have other working directories
         n_rows = self._rows(n_rows)
         if partition_rows is None:
             partition_rows = default_partition_rows(self.schema.d)
         partitions = len(partition_sizes(n_rows, partition_rows))
-        metadata = self.release_metadata(n_rows, seed, partition_rows, device)
+        metadata = self.release_metadata(n_rows, seed, partition_rows, device, decode)
+        labels_only = all(column["decode"] == "label" for column in metadata["output"])
         plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
                 "partition_rows": partition_rows, "with_model": with_model,
                 "record_format": RECORD_FORMAT,
-                # the CPU's plans stay as they were, so their releases still resume
-                **({"device": device} if device != "cpu" else {})}
+                # the CPU's and the labels' plans stay as they were, so their releases resume
+                **({"device": device} if device != "cpu" else {}),
+                # a resumed write never mixes decodings
+                **({} if labels_only else {"output": metadata["output"]})}
         with release_lock(target, storage_options):
             staged = stage_release(target, plan, storage_options)
             if not staged.complete:
@@ -418,7 +433,7 @@ class Synthesizer:
                                       binary_target=binary,
                                       parquet=join(staged.path, "synthetic.parquet"),
                                       markers=staged.markers, skip=done, sampler=sampler,
-                                      storage_options=options),
+                                      storage_options=options, decode=sampling["decode"]),
                     show_progress=self.show_progress)
             missing = sorted(set(range(partitions)) - staged.done())
             if missing:

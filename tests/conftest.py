@@ -13,6 +13,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from dp_dask.data.schema import Schema, load_schema
+from dp_dask.data.values import labels_of_release
 from dp_dask.synthesizer import Synthesizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +80,12 @@ def correlated_frame(n: int, seed: int = 0) -> pd.DataFrame:
         "flag": np.where(flag, "yes", "no"),
         "city": np.array(list("abcde"))[city],
     })
+
+
+def codes_of(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
+    """(rows, m) codes of a decoded frame, typed values or labels, binned by the schema."""
+    labels = labels_of_release(frame, schema)
+    return np.stack([labels[a.name].cat.codes.to_numpy() for a in schema.attributes], axis=1)
 
 
 CORRELATED_ROWS = 20_000

@@ -13,6 +13,7 @@ from conftest import (
     SMALL_SCHEMA_PATH,
     assert_pure_laplace,
     assert_resamples_alike,
+    codes_of,
 )
 from scipy.stats import kendalltau
 
@@ -128,10 +129,6 @@ FINE_SCHEMA = {"schema_version": 1, "name": "fine", "attributes": [
     {"name": "w", "type": "numeric", "edges": ["-inf", *np.linspace(-7.5, 7.5, 201), "inf"]},
     {"name": "c", "type": "categorical", "categories": ["lo", "hi"]},
 ]}
-
-
-def codes_of(frame: pd.DataFrame, schema) -> np.ndarray:
-    return np.stack([frame[a.name].cat.codes.to_numpy() for a in schema.attributes], axis=1)
 
 
 def test_large_epsilon_recovers_marginals_and_tau(client):

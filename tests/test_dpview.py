@@ -16,6 +16,7 @@ from conftest import (
     SMALL_SCHEMA_PATH,
     assert_pure_laplace,
     assert_resamples_alike,
+    codes_of,
     correlated_frame,
 )
 from distributed import Client, LocalCluster
@@ -57,11 +58,6 @@ def exact_table(codes: np.ndarray, view: tuple[int, ...], sizes: np.ndarray) -> 
     table = np.zeros([int(sizes[a]) for a in view], dtype=np.int64)
     np.add.at(table, tuple(codes[:, a] for a in view), 1)
     return table
-
-
-def codes_of(frame: pd.DataFrame, schema) -> np.ndarray:
-    """Codes (rows, m) of a decoded synthetic frame (categoricals in schema order)."""
-    return np.stack([frame[a.name].cat.codes.to_numpy() for a in schema.attributes], axis=1)
 
 
 def random_chain_tables(views, sizes, total, rng) -> list[np.ndarray]:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, codes_of, correlated_frame
 from distributed import Client, LocalCluster
 
 from dp_dask.copula.model import CopulaModel
@@ -19,7 +19,7 @@ from dp_dask.data.counts import count_graph
 from dp_dask.data.decode import calibrate_offsets
 from dp_dask.data.encode import EncodingError
 from dp_dask.data.io import create_zarr, open_zarr_for_writing, read_table
-from dp_dask.evaluate.queries import marginal_distances
+from dp_dask.evaluate.queries import marginal_distances, release_labels
 from dp_dask.synthesizer import EmptyInputError, GaussianCopulaSynthesizer
 
 ROWS = CORRELATED_ROWS  # the rows of conftest's `data`
@@ -38,7 +38,7 @@ def exact_fit(client, data):
 
 def two_way_error(client, model, real, seed=5):
     frame = sample_frame(model, ROWS, seed=seed, partition_rows=5_000)
-    synthetic = counts_of(client, frame, model.schema.as_labels())
+    synthetic = counts_of(client, release_labels(frame, model.schema), model.schema.as_labels())
     return marginal_distances(real, synthetic, model.schema)
 
 
@@ -71,8 +71,10 @@ def test_release_files_and_metadata(client, exact_fit, tmp_path):
     np.testing.assert_array_equal(binary[:], lazy)
     frame = pd.read_parquet(paths["parquet"])
     assert len(frame) == 12_345 and list(frame.columns) == exact_fit.schema.names
-    for attribute in exact_fit.schema.attributes:
-        assert set(frame[attribute.name].astype(str)) <= set(attribute.labels)
+    # Typed values (the schema's defaults: text, float64), each inside its bin.
+    assert [str(t) for t in frame.dtypes] == ["str", "float64", "str", "str"]
+    assert frame["size"].between(0, 100_000).all()
+    assert (codes_of(frame, exact_fit.schema) >= 0).all()
     metadata = json.loads(paths["metadata"].read_text())
     privacy = metadata["privacy"]
     assert privacy["epsilon"] == 1e6 and privacy["delta"] == 2.0**-30
@@ -80,7 +82,8 @@ def test_release_files_and_metadata(client, exact_fit, tmp_path):
     assert privacy["k"] == 4 + 6 and privacy["noise_seeded"] is True
     assert metadata["schema"]["sha256"] == exact_fit.schema.sha256()
     assert metadata["sampling"] == {"rows": 12_345, "seed": 7, "partition_rows": 5_000,
-                                    "device": "cpu"}
+                                    "device": "cpu", "decode": "uniform"}
+    assert [c["decode"] for c in metadata["output"]] == ["uniform"] * 4
     assert metadata["n_rows"] == ROWS
 
 

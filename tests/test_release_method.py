@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
-from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH
+from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, codes_of
 
 from dp_dask.checks import ModelError
 from dp_dask.cluster import compute
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
+from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
     MAX_ESTIMATES,
     MarginalModel,
@@ -59,9 +60,6 @@ def test_measurements_spend_exactly_the_budget(fitted):
     assert shares.sum() == pytest.approx(1.0)
 
 
-def codes_of(frame: pd.DataFrame, schema) -> np.ndarray:
-    return np.stack([frame[a.name].cat.codes.to_numpy() for a in schema.attributes], axis=1)
-
 
 def test_partitions_hit_their_one_way_targets_and_two_way_tables(client, fitted, data):
     schema = fitted.schema
@@ -78,7 +76,8 @@ def test_partitions_hit_their_one_way_targets_and_two_way_tables(client, fitted,
     (real,) = compute(count_graph(read_table(data, schema), schema))
     sigma = max(model.metadata["model"]["noise_sigma"]["two_way"])
     labels = schema.as_labels()
-    (released,) = compute(count_graph(dd.from_pandas(frame, npartitions=2), labels))
+    (released,) = compute(count_graph(release_labels(dd.from_pandas(frame, npartitions=2),
+                                                     schema), labels))
     pair = slice(0, 3), slice(3, 8)  # colour × size, the strongest dependence
     assert np.abs(released[pair] - real[pair]).max() < 5 * sigma
 

@@ -28,14 +28,17 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import zarr
 from dask.delayed import Delayed
 from threadpoolctl import threadpool_limits
 
 from dp_dask.copula.correlation import Symmetry, psd_correlation_factor, times_lower_factor
-from dp_dask.data.decode import codes_to_frame, decode_latent
+from dp_dask.data.decode import decode_latent
 from dp_dask.data.io import Location, join, put_bytes
 from dp_dask.data.schema import Schema
+from dp_dask.data.values import arrow_schema, check_decode, decode_frame, empty_frame
 
 if TYPE_CHECKING:
     from dp_dask.copula.model import CopulaModel
@@ -241,20 +244,21 @@ def _for_release(sampler: ReleaseSampler, rows: int,
     return sampler.for_release(rows, seed)
 
 
-def _draw_frame(sampler: PartitionSampler, rows: int,
-                child: np.random.SeedSequence) -> pd.DataFrame:
-    return codes_to_frame(sampler.draw(rows, child)[1], sampler.schema)
+def _draw_frame(sampler: PartitionSampler, rows: int, child: np.random.SeedSequence,
+                decode: str) -> pd.DataFrame:
+    return decode_frame(sampler.draw(rows, child)[1], sampler.schema, decode, child)
 
 
 def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
-                 partition_rows: int | None = None,
-                 sampler: PartitionSampler | None = None) -> dd.DataFrame:
-    """Lazy decoded synthetic rows."""
+                 partition_rows: int | None = None, sampler: PartitionSampler | None = None,
+                 decode: str = "uniform") -> dd.DataFrame:
+    """Lazy decoded synthetic rows: typed values, or bin labels with ``decode="label"``
+    (:mod:`dp_dask.data.values`)."""
+    check_decode(decode)
     partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
-    frames = [dask.delayed(_draw_frame, pure=True)(shared, rows, child)
+    frames = [dask.delayed(_draw_frame, pure=True)(shared, rows, child, decode)
               for _, rows, child, shared in partitions]
-    meta = codes_to_frame(np.zeros((0, model.schema.m), dtype=np.int16), model.schema)
-    return dd.from_delayed(frames, meta=meta, verify_meta=False)
+    return dd.from_delayed(frames, meta=empty_frame(model.schema, decode), verify_meta=False)
 
 
 def part_name(index: int, partitions: int) -> str:
@@ -264,7 +268,8 @@ def part_name(index: int, partitions: int) -> str:
 
 def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: int,
                      child: np.random.SeedSequence, binary_target: zarr.Array, part: Location,
-                     markers: Location, storage_options: dict[str, Any] | None) -> int:
+                     markers: Location, storage_options: dict[str, Any] | None, decode: str,
+                     arrow: pa.Schema) -> int:
     binary, codes = sampler.draw(rows, child)
     # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried or
     # resumed task rewrites identical bytes.
@@ -272,7 +277,9 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
     # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
     partial = io.BytesIO()
-    codes_to_frame(codes, sampler.schema).to_parquet(partial, index=False)
+    frame = decode_frame(codes, sampler.schema, decode, child)
+    # One Arrow schema for every part: the same types (a part without nulls included).
+    pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial)
     put_bytes(part, partial.getvalue(), storage_options)
     # last: both outputs of the partition are in place
     put_bytes(join(markers, str(index)), b"", storage_options)
@@ -283,17 +290,21 @@ def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_r
                      binary_target: zarr.Array, parquet: Location, markers: Location,
                      skip: set[int] | frozenset[int] = frozenset(),
                      sampler: PartitionSampler | None = None,
-                     storage_options: dict[str, Any] | None = None) -> list[Delayed]:
+                     storage_options: dict[str, Any] | None = None,
+                     decode: str = "uniform") -> list[Delayed]:
     """One task per partition not in ``skip``: draw it once, write its Zarr chunk and its
-    Parquet part under ``parquet``, then its done marker under ``markers``.
+    Parquet part under ``parquet`` (decoded by ``decode``), then its done marker under
+    ``markers``.
 
     Paths must be absolute (or URLs of an object store, reached with ``storage_options``, which
     travel with the tasks): the tasks run in the workers' working directories.
     """
+    arrow = arrow_schema(model.schema, check_decode(decode))
     partitions = _seeded_partitions(model, n_rows, seed, partition_rows, sampler)
     return [dask.delayed(_write_partition, pure=True)(
                 shared, index, start, rows, child, binary_target,
-                join(parquet, part_name(index, len(partitions))), markers, storage_options)
+                join(parquet, part_name(index, len(partitions))), markers, storage_options,
+                decode, arrow)
             for index, (start, rows, child, shared) in enumerate(partitions)
             if index not in skip]
 

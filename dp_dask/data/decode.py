@@ -161,7 +161,8 @@ def decode_latent(latent: np.ndarray, offsets: np.ndarray, schema: Schema,
 
 
 def codes_to_frame(codes: np.ndarray, schema: Schema) -> pd.DataFrame:
-    """A frame in the original schema: one categorical column per attribute, schema labels."""
+    """One categorical column per attribute, of the schema's labels: the ``label`` decoding of a
+    release (typed values: :func:`dp_dask.data.values.decode_frame`)."""
     return pd.DataFrame({
         attribute.name: pd.Categorical.from_codes(codes[:, i], categories=list(attribute.labels))
         for i, attribute in enumerate(schema.attributes)

@@ -34,6 +34,14 @@ Bin edges (numeric ``edges``, datetime ``year`` edges) are a list or the public 
 ``boolean``: bins ``False``/``True``; a value is True if its text is in ``true_values``, False if in
 ``false_values`` (defaults :data:`TRUE_VALUES` / :data:`FALSE_VALUES`), else out of domain.
 
+Output (optional, all public; see :mod:`dp_dask.data.dtypes` and :mod:`dp_dask.data.values`):
+``"dtype"``, the type the release holds (default by kind: categorical → string, numeric →
+float64, boolean → bool, datetime year → timestamp[ns], other calendar units → their name),
+``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins, and
+``"decode"`` (uniform, midpoint or label; default: the release's). An output the attribute can't
+hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
+their sha256.
+
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
@@ -51,6 +59,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from dp_dask.data.dtypes import default_dtype, output_problem
 
 SCHEMA_VERSION = 1
 ERROR = "error"
@@ -167,6 +177,10 @@ class Attribute:
     false_values: tuple[str, ...] = ()
     unit: str = ""  # datetime: a key of CALENDAR_UNITS
     format: str = ""  # datetime: the public parse format of text values
+    dtype: str = ""  # output type (dp_dask.data.dtypes); "": the kind's default
+    decode: str = ""  # "uniform", "midpoint" or "label"; "": the release's choice
+    minimum: float | None = None  # public bounds closing open outer bins
+    maximum: float | None = None
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
@@ -203,6 +217,14 @@ class Attribute:
         if set(self.true_values) & set(self.false_values):
             raise SchemaError(f"{where}: {sorted(set(self.true_values) & set(self.false_values))}"
                               " listed in both true_values and false_values")
+        problem = output_problem(self)
+        if problem:
+            raise SchemaError(f"{where}: {problem}")
+
+    @property
+    def output_dtype(self) -> str:
+        """The type its values are released as: the declared dtype or the kind's default."""
+        return self.dtype or default_dtype(self.kind, self.unit)
 
     @property
     def size(self) -> int:
@@ -237,6 +259,9 @@ class Attribute:
             "on_missing": str(spec.get("on_missing", ERROR)),
             "on_unknown": str(spec.get("on_unknown", ERROR)),
             "missing_values": _texts(spec, "missing_values", where, list(missing_values)),
+            "dtype": str(spec.get("dtype", "")), "decode": str(spec.get("decode", "")),
+            "minimum": None if spec.get("min") is None else _edge(spec["min"], where),
+            "maximum": None if spec.get("max") is None else _edge(spec["max"], where),
         }
         if kind == "categorical":
             if "categories" not in spec:
@@ -283,6 +308,12 @@ class Attribute:
         spec["on_unknown"] = self.on_unknown
         if self.missing_values:  # absent when empty: older schemas keep their sha256
             spec["missing_values"] = list(self.missing_values)
+        # The output choices too are absent when not declared, for the same reason.
+        spec |= {key: value for key, value in (("dtype", self.dtype), ("decode", self.decode))
+                 if value}
+        spec |= {key: _edge_json(value) for key, value in (("min", self.minimum),
+                                                          ("max", self.maximum))
+                 if value is not None}
         return spec
 
 

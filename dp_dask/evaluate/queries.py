@@ -40,6 +40,7 @@ from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import Schema
+from dp_dask.data.values import labels_of_release
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import checked_table
 
@@ -263,13 +264,15 @@ def range_query_errors(data: TableSource, synthetic: TableSource, schema: Schema
                        queries: int = DEFAULT_RANGE_QUERIES, attributes: int | None = None,
                        sanity: float = 1.0, seed: int = 0) -> np.ndarray:
     """Relative errors (Q,) of random range-count queries (:func:`range_query_workload`) on a
-    decoded synthetic table (schema labels) against the raw data, both read through Dask."""
+    decoded synthetic table (typed values or labels) against the raw data, both read through
+    Dask."""
     if isinstance(synthetic, str | Path):
         synthetic = checked_table(synthetic)
     workload = range_query_workload(schema, queries, attributes, seed)
     labels = schema.as_labels()
     true, released = compute(range_query_graph(read_table(data, schema), schema, workload),
-                             range_query_graph(read_table(synthetic, labels), labels, workload))
+                             range_query_graph(release_labels(synthetic, schema), labels,
+                                               workload))
     return relative_errors(true[:-1], released[:-1], int(true[-1]), int(released[-1]), sanity)
 
 
@@ -364,7 +367,8 @@ class Comparison:
 def compare_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
                     q3_sample: int | None = DEFAULT_Q3_SAMPLE, seed: int = 0,
                     method: str = "synthetic") -> Comparison:
-    """(α, β) errors of one decoded synthetic table (schema labels) against the raw data.
+    """(α, β) errors of one decoded synthetic table (typed values or schema labels) against the
+    raw data: its values are binned back through the schema (:func:`release_labels`).
 
     A dp_dask release (its directory or its ``synthetic.parquet``) is read only if complete.
     """
@@ -373,7 +377,8 @@ def compare_release(data: TableSource, synthetic: TableSource, schema: Schema, *
     workload = three_way_workload(schema, q3_sample, seed)
     labels = schema.as_labels()
     real_counts, real_q3, synthetic_counts, synthetic_q3 = compute(
-        *answer_graphs(data, schema, workload), *answer_graphs(synthetic, labels, workload))
+        *answer_graphs(data, schema, workload),
+        *answer_graphs(release_labels(synthetic, schema), labels, workload))
     true = Answers.from_counts(real_counts, schema, real_q3)
     released = Answers.from_counts(synthetic_counts, labels, synthetic_q3)
     if released.n_rows == 0:
@@ -393,9 +398,20 @@ def evaluate_release(data: TableSource, synthetic: TableSource, schema: Schema, 
 
 
 def labels_frame(source: TableSource, schema: Schema) -> dd.DataFrame:
-    """Raw rows mapped to their schema labels (bins), the form a decoded release takes."""
-    meta = codes_to_frame(np.zeros((0, schema.m), dtype=np.int16), schema)
-    return read_table(source, schema).map_partitions(_partition_labels, schema, meta=meta)
+    """Raw rows mapped to their schema labels (bins), the form a label release takes."""
+    return read_table(source, schema).map_partitions(_partition_labels, schema,
+                                                     meta=_labels_meta(schema))
+
+
+def release_labels(synthetic: TableSource, schema: Schema) -> dd.DataFrame:
+    """A decoded synthetic table, typed values or labels (:func:`labels_of_release`), as its
+    schema labels: read with ``schema.as_labels()``."""
+    return read_table(synthetic, schema).map_partitions(labels_of_release, schema,
+                                                        meta=_labels_meta(schema))
+
+
+def _labels_meta(schema: Schema) -> pd.DataFrame:
+    return codes_to_frame(np.zeros((0, schema.m), dtype=np.int16), schema)
 
 
 def _partition_labels(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:

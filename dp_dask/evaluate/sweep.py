@@ -139,8 +139,9 @@ def run_sweep(data: TableSource, schema: Schema, *, epsilons: tuple[float, ...] 
     fitted = dict(zip(models, fitted_models))
     fitted |= {("copula-exact", math.nan, seed): exact_model for seed in seeds}
 
-    labels = schema.as_labels()
-    graphs = [answer_graphs(sample_frame(model, n_rows, seed=seed), labels, workload)
+    labels = schema.as_labels()  # the releases compared bin by bin: their labels
+    graphs = [answer_graphs(sample_frame(model, n_rows, seed=seed, decode="label"), labels,
+                            workload)
               for (_, _, seed), model in fitted.items()]
     answered = compute(*[graph for pair in graphs for graph in pair])
     records = []
@@ -342,7 +343,7 @@ def write_report(data: TableSource, schema: Schema, out: Path, *,
 def _classifier_section(data: TableSource, schema: Schema, result: SweepResult,
                         test_data: TableSource, target: str) -> pd.DataFrame:
     lazy = {"real": labels_frame(data, schema), "test": labels_frame(test_data, schema)}
-    lazy |= {method: sample_frame(model, result.n_rows, seed=0)
+    lazy |= {method: sample_frame(model, result.n_rows, seed=0, decode="label")
              for method, model in result.kept_models.items()}
     frames = dict(zip(lazy, compute(*lazy.values())))
     test = frames.pop("test")

@@ -1,0 +1,150 @@
+"""Output types of a release: which value type each attribute decodes to, and which it can hold.
+
+A schema attribute may declare ``"dtype"`` (one of :data:`OUTPUT_DTYPES`, Arrow/pandas names),
+``"decode"`` (one of :data:`DECODINGS`) and, for a numeric or a datetime ``year`` attribute,
+public ``"min"`` / ``"max"`` bounds that close its open bins. Absent, the dtype defaults by kind
+(:func:`default_dtype`) and the decoding to the release's. These are public choices checked
+here, before any data is read; :mod:`dp_dask.data.values` turns codes into such values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+INTEGER_DTYPES = ("int64", "int32")
+FLOAT_DTYPES = ("float64", "float32")
+TIMESTAMP_DTYPES = ("timestamp[ns]", "timestamp[ns, tz=UTC]")
+TEXT_DTYPES = ("string", "category")
+OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES, *TIMESTAMP_DTYPES)
+# uniform: a seeded draw within the bin; midpoint: its centre; label: the bin's label as before.
+DECODINGS = ("uniform", "midpoint", "label")
+_INT32 = (-(2**31), 2**31 - 1)
+_YEARS = (1678, 2261)  # whole years of int64 nanoseconds since 1970
+
+
+def default_dtype(kind: str, unit: str = "") -> str:
+    """The output type of an attribute that declares none: what its values were, where a
+    single calendar feature can say it (a year bin is a time; a month alone is its name)."""
+    if kind == "numeric":
+        return "float64"
+    if kind == "boolean":
+        return "bool"
+    if kind == "datetime" and unit == "year":
+        return "timestamp[ns]"
+    return "string"
+
+
+def allowed_dtypes(kind: str, unit: str = "") -> tuple[str, ...]:
+    """The output types an attribute of this kind can hold (categorical ones checked further
+    by :func:`output_problem`: the categories must parse as such values)."""
+    if kind == "numeric":
+        return (*INTEGER_DTYPES, *FLOAT_DTYPES, *TEXT_DTYPES)
+    if kind == "boolean":
+        return ("bool", *TEXT_DTYPES)
+    if kind == "datetime":
+        return (*TIMESTAMP_DTYPES, *TEXT_DTYPES) if unit == "year" else TEXT_DTYPES
+    return (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES)
+
+
+def parses_back(text: str, dtype: str) -> bool:
+    """Whether a category's text is a number of ``dtype`` that encodes back to the text
+    ("3" is int64 3, encoded as "3"; "3.0" is not: 3 would come back as "3")."""
+    import pandas as pd
+
+    from dp_dask.data.encode import category_text  # encode imports the schema module
+
+    try:
+        number = int(text) if dtype in INTEGER_DTYPES else np.dtype(dtype).type(text)
+    except ValueError:
+        return False
+    if dtype == "int32" and not _INT32[0] <= number <= _INT32[1]:
+        return False
+    texts, inverse = category_text(pd.Series([number], dtype=dtype))  # as a column of dtype
+    return texts[0 if inverse is None else inverse[0]] == text
+
+
+def output_problem(attribute: Any) -> str | None:
+    """Why the attribute's declared output (dtype, decode, min/max) is impossible, or None."""
+    dtype, kind = attribute.dtype, attribute.kind
+    if attribute.decode and attribute.decode not in DECODINGS:
+        return f"decode must be one of {', '.join(DECODINGS)}, got {attribute.decode!r}"
+    if dtype and dtype not in OUTPUT_DTYPES:
+        return f"dtype must be one of {', '.join(OUTPUT_DTYPES)}, got {dtype!r}"
+    if dtype and dtype not in allowed_dtypes(kind, attribute.unit):
+        what = f"{kind} ({attribute.unit})" if kind == "datetime" else kind
+        return (f"a {what} attribute can't be output as {dtype}; choose one of "
+                f"{', '.join(allowed_dtypes(kind, attribute.unit))}")
+    if kind == "categorical" and dtype == "bool" and not set(attribute.categories) <= {
+            "False", "True"}:
+        return f"dtype bool needs categories 'False'/'True', got {list(attribute.categories)}"
+    if kind == "categorical" and dtype in (*INTEGER_DTYPES, *FLOAT_DTYPES):
+        bad = [c for c in attribute.categories if not parses_back(c, dtype)]
+        if bad:
+            return f"dtype {dtype} needs categories that are {dtype} numbers, got {bad[0]!r}"
+    bounds = (attribute.minimum, attribute.maximum)
+    if bounds != (None, None):
+        if not attribute.edges:
+            return "'min'/'max' are public bounds of a numeric (or datetime year) attribute"
+        problem = _bounds_problem(attribute.edges, *bounds)
+        if problem:
+            return problem
+    if attribute.edges and (dtype in INTEGER_DTYPES or kind == "datetime"):
+        first, last = integer_ranges(attribute.edges, *bounds)
+        empty = np.flatnonzero(first > last)
+        if len(empty):
+            what = "year" if kind == "datetime" else "integer"
+            return f"bin {attribute.labels[empty[0]]!r} holds no {what}"
+        output = dtype or default_dtype(kind, attribute.unit)
+        if output in TIMESTAMP_DTYPES and not _YEARS[0] <= first.min() <= last.max() <= _YEARS[1]:
+            return (f"{output} holds the years {_YEARS[0]}-{_YEARS[1]}; close the bins within "
+                    "them (or release the years as 'string')")
+    return None
+
+
+def _bounds_problem(edges: tuple[float, ...], low: float | None, high: float | None) -> str | None:
+    """Bounds must close the open outer bins without cutting into a finite one."""
+    if any(b is not None and not math.isfinite(b) for b in (low, high)):
+        return "'min'/'max' must be finite numbers"
+    if low is not None and high is not None and not low < high:
+        return f"min {low:g} must be below max {high:g}"
+    finite = [e for e in edges if math.isfinite(e)]
+    if not finite:
+        return None
+    # An open first bin [min, e) must hold a value: min < e; a closed one needs min <= e.
+    if low is not None and (low > finite[0] or (low == finite[0] and math.isinf(edges[0]))):
+        return f"min {low:g} must lie below the first finite edge {finite[0]:g}"
+    if high is not None and high < finite[-1]:
+        return f"max {high:g} must lie at or above the last finite edge {finite[-1]:g}"
+    return None
+
+
+def float_ranges(edges: tuple[float, ...], low: float | None,
+                 high: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin, the float range [lo, hi) its values are drawn in (lo == hi: exactly lo). An open
+    end is closed by the public bound; without one the bin decodes at its finite edge (just
+    below it for a bin open below)."""
+    finite = [e for e in edges if math.isfinite(e)] or [0.0]
+    lo = np.array(edges[:-1], dtype=np.float64)
+    hi = np.array(edges[1:], dtype=np.float64)
+    if math.isinf(edges[0]):
+        lo[0] = low if low is not None else np.nextafter(finite[0], -np.inf)
+    if math.isinf(edges[-1]):
+        hi[-1] = high if high is not None else finite[-1]
+    return lo, hi
+
+
+def integer_ranges(edges: tuple[float, ...], low: float | None,
+                   high: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin, its first and last integer (first > last: none); open ends as in
+    :func:`float_ranges`."""
+    finite = [e for e in edges if math.isfinite(e)] or [0.0]
+    first = np.ceil(np.array(edges[:-1], dtype=np.float64))
+    last = np.ceil(np.array(edges[1:], dtype=np.float64)) - 1
+    if math.isinf(edges[0]):
+        first[0] = math.ceil(low) if low is not None else math.ceil(finite[0]) - 1
+    if math.isinf(edges[-1]):
+        last[-1] = math.floor(high) if high is not None else math.ceil(finite[-1])
+    return first.astype(np.int64), last.astype(np.int64)
