@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from benchmarks.shapes import SHAPES, generate
 from dp_dask.data.counts import query_vector
+from dp_dask.data.dtypes import DECODINGS
 from dp_dask.synthesizer import Synthesizer
 
 # Table rows per method: (label, key in timings_). "total" is their sum.
@@ -130,13 +131,14 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         sample_rows: int | None = None, root: Path = Path("/tmp/dp_dask_bench"),
         blas_threads: int | None = None, keep_output: bool = False,
         method: str = "marginals", method_options: dict[str, Any] | None = None,
-        noise_sampler: str = "opendp", sampling_device: str = "cpu",
+        noise_sampler: str = "opendp", sampling_device: str = "cpu", decode: str = "uniform",
         return_model: bool = False) -> dict[str, Any]:
     """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results
     (with the fitted model under "model" if ``return_model``).
 
     ``noise_sampler`` "numpy" (seeded) is for machines without OpenDP: the noise stage's time is
-    then not the release's."""
+    then not the release's. ``decode``: the release's values ("uniform", "midpoint") or its bin
+    labels ("label"), to time typed output against labels."""
     rows = rows or SHAPES[shape].rows
     data = generate(shape, root / f"{shape}-{rows}", rows=rows, processes=os.cpu_count() or 2)
     sample_rows = rows if sample_rows is None else sample_rows
@@ -154,7 +156,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
                 **(method_options or {}))
             synthesizer.fit(data / "data")
             if sample_rows:
-                synthesizer.write(out, sample_rows, device=sampling_device)
+                synthesizer.write(out, sample_rows, device=sampling_device, decode=decode)
         load_after = os.getloadavg()[0]
     if not keep_output:
         shutil.rmtree(out, ignore_errors=True)
@@ -164,7 +166,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
     return {"shape": shape, "method": method, "method_options": method_options or {},
             "rows": rows, "m": schema.m, "d": schema.d,
             "workers": workers, "noise_sampler": noise_sampler,
-            "sampling_device": sampling_device,
+            "sampling_device": sampling_device, "decode": decode,
             "memory_limit": memory_limit, "sample_rows": sample_rows,
             "blas_threads": blas_threads,
             "cells": int(query_vector(np.zeros((schema.d, schema.d)), schema).size),
@@ -193,13 +195,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--noise-sampler", choices=("opendp", "numpy"), default="opendp",
                         help="numpy: seeded noise, for a machine without OpenDP (not a release)")
     parser.add_argument("--sampling-device", choices=("cpu", "gpu", "auto"), default="cpu")
+    parser.add_argument("--decode", choices=DECODINGS, default="uniform",
+                        help="the release's values (uniform, midpoint) or its bin labels")
     parser.add_argument("--json", type=Path, help="append the result as one JSON line")
     args = parser.parse_args(argv)
     result = run(args.shape, rows=args.rows, workers=args.workers,
                  memory_limit=args.memory_limit, sample_rows=args.sample_rows, root=args.root,
                  blas_threads=args.blas_threads, keep_output=args.keep_output,
                  method=args.method, method_options=args.method_options,
-                 noise_sampler=args.noise_sampler, sampling_device=args.sampling_device)
+                 noise_sampler=args.noise_sampler, sampling_device=args.sampling_device,
+                 decode=args.decode)
     print(table(result))
     append_json_line(args.json, result)
     return result

@@ -45,6 +45,21 @@ def test_runner_reports_every_stage(tmp_path, method):
     assert not (tmp_path / "out-adult-2000").exists()  # output removed unless kept
 
 
+def test_runner_times_a_label_release_against_a_typed_one(tmp_path):
+    """--decode reaches the release: label output holds bin labels, typed output numbers."""
+    types = {}
+    for decode in ("label", "uniform"):
+        result = run("adult", rows=2_000, workers=1, memory_limit="2GiB",
+                     root=tmp_path / decode, keep_output=True, decode=decode)
+        assert result["decode"] == decode
+        parquet = tmp_path / decode / "out-adult-2000" / "synthetic.parquet"
+        schema = load_schema(schema_for(SHAPES["adult"])[0])
+        numeric = next(a.name for a in schema.attributes if a.kind == "numeric")
+        types[decode] = pd.read_parquet(parquet)[numeric].dtype
+    assert isinstance(types["label"], pd.CategoricalDtype)
+    assert pd.api.types.is_numeric_dtype(types["uniform"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["hospital", "dss"])
 def test_full_shape_runs(name, tmp_path):
