@@ -436,7 +436,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
         print(f"\nvalues ({values.sample}):")
         print(summary_markdown(values), end="")
     for kind, path in paths.items():
-        print(f"{kind:>4}: {path}")
+        print(f"{kind:>11}: {path}")
 
 
 def run_report(args: argparse.Namespace) -> None:

@@ -213,7 +213,8 @@ table.table td, table.table th { border: 1px solid #ccc; padding: 0.2em 0.5em; }
 
 def _values_section(values: ValueComparison, plots: bool) -> str:
     main, quantiles = summary_tables(values)
-    text = ("<h2>Values</h2><p>Per numeric and datetime (year) column whose release holds values: "
+    text = ('<h2 id="values">Values</h2><p>Per numeric and datetime (year) column whose '
+            "release holds values: "
             "the Kolmogorov–Smirnov statistic and the Wasserstein-1 distance (in the column's "
             "unit; years for times) between real and synthetic values, their moments and "
             "quantiles. Missing and out-of-domain values are left out. 'sample': on the "
