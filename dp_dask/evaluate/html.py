@@ -97,14 +97,20 @@ def release_metadata(synthetic: TableSource) -> dict[str, Any] | None:
         return None
 
 
-def _png(figure: Any) -> str:
+def _png(figure: Any, alt: str) -> str:
     """A figure as an ``<img>`` with a base64 data URI, footed with the owner-only label."""
     # below the figure's area (and its tick labels): bbox_inches="tight" grows the image to it
     figure.text(0.5, -0.02, OWNER_ONLY, ha="center", va="top", fontsize=7, color="#a00")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="">'
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+
+
+def _finish(axes: Any, title: str, ylabel: str) -> None:
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.legend(fontsize=8)
 
 
 # Figures through matplotlib's object API, not pyplot: no global backend switched (a notebook
@@ -121,11 +127,8 @@ def _bar_figures(shares: dict[str, pd.DataFrame]) -> list[str]:
         axes.bar(positions + 0.2, frame["synthetic"], 0.4, label="synthetic", color="#dd8452")
         axes.set_xticks(positions, [str(label) for label in frame.index], rotation=45,
                         ha="right", fontsize=8)
-        axes.set_ylabel("share of rows")
-        axes.set_title(name)
-        axes.legend(fontsize=8)
-        images.append(_png(figure).replace('alt=""', f'alt="{html.escape(name)}: real vs '
-                                                     'synthetic shares"'))
+        _finish(axes, name, "share of rows")
+        images.append(_png(figure, f"{name}: real vs synthetic shares"))
     return images
 
 
@@ -142,8 +145,7 @@ def _heatmap_figure(real: pd.DataFrame, synthetic: pd.DataFrame, measure: str = 
         ax.set_yticks(range(len(frame)), frame.index, fontsize=7)
         ax.set_title(f"{title}: {measure}")
     figure.colorbar(image, ax=axes, shrink=0.8)
-    return _png(figure).replace('alt=""', f'alt="{html.escape(measure)} heatmaps, real and '
-                                          'synthetic"')
+    return _png(figure, f"{measure} heatmaps, real and synthetic")
 
 
 def _value_histograms(values: ValueComparison) -> list[str]:
@@ -174,11 +176,8 @@ def _value_histograms(values: ValueComparison) -> list[str]:
             if len(d.values):
                 axes.hist(d.values, bins=bins, weights=d.weights, density=True, label=label,
                           **style)
-        axes.set_ylabel("density")
-        axes.set_title(name)
-        axes.legend(fontsize=8)
-        images.append(_png(figure).replace('alt=""', f'alt="{html.escape(name)}: real vs '
-                                                     'synthetic values"'))
+        _finish(axes, name, "density")
+        images.append(_png(figure, f"{name}: real vs synthetic values"))
     return images
 
 
