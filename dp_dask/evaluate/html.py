@@ -164,7 +164,7 @@ def _value_histograms(values: ValueComparison) -> list[str]:
         low, high = ends[:, 0].min(), ends[:, 1].max()
         integral = all(np.array_equal(d.values, np.round(d.values)) for d in present)
         if integral and high - low <= 100:  # one bar per integer
-            bins = np.arange(low - 0.5, high + 1.5)
+            bins = np.arange(np.floor(low) - 0.5, np.ceil(high) + 1.5)
         else:
             bins = np.linspace(low, high if high > low else low + 1, 51)
         figure = Figure(figsize=(5.0, 3.2), layout="constrained")

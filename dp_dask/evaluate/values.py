@@ -14,7 +14,8 @@ and variance (Chan's merge), the exact histogram of its values while it has at m
 (bottom-k of a uniform key per row, so the same rows for every column). KS, W1 and the quantiles
 are computed on the histogram (exact, on every value) when there is one, else on the sample,
 which is every row of a table of at most ``sample_rows`` rows; Spearman's ρ always on the sample.
-With a 1 M-row sample, the sampling error of KS is about 1.36·√(2/10⁶) ≈ 0.002 (95 %).
+With a 1 M-row sample, the sampling error of KS is about 1.36·√(2/10⁶) ≈ 0.002 (95 %). A task
+holds at most ``split_every`` × ``sample_rows`` sampled rows, whatever the table's size.
 
 PRIVACY: the data owner's evaluation, never part of a release. The driver holds raw values (a
 sample, value histograms); the outputs are summary statistics, but quantiles and histograms
