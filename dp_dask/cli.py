@@ -400,10 +400,18 @@ def run_demo(args: argparse.Namespace) -> None:
                                           schema.as_labels()))
     print("utility (total variation distance, 0 = identical):")
     print(json.dumps(marginal_distances(real, synthetic, schema), indent=2))
+    from dp_dask.evaluate.values import compare_values  # scipy.stats: ~1 s to import
+
+    values = compare_values(data, paths["parquet"], schema, seed=args.seed)
+    if values is not None:
+        print("values (KS, 0 = identical; W1 in the column's unit): " + "; ".join(
+            f"{row['column']} KS {row['KS']:.4f} W1 {row['W1']:.3g}"
+            for row in values.metrics.to_dict(orient="records")))
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
     from dp_dask.evaluate.html import write_evaluation  # scipy.stats: ~1 s to import
+    from dp_dask.evaluate.values import compare_values, summary_markdown
 
     schema = load_schema(args.schema)
     options, data, synthetic = args.storage_options, args.data, args.synthetic
@@ -417,14 +425,18 @@ def run_evaluate(args: argparse.Namespace) -> None:
         comparison, paths = write_evaluation(data, synthetic, schema, args.out,
                                              q3_sample=args.q3_sample, seed=args.seed,
                                              force=args.force)
-        records, workload = comparison.records, comparison.workload
+        records, workload, values = comparison.records, comparison.workload, comparison.values
     else:
         records, workload = evaluate_release(data, synthetic, schema,
                                              q3_sample=args.q3_sample, seed=args.seed)
+        values = compare_values(data, synthetic, schema, seed=args.seed)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
+    if values is not None:
+        print(f"\nvalues ({values.sample}):")
+        print(summary_markdown(values), end="")
     for kind, path in paths.items():
-        print(f"{kind:>4}: {path}")
+        print(f"{kind:>11}: {path}")
 
 
 def run_report(args: argparse.Namespace) -> None:
@@ -735,7 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=run_demo)
 
     evaluate = commands.add_parser(
-        "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries")
+        "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries, and "
+        "its values' distances (KS, W1, quantiles, Spearman) to the real columns")
     _evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
                           help="decoded synthetic table (typed values or schema labels) or "
@@ -743,9 +756,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "is read only if complete)")
     _storage_options(evaluate)
     evaluate.add_argument("--out", type=Path, default=None,
-                          help="directory for alpha-beta.{md,csv,json} and report.html, the data "
-                          "owner's HTML report (default: print only)")
-    evaluate.add_argument("--seed", type=non_negative_int, default=0, help="seed of the Q3 sample")
+                          help="directory for alpha-beta.{md,csv,json}, values.{md,csv,json} "
+                          "(typed releases) and report.html, the data owner's HTML report "
+                          "(default: print only)")
+    evaluate.add_argument("--seed", type=non_negative_int, default=0,
+                          help="seed of the Q3 sample and of the value metrics' row sample")
     _cluster_options(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 

@@ -77,8 +77,8 @@ def sample_step(model: str | Path, out: str | Path, *, rows: int | None = None, 
 def evaluate_step(data: str, release: str | Path, schema: str | Path | Schema,
                   out: str | Path, *, q3_sample: int | None = DEFAULT_Q3_SAMPLE,
                   scheduler: str | None = None) -> dict[str, str]:
-    """The data owner's (α, β) tables and HTML report of the release, written to ``out``
-    (not differentially private; refused inside the release directory)."""
+    """The data owner's (α, β) tables, value metrics and HTML report of the release, written
+    to ``out`` (not differentially private; refused inside the release directory)."""
     with dask_client(scheduler, quiet=True):
         _, paths = write_evaluation(data, release, load_schema(schema), out,
                                     q3_sample=q3_sample)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -79,8 +80,11 @@ def test_demo_runs_end_to_end(client, tmp_path, capsys):
     assert main(["demo", "--demo-rows", "30000", "--out", str(tmp_path),
                  *scheduler(client)]) == 0
     printed = capsys.readouterr().out
-    utility = json.loads(printed[printed.index("{"):])
+    utility, end = json.JSONDecoder().raw_decode(printed, printed.index("{"))
     assert utility["one_way_tvd_mean"] < 0.05
+    ks = dict(re.findall(r"(\w+) KS ([\d.]+) W1", printed[end:]))  # the numeric columns' values
+    assert set(ks) == {"age", "hours_per_week", "household_size"}
+    assert all(float(value) < 0.2 for value in ks.values())
     assert (tmp_path / "release" / "synthetic.parquet").exists()
 
 

@@ -199,6 +199,7 @@ def test_evaluate_command_writes_tables(client, tmp_path, capsys):
         first = (tmp_path / "eval" / name).read_text().splitlines()[0]
         assert OWNER_ONLY in first.lower()
     assert json.loads((tmp_path / "eval" / "alpha-beta.json").read_text())["privacy"] == OWNER_ONLY
+    assert not list((tmp_path / "eval").glob("values.*"))  # labels: no values to compare
 
     labelled(correlated_frame(50)).drop(columns=["city"]).to_parquet(tmp_path / "bad.parquet")
     code = main(["evaluate", "--data", str(real), "--synthetic", str(tmp_path / "bad.parquet"),

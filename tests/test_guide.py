@@ -42,4 +42,5 @@ def test_guide_commands_run(tmp_path):
     assert re.search(r"^1 +\S+ +census@sha256:\w+ +guide-1 ", done.stdout, re.M)
     assert (work / "release" / "_COMPLETE.json").is_file()
     assert OWNER_ONLY in (work / "evaluation" / "report.html").read_text().lower()
+    assert OWNER_ONLY in (work / "evaluation" / "values.md").read_text().lower()  # typed release
     assert not (tmp_path / "unused.sqlite").exists()  # the guide's export took effect

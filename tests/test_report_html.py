@@ -12,6 +12,7 @@ from pathlib import Path
 
 import matplotlib.image
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA_PATH
 
@@ -22,6 +23,8 @@ from dp_dask.evaluate.html import REPORT_NAME, associations
 from dp_dask.privacy.labels import OWNER_ONLY
 
 ATTRIBUTES = 4  # SMALL_SCHEMA: colour, size, flag, city
+VALUE_COLUMNS = 1  # size: numeric, decoded to values (one histogram; Spearman needs two)
+FIGURES = 1 + ATTRIBUTES + VALUE_COLUMNS  # the heatmap pair, one bar chart per attribute, ...
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +43,15 @@ def test_report_holds_figures_tables_and_privacy_parameters(evaluated):
     page = (evaluated / REPORT_NAME).read_text()
     assert OWNER_ONLY.capitalize() in page
     images = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert len(images) == 1 + ATTRIBUTES  # the heatmap pair, one bar chart per attribute
+    assert len(images) == FIGURES
     assert all(len(image) > 1000 for image in images)
     for name in ("colour", "size", "flag", "city"):
         assert f'alt="{name}: real vs synthetic shares"' in page
+    assert 'alt="size: real vs synthetic values"' in page  # the value section
+    assert "Spearman's ρ needs two value columns" in page
+    metrics = pd.read_csv(evaluated / "values.csv", comment="#")
+    assert list(metrics["column"]) == ["size"]
+    assert f"<td>{metrics['KS'][0]:.6g}</td>" in page
     assert "<td>Q2 |r|&lt;0.5</td>" in page  # escaped by pandas, one cell
     metadata = json.loads((evaluated.parent / "release" / "metadata.json").read_text())
     assert metadata["privacy"]["differentially_private"] is True
@@ -96,7 +104,9 @@ window.addEventListener("load", () => {
   const images = [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]);
   const result = {images, tables: document.querySelectorAll("table").length,
                   rows: document.querySelectorAll("tr").length,
-                  owner: document.querySelector(".owner").innerText};
+                  owner: document.querySelector(".owner").innerText,
+                  values: [...document.querySelectorAll("#values ~ div.figures img")]
+                    .map(i => i.alt)};
   const out = document.createElement("pre");
   out.id = "checked";
   out.textContent = JSON.stringify(result);
@@ -124,10 +134,11 @@ def test_browser_renders_figures_and_tables(evaluated, tmp_path):
     found = re.search(r'<pre id="checked">(.*?)</pre>', dom, re.S)
     assert found, "the page's load handler did not run"
     result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    assert len(result["images"]) == 1 + ATTRIBUTES
+    assert len(result["images"]) == FIGURES
     assert all(complete and width > 100 and height > 100
                for complete, width, height in result["images"])
-    assert result["tables"] == 4  # privacy, distances, (α, β), shares
+    assert result["tables"] == 6  # privacy, distances, (α, β), shares, values, quantiles
+    assert result["values"] == ["size: real vs synthetic values"]  # rendered after its heading
     assert result["rows"] > 20
     assert OWNER_ONLY in result["owner"].lower()
 

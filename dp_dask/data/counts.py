@@ -73,10 +73,12 @@ def reduction_graph(ddf: dd.DataFrame, schema: Schema,
                     split_every=split_every)
 
 
-def tree_sum(level: list[Delayed], *, split_every: int = 8) -> Delayed:
-    """Lazy sum of delayed arrays, ``split_every`` at a time (the combine/aggregate steps)."""
+def tree_sum(level: list[Delayed], *, split_every: int = 8,
+             combine: Callable[[list[Any]], Any] = combine_counts) -> Delayed:
+    """Lazy sum of delayed arrays, ``split_every`` at a time (the combine/aggregate steps);
+    another ``combine`` (a list of partial results → one) reduces other partial results."""
     while len(level) > 1:
-        level = [dask.delayed(combine_counts)(level[i : i + split_every])
+        level = [dask.delayed(combine)(level[i : i + split_every])
                  for i in range(0, len(level), split_every)]
     return level[0]
 

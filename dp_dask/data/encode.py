@@ -174,8 +174,16 @@ def _boolean_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
     return np.where(true, 1, np.where(false, 0, -1)).astype(np.int64)
 
 
+def _numbers(values: pd.Series) -> np.ndarray:
+    """Each value as a float64, parsed on its own (NaN where it is missing or no number)."""
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def _numeric_codes(values: pd.Series, edges: tuple[float, ...]) -> np.ndarray:
-    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return _bin_codes(_numbers(values), edges)
+
+
+def _bin_codes(numbers: np.ndarray, edges: tuple[float, ...]) -> np.ndarray:
     edges = np.asarray(edges)
     codes = np.searchsorted(edges, numbers, side="right") - 1
     bins = len(edges) - 1
@@ -204,10 +212,24 @@ def _timestamps(values: pd.Series, attribute: Attribute) -> pd.Series:
     return parsed.dt.tz_localize(None)
 
 
+def _years(stamps: pd.Series) -> np.ndarray:
+    """Each timestamp's calendar year, float64 (NaN for NaT)."""
+    return stamps.dt.year.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _decimal_years(stamps: pd.Series) -> np.ndarray:
+    """Each timestamp as its year plus the elapsed share of that year (NaN for NaT)."""
+    instants = stamps.to_numpy(dtype="datetime64[ns]")
+    start = instants.astype("datetime64[Y]")
+    elapsed = (instants - start).astype(np.float64)
+    length = ((start + 1).astype("datetime64[ns]") - start).astype(np.float64)
+    return _years(stamps) + elapsed / length
+
+
 def _datetime_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
     stamps = _timestamps(values, attribute)
     if attribute.unit == "year":
-        return _numeric_codes(stamps.dt.year, attribute.edges)
+        return _bin_codes(_years(stamps), attribute.edges)
     accessor, first = {"month": ("month", 1), "weekday": ("day_of_week", 0),
                        "hour": ("hour", 0)}[attribute.unit]
     field = getattr(stamps.dt, accessor) - first
@@ -250,6 +272,21 @@ def domain_codes(values: pd.Series, attribute: Attribute) -> tuple[np.ndarray, n
     codes = CODERS[attribute.kind](values, attribute)
     codes[missing] = -1
     return codes, missing
+
+
+def domain_values(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    """A numeric or datetime ``year`` column's values as the encoder reads them, float64 (a
+    time as a decimal year: 2000.5 is mid-2000), NaN where the value is missing or outside the
+    attribute's bins (where ``on_missing``/``on_unknown`` decide its bin, not its value)."""
+    if attribute.kind == "datetime" and attribute.unit == "year":
+        stamps = _timestamps(values, attribute)
+        numbers, codes = _decimal_years(stamps), _bin_codes(_years(stamps), attribute.edges)
+    elif attribute.kind == "numeric":
+        numbers = _numbers(values)
+        codes = _bin_codes(numbers, attribute.edges)
+    else:
+        raise ValueError(f"attribute {attribute.name!r} ({attribute.kind}) has no numeric values")
+    return np.where((codes < 0) | _missing(values, attribute), np.nan, numbers)
 
 
 def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:

@@ -2,7 +2,9 @@
 
 One self-contained file (figures embedded as base64 PNG, so it can be mailed or opened from a
 bucket): per-attribute real-vs-synthetic bars, a pair of attribute-association heatmaps (real,
-synthetic), the (α, β) tables, marginal distances, and the privacy parameters the release's
+synthetic), the (α, β) tables, marginal distances, the value metrics of a typed release
+(:mod:`dp_dask.evaluate.values`: per numeric column a histogram of values, real and synthetic, KS,
+W1, moments and quantiles, and Spearman heatmaps), and the privacy parameters the release's
 ``metadata.json`` records.
 
 PRIVACY: the figures and tables are exact functions of the raw data (shares and associations,
@@ -13,6 +15,7 @@ and on every figure, and is never written inside a release directory unless forc
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import html
 import importlib.util
@@ -36,6 +39,13 @@ from dp_dask.evaluate.queries import (
     marginal_distances,
     wide_table,
     write_tables,
+)
+from dp_dask.evaluate.values import (
+    ValueComparison,
+    compare_values,
+    summary_tables,
+    weighted_quantiles,
+    write_values,
 )
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import ReleaseError, published_location, release_directory
@@ -87,14 +97,20 @@ def release_metadata(synthetic: TableSource) -> dict[str, Any] | None:
         return None
 
 
-def _png(figure: Any) -> str:
+def _png(figure: Any, alt: str) -> str:
     """A figure as an ``<img>`` with a base64 data URI, footed with the owner-only label."""
     # below the figure's area (and its tick labels): bbox_inches="tight" grows the image to it
     figure.text(0.5, -0.02, OWNER_ONLY, ha="center", va="top", fontsize=7, color="#a00")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="">'
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+
+
+def _finish(axes: Any, title: str, ylabel: str) -> None:
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.legend(fontsize=8)
 
 
 # Figures through matplotlib's object API, not pyplot: no global backend switched (a notebook
@@ -111,27 +127,58 @@ def _bar_figures(shares: dict[str, pd.DataFrame]) -> list[str]:
         axes.bar(positions + 0.2, frame["synthetic"], 0.4, label="synthetic", color="#dd8452")
         axes.set_xticks(positions, [str(label) for label in frame.index], rotation=45,
                         ha="right", fontsize=8)
-        axes.set_ylabel("share of rows")
-        axes.set_title(name)
-        axes.legend(fontsize=8)
-        images.append(_png(figure).replace('alt=""', f'alt="{html.escape(name)}: real vs '
-                                                     'synthetic shares"'))
+        _finish(axes, name, "share of rows")
+        images.append(_png(figure, f"{name}: real vs synthetic shares"))
     return images
 
 
-def _heatmap_figure(real: pd.DataFrame, synthetic: pd.DataFrame) -> str:
+def _heatmap_figure(real: pd.DataFrame, synthetic: pd.DataFrame, measure: str = "Cramér's V",
+                    vmin: float = 0.0, cmap: str = "viridis") -> str:
     from matplotlib.figure import Figure
 
     size = max(4.0, 0.4 * len(real) + 2)
     figure = Figure(figsize=(2 * size + 1, size), layout="constrained")
     axes = figure.subplots(1, 2)
     for ax, (title, frame) in zip(axes, [("real", real), ("synthetic", synthetic)]):
-        image = ax.imshow(frame.to_numpy(), vmin=0, vmax=1, cmap="viridis")
+        image = ax.imshow(frame.to_numpy(), vmin=vmin, vmax=1, cmap=cmap)
         ax.set_xticks(range(len(frame)), frame.columns, rotation=90, fontsize=7)
         ax.set_yticks(range(len(frame)), frame.index, fontsize=7)
-        ax.set_title(f"{title}: Cramér's V")
+        ax.set_title(f"{title}: {measure}")
     figure.colorbar(image, ax=axes, shrink=0.8)
-    return _png(figure).replace('alt=""', 'alt="Cramér\'s V heatmaps, real and synthetic"')
+    return _png(figure, f"{measure} heatmaps, real and synthetic")
+
+
+def _value_histograms(values: ValueComparison) -> list[str]:
+    """Per value column, real and synthetic values overlaid (density; the central 99 % of
+    either, so that a far tail does not flatten the rest)."""
+    from matplotlib.figure import Figure
+
+    images = []
+    for name, real in values.real.items():
+        synthetic = values.synthetic[name]
+        present = [d for d in (real, synthetic) if len(d.values)]
+        if not present:
+            continue
+        ends = np.array([weighted_quantiles(d.values, d.weights, (0.005, 0.995))
+                         for d in present])
+        low, high = ends[:, 0].min(), ends[:, 1].max()
+        integral = all(np.array_equal(d.values, np.round(d.values)) for d in present)
+        if integral and high - low <= 100:  # one bar per integer
+            bins = np.arange(np.floor(low) - 0.5, np.ceil(high) + 1.5)
+        else:
+            bins = np.linspace(low, high if high > low else low + 1, 51)
+        figure = Figure(figsize=(5.0, 3.2), layout="constrained")
+        axes = figure.subplots()
+        for label, d, style in (("real", real, {"histtype": "stepfilled", "alpha": 0.5,
+                                                "color": "#4c72b0"}),
+                                ("synthetic", synthetic, {"histtype": "step", "linewidth": 1.5,
+                                                          "color": "#dd8452"})):
+            if len(d.values):
+                axes.hist(d.values, bins=bins, weights=d.weights, density=True, label=label,
+                          **style)
+        _finish(axes, name, "density")
+        images.append(_png(figure, f"{name}: real vs synthetic values"))
+    return images
 
 
 def _table(frame: pd.DataFrame, float_format: str = "{:.4g}") -> str:
@@ -163,6 +210,29 @@ table.table td, table.table th { border: 1px solid #ccc; padding: 0.2em 0.5em; }
 """
 
 
+def _values_section(values: ValueComparison, plots: bool) -> str:
+    main, quantiles = summary_tables(values)
+    text = ('<h2 id="values">Values</h2><p>Per numeric and datetime (year) column whose '
+            "release holds values: "
+            "the Kolmogorov–Smirnov statistic and the Wasserstein-1 distance (in the column's "
+            "unit; years for times) between real and synthetic values, their moments and "
+            "quantiles. Missing and out-of-domain values are left out. 'sample': on the "
+            f"{html.escape(values.sample)}.</p>" + _table(main, "{:.6g}")
+            + _table(quantiles, "{:.6g}"))
+    if plots:
+        text += f'<div class="figures">{"".join(_value_histograms(values))}</div>'
+    if len(values.spearman_real) < 2:
+        return text + "<p>Spearman's ρ needs two value columns.</p>"
+    text += ("<p>Spearman's rank correlation of every pair of value columns, real and synthetic "
+             f"(on the sample); max |real − synthetic| = "
+             f"{values.spearman_max_difference:.4f}.</p>")
+    if plots:
+        text += ('<div class="figures">'
+                 + _heatmap_figure(values.spearman_real, values.spearman_synthetic,
+                                   "Spearman's ρ", -1.0, "coolwarm") + "</div>")
+    return text
+
+
 def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
                 metadata: dict[str, Any] | None) -> str:
     """The report as one HTML document (figures only when matplotlib is installed)."""
@@ -180,7 +250,8 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
     shares = attribute_shares(comparison, schema)
     real_v = associations(comparison.real_counts, schema)
     synthetic_v = associations(comparison.synthetic_counts, schema)
-    if importlib.util.find_spec("matplotlib") is None:
+    plots = importlib.util.find_spec("matplotlib") is not None
+    if not plots:
         heatmap = bars = ("<p>Figures skipped: matplotlib is not installed "
                           "(<code>pip install 'dp-dask[plots]'</code>).</p>")
     else:
@@ -192,6 +263,8 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
     shares_long.columns = ["attribute", "label", "real", "synthetic"]
     sections.append("<h2>Per attribute</h2><p>Share of rows in each label, real and synthetic."
                     "</p>" + bars + _table(shares_long, "{:.4f}"))
+    if comparison.values is not None:
+        sections.append(_values_section(comparison.values, plots))
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>dp_dask evaluation: {html.escape(synthetic_name)}</title>"
@@ -205,15 +278,21 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
 def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
                      out: str | Path, *, q3_sample: int | None = DEFAULT_Q3_SAMPLE,
                      seed: int = 0, force: bool = False) -> tuple[Comparison, dict[str, Path]]:
-    """Evaluate ``synthetic`` against ``data`` and write ``alpha-beta.{csv,json,md}`` and
-    ``report.html`` under ``out`` (refused inside a release directory unless ``force``)."""
+    """Evaluate ``synthetic`` against ``data`` and write ``alpha-beta.{csv,json,md}``,
+    ``values.{csv,json,md}`` (when a column holds values: :mod:`dp_dask.evaluate.values`, also
+    in the returned comparison's ``values``) and ``report.html`` under ``out`` (refused inside
+    a release directory unless ``force``). ``seed``: of the Q3 sample and the value sample."""
     out = Path(out)
     check_outside_release(out, force)  # before reading anything
-    comparison = compare_release(data, synthetic, schema, q3_sample=q3_sample, seed=seed)
+    comparison = dataclasses.replace(
+        compare_release(data, synthetic, schema, q3_sample=q3_sample, seed=seed),
+        values=compare_values(data, synthetic, schema, seed=seed))
     name = str(synthetic) if isinstance(synthetic, str | Path) else "an in-memory table"
     paths = write_tables(comparison.records, out, "alpha-beta", "(α, β) errors of a release",
                          f"Synthetic: {name}. Q3: {comparison.workload.describe()}.",
                          force=force)
+    if comparison.values is not None:
+        paths |= write_values(comparison.values, out, f"Values of a release ({name})")
     paths["html"] = out / REPORT_NAME
     paths["html"].write_text(render_html(comparison, schema, synthetic_name=name,
                                          metadata=release_metadata(synthetic)))

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dask
 import dask.dataframe as dd
@@ -43,6 +44,9 @@ from dp_dask.data.schema import Schema
 from dp_dask.data.values import labels_of_release
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import checked_table
+
+if TYPE_CHECKING:  # values.py imports this module
+    from dp_dask.evaluate.values import ValueComparison
 
 BETAS = (0.95, 0.99, 1.0)
 STRONG_CORRELATION = 0.5  # Q2 is split at |r| >= this (r: Pearson r of the two dummies)
@@ -352,7 +356,8 @@ def error_records(method: str, true: Answers, released: Answers, correlations: n
 
 @dataclass(frozen=True)
 class Comparison:
-    """A synthetic table against the raw data: (α, β) records and both d×d count matrices.
+    """A synthetic table against the raw data: (α, β) records and both d×d count matrices,
+    and the value metrics where :func:`~dp_dask.evaluate.html.write_evaluation` added them.
 
     The counts stay in memory for the data owner's report (proportions and correlations drawn
     from them); they are never written.
@@ -362,6 +367,7 @@ class Comparison:
     workload: ThreeWayWorkload
     real_counts: np.ndarray
     synthetic_counts: np.ndarray
+    values: ValueComparison | None = None
 
 
 def compare_release(data: TableSource, synthetic: TableSource, schema: Schema, *,
