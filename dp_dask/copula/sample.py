@@ -279,11 +279,21 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     partial = io.BytesIO()
     frame = decode_frame(codes, sampler.schema, decode, child)
     # One Arrow schema for every part: the same types (a part without nulls included).
-    pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial)
+    pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial,
+                   use_dictionary=dictionary_columns(arrow))
     put_bytes(part, partial.getvalue(), storage_options)
     # last: both outputs of the partition are in place
     put_bytes(join(markers, str(index)), b"", storage_options)
     return index
+
+
+def dictionary_columns(arrow: pa.Schema) -> list[str]:
+    """The columns Parquet should dictionary-encode: all but floats and timestamps. Values drawn
+    within bins are nearly all distinct there, so a dictionary only grows until Parquet gives
+    it up: on the DSS shape it tripled a typed part's write time (1.5 s vs 0.6 s per 100 k rows,
+    docs/benchmarks.md) and made the part larger."""
+    return [field.name for field in arrow
+            if not (pa.types.is_floating(field.type) or pa.types.is_timestamp(field.type))]
 
 
 def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_rows: int,
