@@ -37,6 +37,13 @@ def run_directory(base: str | Path, run_id: str) -> Location:
     return join(str(base), name) if remote(base) else Path(base) / name
 
 
+def evaluation_directory(reports: str | Path | None, out: str | Path, run_id: str) -> Path:
+    """``<reports>/<run id>/evaluation`` (``reports`` defaults to ``out``): checked before the
+    fit spends anything, since the evaluation is not DP and may not go to an object store."""
+    base = local_only(reports or out, "the evaluation's base directory (reports)")
+    return Path(run_directory(base, run_id)) / "evaluation"
+
+
 def fit_step(data: str, schema: str | Path | Schema, model: str | Path, *, run_id: str,
              method: str = "marginals", epsilon: float = 1.0, delta: float = DEFAULT_DELTA,
              dataset_name: str | None = None, ledger: str | Path | None = None,
