@@ -8,8 +8,10 @@ written to each target on the same LocalCluster (2 workers × 1 thread by defaul
 local, s3, s3, local, ... so that a drift of the machine's load hits both alike. Per write: the
 wall time of ``Synthesizer.write`` (sample + write + publish), its ``sample_write`` stage, the
 peak RSS of each worker and of the S3 server (psutil, as benchmarks.run), and the server's CPU
-seconds. The same bytes (each local release) are also PUT into the server by s3fs alone, from
-the driver, after each local write: the server's own ingest rate, without sampling.
+seconds; apart, the time to read every file back and hash it (as the completion record's
+SHA-256 does inside the write). The same bytes (each local release) are also PUT into the
+server by s3fs alone, from the driver, after each local write: the server's own ingest rate,
+without sampling.
 
 moto is a Python server: on a small machine it takes CPU from the workers, which real S3 does
 not; its CPU seconds per write and the s3fs-alone PUT say how much of the difference it is.
@@ -35,6 +37,7 @@ import psutil
 
 from benchmarks.run import PeakMemory, append_json_line, cluster, machine
 from dp_dask.data.demo import generate_census
+from dp_dask.release import verify_release
 from dp_dask.synthesizer import Synthesizer
 
 BUCKET = "dp-dask"
@@ -95,8 +98,13 @@ def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str,
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(out, **(options or {}))
+    # what the record's SHA-256 costs: the driver reads every file back (in the write, too)
+    started = time.perf_counter()
+    verify_release(out, checksums=True, storage_options=options)
+    read_back = time.perf_counter() - started
     return {"target": "s3" if options else "local", "wall_s": round(wall, 2),
             "sample_write_s": round(synthesizer.timings_["sample_write"], 2),
+            "read_back_s": round(read_back, 2),
             "bytes": (written := _size(fs, root)), "mib_per_s": round(written / 2**20 / wall, 1),
             "server_cpu_s": round(sum(server.cpu_times()[:2]) - cpu_before, 1),
             "peak_rss_gib": {k: round(v / 2**30, 3) for k, v in memory.peak.items()},
@@ -177,14 +185,15 @@ def summary(result: dict[str, Any]) -> dict[str, float]:
 def table(result: dict[str, Any]) -> str:
     lines = [f"{result['rows']:,} rows ({result['schema']} schema, {result['method']}), "
              f"{result['workers']} workers; idle RSS GiB {result['idle_rss_gib']}",
-             "| # | target | write s | sample_write s | MiB | MiB/s | worker peaks GiB "
-             "| S3 server CPU s | server peak GiB | load |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| # | target | write s | sample_write s | read back s | MiB | MiB/s "
+             "| worker peaks GiB | S3 server CPU s | server peak GiB | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for w in result["writes"]:
         peaks = ", ".join(f"{v:.2f}" for k, v in w["peak_rss_gib"].items()
                           if k.startswith("worker"))
         lines.append(f"| {w['order']} | {w['target']} | {w['wall_s']:.1f} | "
-                     f"{w['sample_write_s']:.1f} | {w['bytes'] / 2**20:.0f} | {w['mib_per_s']} | "
+                     f"{w['sample_write_s']:.1f} | {w['read_back_s']:.1f} | "
+                     f"{w['bytes'] / 2**20:.0f} | {w['mib_per_s']} | "
                      f"{peaks} | {w['server_cpu_s']} | {w['peak_rss_gib']['s3 server']:.2f} | "
                      f"{w['load_before']} → {w['load_after']} |")
     for w in result["writes"]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from common import BUCKET, ROOT, check_run, object_store, prepare
@@ -36,10 +37,13 @@ if __name__ == "__main__":
         assert run.state == "success", tries
         assert tries["fit"][1] == 2 and tries["sample"][1] == 2 and tries["evaluate"][1] == 1
 
+    started = time.perf_counter()
     release(str(work / "runs"), work / "runs")
-    print("airflow:", check_run(work, "dp_dask_release/", work / "runs"))
+    print("airflow:", check_run(work, "dp_dask_release/", work / "runs"),
+          f"in {time.perf_counter() - started:.0f} s")
+    started = time.perf_counter()
     with object_store(work / "s3") as options:
         release(f"s3://{BUCKET}/runs", work / "s3" / "reports")
         print("airflow, s3:", check_run(work / "s3", "dp_dask_release/", work / "s3" / "reports",
-                                        options))
+                                        options), f"in {time.perf_counter() - started:.0f} s")
     cluster.close()

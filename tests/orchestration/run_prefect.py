@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from common import BUCKET, ROOT, check_run, object_store, prepare
@@ -24,14 +25,18 @@ if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "pipelines"))
     from prefect_flow import release_flow  # after PREFECT_HOME is set
 
+    started = time.perf_counter()
     result = release_flow(str(data), out=str(work / "runs"), dataset_name="census")
     assert result["fit"]["reused"], "the retried fit did not reuse the saved model"
-    print("prefect:", check_run(work, "prefect/", work / "runs"))
+    print("prefect:", check_run(work, "prefect/", work / "runs"),
+          f"in {time.perf_counter() - started:.0f} s")
+    started = time.perf_counter()
     with object_store(work / "s3") as options:
         reports = work / "s3" / "reports"
         result = release_flow(str(data), out=f"s3://{BUCKET}/runs", reports=str(reports),
                               dataset_name="census")
         assert result["fit"]["reused"], "the retried fit did not reuse the model in the store"
         assert result["fit"]["model"].startswith(f"s3://{BUCKET}/runs/prefect_"), result["fit"]
-        print("prefect, s3:", check_run(work / "s3", "prefect/", reports, options))
+        print("prefect, s3:", check_run(work / "s3", "prefect/", reports, options),
+              f"in {time.perf_counter() - started:.0f} s")
     cluster.close()
