@@ -7,8 +7,9 @@ generated rows, seeded numpy noise: a benchmark, not a release), then ``--rows``
 written to each target on the same LocalCluster (2 workers × 1 thread by default), alternating
 local, s3, s3, local, ... so that a drift of the machine's load hits both alike. Per write: the
 wall time of ``Synthesizer.write`` (sample + write + publish), its ``sample_write`` stage, the
-peak RSS of each worker and of the S3 server (psutil, as benchmarks.run), and the server's CPU
-seconds; apart, the time to read every file back and hash it (as the completion record's
+peak RSS of each worker and of the S3 server (psutil, as benchmarks.run), and the CPU seconds
+of the workers, the driver and the server (the work done, which the machine's load does not
+change); apart, the time to read every file back and hash it (as the completion record's
 SHA-256 does inside the write). The same bytes (each local release) are also PUT into the
 server by s3fs alone, from the driver, after each local write: the server's own ingest rate,
 without sampling.
@@ -86,15 +87,19 @@ def _size(fs: Any, path: str) -> int:
 
 
 def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str, Any] | None,
-               pids: dict[str, int], server: psutil.Process) -> dict[str, Any]:
-    """One release written to ``out``: wall, stage time, peaks, server CPU, bytes."""
+               pids: dict[str, int]) -> dict[str, Any]:
+    """One release written to ``out``: wall, stage time, peaks, CPU seconds, bytes."""
     synthesizer.timings_.clear()
-    cpu_before = sum(server.cpu_times()[:2])
+    processes = {name: psutil.Process(pid) for name, pid in {**pids, "driver": os.getpid()}.items()}
+    cpu_before = {name: sum(p.cpu_times()[:2]) for name, p in processes.items()}
     load_before = os.getloadavg()[0]
     with PeakMemory(pids) as memory:
         started = time.perf_counter()
         paths = synthesizer.write(out, rows, seed=0, storage_options=options)
         wall = time.perf_counter() - started
+    # CPU seconds (user + system) per process: the work done, whatever the machine's load
+    cpu = {name: round(sum(p.cpu_times()[:2]) - cpu_before[name], 1)
+           for name, p in processes.items()}
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(out, **(options or {}))
@@ -106,7 +111,7 @@ def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str,
             "sample_write_s": round(synthesizer.timings_["sample_write"], 2),
             "read_back_s": round(read_back, 2),
             "bytes": (written := _size(fs, root)), "mib_per_s": round(written / 2**20 / wall, 1),
-            "server_cpu_s": round(sum(server.cpu_times()[:2]) - cpu_before, 1),
+            "server_cpu_s": cpu["s3 server"], "cpu_s": cpu,
             "peak_rss_gib": {k: round(v / 2**30, 3) for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
             "parquet": str(paths["parquet"]), "fs": fs, "root": root}
@@ -156,7 +161,7 @@ def benchmark(rows: int, *, runs: int = 2, fit_rows: int = 1_000_000, workers: i
         for index, target in enumerate(order):
             out = f"s3://{BUCKET}/release" if target == "s3" else str(local_out)
             write = write_once(synthesizer, out, rows, options if target == "s3" else None,
-                               pids, server)
+                               pids)
             fs, written = write.pop("fs"), write.pop("root")
             if target == "local":  # the same bytes, PUT by s3fs alone
                 write["put_alone"] = put_alone(local_out, options, server)
@@ -171,11 +176,14 @@ def benchmark(rows: int, *, runs: int = 2, fit_rows: int = 1_000_000, workers: i
 
 
 def summary(result: dict[str, Any]) -> dict[str, float]:
-    """Median wall time per target, their ratio, and the largest worker peak per target."""
+    """Median wall time and CPU seconds (all processes) per target, the ratio of the wall
+    times, and the largest worker peak per target."""
     out: dict[str, float] = {}
     for target in ("local", "s3"):
         writes = [w for w in result["writes"] if w["target"] == target]
         out[f"{target}_median_s"] = statistics.median(w["wall_s"] for w in writes)
+        out[f"{target}_median_cpu_s"] = statistics.median(sum(w["cpu_s"].values())
+                                                          for w in writes)
         out[f"{target}_worker_peak_gib"] = max(
             v for w in writes for k, v in w["peak_rss_gib"].items() if k.startswith("worker"))
     out["ratio"] = round(out["s3_median_s"] / out["local_median_s"], 2)
@@ -186,15 +194,17 @@ def table(result: dict[str, Any]) -> str:
     lines = [f"{result['rows']:,} rows ({result['schema']} schema, {result['method']}), "
              f"{result['workers']} workers; idle RSS GiB {result['idle_rss_gib']}",
              "| # | target | write s | sample_write s | read back s | MiB | MiB/s "
-             "| worker peaks GiB | S3 server CPU s | server peak GiB | load |",
+             "| worker peaks GiB | CPU s workers / driver / S3 server | server peak GiB | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for w in result["writes"]:
         peaks = ", ".join(f"{v:.2f}" for k, v in w["peak_rss_gib"].items()
                           if k.startswith("worker"))
+        workers_cpu = sum(v for k, v in w["cpu_s"].items() if k.startswith("worker"))
         lines.append(f"| {w['order']} | {w['target']} | {w['wall_s']:.1f} | "
                      f"{w['sample_write_s']:.1f} | {w['read_back_s']:.1f} | "
                      f"{w['bytes'] / 2**20:.0f} | {w['mib_per_s']} | "
-                     f"{peaks} | {w['server_cpu_s']} | {w['peak_rss_gib']['s3 server']:.2f} | "
+                     f"{peaks} | {workers_cpu:.1f} / {w['cpu_s']['driver']} / "
+                     f"{w['server_cpu_s']} | {w['peak_rss_gib']['s3 server']:.2f} | "
                      f"{w['load_before']} → {w['load_after']} |")
     for w in result["writes"]:
         if "put_alone" in w:
