@@ -93,8 +93,7 @@ def dp_dask_release() -> None:
                                 scheduler=_setting("dp_dask_scheduler"),
                                 storage_options=_storage_options())
         _fail_once("fit")
-        return {**fitted, "run": str(run),
-                "evaluation": str(evaluation)}
+        return {**fitted, "run": str(run), "evaluation": str(evaluation)}
 
     @task
     def sample(fitted: dict[str, Any]) -> dict[str, str]:
