@@ -7,11 +7,18 @@ temporary local server), or deploy
 own. The privacy ledger: the ``ledger`` parameter or ``$DP_DASK_LEDGER``, else
 ``~/.config/dp_dask/ledger.sqlite``; it must be one file that every retry of a task sees.
 
+Object storage: ``out`` may be a URL (``s3://bucket/runs``): the model and the release go there,
+reached with the ``storage_options`` parameter or the JSON object in ``$DP_DASK_STORAGE_OPTIONS``
+(e.g. ``{"endpoint_url": ...}``; unset, the protocol's own configuration: ``AWS_*`` variables,
+instance roles; keep credentials in the environment or a Secret block, not in parameters,
+which Prefect records). The evaluation is the data owner's and not DP: it goes under
+``reports`` (a local or shared directory; default: ``out``, which must then be local).
+
 Retries never spend budget twice: the ledger run id is the ``run_id`` parameter, by default
 ``prefect/<flow run id>``, the same for every retry within a flow run, so a retried fit reuses
-the model it saved (dp_dask.steps). Files go under ``<out>/<run id>/`` (model, release,
-evaluation). The evaluation reads the raw data: it is the data owner's, not differentially
-private, and stays outside the release.
+the model it saved (dp_dask.steps). Files go under ``<out>/<run id>/`` (model, release) and
+``<reports>/<run id>/evaluation``. The evaluation reads the raw data: it is the data owner's,
+not differentially private, and stays outside the release.
 
 ``DP_DASK_FAIL_ONCE=fit,sample`` (tests) makes those tasks fail once, after their work;
 ``DP_DASK_RETRY_DELAY_S`` sets the delay before a retry (default 60 s).
@@ -19,6 +26,7 @@ private, and stays outside the release.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -43,29 +51,33 @@ def _fail_once(step: str) -> None:
 
 
 @task(**TASK_OPTIONS)
-def fit(data: str, schema: str, out: str, run_id: str, epsilon: float,
-        dataset_name: str | None, ledger: str | None, scheduler: str | None) -> dict[str, Any]:
+def fit(data: str, schema: str, out: str, reports: str | None, run_id: str, epsilon: float,
+        dataset_name: str | None, ledger: str | None, scheduler: str | None,
+        storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    evaluation = steps.evaluation_directory(reports, out, run_id)  # checked before the fit
     run = steps.run_directory(out, run_id)
-    fitted = steps.fit_step(data, schema, run / "model", run_id=run_id, epsilon=epsilon,
-                            dataset_name=dataset_name, ledger=ledger, scheduler=scheduler)
+    fitted = steps.fit_step(data, schema, f"{run}/model", run_id=run_id, epsilon=epsilon,
+                            dataset_name=dataset_name, ledger=ledger, scheduler=scheduler,
+                            storage_options=storage_options)
     _fail_once("fit")
-    return {**fitted, "run": str(run)}
+    return {**fitted, "run": str(run), "evaluation": str(evaluation)}
 
 
 @task(**TASK_OPTIONS)
 def sample(fitted: dict[str, Any], rows: int | None, ledger: str | None,
-           scheduler: str | None) -> dict[str, str]:
+           scheduler: str | None, storage_options: dict[str, Any] | None) -> dict[str, str]:
     paths = steps.sample_step(fitted["model"], f"{fitted['run']}/release", rows=rows,
-                              ledger=ledger, run_id=fitted["run_id"], scheduler=scheduler)
+                              ledger=ledger, run_id=fitted["run_id"], scheduler=scheduler,
+                              storage_options=storage_options)
     _fail_once("sample")
     return paths
 
 
 @task(**TASK_OPTIONS)
 def evaluate(data: str, schema: str, fitted: dict[str, Any], release: dict[str, str],
-             scheduler: str | None) -> dict[str, str]:
-    paths = steps.evaluate_step(data, release["parquet"], schema, f"{fitted['run']}/evaluation",
-                                scheduler=scheduler)
+             scheduler: str | None, storage_options: dict[str, Any] | None) -> dict[str, str]:
+    paths = steps.evaluate_step(data, release["parquet"], schema, fitted["evaluation"],
+                                scheduler=scheduler, storage_options=storage_options)
     _fail_once("evaluate")
     return paths
 
@@ -74,7 +86,9 @@ def evaluate(data: str, schema: str, fitted: dict[str, Any], release: dict[str, 
 def release_flow(data: str, table_schema: str = "demo", out: str = "dp-dask-runs",
                  epsilon: float = 1.0, rows: int | None = None,
                  dataset_name: str | None = None, run_id: str | None = None,
-                 scheduler: str | None = None, ledger: str | None = None) -> dict[str, Any]:
+                 scheduler: str | None = None, ledger: str | None = None,
+                 reports: str | None = None,
+                 storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit, sample and evaluate; returns the fit's summary and the release's and report's paths.
 
     ``table_schema``: a schema JSON or built-in name (not ``schema``: pydantic, which validates
@@ -82,9 +96,11 @@ def release_flow(data: str, table_schema: str = "demo", out: str = "dp-dask-runs
     run_id = run_id or f"prefect/{flow_run.get_id()}"  # shared by this run's retries
     scheduler = scheduler or os.environ.get("DP_DASK_SCHEDULER")
     ledger = ledger or os.environ.get("DP_DASK_LEDGER")
-    fitted = fit(data, table_schema, out, run_id, epsilon, dataset_name, ledger, scheduler)
-    release = sample(fitted, rows, ledger, scheduler)
-    report = evaluate(data, table_schema, fitted, release, scheduler)
+    options = storage_options or json.loads(os.environ.get("DP_DASK_STORAGE_OPTIONS") or "null")
+    fitted = fit(data, table_schema, out, reports, run_id, epsilon, dataset_name, ledger,
+                 scheduler, options)
+    release = sample(fitted, rows, ledger, scheduler, options)
+    report = evaluate(data, table_schema, fitted, release, scheduler, options)
     return {"fit": fitted, "release": release, "evaluation": report}
 
 

@@ -45,6 +45,18 @@ def client():
 
 
 @pytest.fixture(scope="session")
+def s3_options() -> dict:
+    """fsspec's options of an S3 server (moto) on 127.0.0.1 in its own process, with the bucket
+    ``dp-dask``; passed explicitly, they travel with the tasks to the suite's workers."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from benchmarks.object_storage import moto_server
+
+    with moto_server("dp-dask") as (options, _):
+        yield options
+
+
+@pytest.fixture(scope="session")
 def adult_csv() -> Path:
     if not ADULT_CSV.exists():
         pytest.fail(f"public Adult data not found at {ADULT_CSV} (set DP_DASK_SHARED)")

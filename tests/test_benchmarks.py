@@ -139,3 +139,26 @@ def test_starts_share_one_model_and_beat_unfitted_rows_on_one_way_counts():
     table = summary_table(lines)
     assert list(table["seeds"]) == [1, 1, 1, 1, 1]
     assert list(table["copula fit s"][:3]) == ["–", "–", "–"]
+
+
+def test_object_storage_writes_each_target_alternately_and_puts_the_bytes_alone(tmp_path,
+                                                                               capsys):
+    from benchmarks.object_storage import main, summary
+
+    result = main(["--rows", "3000", "--runs", "2", "--fit-rows", "4000", "--workers", "1",
+                   "--memory-limit", "2GiB", "--root", str(tmp_path),
+                   "--json", str(tmp_path / "runs.jsonl")])
+    writes = result["writes"]
+    assert [w["target"] for w in writes] == ["local", "s3", "s3", "local"]
+    assert all(w["wall_s"] >= w["sample_write_s"] > 0 for w in writes)
+    assert {k for w in writes for k in w["peak_rss_gib"]} == {"worker0", "s3 server"}
+    local = [w for w in writes if w["target"] == "local"]
+    # every local release's bytes PUT again by s3fs alone; the server works for S3 writes
+    assert all(w["put_alone"]["bytes"] == w["bytes"] > 0 for w in local)
+    assert max(w["server_cpu_s"] for w in local) <= min(
+        w["server_cpu_s"] for w in writes if w["target"] == "s3")
+    assert not (tmp_path / "release").exists()  # each release removed after its write
+    s = summary(result)
+    assert s["ratio"] == round(s["s3_median_s"] / s["local_median_s"], 2)
+    assert "s3fs alone" in capsys.readouterr().out
+    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 1

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import fsspec
 import nbformat
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from conftest import ROOT
 from nbclient import NotebookClient
 
 from dp_dask.cli import main
+from dp_dask.release import verify_release
 
 
 def scheduler(client) -> list[str]:
@@ -98,10 +100,10 @@ def test_the_notebooks_are_there_with_outputs_stripped():
         assert not any(c.get("outputs") or c.get("execution_count") for c in cells), path.name
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(notebook: Path, client, tmp_path, monkeypatch):
+def execute(notebook: Path, client, tmp_path: Path, monkeypatch) -> tuple[list[dict], str]:
     """As from a fresh clone: run in an empty folder, without the shared data (each generates
-    its own), on the suite's cluster (DP_DASK_SCHEDULER) with small data."""
+    its own), on the suite's cluster (DP_DASK_SCHEDULER) with small data. The outputs, and the
+    text printed, after checking no cell failed."""
     monkeypatch.setenv("DP_DASK_SCHEDULER", client.scheduler.address)
     monkeypatch.setenv("DP_DASK_NOTEBOOK_ROWS", "5000")
     monkeypatch.setenv("DP_DASK_NOTEBOOK_DIR", str(tmp_path / "work"))
@@ -111,7 +113,13 @@ def test_notebook_executes(notebook: Path, client, tmp_path, monkeypatch):
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for cell in document.cells for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    return outputs, "".join(o.get("text", "") for o in outputs
+                            if o.get("output_type") == "stream")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executes(notebook: Path, client, tmp_path, monkeypatch):
+    outputs, printed = execute(notebook, client, tmp_path, monkeypatch)
     if notebook.stem == "cluster":
         assert f"dashboard: http://{client.scheduler.address.split('//')[1].split(':')[0]}" \
             in printed
@@ -120,3 +128,16 @@ def test_notebook_executes(notebook: Path, client, tmp_path, monkeypatch):
     if notebook.stem == "quickstart":
         assert (tmp_path / "work" / "evaluation" / "report.html").exists()
         assert any("image/png" in o.get("data", {}) for o in outputs)  # the comparison plots
+
+
+def test_cluster_notebook_writes_model_and_release_to_s3(client, tmp_path, monkeypatch,
+                                                         s3_options):
+    """The notebook's object-storage variant, against an S3 server (moto) on 127.0.0.1."""
+    out = "s3://dp-dask/notebook"
+    monkeypatch.setenv("DP_DASK_NOTEBOOK_OUT", out)
+    monkeypatch.setenv("DP_DASK_STORAGE_OPTIONS", json.dumps(s3_options))
+    _, printed = execute(ROOT / "notebooks" / "cluster.ipynb", client, tmp_path, monkeypatch)
+    assert "release complete: 5,000 rows" in printed
+    assert verify_release(f"{out}/release", storage_options=s3_options)["rows"] == 5000
+    assert fsspec.filesystem("s3", **s3_options).isfile("dp-dask/notebook/model/model.json")
+    assert not {"model", "release"} & {p.name for p in (tmp_path / "work").iterdir()}
