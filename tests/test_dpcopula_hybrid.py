@@ -183,3 +183,22 @@ def test_large_epsilon_keeps_per_stratum_statistics(client, data):
     concordant, discordant = kendall_counts(table)
     tau = (concordant - discordant) / (len(rows) * (len(rows) - 1) / 2)
     assert model.correlations[p][0, 1] == pytest.approx(np.sin(np.pi / 2 * tau), abs=1e-4)
+
+
+def test_cli_synth_with_opendp_noise_is_recorded(client, data, tmp_path, capsys):
+    out, ledger = tmp_path / "release", tmp_path / "ledger.sqlite"
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method", "dpcopula-hybrid", "--epsilon", "0.5",
+                 "--method-options", '{"small_domain": 3, "min_rows": 50}',
+                 "--ledger", str(ledger), "--dataset-name", "small", "--rows", "2000",
+                 "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0
+    assert "method dpcopula-hybrid" in capsys.readouterr().out
+    model = load_model(out / "model")
+    assert "epsilon0 = 0.05 to the 6 stratum counts" in model.metadata["privacy"]["budget_split"]
+    assert model.method == "dpcopula-hybrid"
+    assert model.metadata["privacy"]["differentially_private"] is True
+    assert model.metadata["model"]["min_rows"] == 50
+    (entry,) = Ledger(ledger).entries("small")
+    assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
+    assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000
