@@ -16,6 +16,7 @@ and of two large ones. Against the raw data: the data owner's evaluation, not DP
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
 
@@ -81,6 +82,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--hybrid-options", type=json.loads, default={},
+                        help="dpcopula-hybrid's own options, JSON (e.g. '{\"min_rows\": 300}')")
     args = parser.parse_args()
     warnings.simplefilter("ignore", DpDaskWarning)  # the open end bins: decoding only
     schema = census_schema()
@@ -90,9 +93,10 @@ def main() -> None:
     for method in ("dpcopula-kendall", "dpcopula-hybrid"):
         for seed in range(args.seeds):
             start = time.perf_counter()
+            options = args.hybrid_options if method == "dpcopula-hybrid" else {}
             fitted = Synthesizer.create(method, schema, epsilon=args.epsilon,
                                         noise_sampler="numpy", noise_seed=seed,
-                                        ledger=False).fit(frame)
+                                        ledger=False, **options).fit(frame)
             synthetic = fitted.sample(args.rows, seed=seed).compute()
             results.append({"method": method, "seed": seed,
                             "seconds": time.perf_counter() - start,

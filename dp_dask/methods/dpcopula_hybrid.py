@@ -84,7 +84,7 @@ DEFAULT_SMALL_DOMAIN = 10  # the paper's "small domain": at most this many value
 DEFAULT_MAX_PARTITIONS = 1024  # strata (cells of the small attributes' joint domain)
 DEFAULT_COUNTS_SHARE = 0.1  # ε0/ε
 DEFAULT_CAP_MARGIN = 2.0  # c in N_p = ⌊n̂_p − c·b0⌋
-TAU_NOISE_TARGET = 0.25  # default N_min: the τ noise std of a stratum's copula at most this
+TAU_NOISE_TARGET = 0.5  # default N_min: a stratum's τ noise std at most this (docs/dpcopula.md)
 
 
 # --- strata: public inputs only ------------------------------------------------------------------
