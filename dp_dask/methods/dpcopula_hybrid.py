@@ -32,7 +32,7 @@ two strata move, and noise of scale b_p = 2·C(k,2)·2(N_p − 1)/ε2 costs ε2/
 ε2 in all. The positions are the rows' order in the input, a public order independent of the
 values (how Dask cut the input does not matter: a row's rank in its stratum is the same). The
 true n_p is never used for a noise scale; when n_p < N_p the subset is smaller than the divisor
-C(N_p, 2) and τ_p shrinks towards 0 (c = 2 makes that rare: P(Laplace < −2·b0) = e⁻²/2).
+C(N_p, 2) and τ_p shrinks towards 0 (c = 2 makes that rare: P(Laplace < −2·b0) = e⁻²/2, about).
 Basic composition: (ε0 + ε1 + ε2, 0)-DP.
 
 **Dask.** A first pass counts each stratum's rows in each Dask partition (exact counts, to the
