@@ -599,3 +599,4 @@ class GaussianCopulaSynthesizer(Synthesizer):
 import dp_dask.methods.dpcopula  # noqa: E402, F401, I001
 import dp_dask.methods.dpview  # noqa: E402, F401, I001
 import dp_dask.methods.dpcopula_mle  # noqa: E402, F401, I001
+import dp_dask.methods.dpcopula_hybrid  # noqa: E402, F401, I001

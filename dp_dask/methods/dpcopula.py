@@ -229,15 +229,28 @@ class DPCopulaSampler:
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
         rng = np.random.default_rng(seed)
-        uniform = ndtr(rng.standard_normal((rows, self.schema.m)) @ self.factor.T)
-        codes = np.empty((rows, self.schema.m), dtype=np.int16)
-        for a, cdf in enumerate(self.cdfs):
-            # F⁻¹(u) = the first value whose CDF exceeds u; min() guards cdf[-1] < 1 by rounding
-            codes[:, a] = np.minimum(np.searchsorted(cdf, uniform[:, a], side="right"),
-                                     len(cdf) - 1)
-        binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
-        binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
-        return binary, codes
+        codes = copula_codes(rng, rows, self.factor, self.cdfs)
+        return dummies(codes, self.schema), codes
+
+
+def copula_codes(rng: np.random.Generator, rows: int, factor: np.ndarray,
+                 cdfs: tuple[np.ndarray, ...]) -> np.ndarray:
+    """(rows, len(cdfs)) int16 codes: y ~ N(0, L·Lᵀ) (``factor`` L), then value j = F_j⁻¹(Φ(y_j))
+    on each attribute's public order (``cdfs``: their noisy CDFs)."""
+    uniform = ndtr(rng.standard_normal((rows, len(cdfs))) @ factor.T)
+    codes = np.empty((rows, len(cdfs)), dtype=np.int16)
+    for a, cdf in enumerate(cdfs):
+        # F⁻¹(u) = the first value whose CDF exceeds u; min() guards cdf[-1] < 1 by rounding
+        codes[:, a] = np.minimum(np.searchsorted(cdf, uniform[:, a], side="right"),
+                                 len(cdf) - 1)
+    return codes
+
+
+def dummies(codes: np.ndarray, schema: Schema) -> np.ndarray:
+    """The (rows, d) uint8 binary dummies of (rows, m) codes."""
+    binary = np.zeros((len(codes), schema.d), dtype=np.uint8)
+    binary[np.arange(len(codes))[:, None], schema.offsets + codes] = 1
+    return binary
 
 
 class DPCopulaKendallSynthesizer(Synthesizer):
