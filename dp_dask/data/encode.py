@@ -22,6 +22,7 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.schema import ERROR, Attribute, Schema
 
 
@@ -174,8 +175,13 @@ def _boolean_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
     return np.where(true, 1, np.where(false, 0, -1)).astype(np.int64)
 
 
+def _numbers(values: pd.Series) -> np.ndarray:
+    """Each value as a float64 on its own (NaN: not a number)."""
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def _numeric_codes(values: pd.Series, edges: tuple[float, ...]) -> np.ndarray:
-    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    numbers = _numbers(values)
     edges = np.asarray(edges)
     codes = np.searchsorted(edges, numbers, side="right") - 1
     bins = len(edges) - 1
@@ -259,6 +265,25 @@ def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:
     unknown = (codes < 0) & ~missing
     _apply_rule(codes, unknown, attribute.on_unknown, attribute, values, "out-of-domain")
     return codes
+
+
+def fine_cells(values: pd.Series, codes: np.ndarray, attribute: Attribute) -> np.ndarray:
+    """Per row, its cell of the attribute's measured fine histogram, -1 for none (an extra bin,
+    or an open bin the grid does not reach): from the row's value and bin code and the public
+    schema alone. A value beyond the grid's cells of its bin (above a public ``max``, or put in
+    the bin by ``on_unknown``) is counted in the bin's nearest cell."""
+    layout = fine_layout(attribute)
+    if attribute.kind == "datetime":
+        numbers = _timestamps(values, attribute).dt.year.to_numpy(dtype=np.float64,
+                                                                   na_value=np.nan)
+    else:
+        numbers = _numbers(values)
+    bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
+    cells = np.searchsorted(layout.edges, numbers, side="right") - 1
+    cells = np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1) - layout.measured.start
+    size = layout.measured.stop - layout.measured.start
+    cells[(codes >= attribute.bins) | (cells < 0) | (cells >= size)] = -1
+    return cells
 
 
 def encode_partition(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
