@@ -133,7 +133,10 @@ def _edges(spec: Any, where: str) -> tuple[float, ...]:
                           f"{{'start', 'stop', 'step'}}, got {spec!r}")
     edges: list[float] = []
     for item in spec:  # numbers and ranges, in turn; a range starting at the last edge joins it
-        more = _range_edges(item, where) if isinstance(item, dict) else [_edge(item, where)]
+        if not isinstance(item, dict):
+            edges.append(_edge(item, where))
+            continue
+        more = _range_edges(item, where)
         edges += more[1:] if edges and more[0] == edges[-1] else more
     return tuple(edges)
 
