@@ -79,7 +79,7 @@ ONE_WAY_SHARE = 0.25
 # The fine histograms' share of ρ, when the schema declares fine grids (split between them ∝
 # cells^(1/3)); the 1-way and 2-way measurements share the rest as above. Chosen on Adult (public,
 # ε = 1, seeds 0-2, benchmarks/values.py): docs/results-adult.md "Numeric values".
-FINE_SHARE = 0.1
+FINE_SHARE = 0.05
 # Row updates move no row into a cell whose consistent estimate is within this many noise σ of
 # zero: such a cell may be empty in the data (never-married husbands). On Adult (public, ε = 1)
 # 0 / 1 / 2 σ left 28–237 / 52–207 / 6–102 never-married husbands for 9 attributes at equal Q2.
