@@ -190,3 +190,9 @@ def test_other_methods_warn_the_grid_is_unused(client, heaped_csv):
     with pytest.warns(DpDaskWarning, match="does not measure fine grids: 'fine' of age, hours"):
         synthesizer.fit(heaped_csv)
     assert "fine_share" not in synthesizer.model.metadata["privacy"]
+
+
+@pytest.mark.parametrize("share", [0, 1, 1.5, -0.1, True, "0.1"])
+def test_fine_share_must_be_a_fraction(share):
+    with pytest.raises(ValueError, match="fine_share must be a number between 0 and 1"):
+        Synthesizer.create("marginals", load_schema(spec()), fine_share=share)
