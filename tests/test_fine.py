@@ -13,7 +13,7 @@ from dp_dask.cli import main
 from dp_dask.data.counts import counts_from_codes, fine_counts, split_fine
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
-from dp_dask.data.values import release_codes
+from dp_dask.data.values import decode_frame, release_codes
 from dp_dask.methods.marginals import FINE_SHARE, measure_all, measured_queries
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import Synthesizer, load_model
@@ -196,3 +196,18 @@ def test_other_methods_warn_the_grid_is_unused(client, heaped_csv):
 def test_fine_share_must_be_a_fraction(share):
     with pytest.raises(ValueError, match="fine_share must be a number between 0 and 1"):
         Synthesizer.create("marginals", load_schema(spec()), fine_share=share)
+
+
+def test_a_year_grid_counts_and_draws_years():
+    schema = load_schema({"attributes": [
+        {"name": "when", "type": "datetime", "unit": "year", "edges": [2000, 2010, 2020],
+         "fine": {"start": 2000, "stop": 2020, "step": 1}}]})
+    frame = pd.DataFrame({"when": ["2005-03-01", "2005-12-31T23:00:00", "2019-01-01"]})
+    fine = split_fine(fine_counts(frame, encode_partition(frame, schema), schema), schema)[0]
+    assert np.flatnonzero(fine).tolist() == [5, 19] and fine[5] == 2
+    histogram = np.zeros(20)
+    histogram[[5, 12]] = [10, 10]  # all of bin [2000, 2010) in 2005, of [2010, 2020) in 2012
+    codes = np.repeat([[0], [1]], 500, axis=0).astype(np.int16)
+    values = decode_frame(codes, schema, "uniform", np.random.SeedSequence(0), {0: histogram})
+    years = pd.Series(values["when"]).dt.year
+    assert (years[:500] == 2005).all() and (years[500:] == 2012).all()
