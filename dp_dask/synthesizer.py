@@ -362,7 +362,7 @@ class Synthesizer:
         return {**self.model.metadata,
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
                              "device": device, "decode": decode},
-                "output": output_record(self.schema, decode)}
+                "output": output_record(self.schema, decode, getattr(self.model, "fine", {}))}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,

@@ -182,6 +182,10 @@ def test_model_round_trip_and_same_seed_same_values(fitted, tmp_path):
     pd.testing.assert_frame_equal(first, again)
     other = fitted.sample(3_000, seed=10, partition_rows=1_500).compute()
     assert not first["age"].equals(other["age"])
+    output = fitted.release_metadata(3_000, 9, 1_500)["output"]
+    assert [column.get("fine_cells") for column in output] == [41, 17, None]
+    midpoint = fitted.release_metadata(3_000, 9, 1_500, decode="midpoint")["output"]
+    assert all("fine_cells" not in column for column in midpoint)
 
 
 def test_other_methods_warn_the_grid_is_unused(client, heaped_csv):

@@ -243,11 +243,15 @@ def warn_open_bins(schema: Schema, decode: str) -> None:
                           DpDaskWarning, stacklevel=3)
 
 
-def output_record(schema: Schema, decode: str) -> list[dict[str, Any]]:
-    """Per column, what the release holds: dtype, Arrow type, decoding, nullability, and the
-    public bounds used (or which open ends had none and decode at their edge)."""
+def output_record(schema: Schema, decode: str,
+                  fine: dict[int, np.ndarray] | None = None) -> list[dict[str, Any]]:
+    """Per column, what the release holds: dtype, Arrow type, decoding, nullability, the
+    public bounds used (or which open ends had none and decode at their edge), and the cells of
+    the fine histogram ``uniform`` draws from (``fine``: the model's, by attribute)."""
     record = []
-    for attribute, field in zip(schema.attributes, arrow_schema(schema, decode)):
+    fine = fine or {}
+    for index, (attribute, field) in enumerate(zip(schema.attributes,
+                                                   arrow_schema(schema, decode))):
         mode = decoding(attribute, decode)
         column = {"name": attribute.name, "dtype": "category (labels)" if mode == "label"
                   else attribute.output_dtype, "arrow": str(field.type), "decode": mode,
@@ -259,6 +263,8 @@ def output_record(schema: Schema, decode: str) -> list[dict[str, Any]]:
         unbounded = _open_without_bounds(attribute, mode)
         if unbounded:
             column["open_bins_at_edge"] = unbounded
+        if mode == "uniform" and index in fine:
+            column["fine_cells"] = len(fine[index])
         record.append(column)
     return record
 
