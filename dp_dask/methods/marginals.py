@@ -1,10 +1,13 @@
 """dp_dask's release method: consistent noisy marginals, then rows that match them.
 
     measure   every 1-way histogram and 2-way table, one Gaussian measurement each: a quarter
-              of the budget ρ to the histograms, the rest to the tables, ∝ cells^(1/3)
+              of the budget ρ to the histograms, the rest to the tables, ∝ cells^(1/3); with
+              the schema's fine grids, their fine histograms first take FINE_SHARE of ρ
     combine   inverse-variance 1-way estimates; each table shrunk cell by cell towards the
               tables a first-pass tree implies, likely empty cells pulled to zero, and fitted
               to them (dp_dask.postprocess.consistency, dp_dask.postprocess.tree)
+              (and each fine histogram projected, bin by bin, onto its consistent 1-way
+              marginal: the values ``uniform`` decoding draws within each bin)
     model     a maximum-information spanning tree of the consistent tables
     estimate  once per release, in one to four tasks: candidate rows drawn down the tree, raked
               towards every consistent table, their weights then fitted to the noisy
