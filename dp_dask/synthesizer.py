@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import inspect
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,7 +20,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 import dp_dask
-from dp_dask.checks import ModelError, check_cost, read_model_document
+from dp_dask.checks import DpDaskWarning, ModelError, check_cost, read_model_document
 from dp_dask.cluster import compute
 from dp_dask.copula.model import CopulaModel, fit_model
 from dp_dask.copula.sample import (
@@ -31,7 +32,7 @@ from dp_dask.copula.sample import (
     sample_frame,
     write_partitions,
 )
-from dp_dask.data.counts import count_graph, rows_counted
+from dp_dask.data.counts import count_graph, fine_count_graph, rows_counted, split_fine
 from dp_dask.data.io import (
     Location,
     TableSource,
@@ -45,12 +46,14 @@ from dp_dask.data.io import (
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_record, warn_open_bins
 from dp_dask.methods.marginals import (
+    FINE_SHARE,
     ONE_WAY_SHARE,
     TABLE_L2_SENSITIVITY,
     MarginalModel,
+    check_fine_share,
     check_neighbours,
     fit_marginals,
-    measure,
+    measure_all,
 )
 from dp_dask.postprocess.consistency import estimated_rows
 from dp_dask.postprocess.reweight import check_iterations
@@ -129,6 +132,7 @@ class Synthesizer:
     name: ClassVar[str]
     methods: ClassVar[dict[str, type[Synthesizer]]] = {}
     gpu_sampling: ClassVar[bool] = False  # whether write(device="gpu") can draw on a GPU
+    fine_grids: ClassVar[bool] = False  # whether it measures the schema's fine grids
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -238,6 +242,11 @@ class Synthesizer:
     def _fit(self, data: TableSource, storage_options: dict[str, Any] | None = None) -> None:
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is read
         check_cost(self.schema, self.name)  # warn, or refuse a schema too costly to fit
+        unused = [self.schema.names[a] for a in self.schema.fine_grids]
+        if unused and not self.fine_grids:
+            warnings.warn(f"method {self.name!r} does not measure fine grids: 'fine' of "
+                          f"{', '.join(unused)} is unused (values are drawn within the bins); "
+                          "the marginals method uses it", DpDaskWarning, stacklevel=3)
         with timed(self.timings_, "read_encode_count"):
             ddf = read_table(data, self.schema, storage_options=storage_options)
             (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
@@ -353,7 +362,7 @@ class Synthesizer:
         return {**self.model.metadata,
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
                              "device": device, "decode": decode},
-                "output": output_record(self.schema, decode)}
+                "output": output_record(self.schema, decode, getattr(self.model, "fine", {}))}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,
@@ -473,16 +482,20 @@ class MarginalSynthesizer(Synthesizer):
     schemas, 2-way error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one
     row replaced, n public: dp_dask's notion, default) or "add_remove" (one row added or
     removed, n private and estimated from the noisy counts: MST's and AIM's notion, half the
-    noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md).
+    noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md);
+    ``fine_share``, the fraction of ρ measuring the schema's fine grids, when it declares any
+    (default ``FINE_SHARE``, docs/method.md).
     """
 
     name = "marginals"
+    fine_grids = True
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str = "exact",
                  fit_iterations: int | None = None, neighbours: str = "replace",
-                 **common: Any) -> None:
+                 fine_share: float = FINE_SHARE, **common: Any) -> None:
         super().__init__(schema, **common)
         self.accountant = accountant
+        self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
         self.neighbours = check_neighbours(neighbours)
 
@@ -504,13 +517,23 @@ class MarginalSynthesizer(Synthesizer):
         rho = 2 * plan["rho"]
         return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
 
-    def _fit_counts(self, exact: np.ndarray, n_rows: int,
+    def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
+        """The d×d count matrix and the exact fine histograms, in one pass."""
+        return fine_count_graph(ddf, self.schema)
+
+    def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
+        return rows_counted(exact[0], self.schema)
+
+    def _fit_counts(self, exact: tuple[np.ndarray, np.ndarray], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
         rho = self._privacy_plan()["rho"]
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
+        counts, fine_counts = exact
         with timed(self.timings_, "noise"):
-            measurements = measure(exact, self.schema, rho, accountant=self.accountant,
-                                   sampler=self.noise_sampler, rng=rng, neighbours=self.neighbours)
+            measurements, fine = measure_all(
+                counts, split_fine(fine_counts, self.schema), self.schema, rho,
+                accountant=self.accountant, sampler=self.noise_sampler, rng=rng,
+                neighbours=self.neighbours, fine_share=self.fine_share)
         as_replace_one = {}
         if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
             n_rows = metadata["n_rows"] = estimated_rows(measurements)
@@ -518,24 +541,39 @@ class MarginalSynthesizer(Synthesizer):
             as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
         k = query_count(self.schema.m)
         sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
+        split = (f"{k} Gaussian measurements (every 1-way histogram and 2-way table, L2 "
+                 f"sensitivity {sensitivity:.6g} each) sharing rho = {rho:.6g}: "
+                 f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
+                 f"proportion to cells^(1/3)")
+        fine_record = {}
+        if fine:
+            names = [self.schema.names[a] for a in sorted(fine)]
+            split = (f"{k + len(fine)} Gaussian measurements sharing rho = {rho:.6g}: "
+                     f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
+                     f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
+                     f"the rest to {k} measurements (every 1-way histogram and 2-way table, "
+                     f"L2 sensitivity {sensitivity:.6g} each): {ONE_WAY_SHARE:g} of it to the "
+                     "histograms, the rest to the tables, each in proportion to cells^(1/3)")
+            fine_record = {"fine_share": self.fine_share, "fine_histograms": {
+                self.schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
+                for a, m in sorted(fine.items())}}
         metadata |= {
             "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
             "privacy": self._privacy_record(
                 mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
                 neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one,
-                budget_split=f"{k} Gaussian measurements (every 1-way histogram and 2-way "
-                f"table, L2 sensitivity {sensitivity:.6g} each) sharing rho = {rho:.6g}: "
-                f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
-                f"proportion to cells^(1/3); the {self.accountant} accountant gives "
-                f"({self.epsilon:g}, {self.delta:g})-DP",
+                budget_split=f"{split}; the {self.accountant} accountant gives "
+                f"({self.epsilon:g}, {self.delta:g})-DP", **fine_record,
                 post_processing="consistent marginals (inverse-variance 1-way estimates, "
                 "tables shrunk towards independence and fitted to them); rows sampled from a "
                 "spanning tree, weighted to fit the noisy measurements and updated towards the "
-                "tables"),
+                "tables" + ("; each fine histogram projected, bin by bin, onto the "
+                            "consistent 1-way marginal's count" if fine else "")),
         }
         with timed(self.timings_, "consistency"):
             return fit_marginals(measurements, self.schema, n_rows, metadata,
-                                 fit_iterations=self.fit_iterations)
+                                 fit_iterations=self.fit_iterations, fine=fine,
+                                 fine_share=self.fine_share)
 
     @staticmethod
     def load_model(path: Location, document: dict[str, Any],

@@ -244,9 +244,16 @@ def _for_release(sampler: ReleaseSampler, rows: int,
     return sampler.for_release(rows, seed)
 
 
+def fine_histograms(sampler: PartitionSampler) -> dict[int, np.ndarray]:
+    """The consistent fine histograms the sampler's model decodes values from (marginals
+    models of schemas with fine grids; none for the other methods)."""
+    return getattr(sampler, "fine", {})
+
+
 def _draw_frame(sampler: PartitionSampler, rows: int, child: np.random.SeedSequence,
                 decode: str) -> pd.DataFrame:
-    return decode_frame(sampler.draw(rows, child)[1], sampler.schema, decode, child)
+    return decode_frame(sampler.draw(rows, child)[1], sampler.schema, decode, child,
+                        fine_histograms(sampler))
 
 
 def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
@@ -277,7 +284,7 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
     # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
     partial = io.BytesIO()
-    frame = decode_frame(codes, sampler.schema, decode, child)
+    frame = decode_frame(codes, sampler.schema, decode, child, fine_histograms(sampler))
     # One Arrow schema for every part: the same types (a part without nulls included).
     pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial,
                    use_dictionary=dictionary_columns(arrow))

@@ -6,8 +6,9 @@ table of attributes i and j, and the off-diagonal entries of a diagonal block ar
 Per partition the work is integer arithmetic on codes (bincount), never an n×d 0/1 matrix; each
 task holds O(d² + partition) memory and the driver O(d²), independent of n.
 
-Only these exact counts leave the reduction, and only the driver sees them: the caller adds noise
-before anything is returned, logged or written.
+With fine grids (marginals method) the same pass also sums each attribute's exact fine
+histogram (:func:`fine_count_graph`). Only these exact counts leave the reduction, and only the
+driver sees them: the caller adds noise before anything is returned, logged or written.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 from dask.delayed import Delayed
 
-from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.encode import check_columns, encode_partition, fine_cells
 from dp_dask.data.schema import Schema
 
 
@@ -56,8 +57,37 @@ def partition_counts(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
     return counts_from_codes(encode_partition(frame, schema), schema)
 
 
-def combine_counts(blocks: list[np.ndarray]) -> np.ndarray:
-    """Combine/aggregate step: the sum of some partitions' count matrices."""
+def partition_fine_counts(frame: pd.DataFrame, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk step on a raw partition, coarse and fine: its count matrix and its exact fine
+    histograms (:func:`fine_counts`), from one encoding of the partition."""
+    codes = encode_partition(frame, schema)
+    return counts_from_codes(codes, schema), fine_counts(frame, codes, schema)
+
+
+def fine_counts(frame: pd.DataFrame, codes: np.ndarray, schema: Schema) -> np.ndarray:
+    """The fine histograms of the attributes with a fine grid (schema.fine_grids), one int64
+    vector of their cells in turn; rows without a fine cell (extra bins) are in none."""
+    tables = [np.zeros(0, dtype=np.int64)]
+    for i in schema.fine_grids:
+        attribute = schema.attributes[i]
+        cells = fine_cells(frame[attribute.name], codes[i], attribute)
+        tables.append(np.bincount(cells[cells >= 0], minlength=len(attribute.fine) - 1))
+    return np.concatenate(tables).astype(np.int64)
+
+
+def split_fine(vector: np.ndarray, schema: Schema) -> dict[int, np.ndarray]:
+    """The vector of :func:`fine_counts` as attribute → its fine histogram."""
+    sizes = [len(schema.attributes[i].fine) - 1 for i in schema.fine_grids]
+    if len(vector) != sum(sizes):
+        raise ValueError(f"fine counts have {len(vector)} cells, the schema's grids {sum(sizes)}")
+    return dict(zip(schema.fine_grids, np.split(vector, np.cumsum(sizes)[:-1])))
+
+
+def combine_counts(blocks: list[Any]) -> Any:
+    """Combine/aggregate step: the sum of some partitions' count matrices (or of tuples of
+    arrays, output by output)."""
+    if isinstance(blocks[0], tuple):
+        return tuple(combine_counts(list(parts)) for parts in zip(*blocks))
     return functools.reduce(np.add, blocks)
 
 
@@ -86,6 +116,11 @@ def tree_sum(level: list[Delayed], *, split_every: int = 8,
 def count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
     """Lazy d×d exact counts: per-partition chunks summed by a tree reduction."""
     return reduction_graph(ddf, schema, partition_counts, schema, split_every=split_every)
+
+
+def fine_count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
+    """Lazy (d×d exact counts, exact fine histograms): one pass, one reduction of both."""
+    return reduction_graph(ddf, schema, partition_fine_counts, schema, split_every=split_every)
 
 
 def view_counts_from_codes(codes: np.ndarray, schema: Schema,

@@ -10,6 +10,7 @@ here, before any data is read; :mod:`dp_dask.data.values` turns codes into such 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES, *TIMESTAM
 DECODINGS = ("uniform", "midpoint", "label")
 _INT32 = (-(2**31), 2**31 - 1)
 _YEARS = (1678, 2261)  # whole years of int64 nanoseconds since 1970
+MAX_FINE_CELLS = 100_000  # one fine histogram is measured, stored and decoded whole
 
 
 def default_dtype(kind: str, unit: str = "") -> str:
@@ -148,3 +150,75 @@ def integer_ranges(edges: tuple[float, ...], low: float | None,
     if math.isinf(edges[-1]):
         last[-1] = math.floor(high) if high is not None else math.ceil(finite[-1])
     return first.astype(np.int64), last.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class FineLayout:
+    """An attribute's fine grid as decoding cells: the grid's cells, plus each open outer bin it
+    does not reach as one cell; an outermost cell reaching into an open bin is open too (±inf),
+    closed by the public bound as the bin is."""
+
+    edges: np.ndarray  # the cells' edges
+    first: np.ndarray  # bin b's cells are first[b]:first[b + 1]
+    measured: slice  # the cells of the measured fine histogram (the grid's own), in order
+
+
+def fine_layout(attribute: Any) -> FineLayout:
+    """The decoding cells of an attribute with a (valid) fine grid; a function of the schema."""
+    coarse, fine = attribute.edges, list(attribute.fine)
+    finite = [e for e in coarse if math.isfinite(e)]
+    below, above = math.isinf(coarse[0]), math.isinf(coarse[-1])
+    cells = list(fine)
+    if below:  # the grid's first cell reaches into the open bin, or the bin is a cell of its own
+        cells = [-math.inf, *cells[1:]] if fine[0] < finite[0] else [-math.inf, *cells]
+    if above:
+        cells = [*cells[:-1], math.inf] if fine[-1] > finite[-1] else [*cells, math.inf]
+    edges = np.array(cells, dtype=np.float64)
+    start = int(below and fine[0] >= finite[0])
+    return FineLayout(edges, np.searchsorted(edges, np.array(coarse, dtype=np.float64)),
+                      slice(start, start + len(fine) - 1))
+
+
+def fine_problem(attribute: Any) -> str | None:
+    """Why the attribute's fine grid is impossible, or None (see dp_dask.data.schema)."""
+    fine, coarse = attribute.fine, attribute.edges
+    if not coarse:
+        return "'fine' is a grid within the bins of a numeric (or datetime year) attribute"
+    if len(fine) < 2 or not all(math.isfinite(e) for e in fine):
+        return "'fine' needs at least two finite edges"
+    if any(b <= a for a, b in zip(fine, fine[1:])):
+        return "'fine' edges must increase strictly"
+    if len(fine) - 1 > MAX_FINE_CELLS:
+        return f"'fine' has {len(fine) - 1} cells, more than the limit of {MAX_FINE_CELLS:,}"
+    finite = [e for e in coarse if math.isfinite(e)]
+    missing = sorted(set(finite) - set(fine))
+    if missing:
+        return (f"'fine' is not nested in the bins: bin edge {missing[0]:g} is not a fine edge "
+                "(every finite bin edge must be one)")
+    for end, edge, which in ((fine[0], coarse[0], "first"), (fine[-1], coarse[-1], "last")):
+        if math.isfinite(edge) and end != edge:
+            return (f"'fine' reaches {end:g}, beyond the bins' span (their {which} edge is "
+                    f"{edge:g})")
+    if fine[0] < finite[0]:  # reaching into the open first bin: min in its first cell
+        low = attribute.minimum
+        if low is None or not fine[0] <= low < fine[1]:
+            return (f"'fine' reaches {fine[0]:g} into the open first bin: it needs the public "
+                    f"'min' within its first cell [{fine[0]:g}, {fine[1]:g}) (or start at "
+                    f"{finite[0]:g})")
+    if fine[-1] > finite[-1]:  # into the open last bin: max in its last cell
+        high = attribute.maximum
+        if high is None or not fine[-2] <= high <= fine[-1]:
+            return (f"'fine' reaches {fine[-1]:g} into the open last bin: it needs the public "
+                    f"'max' within its last cell [{fine[-2]:g}, {fine[-1]:g}] (or stop at "
+                    f"{finite[-1]:g})")
+    layout = fine_layout(attribute)
+    if not (np.diff(layout.first) > 1).any():
+        return "'fine' splits no bin: every bin is one fine cell already; leave 'fine' out"
+    dtype = attribute.dtype or default_dtype(attribute.kind, attribute.unit)
+    if dtype in INTEGER_DTYPES or attribute.kind == "datetime":
+        first, last = integer_ranges(tuple(layout.edges), attribute.minimum, attribute.maximum)
+        empty = np.flatnonzero(first > last)
+        if len(empty):
+            lo, hi = layout.edges[empty[0]], layout.edges[empty[0] + 1]
+            return f"'fine' cell [{lo:g}, {hi:g}) holds no integer"
+    return None

@@ -22,6 +22,7 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.schema import ERROR, Attribute, Schema
 
 
@@ -296,6 +297,22 @@ def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:
     unknown = (codes < 0) & ~missing
     _apply_rule(codes, unknown, attribute.on_unknown, attribute, values, "out-of-domain")
     return codes
+
+
+def fine_cells(values: pd.Series, codes: np.ndarray, attribute: Attribute) -> np.ndarray:
+    """Per row, its cell of the attribute's measured fine histogram, -1 for none (an extra bin,
+    or an open bin the grid does not reach): from the row's value and bin code and the public
+    schema alone. A value beyond the grid's cells of its bin (above a public ``max``, or put in
+    the bin by ``on_unknown``) is counted in the bin's nearest cell."""
+    layout = fine_layout(attribute)
+    numbers = (_years(_timestamps(values, attribute)) if attribute.kind == "datetime"
+               else _numbers(values))
+    bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
+    cells = np.searchsorted(layout.edges, numbers, side="right") - 1
+    cells = np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1) - layout.measured.start
+    size = layout.measured.stop - layout.measured.start
+    cells[(codes >= attribute.bins) | (cells < 0) | (cells >= size)] = -1
+    return cells
 
 
 def encode_partition(frame: pd.DataFrame, schema: Schema) -> np.ndarray:

@@ -29,7 +29,8 @@ missing value.
 
 Bin edges (numeric ``edges``, datetime ``year`` edges) are a list or the public range shorthand
 ``{"start": 0, "stop": 100, "step": 5}`` (``start, start+step, ..., stop``; ``"open_below"`` /
-``"open_above": true`` add ``-inf`` / ``inf``), stored expanded.
+``"open_above": true`` add ``-inf`` / ``inf``), or a list mixing numbers and such ranges (a range
+starting at the edge before it joins it), stored expanded.
 
 ``boolean``: bins ``False``/``True``; a value is True if its text is in ``true_values``, False if in
 ``false_values`` (defaults :data:`TRUE_VALUES` / :data:`FALSE_VALUES`), else out of domain.
@@ -41,6 +42,15 @@ float64, boolean → bool, datetime year → timestamp[ns], other calendar units
 ``"decode"`` (uniform, midpoint or label; default: the release's). An output the attribute can't
 hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
 their sha256.
+
+Fine grid (optional, public; numeric and datetime ``year``): ``"fine"``, edges in the same list
+or range form as ``edges``, finer than the bins: the marginals method measures each attribute's
+histogram over it and ``uniform`` decoding draws from it (:mod:`dp_dask.data.dtypes`,
+``fine_layout``). Every finite bin edge must be a fine edge, a closed outer end of the bins is the
+grid's end, and a grid reaching into an open outer bin needs that bin's public ``min``/``max``
+inside its outermost cell (that cell is then closed by the bound, as the open bin is); a grid
+stopping at the open bin's finite edge leaves that bin decoded as without a grid. At most 100,000
+cells, splitting at least one bin (``fine_problem``).
 
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
@@ -60,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.data.dtypes import default_dtype, output_problem
+from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
 
 SCHEMA_VERSION = 1
 ERROR = "error"
@@ -121,7 +131,14 @@ def _edges(spec: Any, where: str) -> tuple[float, ...]:
     if not isinstance(spec, list):
         raise SchemaError(f"{where}: edges must be a list or a range "
                           f"{{'start', 'stop', 'step'}}, got {spec!r}")
-    return tuple(_edge(e, where) for e in spec)
+    edges: list[float] = []
+    for item in spec:  # numbers and ranges, in turn; a range starting at the last edge joins it
+        if not isinstance(item, dict):
+            edges.append(_edge(item, where))
+            continue
+        more = _range_edges(item, where)
+        edges += more[1:] if edges and more[0] == edges[-1] else more
+    return tuple(edges)
 
 
 def _texts(spec: dict[str, Any], key: str, where: str, default: Any = ()) -> tuple[str, ...]:
@@ -181,6 +198,7 @@ class Attribute:
     decode: str = ""  # "uniform", "midpoint" or "label"; "": the release's choice
     minimum: float | None = None  # public bounds closing open outer bins
     maximum: float | None = None
+    fine: tuple[float, ...] = ()  # public fine grid within the bins (numeric, datetime year)
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
@@ -217,7 +235,7 @@ class Attribute:
         if set(self.true_values) & set(self.false_values):
             raise SchemaError(f"{where}: {sorted(set(self.true_values) & set(self.false_values))}"
                               " listed in both true_values and false_values")
-        problem = output_problem(self)
+        problem = output_problem(self) or (self.fine and fine_problem(self))
         if problem:
             raise SchemaError(f"{where}: {problem}")
 
@@ -262,6 +280,7 @@ class Attribute:
             "dtype": str(spec.get("dtype", "")), "decode": str(spec.get("decode", "")),
             "minimum": None if spec.get("min") is None else _edge(spec["min"], where),
             "maximum": None if spec.get("max") is None else _edge(spec["max"], where),
+            "fine": () if spec.get("fine") is None else _edges(spec["fine"], f"{where} fine"),
         }
         if kind == "categorical":
             if "categories" not in spec:
@@ -314,6 +333,8 @@ class Attribute:
         spec |= {key: _edge_json(value) for key, value in (("min", self.minimum),
                                                           ("max", self.maximum))
                  if value is not None}
+        if self.fine:
+            spec["fine"] = [_edge_json(e) for e in self.fine]
         return spec
 
 
@@ -356,6 +377,11 @@ class Schema:
     def d(self) -> int:
         """Number of dummy (binary) columns."""
         return int(self.sizes.sum())
+
+    @property
+    def fine_grids(self) -> tuple[int, ...]:
+        """The attributes with a fine grid, in schema order."""
+        return tuple(i for i, a in enumerate(self.attributes) if a.fine)
 
     def column_labels(self) -> list[str]:
         return [f"{a.name}={label}" for a in self.attributes for label in a.labels]

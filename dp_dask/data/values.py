@@ -4,6 +4,9 @@ Each attribute is released as its output type (:mod:`dp_dask.data.dtypes`), deco
 ``uniform`` (a seeded draw within the bin; integer types among its integers), ``midpoint`` or
 ``label`` (the bin's label, a Categorical: the output before typed values). Open outer bins are
 closed by the schema's public ``min``/``max``; without them they decode at their finite edge.
+With a model's consistent fine histogram (a schema ``fine`` grid, marginals method), ``uniform``
+draws a fine cell by that histogram within the row's bin, then a value within the cell
+(:func:`fine_codes`).
 
 Nulls: a code of the extra bin that ``on_missing`` maps to decodes as a null (pandas ``Int64``,
 ``boolean``, NaN, NaT, ``<NA>``); any other extra bin (e.g. "other", or a bin ``on_unknown``
@@ -35,6 +38,7 @@ from dp_dask.data.dtypes import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
     TEXT_DTYPES,
+    fine_layout,
     float_ranges,
     integer_ranges,
 )
@@ -76,13 +80,42 @@ def nullable(attribute: Attribute, mode: str) -> bool:
     return mode != "label" and bool(_null_codes(attribute).any())
 
 
-def _numbers(codes: np.ndarray, attribute: Attribute, mode: str,
-             rng: np.random.Generator) -> np.ndarray:
-    """Numeric bins as values of the output dtype (float64/int64 before the final cast)."""
-    bounds = (attribute.edges, attribute.minimum, attribute.maximum)
+def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
+               rng: np.random.Generator) -> np.ndarray:
+    """Per row of bin ``codes``, a cell of the attribute's fine layout (``fine_layout``) drawn
+    by the consistent fine ``histogram`` restricted to the row's bin; a bin whose cells hold no
+    mass draws them by their size (uniform within the bin). Extra bins: any cell, nulled later."""
+    layout = fine_layout(attribute)
+    integers = attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
+    bounds = (tuple(layout.edges), attribute.minimum, attribute.maximum)
+    if integers:
+        first, last = integer_ranges(*bounds)
+        sizes = (last - first + 1).astype(np.float64)
+    else:
+        low, high = float_ranges(*bounds)
+        sizes = high - low
+    weights = np.ones(len(layout.edges) - 1)  # an open bin the grid leaves out: its one cell
+    weights[layout.measured] = histogram
+    bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
+    totals = np.bincount(bin_of, weights=weights, minlength=attribute.bins)
+    weights = np.where(totals[bin_of] > 0, weights, np.where(sizes > 0, sizes, 1.0))
+    # Within-bin CDFs, each shifted by its bin's index: one searchsorted draws every row.
+    totals = np.bincount(bin_of, weights=weights, minlength=attribute.bins)
+    within = np.cumsum(weights) - np.repeat(np.cumsum(totals) - totals, np.diff(layout.first))
+    cdf = bin_of + within / totals[bin_of]
+    bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
+    cells = np.searchsorted(cdf, bins + rng.random(len(codes)), side="right")
+    return np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1)
+
+
+def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Generator,
+             edges: tuple[float, ...]) -> np.ndarray:
+    """Numeric bins (or fine cells) of ``edges`` as values of the output dtype (float64/int64
+    before the final cast)."""
+    bounds = (edges, attribute.minimum, attribute.maximum)
     integers = attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
     low, high = integer_ranges(*bounds) if integers else float_ranges(*bounds)
-    codes = np.minimum(codes, attribute.bins - 1)  # extra bins: any value, nulled later
+    codes = np.minimum(codes, len(edges) - 2)  # extra bins: any value, nulled later
     if attribute.kind == "datetime":  # years → [first year's start, after the last year's)
         low, high = (_year_start(low), _year_start(high + 1) - 1)
     a, b = low[codes], high[codes]
@@ -101,10 +134,12 @@ def _year_start(years: np.ndarray) -> np.ndarray:
     return (years - 1970).astype("datetime64[Y]").astype("datetime64[ns]").astype(np.int64)
 
 
-def _float32(values: np.ndarray, codes: np.ndarray, attribute: Attribute) -> np.ndarray:
-    """float64 values as float32, each nudged back into its bin where rounding left it."""
-    low, high = float_ranges(attribute.edges, attribute.minimum, attribute.maximum)
-    codes = np.minimum(codes, attribute.bins - 1)
+def _float32(values: np.ndarray, codes: np.ndarray, attribute: Attribute,
+             edges: tuple[float, ...]) -> np.ndarray:
+    """float64 values as float32, each nudged back into its bin (of ``edges``) where rounding
+    left it."""
+    low, high = float_ranges(edges, attribute.minimum, attribute.maximum)
+    codes = np.minimum(codes, len(edges) - 2)
     single = values.astype(np.float32)
     low, high = low[codes], high[codes]
     below, above = single < low, (single >= high) & (high > low)
@@ -113,9 +148,10 @@ def _float32(values: np.ndarray, codes: np.ndarray, attribute: Attribute) -> np.
     return single
 
 
-def _typed(codes: np.ndarray, attribute: Attribute, mode: str,
-           rng: np.random.Generator) -> np.ndarray:
-    """The non-null values of a column, as a NumPy array (timestamps as int64 ns)."""
+def _typed(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Generator,
+           fine: np.ndarray | None) -> np.ndarray:
+    """The non-null values of a column, as a NumPy array (timestamps as int64 ns); ``fine``:
+    the attribute's consistent fine histogram, drawn from by ``uniform``."""
     dtype = attribute.output_dtype
     if attribute.kind == "boolean":
         return codes == 1
@@ -123,14 +159,17 @@ def _typed(codes: np.ndarray, attribute: Attribute, mode: str,
         texts = np.array(attribute.categories)
         table = texts == "True" if dtype == "bool" else texts.astype(dtype)
         return np.append(table, table[:1].repeat(attribute.size - attribute.bins))[codes]
-    values = _numbers(codes, attribute, mode, rng)
+    edges = attribute.edges
+    if fine is not None and mode == "uniform":
+        codes, edges = fine_codes(codes, attribute, fine, rng), tuple(fine_layout(attribute).edges)
+    values = _numbers(codes, attribute, mode, rng, edges)
     if dtype == "float32":
-        return _float32(values, codes, attribute)
+        return _float32(values, codes, attribute, edges)
     return values if attribute.kind == "datetime" else values.astype(dtype)
 
 
-def _column(codes: np.ndarray, attribute: Attribute, mode: str,
-            rng: np.random.Generator) -> Any:
+def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Generator,
+            fine: np.ndarray | None = None) -> Any:
     """One column of the decoded frame: one vectorised pass over its codes."""
     labels = list(attribute.labels)
     if mode == "label":
@@ -145,7 +184,7 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str,
     if dtype == "string":  # Arrow's take: ten times faster than through Python strings
         text = pc.take(pa.array(labels, pa.large_string()), pa.array(codes, mask=null))
         return pd.array(text, dtype="str")
-    values = _typed(codes, attribute, mode, rng)
+    values = _typed(codes, attribute, mode, rng, fine)
     if dtype.startswith("timestamp"):
         values[null] = np.iinfo(np.int64).min  # NaT
         stamps = pd.Series(values.view("datetime64[ns]"))
@@ -159,12 +198,14 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str,
     return masked(values, null)  # pandas' nullable Int64/Int32/boolean
 
 
-def decode_frame(codes: np.ndarray, schema: Schema, decode: str,
-                 seed: np.random.SeedSequence) -> pd.DataFrame:
+def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random.SeedSequence,
+                 fine: dict[int, np.ndarray] | None = None) -> pd.DataFrame:
     """A partition's codes (rows, m) as a frame of typed values, columns in schema order;
-    ``decode`` is the release's decoding, ``seed`` the partition's seed."""
+    ``decode`` is the release's decoding, ``seed`` the partition's seed, ``fine`` the model's
+    consistent fine histograms by attribute (``uniform`` draws from them: :func:`fine_codes`)."""
     rng = np.random.default_rng(value_seed(seed))
-    return pd.DataFrame({a.name: _column(codes[:, i], a, decoding(a, decode), rng)
+    fine = fine or {}
+    return pd.DataFrame({a.name: _column(codes[:, i], a, decoding(a, decode), rng, fine.get(i))
                          for i, a in enumerate(schema.attributes)})
 
 
@@ -202,11 +243,15 @@ def warn_open_bins(schema: Schema, decode: str) -> None:
                           DpDaskWarning, stacklevel=3)
 
 
-def output_record(schema: Schema, decode: str) -> list[dict[str, Any]]:
-    """Per column, what the release holds: dtype, Arrow type, decoding, nullability, and the
-    public bounds used (or which open ends had none and decode at their edge)."""
+def output_record(schema: Schema, decode: str,
+                  fine: dict[int, np.ndarray] | None = None) -> list[dict[str, Any]]:
+    """Per column, what the release holds: dtype, Arrow type, decoding, nullability, the
+    public bounds used (or which open ends had none and decode at their edge), and the cells of
+    the fine histogram ``uniform`` draws from (``fine``: the model's, by attribute)."""
     record = []
-    for attribute, field in zip(schema.attributes, arrow_schema(schema, decode)):
+    fine = fine or {}
+    for index, (attribute, field) in enumerate(zip(schema.attributes,
+                                                   arrow_schema(schema, decode))):
         mode = decoding(attribute, decode)
         column = {"name": attribute.name, "dtype": "category (labels)" if mode == "label"
                   else attribute.output_dtype, "arrow": str(field.type), "decode": mode,
@@ -218,6 +263,8 @@ def output_record(schema: Schema, decode: str) -> list[dict[str, Any]]:
         unbounded = _open_without_bounds(attribute, mode)
         if unbounded:
             column["open_bins_at_edge"] = unbounded
+        if mode == "uniform" and index in fine:
+            column["fine_cells"] = len(fine[index])
         record.append(column)
     return record
 

@@ -1,10 +1,13 @@
 """dp_dask's release method: consistent noisy marginals, then rows that match them.
 
     measure   every 1-way histogram and 2-way table, one Gaussian measurement each: a quarter
-              of the budget ρ to the histograms, the rest to the tables, ∝ cells^(1/3)
+              of the budget ρ to the histograms, the rest to the tables, ∝ cells^(1/3); with
+              the schema's fine grids, their fine histograms first take FINE_SHARE of ρ
     combine   inverse-variance 1-way estimates; each table shrunk cell by cell towards the
               tables a first-pass tree implies, likely empty cells pulled to zero, and fitted
               to them (dp_dask.postprocess.consistency, dp_dask.postprocess.tree)
+              (and each fine histogram projected, bin by bin, onto its consistent 1-way
+              marginal: the values ``uniform`` decoding draws within each bin)
     model     a maximum-information spanning tree of the consistent tables
     estimate  once per release, in one to four tasks: candidate rows drawn down the tree, raked
               towards every consistent table, their weights then fitted to the noisy
@@ -30,9 +33,15 @@ import numpy as np
 from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.sample import single_threaded_blas
 from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
-from dp_dask.postprocess.consistency import Marginals, Measurement, consistent_marginals
+from dp_dask.postprocess.consistency import (
+    Marginals,
+    Measurement,
+    consistent_fine,
+    consistent_marginals,
+)
 from dp_dask.postprocess.raking import rake, systematic_resample
 from dp_dask.postprocess.reweight import (
     FIT_ITERATIONS,
@@ -70,6 +79,12 @@ CELLS_EXPONENT = 1.0 / 3.0
 # on Adult (public), 11 % → 27 % moved the 1-way error 20.7 → 18.1 and the 2-way 9.3 → 9.5
 # (MST gives its 1-way marginals a third). Fixed, so it does not shrink as tables grow as m².
 ONE_WAY_SHARE = 0.25
+# The fine histograms' share of ρ, when the schema declares fine grids (split between them ∝
+# cells^(1/3)); the 1-way and 2-way measurements share the rest as above. Chosen on Adult (public,
+# ε = 1, seeds 0-2, benchmarks/values.py): 0.03 / 0.05 / 0.1 gave KS age 0.0100 / 0.0090 / 0.0065,
+# hours 0.0083 / 0.0069 / 0.0053 and coarse Q1 23.6 / 23.9 / 24.1, Q2 10.4 / 10.5 / 10.6 (no grid:
+# 23.3, 10.3); docs/results-adult.md "Numeric values".
+FINE_SHARE = 0.05
 # Row updates move no row into a cell whose consistent estimate is within this many noise σ of
 # zero: such a cell may be empty in the data (never-married husbands). On Adult (public, ε = 1)
 # 0 / 1 / 2 σ left 28–237 / 52–207 / 6–102 never-married husbands for 9 attributes at equal Q2.
@@ -88,15 +103,23 @@ def measured_queries(schema: Schema) -> list[tuple[int, ...]]:
     return [(a,) for a in range(schema.m)] + [(i, j) for i, j, _, _ in attribute_pairs(schema)]
 
 
-def budget_shares(schema: Schema, queries: list[tuple[int, ...]]) -> np.ndarray:
-    """Each query's share of ρ: ONE_WAY_SHARE for the histograms (all of it when there is no
-    table), the rest for the tables, each ∝ cells^(1/3). A function of the public schema only."""
+def budget_shares(schema: Schema, queries: list[tuple[int, ...]], fine: tuple[int, ...] = (),
+                  fine_share: float = FINE_SHARE) -> np.ndarray:
+    """Each query's share of ρ, then each fine histogram's (of the attributes ``fine``):
+    ``fine_share`` to the fine histograms when there are any, ∝ cells^(1/3); of the rest
+    ONE_WAY_SHARE to the histograms (all of it when there is no table), the rest to the tables,
+    each ∝ cells^(1/3). A function of the public schema only."""
     weights = np.array([np.prod(schema.sizes[list(q)]) for q in queries],
                        dtype=np.float64) ** CELLS_EXPONENT
     one_way = np.array([len(q) == 1 for q in queries])
     share = ONE_WAY_SHARE if (~one_way).any() else 1.0
-    return np.where(one_way, share * weights / weights[one_way].sum(),
-                    (1 - share) * weights / max(weights[~one_way].sum(), 1e-300))
+    coarse = 1.0 - fine_share if fine else 1.0
+    fine_weights = np.array([len(schema.attributes[a].fine) - 1 for a in fine],
+                            dtype=np.float64) ** CELLS_EXPONENT
+    return np.concatenate([
+        coarse * np.where(one_way, share * weights / weights[one_way].sum(),
+                          (1 - share) * weights / max(weights[~one_way].sum(), 1e-300)),
+        fine_share * fine_weights / max(fine_weights.sum(), 1e-300)])
 
 
 def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> np.ndarray:
@@ -105,6 +128,13 @@ def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> 
     if len(query) == 1:
         return np.diagonal(counts)[slices[0]].copy()
     return counts[slices[0], slices[1]].ravel()
+
+
+def check_fine_share(share: object) -> float:
+    """``share`` if it is a fraction of ρ strictly between 0 and 1, else ValueError."""
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share < 1:
+        raise ValueError(f"fine_share must be a number between 0 and 1 (exclusive), not {share!r}")
+    return float(share)
 
 
 def check_neighbours(neighbours: object) -> str:
@@ -118,28 +148,49 @@ def check_neighbours(neighbours: object) -> str:
 def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
             sampler: str = "opendp", rng: np.random.Generator | None = None,
             neighbours: str = "replace") -> list[Measurement]:
-    """One Gaussian measurement per query, charges summing to at most ``rho``.
+    """The 1-way and 2-way measurements of :func:`measure_all`, no fine histogram: all of
+    ``rho`` to them."""
+    return measure_all(counts, {}, schema, rho, accountant=accountant, sampler=sampler, rng=rng,
+                       neighbours=neighbours)[0]
 
-    Queries of one noise scale (same share of ρ) are drawn as one measurement of their
+
+def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
+                accountant: str, sampler: str = "opendp", rng: np.random.Generator | None = None,
+                neighbours: str = "replace", fine_share: float = FINE_SHARE
+                ) -> tuple[list[Measurement], dict[int, Measurement]]:
+    """One Gaussian measurement per query, and per fine histogram (``fine``: attribute → its
+    exact fine histogram), charges summing to at most ``rho`` (:func:`budget_shares`).
+
+    A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
+    (a row of an extra bin is in no cell), adding or removing one moves one.
+
+    Measurements of one noise scale (same share of ρ) are drawn as one measurement of their
     concatenation, L2 sensitivity √k times one query's for k queries: the same charge as k
     separate ones, and one OpenDP call instead of k; the scales' draws run side by side
     (privacy.noise.gaussian_measurements). The only step that reads exact counts; it returns
-    noisy ones.
+    noisy ones: the queries' in query order, the fine histograms' by attribute.
     """
     sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
     queries = measured_queries(schema)
+    grids = tuple(sorted(fine))
+    keys: list[tuple[Any, ...]] = [*queries, *(("fine", a) for a in grids)]
+    answers = {**{q: exact_answer(counts, schema, q) for q in queries},
+               **{("fine", a): np.asarray(fine[a]) for a in grids}}
     sigmas = [gaussian_sigma(rho * share, sensitivity, accountant)
-              for share in budget_shares(schema, queries)]
+              for share in budget_shares(schema, queries, grids, check_fine_share(fine_share))]
     scales = list(dict.fromkeys(sigmas))
-    groups = [[q for q, s in zip(queries, sigmas) if s == sigma] for sigma in scales]
-    exact = [[exact_answer(counts, schema, q) for q in group] for group in groups]
+    groups = [[key for key, s in zip(keys, sigmas) if s == sigma] for sigma in scales]
     drawn = gaussian_measurements(
-        [(np.concatenate(answers), sigma, sensitivity * math.sqrt(len(group)))
-         for sigma, group, answers in zip(scales, groups, exact)], sampler=sampler, rng=rng)
-    noisy: dict[tuple[int, ...], np.ndarray] = {}
-    for group, answers, values in zip(groups, exact, drawn):
-        noisy |= zip(group, np.split(values, np.cumsum([len(a) for a in answers])[:-1]))
-    return [Measurement(q, noisy[q], s) for q, s in zip(queries, sigmas)]
+        [(np.concatenate([answers[key] for key in group]), sigma,
+          sensitivity * math.sqrt(len(group))) for sigma, group in zip(scales, groups)],
+        sampler=sampler, rng=rng)
+    noisy: dict[tuple[Any, ...], np.ndarray] = {}
+    for group, values in zip(groups, drawn):
+        noisy |= zip(group, np.split(values, np.cumsum([len(answers[k]) for k in group])[:-1]))
+    measured = [Measurement(key, noisy[key], s) for key, s in zip(keys, sigmas)]
+    fine_measured = zip(grids, measured[len(queries):])
+    return measured[:len(queries)], {a: Measurement((a,), m.values, m.sigma)
+                                     for a, m in fine_measured}
 
 
 @dataclass(frozen=True)
@@ -154,6 +205,8 @@ class MarginalModel:
     parents: np.ndarray  # parent of each attribute, -1 for the root
     measurements: tuple[Measurement, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    # attribute → its consistent fine histogram (counts over its grid's cells), for decoding
+    fine: dict[int, np.ndarray] = field(default_factory=dict)
 
     def sampler(self) -> MarginalSampler:
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]))
@@ -164,10 +217,13 @@ class MarginalModel:
         arrays = {f"one_way_{a}": v for a, v in enumerate(self.marginals.one_way)}
         arrays |= {f"two_way_{a}_{b}": t for (a, b), t in self.marginals.two_way.items()}
         arrays |= {f"measured_{k}": m.values for k, m in enumerate(self.measurements)}
+        arrays |= {f"fine_{a}": v for a, v in self.fine.items()}
         document = {"format": MODEL_FORMAT, "method": METHOD, "n_rows": self.n_rows,
                     "schema": self.schema.to_json(), "metadata": self.metadata,
                     "measurements": [{"attributes": list(m.attributes), "sigma": m.sigma}
-                                     for m in self.measurements]}
+                                     for m in self.measurements],
+                    # absent without fine grids: such models' files stay as they were
+                    **({"fine": sorted(self.fine)} if self.fine else {})}
         return write_model_files(path, document,
                                  {"order": self.order, "parents": self.parents, **arrays},
                                  storage_options)
@@ -187,6 +243,11 @@ class MarginalModel:
                              "schema: fit again")
         shapes |= {f"measured_{k}": (int(np.prod(schema.sizes[list(q)])),)
                    for k, q in enumerate(queries)}
+        grids = [int(a) for a in document.get("fine", [])]
+        if not set(grids) <= set(schema.fine_grids):
+            raise ModelError(f"model {path}/model.json: fine histograms of attributes without a "
+                             "fine grid in its schema: fit again")
+        shapes |= {f"fine_{a}": (len(schema.attributes[a].fine) - 1,) for a in grids}
         arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
                                                    "parents": (schema.m,)}, storage_options)
         one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
@@ -194,7 +255,8 @@ class MarginalModel:
         measurements = tuple(Measurement(q, arrays[f"measured_{k}"], float(m["sigma"]))
                              for k, (q, m) in enumerate(zip(queries, document["measurements"])))
         return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
-                   arrays["order"], arrays["parents"], measurements, document["metadata"])
+                   arrays["order"], arrays["parents"], measurements, document["metadata"],
+                   {a: arrays[f"fine_{a}"] for a in grids})
 
 
 def tree_start(model: MarginalModel, rows: int,
@@ -274,6 +336,11 @@ class MarginalSampler:
     def schema(self) -> Schema:
         return self.model.schema
 
+    @property
+    def fine(self) -> dict[int, np.ndarray]:
+        """The consistent fine histograms that ``uniform`` decoding draws values from."""
+        return self.model.fine
+
     def weighted_candidates(self, rows: int,
                             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The start's candidate rows and their weights fitted to the measurements, scaled to
@@ -331,14 +398,19 @@ class MarginalSampler:
 
 def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                   metadata: dict[str, Any] | None = None, *,
-                  fit_iterations: int | None = None) -> MarginalModel:
+                  fit_iterations: int | None = None,
+                  fine: dict[int, Measurement] | None = None,
+                  fine_share: float = FINE_SHARE) -> MarginalModel:
     """Post-processing of the measurements: consistent marginals and their spanning tree.
 
     Two passes: tables shrunk towards independence give a first tree; the tables that tree
     implies are a closer target, so the second pass shrinks towards them, pulls likely empty
     cells to zero, and refits the tree. ``fit_iterations`` is recorded for the sampler (the
     mirror-descent steps of each estimate's weight fit; 0: none; None: by the measurements'
-    noise, :func:`~dp_dask.postprocess.reweight.iterations_for`).
+    noise, :func:`~dp_dask.postprocess.reweight.iterations_for`). ``fine``: the noisy fine
+    histograms by attribute, each made consistent with its attribute's consistent 1-way
+    marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`), measured with
+    ``fine_share`` of ρ (recorded).
     """
     if check_iterations(fit_iterations) is None:
         fit_iterations = iterations_for(m.sigma for m in measurements)
@@ -348,12 +420,23 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     order, parents = spanning_tree(marginals, schema.m)
     sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
+    fine = fine or {}
+    consistent = {}
+    for a, measured in fine.items():
+        layout = fine_layout(schema.attributes[a])
+        consistent[a] = consistent_fine(measured.values, layout.first, layout.measured.start,
+                                        marginals.one_way[a])
+    shares = (f"{ONE_WAY_SHARE:g} of rho to the histograms, the rest to the tables, each in "
+              f"proportion to cells^{CELLS_EXPONENT:.4g}")
+    if fine:
+        shares = (f"{fine_share:g} of rho to the fine histograms in proportion to "
+                  f"cells^{CELLS_EXPONENT:.4g}; of the rest, " + shares)
     details = {"method": METHOD,
-               "budget_shares": f"{ONE_WAY_SHARE:g} of rho to the histograms, the rest to the "
-                                f"tables, each in proportion to cells^{CELLS_EXPONENT:.4g}",
-               "noise_sigma": sigmas,
+               "budget_shares": shares,
+               "noise_sigma": sigmas | ({"fine": {schema.names[a]: m.sigma
+                                                  for a, m in fine.items()}} if fine else {}),
                "fit_iterations": fit_iterations,
                "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
-                         {**(metadata or {}), "model": details})
+                         {**(metadata or {}), "model": details}, consistent)

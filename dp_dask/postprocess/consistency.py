@@ -198,3 +198,17 @@ def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_r
             shrunk = weigh_empty_cells(shrunk, noisy, independent, measurement.sigma)
         two_way[(a, b)] = fit_to_margins(shrunk, one_way[a], one_way[b])
     return Marginals(one_way, two_way)
+
+
+def consistent_fine(noisy: np.ndarray, first: np.ndarray, start: int,
+                    coarse: np.ndarray) -> np.ndarray:
+    """A noisy fine histogram made consistent with its attribute's consistent 1-way marginal
+    ``coarse``: within each bin b (fine cells ``first[b] - start : first[b + 1] - start``, see
+    :class:`dp_dask.data.dtypes.FineLayout`) the cells projected onto {x ≥ 0, Σx = coarse[b]};
+    a bin the grid does not cover is skipped, an empty one stays zero."""
+    fine = np.zeros(len(noisy))
+    for b, total in enumerate(coarse[: len(first) - 1]):
+        low, high = first[b] - start, first[b + 1] - start
+        if low >= 0 and high <= len(noisy) and total > 0:
+            fine[low:high] = project_to_total(noisy[low:high], total)
+    return fine
