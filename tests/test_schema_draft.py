@@ -43,6 +43,27 @@ def test_draft_reads_metadata_only(tmp_path):
     assert set(csv.todo) == {"answer", "age"} and csv.schema["missing_values"] == [""]
 
 
+def test_draft_states_the_stored_types_as_output_types(tmp_path):
+    """Integer and float widths and categorical storage become the attributes' dtype, from the
+    Parquet schema or the frame's dtypes alone; a CSV states none."""
+    frame = pd.DataFrame({"age": np.array([30, 40], dtype="int64"),
+                          "rooms": pd.array([2, None], dtype="Int32"),
+                          "score": np.array([0.5, 1.5], dtype="float32"),
+                          "city": pd.Categorical(["a", "b"]), "note": ["x", "y"]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    ranges = {name: {"start": 0, "stop": 100, "step": 10} for name in ("age", "rooms", "score")}
+    expected = {"age": "int64", "rooms": "int32", "score": "float32", "city": "category",
+                "note": None}
+    for source in (tmp_path / "t.parquet", frame):
+        draft = draft_schema(source, ranges=ranges)
+        assert {a["name"]: a.get("dtype") for a in draft.schema["attributes"]} == expected
+    filled = draft_schema(tmp_path / "t.parquet", ranges=ranges, public=_codebook(
+        tmp_path, {"city": ["a", "b"], "note": ["x", "y"]}))
+    assert load_schema(filled.schema)["rooms"].dtype == "int32"
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    assert all("dtype" not in a for a in draft_schema(tmp_path / "t.csv").schema["attributes"])
+
+
 def test_placeholders_are_refused_by_name_until_filled(tmp_path):
     table(1).to_parquet(tmp_path / "t.parquet")
     draft = draft_schema(tmp_path / "t.parquet")

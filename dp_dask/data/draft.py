@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.dataset as pds
 
 from dp_dask.cluster import compute
+from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import category_text, domain_codes
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import (
@@ -85,6 +86,40 @@ def storage_types(source: TableSource) -> dict[str, str]:
     schema = pds.dataset(path, format="parquet").schema
     return {f.name: _arrow_kind(f.type) for f in schema
             if not f.name.startswith("__index_level_")}  # pandas' stored index
+
+
+def storage_dtypes(source: TableSource) -> dict[str, str]:
+    """Column → the release's output type that holds its stored values (dp_dask.data.dtypes),
+    for the columns whose storage says one: integers and floats by width, dictionary-encoded
+    or categorical text as ``category``. Metadata only, as :func:`storage_types`; a CSV states
+    none (give ``dtype`` in the schema)."""
+    if isinstance(source, pd.DataFrame | dd.DataFrame):
+        types = {str(name): (pa.dictionary(pa.int32(), pa.string())
+                             if isinstance(dtype, pd.CategoricalDtype) else _arrow_of(dtype))
+                 for name, dtype in source.dtypes.items()}
+    elif _is_csv(source):
+        return {}
+    else:
+        types = {f.name: f.type for f in pds.dataset(Path(source), format="parquet").schema}
+    dtypes = {name: _output_dtype(kind) for name, kind in types.items() if kind is not None}
+    return {name: dtype for name, dtype in dtypes.items() if dtype is not None}
+
+
+def _arrow_of(dtype: Any) -> pa.DataType | None:
+    try:  # pandas' nullable Int64/Float64 store the NumPy type they hold
+        return pa.from_numpy_dtype(getattr(dtype, "numpy_dtype", dtype))
+    except (TypeError, NotImplementedError, pa.ArrowNotImplementedError):
+        return None  # pandas' own extension types: no storage width to keep
+
+
+def _output_dtype(kind: pa.DataType) -> str | None:
+    if pa.types.is_dictionary(kind):
+        return "category"
+    if pa.types.is_integer(kind):
+        return "int32" if kind.bit_width <= 32 and pa.types.is_signed_integer(kind) else "int64"
+    if pa.types.is_floating(kind):
+        return "float32" if kind.bit_width <= 32 else "float64"
+    return None
 
 
 def _arrow_kind(kind: pa.DataType) -> str:
@@ -150,6 +185,16 @@ class Draft:
 
 def _with_missing_bin(spec: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
     return {**spec, "extra": [*extra, MISSING], "on_missing": MISSING}
+
+
+def _with_output_dtype(spec: dict[str, Any], dtype: str | None) -> dict[str, Any]:
+    """The drafted attribute with the stored column's type as its output ``dtype``: numbers
+    for a numeric attribute, a category for a categorical one (other cases keep the default,
+    which :mod:`dp_dask.data.dtypes` knows the attribute can hold)."""
+    fits = {"numeric": (*INTEGER_DTYPES, *FLOAT_DTYPES), "categorical": ("category",)}
+    if dtype is None or "dtype" in spec or dtype not in fits.get(spec.get("type", ""), ()):
+        return spec
+    return {**spec, "dtype": dtype}
 
 
 def _placeholder(name: str, kind: str) -> tuple[dict[str, Any], str]:
@@ -292,6 +337,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         raise ValueError(f"{', '.join(given)}: only with --dp-epsilon (dp_epsilon); without "
                          "it the draft reads no value of the data")
     kinds = storage_types(source)
+    dtypes = storage_dtypes(source)
     ranges = dict(ranges or {})
     unknown = sorted(set(ranges) - set(kinds))
     if unknown:
@@ -335,7 +381,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             spec, draft.todo[column] = _placeholder(column, kind)
         elif why:
             draft.notes.append(f"{column}: {why}")
-        draft.schema["attributes"].append(spec)
+        draft.schema["attributes"].append(_with_output_dtype(spec, dtypes.get(column)))
     if dp_epsilon is not None:
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
