@@ -80,20 +80,26 @@ def nullable(attribute: Attribute, mode: str) -> bool:
     return mode != "label" and bool(_null_codes(attribute).any())
 
 
+def _draws_integers(attribute: Attribute) -> bool:
+    """Whether values are drawn among integers: integer dtypes, and years of a datetime."""
+    return attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
+
+
+def _cell_ranges(attribute: Attribute, edges: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell of ``edges``, its value range closed by the public bounds: first and last
+    integer where values are integers, else [low, high)."""
+    bounds = (edges, attribute.minimum, attribute.maximum)
+    return integer_ranges(*bounds) if _draws_integers(attribute) else float_ranges(*bounds)
+
+
 def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
                rng: np.random.Generator) -> np.ndarray:
     """Per row of bin ``codes``, a cell of the attribute's fine layout (``fine_layout``) drawn
     by the consistent fine ``histogram`` restricted to the row's bin; a bin whose cells hold no
     mass draws them by their size (uniform within the bin). Extra bins: any cell, nulled later."""
     layout = fine_layout(attribute)
-    integers = attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
-    bounds = (tuple(layout.edges), attribute.minimum, attribute.maximum)
-    if integers:
-        first, last = integer_ranges(*bounds)
-        sizes = (last - first + 1).astype(np.float64)
-    else:
-        low, high = float_ranges(*bounds)
-        sizes = high - low
+    low, high = _cell_ranges(attribute, tuple(layout.edges))
+    sizes = (high - low + 1).astype(np.float64) if _draws_integers(attribute) else high - low
     weights = np.ones(len(layout.edges) - 1)  # an open bin the grid leaves out: its one cell
     weights[layout.measured] = histogram
     bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
@@ -112,9 +118,8 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.
              edges: tuple[float, ...]) -> np.ndarray:
     """Numeric bins (or fine cells) of ``edges`` as values of the output dtype (float64/int64
     before the final cast)."""
-    bounds = (edges, attribute.minimum, attribute.maximum)
-    integers = attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
-    low, high = integer_ranges(*bounds) if integers else float_ranges(*bounds)
+    integers = _draws_integers(attribute)
+    low, high = _cell_ranges(attribute, edges)
     codes = np.minimum(codes, len(edges) - 2)  # extra bins: any value, nulled later
     if attribute.kind == "datetime":  # years → [first year's start, after the last year's)
         low, high = (_year_start(low), _year_start(high + 1) - 1)
@@ -138,7 +143,7 @@ def _float32(values: np.ndarray, codes: np.ndarray, attribute: Attribute,
              edges: tuple[float, ...]) -> np.ndarray:
     """float64 values as float32, each nudged back into its bin (of ``edges``) where rounding
     left it."""
-    low, high = float_ranges(edges, attribute.minimum, attribute.maximum)
+    low, high = _cell_ranges(attribute, edges)
     codes = np.minimum(codes, len(edges) - 2)
     single = values.astype(np.float32)
     low, high = low[codes], high[codes]
