@@ -17,7 +17,6 @@ from pathlib import Path
 import dask
 import numpy as np
 
-from dp_dask.copula.sample import Sampler
 from dp_dask.data.counts import attribute_pairs, count_graph, counts_from_codes
 from dp_dask.data.io import read_table
 from dp_dask.synthesizer import GaussianCopulaSynthesizer
@@ -41,7 +40,7 @@ def measure(adult: Path, epsilon: float, within: str, seed: int) -> dict[str, fl
     real = count_graph(read_table(adult, schema), schema).compute()
     model = synthesizer.fit(adult).model
     n = model.n_rows
-    binary, codes = Sampler.from_model(model).draw(n, np.random.SeedSequence(seed))
+    binary, codes = model.sampler().draw(n, np.random.SeedSequence(seed))
     decoded = counts_from_codes(codes.T, schema)
     wide = binary.astype(np.float32)
     binary_counts = (wide.T @ wide).astype(np.float64)  # co-occurrence of the paper's 0/1 output

@@ -18,7 +18,12 @@ from dp_dask.checks import (
     read_model_document,
     write_model_files,
 )
-from dp_dask.copula.correlation import Symmetry, latent_correlation, nearest_correlation
+from dp_dask.copula.correlation import (
+    Symmetry,
+    latent_correlation,
+    nearest_correlation,
+    psd_correlation_factor,
+)
 from dp_dask.copula.sample import Sampler
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.decode import calibrate_offsets
@@ -128,7 +133,9 @@ class CopulaModel:
     def sampler(self, device: str = "cpu") -> Sampler:
         """The per-partition sampler: Cholesky factor, thresholds and decoding offsets;
         ``device`` "gpu" draws with CuPy (see dp_dask.copula.sample)."""
-        return Sampler.from_model(self, device)
+        factor = psd_correlation_factor(self.correlation, symmetry=Symmetry.of(self.correlation))
+        return Sampler(self.schema, factor.astype(np.float32),
+                       self.thresholds.astype(np.float32), self.decode_offsets, device)
 
     @property
     def thresholds(self) -> np.ndarray:

@@ -21,7 +21,7 @@ import operator
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import dask
 import dask.array as da
@@ -34,14 +34,11 @@ import zarr
 from dask.delayed import Delayed
 from threadpoolctl import threadpool_limits
 
-from dp_dask.copula.correlation import Symmetry, psd_correlation_factor, times_lower_factor
+from dp_dask.copula.correlation import times_lower_factor
 from dp_dask.data.decode import decode_latent
 from dp_dask.data.io import Location, join, put_bytes
 from dp_dask.data.schema import Schema
 from dp_dask.data.values import arrow_schema, check_decode, decode_frame, empty_frame
-
-if TYPE_CHECKING:
-    from dp_dask.copula.model import CopulaModel
 
 # Rows drawn at once inside a partition: bounds the float32 latent block to ~64 MiB.
 LATENT_BLOCK_BYTES = 64 * 2**20
@@ -161,12 +158,6 @@ class Sampler:
     thresholds: np.ndarray  # d, float32
     offsets: np.ndarray  # d
     device: str = "cpu"  # or "gpu": CuPy (resolve_device checked it)
-
-    @classmethod
-    def from_model(cls, model: CopulaModel, device: str = "cpu") -> Sampler:
-        factor = psd_correlation_factor(model.correlation, symmetry=Symmetry.of(model.correlation))
-        return cls(model.schema, factor.astype(np.float32),
-                   model.thresholds.astype(np.float32), model.decode_offsets, device)
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and decoded codes (rows, m) of one partition."""
