@@ -48,11 +48,11 @@ from dp_dask.data.schema import Schema
 from dp_dask.evaluate.queries import (
     RangeQueries,
     evaluate_release,
-    markdown_table,
     range_query_graph,
     range_query_workload,
     relative_errors,
 )
+from dp_dask.evaluate.tables import markdown_table
 from dp_dask.synthesizer import Synthesizer
 
 DEFAULT_OUT = Path("docs/results-adult")

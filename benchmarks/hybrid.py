@@ -27,7 +27,8 @@ from dp_dask.checks import DpDaskWarning
 from dp_dask.data.counts import counts_from_codes
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.queries import marginal_distances, markdown_table
+from dp_dask.evaluate.queries import marginal_distances
+from dp_dask.evaluate.tables import markdown_table
 from dp_dask.synthesizer import Synthesizer
 
 SMALL = {"sex": ["f", "m"], "race": list("abcde"), "region": list("nesw")}

@@ -41,12 +41,8 @@ import pandas as pd
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.queries import (
-    DEFAULT_Q3_SAMPLE,
-    evaluate_release,
-    markdown_table,
-    range_query_errors,
-)
+from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE, evaluate_release, range_query_errors
+from dp_dask.evaluate.tables import markdown_table
 
 DELTA = 1e-9
 DEFAULT_DATA = "/work/shared/data/adult/adult.csv"

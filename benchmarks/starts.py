@@ -35,7 +35,7 @@ from dp_dask.copula.sample import Sampler
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.demo import generate_census
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.queries import markdown_table
+from dp_dask.evaluate.tables import markdown_table
 from dp_dask.methods.marginals import (
     MarginalModel,
     MarginalSampler,

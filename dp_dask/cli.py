@@ -60,10 +60,9 @@ from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
     evaluate_release,
     marginal_distances,
-    markdown_table,
     release_labels,
-    wide_table,
 )
+from dp_dask.evaluate.tables import markdown_table, wide_table
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report

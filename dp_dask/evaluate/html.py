@@ -34,12 +34,10 @@ from dp_dask.data.schema import Schema
 from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
     Comparison,
-    check_outside_release,
     compare_release,
     marginal_distances,
-    wide_table,
-    write_tables,
 )
+from dp_dask.evaluate.tables import check_outside_release, wide_table, write_tables
 from dp_dask.evaluate.values import (
     ValueComparison,
     compare_values,

@@ -31,14 +31,16 @@ from dp_dask.evaluate.queries import (
     Answers,
     ThreeWayWorkload,
     answer_graphs,
-    check_outside_release,
     error_records,
     labels_frame,
-    markdown_table,
-    owner_only_markdown,
     pair_correlations,
     three_way_workload,
     workload_sizes,
+)
+from dp_dask.evaluate.tables import (
+    check_outside_release,
+    markdown_table,
+    owner_only_markdown,
     write_owner_csv,
     write_tables,
 )
