@@ -10,10 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import codes_of
+from conftest import codes_of, synth_code
 from dask.distributed import Client, LocalCluster
 
-from dp_dask.cli import main
 from dp_dask.data.schema import SchemaError, load_schema
 from dp_dask.data.values import decode_frame
 from dp_dask.synthesizer import Synthesizer
@@ -188,13 +187,8 @@ def test_a_source_survives_the_schema_json():
 
 
 def test_cli_refuses_bad_features_before_reading_data(client, tmp_path, capsys):
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps(bad(YEAR, MONTH, {**MONTH, "name": "again"})))
-    data = tmp_path / "data.csv"
-    data.write_text("t\nnot a time\n")  # read, it would stop on its out-of-domain value
-    code = main(["synth", "--data", str(data), "--schema", str(schema), "--epsilon", "1",
-                 "--out", str(tmp_path / "out"), "--ledger", str(tmp_path / "ledger.sqlite"),
-                 "--scheduler", client.scheduler.address, "--quiet"])
-    assert code == 2
+    # read, "not a time" would stop on its out-of-domain value
+    assert synth_code(client, tmp_path, bad(YEAR, MONTH, {**MONTH, "name": "again"}),
+                      "t\nnot a time\n") == 2
     assert "attribute 'again': source 't' has the month feature" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

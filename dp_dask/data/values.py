@@ -8,6 +8,10 @@ With a model's consistent fine histogram (a schema ``fine`` grid, marginals meth
 draws a fine cell by that histogram within the row's bin, then a value within the cell
 (:func:`fine_codes`).
 
+Calendar features of one source column (schema ``source``) are recombined into that one
+timestamp column (:func:`output_columns`, :func:`_recombined`): real dates only, null where any
+feature's code is an extra bin.
+
 Nulls: a code of the extra bin that ``on_missing`` maps to decodes as a null (pandas ``Int64``,
 ``boolean``, NaN, NaT, ``<NA>``); any other extra bin (e.g. "other", or a bin ``on_unknown``
 shares with ``on_missing``) decodes as its label in a text column and as a null in a numeric,
