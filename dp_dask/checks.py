@@ -222,7 +222,7 @@ def check_input(path: str | Path, schema: Schema) -> None:
             columns = set(pq.read_schema(file).names) | keys
         except (OSError, ValueError) as exc:
             raise CheckError(f"input {file} is not readable as Parquet: {exc}") from None
-        missing = [column for column in schema.names if column not in columns]
+        missing = [column for column in schema.columns if column not in columns]
         if missing:
             raise EncodingError(f"input {file} is missing column(s) {missing} required by "
                                 f"schema {schema.name!r}")

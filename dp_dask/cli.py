@@ -417,7 +417,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     if remote(data):
         data = read_table(data, schema, storage_options=options)
     if remote(synthetic):  # a release in a store: its pointer resolved, its record checked
-        synthetic = read_table(checked_table(synthetic, options), schema.as_labels(),
+        synthetic = read_table(checked_table(synthetic, options), schema,
                                storage_options=options)
     paths = {}
     if args.out:

@@ -44,7 +44,7 @@ from dp_dask.data.io import (
     write_json,
 )
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.data.values import check_decode, output_record, warn_open_bins
+from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
 from dp_dask.methods.marginals import (
     FINE_SHARE,
     ONE_WAY_SHARE,
@@ -455,7 +455,8 @@ class Synthesizer:
             staged.finish({
                 "rows": sampling["rows"], "partitions": partitions,
                 "partition_rows": sampling["partition_rows"], "seed": sampling["seed"],
-                "columns": self.schema.names, "dummy_columns": self.schema.d,
+                "columns": [c.name for c in output_columns(self.schema, sampling["decode"])],
+                "dummy_columns": self.schema.d,
                 "method": self.name,
                 "privacy": {key: privacy.get(key) for key in (
                     "epsilon", "delta", "mechanism", "accountant", "differentially_private")},

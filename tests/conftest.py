@@ -94,6 +94,19 @@ def correlated_frame(n: int, seed: int = 0) -> pd.DataFrame:
     })
 
 
+def synth_code(client: Client, tmp_path: Path, schema: dict, csv: str, *options: str) -> int:
+    """The exit code of ``dp-dask synth`` of ``csv`` (the file's text) under ``schema`` (JSON),
+    releasing to ``tmp_path / "out"``: how the CLI refuses a bad schema before reading data."""
+    from dp_dask.cli import main
+
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    (tmp_path / "data.csv").write_text(csv)
+    return main(["synth", "--data", str(tmp_path / "data.csv"), "--schema",
+                 str(tmp_path / "schema.json"), "--epsilon", "1", "--out", str(tmp_path / "out"),
+                 "--ledger", str(tmp_path / "ledger.sqlite"), *options,
+                 "--scheduler", client.scheduler.address, "--quiet"])
+
+
 def codes_of(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
     """(rows, m) codes of a decoded frame, typed values or labels, binned by the schema."""
     labels = labels_of_release(frame, schema)

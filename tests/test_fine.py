@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import synth_code
 
 from dp_dask.checks import DpDaskWarning
-from dp_dask.cli import main
 from dp_dask.data.counts import counts_from_codes, fine_counts, split_fine
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
@@ -72,14 +72,9 @@ def test_bad_fine_grids_name_the_attribute(age, message):
 
 
 def test_cli_refuses_a_bad_fine_grid_before_reading_data(client, tmp_path, capsys):
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps(spec(fine=[20, 25, 31, 40, 50])))
-    data = tmp_path / "data.csv"
-    data.write_text("age,hours,group\n5,1,zz\n")  # read, it would stop on out-of-domain values
-    code = main(["synth", "--data", str(data), "--schema", str(schema), "--epsilon", "1",
-                 "--out", str(tmp_path / "out"), "--ledger", str(tmp_path / "ledger.sqlite"),
-                 "--scheduler", client.scheduler.address, "--quiet"])
-    assert code == 2
+    # read, the CSV would stop on its out-of-domain values
+    assert synth_code(client, tmp_path, spec(fine=[20, 25, 31, 40, 50]),
+                      "age,hours,group\n5,1,zz\n") == 2
     assert "attribute 'age': 'fine' is not nested" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

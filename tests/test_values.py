@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import SMALL_SCHEMA, codes_of
+from conftest import SMALL_SCHEMA, codes_of, synth_code
 
 from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
@@ -267,15 +267,9 @@ def test_schemas_without_outputs_keep_their_hash():
 
 
 def test_cli_refuses_a_bad_output_type_before_reading_data(client, tmp_path, capsys):
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps(attribute(type="categorical", categories=["a", "b", "c"],
-                                           dtype="bool")))
-    data = tmp_path / "data.csv"
-    data.write_text("x\nd\n")  # read, it would stop on its out-of-domain value
-    code = main(["synth", "--data", str(data), "--schema", str(schema), "--epsilon", "1",
-                 "--out", str(tmp_path / "out"), "--ledger", str(tmp_path / "ledger.sqlite"),
-                 "--decode", "midpoint", "--scheduler", client.scheduler.address, "--quiet"])
-    assert code == 2
+    spec = attribute(type="categorical", categories=["a", "b", "c"], dtype="bool")
+    # read, "x\nd\n" would stop on its out-of-domain value
+    assert synth_code(client, tmp_path, spec, "x\nd\n", "--decode", "midpoint") == 2
     assert "attribute 'x': dtype bool needs categories" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

@@ -70,7 +70,7 @@ def fine_counts(frame: pd.DataFrame, codes: np.ndarray, schema: Schema) -> np.nd
     tables = [np.zeros(0, dtype=np.int64)]
     for i in schema.fine_grids:
         attribute = schema.attributes[i]
-        cells = fine_cells(frame[attribute.name], codes[i], attribute)
+        cells = fine_cells(frame[attribute.column], codes[i], attribute)
         tables.append(np.bincount(cells[cells >= 0], minlength=len(attribute.fine) - 1))
     return np.concatenate(tables).astype(np.int64)
 
@@ -99,7 +99,7 @@ def reduction_graph(ddf: dd.DataFrame, schema: Schema,
     some dask-expr inputs (e.g. ``dd.from_delayed`` frames) when they are wrapped as arrays.
     """
     check_columns(ddf.columns, schema)
-    return tree_sum([dask.delayed(chunk)(part, *args) for part in ddf[schema.names].to_delayed()],
+    return tree_sum([dask.delayed(chunk)(part, *args) for part in ddf[schema.columns].to_delayed()],
                     split_every=split_every)
 
 

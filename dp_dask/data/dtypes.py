@@ -1,6 +1,7 @@
 """Output types of a release: which value type each attribute decodes to, and which it can hold.
 
-A schema attribute may declare ``"dtype"`` (one of :data:`OUTPUT_DTYPES`, Arrow/pandas names),
+A schema attribute may declare ``"dtype"`` (one of :data:`OUTPUT_DTYPES` or a timestamp type
+``timestamp[UNIT]`` / ``timestamp[UNIT, tz=ZONE]``, Arrow/pandas names),
 ``"decode"`` (one of :data:`DECODINGS`) and, for a numeric or a datetime ``year`` attribute,
 public ``"min"`` / ``"max"`` bounds that close its open bins. Absent, the dtype defaults by kind
 (:func:`default_dtype`) and the decoding to the release's. These are public choices checked
@@ -10,6 +11,8 @@ here, before any data is read; :mod:`dp_dask.data.values` turns codes into such 
 from __future__ import annotations
 
 import math
+import re
+import zoneinfo
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +20,12 @@ import numpy as np
 
 INTEGER_DTYPES = ("int64", "int32")
 FLOAT_DTYPES = ("float64", "float32")
-TIMESTAMP_DTYPES = ("timestamp[ns]", "timestamp[ns, tz=UTC]")
 TEXT_DTYPES = ("string", "category")
-OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES, *TIMESTAMP_DTYPES)
+OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES)
+# Arrow's names of timestamps: any unit, naive or in a time zone ("timestamp[us, tz=Europe/Paris]")
+TIMESTAMP_UNITS = ("s", "ms", "us", "ns")
+TIMESTAMPS = "timestamp[UNIT] or timestamp[UNIT, tz=ZONE] (UNIT s, ms, us or ns)"
+_TIMESTAMP = re.compile(r"timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]")
 # uniform: a seeded draw within the bin; midpoint: its centre; label: the bin's label as before.
 DECODINGS = ("uniform", "midpoint", "label")
 _INT32 = (-(2**31), 2**31 - 1)
@@ -27,27 +33,56 @@ _YEARS = (1678, 2261)  # whole years of int64 nanoseconds since 1970
 MAX_FINE_CELLS = 100_000  # one fine histogram is measured, stored and decoded whole
 
 
-def default_dtype(kind: str, unit: str = "") -> str:
+def timestamp_type(dtype: str) -> tuple[str, str | None] | None:
+    """A timestamp dtype's (unit, time zone or None), or None for another dtype."""
+    match = _TIMESTAMP.fullmatch(dtype)
+    return None if match is None else (match[1], match[2])
+
+
+def is_timestamp(dtype: str) -> bool:
+    return timestamp_type(dtype) is not None
+
+
+def _dtype_problem(dtype: str) -> str | None:
+    """Why ``dtype`` names no output type, or None."""
+    stamp = timestamp_type(dtype)
+    if stamp is None:
+        return None if dtype in OUTPUT_DTYPES else (
+            f"dtype must be one of {', '.join(OUTPUT_DTYPES)} or {TIMESTAMPS}, got {dtype!r}")
+    if stamp[1] is not None and stamp[1] != "UTC":
+        try:
+            zoneinfo.ZoneInfo(stamp[1])
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+            return f"dtype {dtype!r}: {stamp[1]!r} is no IANA time zone"
+    return None
+
+
+def default_dtype(kind: str, unit: str = "", source: str = "") -> str:
     """The output type of an attribute that declares none: what its values were, where a
-    single calendar feature can say it (a year bin is a time; a month alone is its name)."""
+    single calendar feature can say it (a year bin is a time; a month alone is its name; a
+    feature of a source column is part of the source's timestamp)."""
+    if source or (kind == "datetime" and unit == "year"):
+        return "timestamp[ns]"
     if kind == "numeric":
         return "float64"
     if kind == "boolean":
         return "bool"
-    if kind == "datetime" and unit == "year":
-        return "timestamp[ns]"
     return "string"
 
 
-def allowed_dtypes(kind: str, unit: str = "") -> tuple[str, ...]:
+def allowed_dtypes(kind: str, unit: str = "", source: str = "") -> tuple[str, ...]:
     """The output types an attribute of this kind can hold (categorical ones checked further
-    by :func:`output_problem`: the categories must parse as such values)."""
+    by :func:`output_problem`: the categories must parse as such values); ``TIMESTAMPS``
+    stands for any timestamp type. A feature of a source column is released as the source's
+    timestamp."""
+    if source:
+        return (TIMESTAMPS,)
     if kind == "numeric":
         return (*INTEGER_DTYPES, *FLOAT_DTYPES, *TEXT_DTYPES)
     if kind == "boolean":
         return ("bool", *TEXT_DTYPES)
     if kind == "datetime":
-        return (*TIMESTAMP_DTYPES, *TEXT_DTYPES) if unit == "year" else TEXT_DTYPES
+        return (TIMESTAMPS, *TEXT_DTYPES) if unit == "year" else TEXT_DTYPES
     return (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES)
 
 
@@ -70,15 +105,17 @@ def parses_back(text: str, dtype: str) -> bool:
 
 def output_problem(attribute: Any) -> str | None:
     """Why the attribute's declared output (dtype, decode, min/max) is impossible, or None."""
-    dtype, kind = attribute.dtype, attribute.kind
+    dtype, kind, source = attribute.dtype, attribute.kind, attribute.source
     if attribute.decode and attribute.decode not in DECODINGS:
         return f"decode must be one of {', '.join(DECODINGS)}, got {attribute.decode!r}"
-    if dtype and dtype not in OUTPUT_DTYPES:
-        return f"dtype must be one of {', '.join(OUTPUT_DTYPES)}, got {dtype!r}"
-    if dtype and dtype not in allowed_dtypes(kind, attribute.unit):
+    problem = dtype and _dtype_problem(dtype)
+    if problem:
+        return problem
+    allowed = allowed_dtypes(kind, attribute.unit, source)
+    if dtype and dtype not in allowed and not (is_timestamp(dtype) and TIMESTAMPS in allowed):
         what = f"{kind} ({attribute.unit})" if kind == "datetime" else kind
-        return (f"a {what} attribute can't be output as {dtype}; choose one of "
-                f"{', '.join(allowed_dtypes(kind, attribute.unit))}")
+        what += f" feature of source {source!r}" if source else " attribute"
+        return f"a {what} can't be output as {dtype}; choose one of {', '.join(allowed)}"
     if kind == "categorical" and dtype == "bool" and not set(attribute.categories) <= {
             "False", "True"}:
         return f"dtype bool needs categories 'False'/'True', got {list(attribute.categories)}"
@@ -99,8 +136,8 @@ def output_problem(attribute: Any) -> str | None:
         if len(empty):
             what = "year" if kind == "datetime" else "integer"
             return f"bin {attribute.labels[empty[0]]!r} holds no {what}"
-        output = dtype or default_dtype(kind, attribute.unit)
-        if output in TIMESTAMP_DTYPES and not _YEARS[0] <= first.min() <= last.max() <= _YEARS[1]:
+        output = dtype or default_dtype(kind, attribute.unit, source)
+        if is_timestamp(output) and not _YEARS[0] <= first.min() <= last.max() <= _YEARS[1]:
             return (f"{output} holds the years {_YEARS[0]}-{_YEARS[1]}; close the bins within "
                     "them (or release the years as 'string')")
     return None
@@ -214,7 +251,7 @@ def fine_problem(attribute: Any) -> str | None:
     layout = fine_layout(attribute)
     if not (np.diff(layout.first) > 1).any():
         return "'fine' splits no bin: every bin is one fine cell already; leave 'fine' out"
-    dtype = attribute.dtype or default_dtype(attribute.kind, attribute.unit)
+    dtype = attribute.dtype or default_dtype(attribute.kind, attribute.unit, attribute.source)
     if dtype in INTEGER_DTYPES or attribute.kind == "datetime":
         first, last = integer_ranges(tuple(layout.edges), attribute.minimum, attribute.maximum)
         empty = np.flatnonzero(first > last)

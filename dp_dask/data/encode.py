@@ -36,8 +36,8 @@ def code_dtype(schema: Schema) -> np.dtype:
 
 
 def check_columns(columns: list[str] | pd.Index, schema: Schema) -> None:
-    """Raise if the input lacks an attribute of the schema (extra columns are ignored)."""
-    missing = [name for name in schema.names if name not in set(columns)]
+    """Raise if the input lacks a column the schema reads (extra columns are ignored)."""
+    missing = [name for name in schema.columns if name not in set(columns)]
     if missing:
         raise EncodingError(
             f"input is missing column(s) {missing} required by schema {schema.name!r}; "
@@ -320,5 +320,5 @@ def encode_partition(frame: pd.DataFrame, schema: Schema) -> np.ndarray:
     check_columns(frame.columns, schema)
     codes = np.empty((schema.m, len(frame)), dtype=code_dtype(schema))
     for i, attribute in enumerate(schema.attributes):
-        codes[i] = encode_column(frame[attribute.name], attribute)
+        codes[i] = encode_column(frame[attribute.column], attribute)
     return codes

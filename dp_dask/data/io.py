@@ -188,14 +188,22 @@ def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250
                 raise FileNotFoundError(f"input {path} does not exist")
             name, options = path.name.lower(), {}
         if name.endswith((".csv", ".csv.gz")):
-            check_columns(pd.read_csv(path, nrows=0, **options).columns, schema)
+            columns = _columns(pd.read_csv(path, nrows=0, **options).columns, schema)
             blocksize = None if name.endswith(".gz") else csv_blocksize  # gzip can't be split
-            ddf = dd.read_csv(path, usecols=schema.names, dtype=str, blocksize=blocksize,
+            ddf = dd.read_csv(path, usecols=columns, dtype=str, blocksize=blocksize,
                               keep_default_na=False, na_filter=False, **options)
         else:
             ddf = dd.read_parquet(path, **options)
-    check_columns(ddf.columns, schema)
-    return ddf[schema.names]
+    return ddf[_columns(ddf.columns, schema)]
+
+
+def _columns(available: pd.Index, schema: Schema) -> list[str]:
+    """The columns a table is read by (:meth:`Schema.read_columns`); raises naming the input
+    columns it lacks."""
+    columns = schema.read_columns(available)
+    if not set(columns) <= set(available):
+        check_columns(available, schema)  # lacking one means lacking an input column
+    return columns
 
 
 # Zarr skips writing a chunk that holds only its fill value, and to know, compares every byte of

@@ -56,13 +56,23 @@ cells, splitting at least one bin (``fine_problem``).
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
 taken in UTC, naive ones as written.
+
+Calendar features of one column: a datetime attribute with ``"source": "signup"`` reads the
+input column ``signup`` (not a column of its own name), so several attributes (``signup_year``,
+``signup_month``, ``signup_hour``...) are features of one column, each its own bins, one per
+``unit``; one of them is the ``year``. The release recombines them into one timestamp column
+named ``signup`` (:mod:`dp_dask.data.values`), of the features' ``dtype`` (a timestamp type,
+declared alike on any of them; default ``timestamp[ns]``) and ``decode`` (alike too). Checked
+here (:meth:`Schema.sources`), naming the attribute, before any data is read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -199,11 +209,18 @@ class Attribute:
     minimum: float | None = None  # public bounds closing open outer bins
     maximum: float | None = None
     fine: tuple[float, ...] = ()  # public fine grid within the bins (numeric, datetime year)
+    source: str = ""  # datetime: the input column it is a calendar feature of ("": its own)
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
         if self.kind not in KINDS:
             raise SchemaError(f"{where}: type must be one of {', '.join(KINDS)}")
+        if self.source and self.kind != "datetime":
+            raise SchemaError(f"{where}: 'source' names the datetime column a calendar feature "
+                              f"is read from; a {self.kind} attribute reads its own column")
+        if self.source == self.name:
+            raise SchemaError(f"{where}: a feature is named apart from its source column "
+                              f"{self.source!r}, which the release recombines it into")
         if not self.labels:
             raise SchemaError(f"{where}: empty domain")
         if len(set(self.labels)) != len(self.labels):
@@ -242,7 +259,17 @@ class Attribute:
     @property
     def output_dtype(self) -> str:
         """The type its values are released as: the declared dtype or the kind's default."""
-        return self.dtype or default_dtype(self.kind, self.unit)
+        return self.dtype or default_dtype(self.kind, self.unit, self.source)
+
+    @property
+    def column(self) -> str:
+        """The input column it reads: its source, else its own name."""
+        return self.source or self.name
+
+    def read_column(self, available: Iterable[str]) -> str:
+        """The column of a table it is read from: the input column; in a release, a feature's
+        own (label) column where its source column is absent."""
+        return self.name if self.source and self.source not in set(available) else self.column
 
     @property
     def size(self) -> int:
@@ -281,6 +308,7 @@ class Attribute:
             "minimum": None if spec.get("min") is None else _edge(spec["min"], where),
             "maximum": None if spec.get("max") is None else _edge(spec["max"], where),
             "fine": () if spec.get("fine") is None else _edges(spec["fine"], f"{where} fine"),
+            "source": str(spec.get("source", "")),
         }
         if kind == "categorical":
             if "categories" not in spec:
@@ -314,6 +342,8 @@ class Attribute:
             spec["categories"] = list(self.categories)
         if self.kind == "datetime":
             spec |= {"unit": self.unit, "format": self.format}
+            if self.source:  # absent when not declared: older schemas keep their sha256
+                spec["source"] = self.source
         if self.kind == "boolean":
             spec |= {"true_values": list(self.true_values),
                      "false_values": list(self.false_values)}
@@ -355,6 +385,74 @@ class Schema:
         names = [a.name for a in self.attributes]
         if len(set(names)) != len(names):
             raise SchemaError(f"duplicate attribute names in {names}")
+        self._check_sources()
+
+    def _check_sources(self) -> None:
+        """Features of one source column: one per unit, a year among them, one dtype and
+        decoding, extra bins on all or none, and a source named like no other attribute (the
+        release's column)."""
+        for source, features in self.sources.items():
+            attributes = [self.attributes[i] for i in features]
+            where = f"attribute {attributes[0].name!r}"
+            other = next((a for a in self.attributes if a.name == source), None)
+            if other is not None:
+                raise SchemaError(f"attribute {other.name!r} is named like the source column of "
+                                  f"{attributes[0].name!r}; the release recombines the features "
+                                  "into that column: name the attribute apart (or make it a "
+                                  f"feature with \"source\": {source!r})")
+            units: dict[str, str] = {}
+            for attribute in attributes:
+                if attribute.unit in units:
+                    raise SchemaError(f"attribute {attribute.name!r}: source {source!r} has "
+                                      f"the {attribute.unit} feature already "
+                                      f"({units[attribute.unit]!r})")
+                units[attribute.unit] = attribute.name
+            if "year" not in units:
+                raise SchemaError(f"{where}: source {source!r} needs a 'year' feature (public "
+                                  "year bins bound the recombined timestamp)")
+            for key in ("dtype", "decode"):
+                declared = {a.name: getattr(a, key) for a in attributes if getattr(a, key)}
+                if len(set(declared.values())) > 1:
+                    raise SchemaError(f"attribute {list(declared)[1]!r}: the features of source "
+                                      f"{source!r} declare different {key}s {declared}; they "
+                                      "make one column")
+            extra = [a.name for a in attributes if a.size > a.bins]
+            if extra and len(extra) < len(attributes):
+                bare = next(a.name for a in attributes if a.name not in extra)
+                raise SchemaError(f"attribute {bare!r}: the release's {source!r} is null where "
+                                  f"a feature's extra bin is ({extra[0]!r} has some), and a null "
+                                  "reads back as an extra bin of each feature: give it one too "
+                                  "(e.g. \"extra\": [\"missing\"], \"on_missing\": \"missing\")")
+            dtype = self.source_dtype(source)
+            year = self.attributes[features[list(units).index("year")]]
+            problem = output_problem(dataclasses.replace(year, dtype=dtype, fine=()))
+            if problem:
+                raise SchemaError(f"attribute {year.name!r}: {problem}")
+
+    @property
+    def sources(self) -> dict[str, tuple[int, ...]]:
+        """Each source column the schema recombines, with its features' positions."""
+        sources: dict[str, list[int]] = {}
+        for i, attribute in enumerate(self.attributes):
+            if attribute.source:
+                sources.setdefault(attribute.source, []).append(i)
+        return {source: tuple(features) for source, features in sources.items()}
+
+    def source_dtype(self, source: str) -> str:
+        """The dtype of a source's recombined column: declared on its features, or the default."""
+        declared = [self.attributes[i].dtype for i in self.sources[source]]
+        return next((d for d in declared if d), default_dtype("datetime", "year", source))
+
+    @property
+    def columns(self) -> list[str]:
+        """The input columns the schema reads, in schema order (a source once)."""
+        return list(dict.fromkeys(a.column for a in self.attributes))
+
+    def read_columns(self, available: Iterable[str]) -> list[str]:
+        """The columns a table is read by: the input's; in a release, where a source column is
+        absent, its features' own (label) columns."""
+        present = set(available)
+        return list(dict.fromkeys(a.read_column(present) for a in self.attributes))
 
     @property
     def names(self) -> list[str]:

@@ -8,6 +8,10 @@ With a model's consistent fine histogram (a schema ``fine`` grid, marginals meth
 draws a fine cell by that histogram within the row's bin, then a value within the cell
 (:func:`fine_codes`).
 
+Calendar features of one source column (schema ``source``) are recombined into that one
+timestamp column (:func:`output_columns`, :func:`_recombined`): real dates only, null where any
+feature's code is an extra bin.
+
 Nulls: a code of the extra bin that ``on_missing`` maps to decodes as a null (pandas ``Int64``,
 ``boolean``, NaN, NaT, ``<NA>``); any other extra bin (e.g. "other", or a bin ``on_unknown``
 shares with ``on_missing``) decodes as its label in a text column and as a null in a numeric,
@@ -41,12 +45,16 @@ from dp_dask.data.dtypes import (
     fine_layout,
     float_ranges,
     integer_ranges,
+    is_timestamp,
+    timestamp_type,
 )
 from dp_dask.data.encode import _text_lookup, encode_column
-from dp_dask.data.schema import ERROR, Attribute, Schema
+from dp_dask.data.schema import CALENDAR_UNITS, ERROR, Attribute, Schema
 
 # Spawn-key word of the value draws' seed: a child no partition seed spawns (they use 0, 1...).
 VALUES_KEY = 0x76616C75
+NANOSECONDS = 10**9
+PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": NANOSECONDS}  # a timestamp unit's counts
 
 
 def check_decode(decode: str) -> str:
@@ -124,14 +132,21 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.
     if attribute.kind == "datetime":  # years → [first year's start, after the last year's)
         low, high = (_year_start(low), _year_start(high + 1) - 1)
     a, b = low[codes], high[codes]
-    if integers:  # [a, b], both included
-        if mode == "midpoint":
-            return a + (b - a) // 2
-        u = rng.random(len(codes))
-        return np.minimum(a + np.floor(u * (b - a + 1).astype(np.float64)).astype(np.int64), b)
+    if integers:
+        return _integers(a, b, mode, rng)
     values = a + (b - a) * (0.5 if mode == "midpoint" else rng.random(len(codes)))
     # [a, b): rounding may reach b; a bin with a == b holds a alone
     return np.where(b > a, np.minimum(values, np.nextafter(b, -np.inf)), a)
+
+
+def _integers(low: np.ndarray, high: np.ndarray, mode: str,
+              rng: np.random.Generator) -> np.ndarray:
+    """Per row, an integer of [low, high], both included: uniform, or the lower middle one."""
+    if mode == "midpoint":
+        return low + (high - low) // 2
+    u = rng.random(len(low))
+    return np.minimum(low + np.floor(u * (high - low + 1).astype(np.float64)).astype(np.int64),
+                      high)
 
 
 def _year_start(years: np.ndarray) -> np.ndarray:
@@ -190,10 +205,9 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
         text = pc.take(pa.array(labels, pa.large_string()), pa.array(codes, mask=null))
         return pd.array(text, dtype="str")
     values = _typed(codes, attribute, mode, rng, fine)
-    if dtype.startswith("timestamp"):
-        values[null] = np.iinfo(np.int64).min  # NaT
-        stamps = pd.Series(values.view("datetime64[ns]"))
-        return (stamps.dt.tz_localize("UTC") if "UTC" in dtype else stamps).array
+    if is_timestamp(dtype):  # nanoseconds, floored to the unit: still within the year
+        return _stamps(values // (NANOSECONDS // PER_SECOND[timestamp_type(dtype)[0]]), null,
+                       dtype)
     if dtype in FLOAT_DTYPES:
         values[null] = np.nan
         return values
@@ -203,15 +217,108 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
     return masked(values, null)  # pandas' nullable Int64/Int32/boolean
 
 
+def _stamps(values: np.ndarray, null: np.ndarray, dtype: str) -> Any:
+    """int64 counts of the dtype's unit since 1970 (UTC where it has a zone) as its
+    timestamps, NaT where ``null``; an aware column shows each instant in its zone."""
+    unit, zone = timestamp_type(dtype)
+    values[null] = np.iinfo(np.int64).min  # NaT
+    stamps = pd.Series(values.view(f"datetime64[{unit}]"))
+    return (stamps if zone is None else stamps.dt.tz_localize("UTC").dt.tz_convert(zone)).array
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputColumn:
+    """A column of the decoded release: one attribute's, or a source column recombined from
+    its calendar features (``features``: their positions in the schema)."""
+
+    name: str
+    features: tuple[int, ...]
+    mode: str  # its decoding
+    recombined: bool
+
+
+def output_columns(schema: Schema, decode: str) -> list[OutputColumn]:
+    """The release's columns in order: each attribute's, except that the features of a source
+    column decoded as values make that one column, at its first feature's place (decoded as
+    labels, each feature is its own label column)."""
+    columns: list[OutputColumn] = []
+    for i, attribute in enumerate(schema.attributes):
+        mode = decoding(attribute, decode)
+        if not attribute.source or mode == "label":
+            columns.append(OutputColumn(attribute.name, (i,), mode, False))
+        elif attribute.source not in {c.name for c in columns}:
+            columns.append(OutputColumn(attribute.source, schema.sources[attribute.source], mode,
+                                        True))
+    return columns
+
+
+def _calendar(unit: str, codes: dict[str, np.ndarray], mode: str, rng: np.random.Generator,
+              rows: int) -> np.ndarray:
+    """A calendar field's code (month, weekday, hour from 0) where it is a feature (an extra
+    bin: any, nulled later), else drawn over its public range."""
+    size = len(CALENDAR_UNITS[unit])
+    if unit in codes:
+        return np.minimum(codes[unit], size - 1).astype(np.int64)
+    return _integers(np.zeros(rows, dtype=np.int64), np.full(rows, size - 1), mode, rng)
+
+
+def _recombined(codes: np.ndarray, schema: Schema, column: OutputColumn,
+                rng: np.random.Generator, fine: dict[int, np.ndarray]) -> Any:
+    """A source column from its features' codes: a year drawn in its bin (by the fine
+    histogram under ``uniform``), the month, a day of that month (one of its days with the
+    weekday, where that is a feature), the hour, then the time within the hour (or day) at
+    the dtype's unit; a field that is no feature drawn over its public range. Only real dates
+    come out: days are drawn within the month's length in that year. Null where any feature's
+    code decodes as null."""
+    rows, mode = len(codes), column.mode
+    features = {schema.attributes[i].unit: (schema.attributes[i], i) for i in column.features}
+    field = {unit: codes[:, i] for unit, (_, i) in features.items()}
+    year, index = features["year"]
+    edges = year.edges
+    if index in fine and mode == "uniform":
+        field["year"] = fine_codes(field["year"], year, fine[index], rng)
+        edges = tuple(fine_layout(year).edges)
+    low, high = _cell_ranges(year, edges)
+    cells = np.minimum(field["year"], len(edges) - 2)
+    years = _integers(low[cells], high[cells], mode, rng)
+    months = (years - 1970) * 12 + _calendar("month", field, mode, rng, rows)
+    first = months.astype("datetime64[M]").astype("datetime64[D]").astype(np.int64)
+    length = (months + 1).astype("datetime64[M]").astype("datetime64[D]").astype(np.int64) - first
+    if "weekday" in field:  # the month's days with the weekday (4 or 5): the first, + weeks
+        # day 0, 1970-01-01, was a Thursday (3, from Monday 0)
+        offset = (_calendar("weekday", field, mode, rng, rows) - (first + 3)) % 7
+        days = offset + 7 * _integers(np.zeros(rows, dtype=np.int64), (length - 1 - offset) // 7,
+                                      mode, rng)
+    else:
+        days = _integers(np.zeros(rows, dtype=np.int64), length - 1, mode, rng)
+    dtype = schema.source_dtype(column.name)
+    second = PER_SECOND[timestamp_type(dtype)[0]]
+    span = 3600 * second if "hour" in field else 86400 * second
+    start = _calendar("hour", field, mode, rng, rows) * span if "hour" in field else 0
+    within = _integers(np.zeros(rows, dtype=np.int64), np.full(rows, span - 1), mode, rng)
+    null = np.zeros(rows, dtype=bool)
+    for attribute, i in features.values():
+        null |= _null_codes(attribute)[codes[:, i]]
+    return _stamps((first + days) * 86400 * second + start + within, null, dtype)
+
+
 def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random.SeedSequence,
                  fine: dict[int, np.ndarray] | None = None) -> pd.DataFrame:
-    """A partition's codes (rows, m) as a frame of typed values, columns in schema order;
-    ``decode`` is the release's decoding, ``seed`` the partition's seed, ``fine`` the model's
-    consistent fine histograms by attribute (``uniform`` draws from them: :func:`fine_codes`)."""
+    """A partition's codes (rows, m) as a frame of typed values, columns as
+    :func:`output_columns` orders them; ``decode`` is the release's decoding, ``seed`` the
+    partition's seed, ``fine`` the model's consistent fine histograms by attribute (``uniform``
+    draws from them: :func:`fine_codes`)."""
     rng = np.random.default_rng(value_seed(seed))
     fine = fine or {}
-    return pd.DataFrame({a.name: _column(codes[:, i], a, decoding(a, decode), rng, fine.get(i))
-                         for i, a in enumerate(schema.attributes)})
+    frame = {}
+    for column in output_columns(schema, decode):
+        if column.recombined:
+            frame[column.name] = _recombined(codes, schema, column, rng, fine)
+        else:
+            (i,) = column.features
+            frame[column.name] = _column(codes[:, i], schema.attributes[i], column.mode, rng,
+                                         fine.get(i))
+    return pd.DataFrame(frame)
 
 
 def empty_frame(schema: Schema, decode: str) -> pd.DataFrame:
@@ -224,9 +331,13 @@ def arrow_schema(schema: Schema, decode: str) -> pa.Schema:
     """The Arrow schema of the decoded Parquet: every part the same, nullable only where a
     null can be decoded."""
     inferred = pa.Schema.from_pandas(empty_frame(schema, decode), preserve_index=False)
-    return pa.schema([field.with_nullable(nullable(a, decoding(a, decode)))
-                      for field, a in zip(inferred, schema.attributes)],
+    return pa.schema([field.with_nullable(_nullable(schema, column))
+                      for field, column in zip(inferred, output_columns(schema, decode))],
                      metadata=inferred.metadata)
+
+
+def _nullable(schema: Schema, column: OutputColumn) -> bool:
+    return any(nullable(schema.attributes[i], column.mode) for i in column.features)
 
 
 def _open_without_bounds(attribute: Attribute, mode: str) -> list[str]:
@@ -255,12 +366,18 @@ def output_record(schema: Schema, decode: str,
     the fine histogram ``uniform`` draws from (``fine``: the model's, by attribute)."""
     record = []
     fine = fine or {}
-    for index, (attribute, field) in enumerate(zip(schema.attributes,
-                                                   arrow_schema(schema, decode))):
-        mode = decoding(attribute, decode)
-        column = {"name": attribute.name, "dtype": "category (labels)" if mode == "label"
+    for output, field in zip(output_columns(schema, decode), arrow_schema(schema, decode)):
+        mode = output.mode
+        index = output.features[0]
+        if output.recombined:  # the year feature's bounds and grid
+            index = next(i for i in output.features if schema.attributes[i].unit == "year")
+        attribute = schema.attributes[index]
+        column = {"name": output.name, "dtype": "category (labels)" if mode == "label"
+                  else schema.source_dtype(output.name) if output.recombined
                   else attribute.output_dtype, "arrow": str(field.type), "decode": mode,
                   "nullable": field.nullable}
+        if output.recombined:
+            column["recombined"] = _recombination(schema, output)
         if mode != "label" and attribute.edges and attribute.output_dtype not in TEXT_DTYPES:
             column |= {key: value for key, value in (("min", attribute.minimum),
                                                      ("max", attribute.maximum))
@@ -272,6 +389,21 @@ def output_record(schema: Schema, decode: str,
             column["fine_cells"] = len(fine[index])
         record.append(column)
     return record
+
+
+def _recombination(schema: Schema, column: OutputColumn) -> dict[str, Any]:
+    """How a source column was recombined, for metadata.json."""
+    units = {schema.attributes[i].unit: schema.attributes[i].name for i in column.features}
+    day = ("a day of the month with the weekday" if "weekday" in units
+           else "a day of the month")
+    drawn = [f"{unit} over {span}" for unit, span in (("month", "Jan..Dec"),
+                                                      ("hour", "00..23")) if unit not in units]
+    return {"features": units,
+            "drawn": [f"{day}, within its length that year", *drawn,
+                      "the time within the hour" if "hour" in units else
+                      "the time within the day"],
+            "draws": "uniform" if column.mode == "uniform" else "the middle of each range",
+            "null": "where any feature's bin decodes as null"}
 
 
 def null_label(attribute: Attribute) -> str:
@@ -304,5 +436,6 @@ def release_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
 
 def labels_of_release(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """A partition of a decoded release as label Categoricals (read with ``as_labels()``)."""
-    codes = np.column_stack([release_codes(frame[a.name], a) for a in schema.attributes])
+    codes = np.column_stack([release_codes(frame[a.read_column(frame.columns)], a)
+                             for a in schema.attributes])
     return codes_to_frame(codes.reshape(len(frame), schema.m), schema)

@@ -105,7 +105,8 @@ def sketch_partition(frame: pd.DataFrame, attributes: tuple[Attribute, ...],
                      seed: np.random.SeedSequence, sample_rows: int,
                      histogram_values: int) -> Sketch:
     """Chunk step: one partition's values (:func:`domain_values`), summarised."""
-    values = np.column_stack([domain_values(frame[a.name], a) for a in attributes]
+    values = np.column_stack([domain_values(frame[a.read_column(frame.columns)], a)
+                              for a in attributes]
                              ).reshape(len(frame), len(attributes))
     keys, sample = _bottom(np.random.default_rng(seed).random(len(frame)), values, sample_rows)
     return Sketch(keys, sample, tuple(_histogram(column, histogram_values) for column in values.T),
@@ -248,8 +249,9 @@ def compare_values(data: TableSource, synthetic: TableSource, schema: Schema, *,
     """
     if isinstance(synthetic, str | Path):
         synthetic = checked_table(synthetic)
-    released = read_table(synthetic, schema.as_labels())
-    attributes = tuple(a for a in schema.attributes if holds_values(a, released.dtypes[a.name]))
+    released = read_table(synthetic, schema)
+    attributes = tuple(a for a in schema.attributes
+                       if holds_values(a, released.dtypes[a.read_column(released.columns)]))
     if not attributes:
         return None
     options = {"sample_rows": sample_rows, "histogram_values": histogram_values}

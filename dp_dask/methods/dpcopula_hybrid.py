@@ -457,7 +457,7 @@ class DPCopulaHybridSynthesizer(Synthesizer):
         strata = self._strata()
         epsilon0, _, epsilon2 = self._budget()
         # pass 2 must read the very partitions pass 1 counted
-        parts = ddf[self.schema.names].to_delayed()
+        parts = ddf[self.schema.columns].to_delayed()
         per_part = np.array(compute(*[dask.delayed(partition_strata)(part, self.schema, strata)
                                       for part in parts], show_progress=self.show_progress),
                             dtype=np.int64).reshape(len(parts), strata.cells)

@@ -279,7 +279,7 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
         check_columns(ddf.columns, self.schema)
         # The rows per partition place each row's global position: a first pass, on the very
         # partitions the second reads (a projection of fewer columns may fuse Parquet files).
-        parts = ddf[self.schema.names].to_delayed()
+        parts = ddf[self.schema.columns].to_delayed()
         lengths = np.array(compute(*[dask.delayed(len)(part) for part in parts],
                                    show_progress=self.show_progress), dtype=np.int64)
         n_rows = int(lengths.sum())
