@@ -486,7 +486,8 @@ class MarginalSynthesizer(Synthesizer):
     noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md);
     ``fine_share``, the fraction of ρ measuring the schema's fine grids, when it declares any
     (default ``FINE_SHARE``, docs/method.md); ``rounds``, the adaptive rounds after the one-shot
-    measurement (default None: ``adaptive.rounds_for`` the schema; 0: none), spending
+    measurement (default None: ``adaptive.rounds_for`` the schema with a workload, none
+    without: on Adult they cost more than they gain, docs/results-adult.md), spending
     ``adaptive_share`` of ρ (dp_dask/methods/adaptive.py); ``workload``, the column groups
     (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the rounds'
     selection favours (default: every triple). With rounds the release is accounted in zCDP
@@ -508,7 +509,8 @@ class MarginalSynthesizer(Synthesizer):
         self.workload = adaptive.check_workload(self.schema, workload)
         self.adaptive_share = adaptive.check_share(adaptive_share)
         rounds = adaptive.check_rounds(rounds)
-        self.rounds = adaptive.rounds_for(self.schema) if rounds is None else rounds
+        self.rounds = (rounds if rounds is not None else
+                       adaptive.rounds_for(self.schema) if self.workload else 0)
         if self.rounds and accountant == "exact":
             raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
                              "accountant='zcdp', or rounds=0 for the exact accountant")
