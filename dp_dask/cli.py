@@ -459,6 +459,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
     if values is not None:
         print(f"\nvalues ({values.sample}):")
         print(summary_markdown(values), end="")
+    if args.workload is not None:
+        from dp_dask.evaluate.workload import workload_errors
+
+        errors = workload_errors(data, synthetic, schema, args.workload)
+        print(f"\nworkload ({len(errors)} marginals, mean TVD {errors['tvd'].mean():.4g}):")
+        print(markdown_table(errors))
     for kind, path in paths.items():
         print(f"{kind:>11}: {path}")
 
@@ -783,6 +789,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="directory for alpha-beta.{md,csv,json}, values.{md,csv,json} "
                           "(typed releases) and report.html, the data owner's HTML report "
                           "(default: print only)")
+    evaluate.add_argument("--workload", type=workload_groups, default=None, metavar="GROUPS",
+                          help="also report these column groups' marginals apart (as synth's "
+                          "--workload, e.g. 'income,*,*')")
     evaluate.add_argument("--seed", type=non_negative_int, default=0,
                           help="seed of the Q3 sample and of the value metrics' row sample")
     _cluster_options(evaluate)

@@ -153,3 +153,24 @@ def test_cli_bad_workload_exits_2_before_any_budget_is_spent(tmp_path, capsys):
                  "--quiet", "--workers", "1"])
     assert code == 2 and "unknown column 'zzz'" in capsys.readouterr().err
     assert not ledger.exists() or Ledger(ledger).total("xor").epsilon == 0
+
+
+def test_evaluate_reports_the_workload_apart(client, tmp_path, capsys):
+    frame = xor_frame(1_000)
+    data, same, broken = (tmp_path / f"{name}.csv" for name in ("data", "same", "broken"))
+    frame.to_csv(data, index=False)
+    frame.to_csv(same, index=False)
+    independent = frame.copy()
+    independent["c"] = np.random.default_rng(1).permutation(independent["c"].to_numpy())
+    independent.to_csv(broken, index=False)
+    schema = tmp_path / "xor.json"
+    schema.write_text(json.dumps(xor_schema().to_json()))
+    tvd = {}
+    for name, synthetic in (("same", same), ("broken", broken)):
+        assert main(["evaluate", "--data", str(data), "--schema", str(schema), "--synthetic",
+                     str(synthetic), "--workload", "a,b,c;d,e", "--quiet",
+                     "--scheduler", client.scheduler.address]) == 0
+        out = capsys.readouterr().out
+        assert "workload (2 marginals" in out
+        tvd[name] = float(out.split("mean TVD ")[1].split(")")[0])
+    assert tvd["same"] == 0 and tvd["broken"] > 0.15
