@@ -84,6 +84,19 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def workload_groups(text: str) -> list[Any]:
+    """argparse ``type=``: column groups, as JSON (``[["income", "*", "*"]]``) or as text,
+    groups split by ';' and columns by ',' (``income,*,*;age,sex``); the names are checked
+    against the schema by the method."""
+    if text.lstrip().startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"must be a JSON list of column groups, got "
+                                             f"{text!r} ({exc})") from None
+    return [group.split(",") for group in text.split(";") if group.strip()]
+
+
 def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True,
                         help="Parquet file/directory or CSV: a path or an fsspec URL "
@@ -121,6 +134,7 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
 
 # method parameters that have options of their own
 FLAG_PARAMETERS = {"accountant": "--accountant", "mechanism": "--mechanism",
+                   "workload": "--workload",
                    "within_attribute": "--within-attribute"}
 
 
@@ -152,8 +166,13 @@ def _privacy_options(parser: argparse.ArgumentParser) -> None:
                        f"[{EPSILON_WARN_LOW:g}, {EPSILON_WARN_HIGH:g}])")
     group.add_argument("--delta", type=delta_value, default=DEFAULT_DELTA,
                        help="δ in (0, 1) (default 2^-30)")
-    group.add_argument("--accountant", choices=["exact", "zcdp"], default="exact",
-                       help="Gaussian accounting: exact privacy curve (default) or zCDP")
+    group.add_argument("--accountant", choices=["exact", "zcdp"], default=None,
+                       help="Gaussian accounting: exact privacy curve (default) or zCDP "
+                       "(marginals with adaptive rounds: zCDP, the default there)")
+    group.add_argument("--workload", type=workload_groups, default=None, metavar="GROUPS",
+                       help="marginals only: the column groups (1-3 columns, * any other) "
+                       "whose marginals matter, e.g. 'income,*,*;age,sex': adaptive rounds "
+                       "favour them and 'dp-dask evaluate --workload' reports them apart")
     group.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
                        help="copula only: one Gaussian mechanism (default) or the paper's Laplace")
     group.add_argument("--within-attribute", choices=["zero", "pairwise"], default="pairwise",
@@ -236,8 +255,13 @@ def _synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
               "run_id": getattr(args, "run_id", None),
               "budget_epsilon": getattr(args, "budget_epsilon", None),
               "force": getattr(args, "force", False)}
-    if args.method in ("marginals", "copula"):  # Gaussian accounting; dpcopula is pure DP
-        common["accountant"] = args.accountant
+    if args.method in ("marginals", "copula") and args.accountant is not None:
+        common["accountant"] = args.accountant  # Gaussian accounting; dpcopula is pure DP
+    if getattr(args, "workload", None) is not None:
+        if args.method != "marginals":
+            raise ValueError(f"--workload: method {args.method!r} takes no workload "
+                             "(marginals only)")
+        common["workload"] = args.workload
     if args.method == "copula":
         common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
     return Synthesizer.create(args.method,
@@ -434,6 +458,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
     if values is not None:
         print(f"\nvalues ({values.sample}):")
         print(summary_markdown(values), end="")
+    if args.workload is not None:
+        from dp_dask.evaluate.workload import workload_errors
+
+        errors = workload_errors(data, synthetic, schema, args.workload)
+        print(f"\nworkload ({len(errors)} marginals, mean TVD {errors['tvd'].mean():.4g}):")
+        print(markdown_table(errors))
     for kind, path in paths.items():
         print(f"{kind:>11}: {path}")
 
@@ -758,6 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="directory for alpha-beta.{md,csv,json}, values.{md,csv,json} "
                           "(typed releases) and report.html, the data owner's HTML report "
                           "(default: print only)")
+    evaluate.add_argument("--workload", type=workload_groups, default=None, metavar="GROUPS",
+                          help="also report these column groups' marginals apart (as synth's "
+                          "--workload, e.g. 'income,*,*')")
     evaluate.add_argument("--seed", type=non_negative_int, default=0,
                           help="seed of the Q3 sample and of the value metrics' row sample")
     _cluster_options(evaluate)

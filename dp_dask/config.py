@@ -50,6 +50,7 @@ class Privacy(_Section):
 class SynthPrivacy(Privacy):
     delta: float | None = None
     accountant: str | None = None
+    workload: list[list[str] | str] | None = None  # marginals: the column groups that matter
     mechanism: str | None = None
     within_attribute: str | None = None
 
@@ -265,7 +266,7 @@ def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
 
 
 def _argument(value: Any) -> str:
-    return json.dumps(value) if isinstance(value, dict) else str(value)
+    return json.dumps(value) if isinstance(value, dict | list) else str(value)
 
 
 def config_argv(values: dict[str, Any]) -> list[str]:

@@ -45,6 +45,7 @@ from dp_dask.data.io import (
 )
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
+from dp_dask.methods import adaptive
 from dp_dask.methods.marginals import (
     FINE_SHARE,
     ONE_WAY_SHARE,
@@ -55,7 +56,7 @@ from dp_dask.methods.marginals import (
     fit_marginals,
     measure_all,
 )
-from dp_dask.postprocess.consistency import estimated_rows
+from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.postprocess.reweight import check_iterations
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
@@ -485,20 +486,37 @@ class MarginalSynthesizer(Synthesizer):
     removed, n private and estimated from the noisy counts: MST's and AIM's notion, half the
     noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md);
     ``fine_share``, the fraction of ρ measuring the schema's fine grids, when it declares any
-    (default ``FINE_SHARE``, docs/method.md).
+    (default ``FINE_SHARE``, docs/method.md); ``rounds``, the adaptive rounds after the one-shot
+    measurement (default None: ``adaptive.rounds_for`` the schema with a workload, none
+    without: on Adult they cost more than they gain, docs/results-adult.md), spending
+    ``adaptive_share`` of ρ (dp_dask/methods/adaptive.py); ``workload``, the column groups
+    (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the rounds'
+    selection favours (default: every triple). With rounds the release is accounted in zCDP
+    (the default ``accountant`` None: "zcdp" with rounds, "exact" without).
     """
 
     name = "marginals"
     fine_grids = True
 
-    def __init__(self, schema: Schema | str | Path, *, accountant: str = "exact",
+    def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",
-                 fine_share: float = FINE_SHARE, **common: Any) -> None:
+                 fine_share: float = FINE_SHARE, rounds: int | None = None,
+                 adaptive_share: float = adaptive.ADAPTIVE_SHARE,
+                 workload: list[Any] | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
-        self.accountant = accountant
         self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
         self.neighbours = check_neighbours(neighbours)
+        self.workload = adaptive.check_workload(self.schema, workload)
+        self.adaptive_share = adaptive.check_share(adaptive_share)
+        rounds = adaptive.check_rounds(rounds)
+        self.rounds = (rounds if rounds is not None else
+                       adaptive.rounds_for(self.schema) if self.workload else 0)
+        if self.rounds and accountant == "exact":
+            raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
+                             "accountant='zcdp', or rounds=0 for the exact accountant")
+        self.accountant = accountant or ("zcdp" if self.rounds else "exact")
+        self.candidates = adaptive.candidates(self.schema, self.workload) if self.rounds else {}
 
     @property
     def rows_public(self) -> bool:
@@ -519,20 +537,24 @@ class MarginalSynthesizer(Synthesizer):
         return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
-        """The d×d count matrix and the exact fine histograms, in one pass."""
+        """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
+        counts of the candidate triples), in one pass."""
+        if self.rounds:
+            return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         return fine_count_graph(ddf, self.schema)
 
     def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
         return rows_counted(exact[0], self.schema)
 
-    def _fit_counts(self, exact: tuple[np.ndarray, np.ndarray], n_rows: int,
+    def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
         rho = self._privacy_plan()["rho"]
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
-        counts, fine_counts = exact
+        counts, fine_counts = exact[:2]
+        rounds = adaptive.RoundPlan(self.rounds, self.adaptive_share, rho)
         with timed(self.timings_, "noise"):
             measurements, fine = measure_all(
-                counts, split_fine(fine_counts, self.schema), self.schema, rho,
+                counts, split_fine(fine_counts, self.schema), self.schema, rounds.rho_one_shot,
                 accountant=self.accountant, sampler=self.noise_sampler, rng=rng,
                 neighbours=self.neighbours, fine_share=self.fine_share)
         as_replace_one = {}
@@ -540,16 +562,22 @@ class MarginalSynthesizer(Synthesizer):
             n_rows = metadata["n_rows"] = estimated_rows(measurements)
             plan = self._ledger_plan()
             as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
+        adaptive_record = {}
+        if rounds.rounds:
+            with timed(self.timings_, "adaptive_rounds"):
+                measurements, adaptive_record = self._rounds(
+                    measurements, exact, rounds, n_rows, rng)
         k = query_count(self.schema.m)
         sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
         split = (f"{k} Gaussian measurements (every 1-way histogram and 2-way table, L2 "
-                 f"sensitivity {sensitivity:.6g} each) sharing rho = {rho:.6g}: "
+                 f"sensitivity {sensitivity:.6g} each) sharing rho = {rounds.rho_one_shot:.6g}: "
                  f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
                  f"proportion to cells^(1/3)")
         fine_record = {}
         if fine:
             names = [self.schema.names[a] for a in sorted(fine)]
-            split = (f"{k + len(fine)} Gaussian measurements sharing rho = {rho:.6g}: "
+            split = (f"{k + len(fine)} Gaussian measurements sharing rho = "
+                     f"{rounds.rho_one_shot:.6g}: "
                      f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
                      f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
                      f"the rest to {k} measurements (every 1-way histogram and 2-way table, "
@@ -558,6 +586,12 @@ class MarginalSynthesizer(Synthesizer):
             fine_record = {"fine_share": self.fine_share, "fine_histograms": {
                 self.schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
                 for a, m in sorted(fine.items())}}
+        if rounds.rounds:
+            split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "
+                      f"{rounds.rho_rounds:.6g} ({rounds.share:g} of the budget), each "
+                      f"{rounds.rho_select:.6g} to an exponential-mechanism selection and "
+                      f"{rounds.rho_measure:.6g} to a Gaussian measurement of the marginal "
+                      "selected (privacy.adaptive)")
         metadata |= {
             "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
             "privacy": self._privacy_record(
@@ -565,6 +599,7 @@ class MarginalSynthesizer(Synthesizer):
                 neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one,
                 budget_split=f"{split}; the {self.accountant} accountant gives "
                 f"({self.epsilon:g}, {self.delta:g})-DP", **fine_record,
+                **({"adaptive": adaptive_record} if adaptive_record else {}),
                 post_processing="consistent marginals (inverse-variance 1-way estimates, "
                 "tables shrunk towards independence and fitted to them); rows sampled from a "
                 "spanning tree, weighted to fit the noisy measurements and updated towards the "
@@ -575,6 +610,35 @@ class MarginalSynthesizer(Synthesizer):
             return fit_marginals(measurements, self.schema, n_rows, metadata,
                                  fit_iterations=self.fit_iterations, fine=fine,
                                  fine_share=self.fine_share)
+
+    def _rounds(self, measurements: list[Measurement], exact: tuple[np.ndarray, ...],
+                plan: adaptive.RoundPlan, n_rows: int, rng: np.random.Generator | None
+                ) -> tuple[list[Measurement], dict[str, Any]]:
+        """The adaptive rounds (methods.adaptive) on the estimate the one-shot measurements
+        give: the measurements to fit, repeats merged, and the rounds' record."""
+        first = fit_marginals(measurements, self.schema, n_rows,
+                              fit_iterations=self.fit_iterations)
+        rows = min(n_rows, adaptive.ESTIMATE_ROWS)
+        # the estimate's draws are post-processing: seeded with the noise, else OS entropy
+        codes, weights = first.sampler().weighted_candidates(rows, np.random.default_rng(
+            None if self.noise_seed is None else [self.noise_seed, 45]))
+        answers = adaptive.exact_answers(exact[0], exact[2], self.schema, self.candidates)
+        measured, record = adaptive.run_rounds(
+            codes, weights * (n_rows / rows), measurements, answers, self.candidates, plan,
+            self.schema, neighbours=self.neighbours, sampler=self.noise_sampler, rng=rng)
+        return adaptive.merged(measured), {
+            "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
+            "rho_one_shot": plan.rho_one_shot,
+            "workload": ([[self.schema.names[a] for a in g] for g in self.workload]
+                         if self.workload else "default: every triple of at most "
+                         f"{adaptive.MAX_CELLS} cells (every pair past "
+                         f"{adaptive.MAX_TRIPLES} triples)"),
+            "candidates": len(self.candidates),
+            "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
+                         "eps^2/8); score w*(L1 error of the current estimate - "
+                         "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
+                         f"{adaptive.SCORE_L1_SENSITIVITY[self.neighbours]:g}*max w",
+            "measured": record}
 
     @staticmethod
     def load_model(path: Location, document: dict[str, Any],

@@ -79,11 +79,20 @@ def test_the_compiled_passes_give_the_objective_and_its_gradient():
         candidates, weights - d, measurements) == pytest.approx(2 * gradient @ d, rel=1e-9)
 
 
-def test_a_three_way_measurement_is_refused():
-    codes = dependent_rows(100)
-    three_way = Measurement((0, 1, 2), np.zeros(60), 1.0)
-    with pytest.raises(ValueError, match="1-way and 2-way"):
-        fit_weights(codes, [three_way], SIZES, np.ones(100))
+def test_a_three_way_measurement_is_fitted_through_a_derived_column():
+    codes = dependent_rows(3_000)
+    truth = table(codes, (0, 1, 2))
+    start = independent_rows(codes, seed=3)
+    weights = np.ones(len(start))
+    three_way = Measurement((0, 1, 2), truth, 1.0)
+    fitted = fit_weights(start, [three_way], SIZES, weights, iterations=50)
+    before = np.abs(table(start, (0, 1, 2), weights) - truth).sum()
+    after = np.abs(table(start, (0, 1, 2), fitted) - truth).sum()
+    assert after < 0.2 * before and fitted.sum() == pytest.approx(weights.sum())
+    # the derived column's cells are the triple's, row-major
+    pairs_codes, pairs, sizes = reweight.as_pairs(start, [three_way], SIZES)
+    np.testing.assert_array_equal(cell_keys(pairs_codes, pairs[0].attributes, sizes),
+                                  cell_keys(start, (0, 1, 2), SIZES))
 
 
 def test_the_fit_moves_weight_to_the_candidates_the_measurements_support():

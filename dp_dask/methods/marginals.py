@@ -238,7 +238,11 @@ class MarginalModel:
         shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j])
                    for i, j, _, _ in attribute_pairs(schema)}
         queries = [tuple(q["attributes"]) for q in document["measurements"]]
-        if queries != measured_queries(schema):
+        one_shot = measured_queries(schema)
+        # after the one-shot queries, the adaptive rounds' 3-way marginals (methods.adaptive)
+        if queries[:len(one_shot)] != one_shot or any(
+                len(q) != 3 or not 0 <= q[0] < q[1] < q[2] < schema.m
+                for q in queries[len(one_shot):]):
             raise ModelError(f"model {path}/model.json: its measurements are not those of its "
                              "schema: fit again")
         shapes |= {f"measured_{k}": (int(np.prod(schema.sizes[list(q)])),)
@@ -420,6 +424,8 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     order, parents = spanning_tree(marginals, schema.m)
     sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
+    if any(len(m.attributes) == 3 for m in measurements):  # the adaptive rounds'
+        sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
     fine = fine or {}
     consistent = {}
     for a, measured in fine.items():

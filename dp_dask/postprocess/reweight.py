@@ -78,6 +78,30 @@ class _Tables(NamedTuple):
     precision: np.ndarray
 
 
+def as_pairs(codes: np.ndarray, measurements: list[Measurement],
+             sizes: np.ndarray) -> tuple[np.ndarray, list[Measurement], np.ndarray]:
+    """3-way measurements (a, b, c) as 2-way ones of a derived column a·|b| + b and c (the
+    same cells, row-major), so the compiled passes, which read two columns a table, fit them:
+    the codes with those columns appended, the measurements, the sizes. Unchanged without."""
+    if all(len(m.attributes) <= 2 for m in measurements):
+        return codes, measurements, sizes
+    derived: dict[tuple[int, int], int] = {}
+    columns, pairs = [], []
+    for m in measurements:
+        if len(m.attributes) <= 2:
+            pairs.append(m)
+            continue
+        a, b, c = m.attributes
+        if (a, b) not in derived:
+            derived[(a, b)] = len(sizes) + len(columns)
+            columns.append(codes[:, a].astype(np.int64) * int(sizes[b]) + codes[:, b])
+        pairs.append(Measurement((derived[(a, b)], c), m.values, m.sigma))
+    sizes = np.concatenate([sizes, [sizes[a] * sizes[b] for a, b in derived]])
+    dtype = np.min_scalar_type(int(sizes.max()) - 1)
+    return (np.column_stack([codes.astype(dtype), *(c.astype(dtype) for c in columns)]),
+            pairs, sizes)
+
+
 def _flatten(measurements: list[Measurement], sizes: np.ndarray) -> _Tables:
     """``measurements`` (1-way histograms and 2-way tables) as one :class:`_Tables`."""
     if any(len(m.attributes) > 2 for m in measurements):
@@ -201,10 +225,12 @@ def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.nd
                 weights: np.ndarray, *, iterations: int = FIT_ITERATIONS) -> np.ndarray:
     """The weights of the rows ``codes`` after ``iterations`` steps of entropic mirror descent
     on Σ_t ‖A_t w − y_t‖² / σ_t², from ``weights``; their total stays that of ``weights``.
-    Each measurement's values are a flattened (row-major) table of its attributes."""
+    Each measurement's values are a flattened (row-major) table of its attributes (1 to 3:
+    :func:`as_pairs`)."""
     total = float(weights.sum())
     if iterations == 0 or total <= 0 or not measurements:
         return weights
+    codes, measurements, sizes = as_pairs(codes, measurements, sizes)
     tables = _flatten(measurements, sizes)
     codes = np.asfortranarray(codes)  # each table reads two columns
     loss, cells = _loss_and_cells(codes, weights, tables)

@@ -9,6 +9,9 @@ counts that reached the driver (never the raw rows) and return only what they se
   probability about δ.
 * :func:`noisy_min_index`: the candidate of smallest noisy score (OpenDP's ``make_noisy_max``
   with ``negate``, report-noisy-max with Gumbel noise = the exponential mechanism).
+* :func:`noisy_max_zcdp`: the candidate of largest real score (``make_noisy_max`` into zCDP:
+  Gumbel noise, the exponential mechanism, charged ε²/8 by its bounded range; Cesar & Rogers
+  2021), for the marginals method's adaptive rounds (:mod:`dp_dask.methods.adaptive`).
 * :func:`quantile_scores`: the score of OpenDP's ``make_quantile_score_candidates`` computed from
   counts rather than from the raw vector (which ``make_private_quantile`` would need on the
   driver, and which never leaves the workers here).
@@ -133,3 +136,29 @@ def noisy_min_index(scores: np.ndarray, scale: float, *, sampler: str = "opendp"
         return int(np.argmax(-scores.astype(np.float64) + rng.gumbel(0.0, scale, scores.size)))
     return int(_noisy_min_measurement(scale)(scores.tolist()))
 
+
+
+def _noisy_max_zcdp_measurement(scale: float) -> Any:
+    dp = _opendp()
+    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+             dp.linf_distance(T=float, monotonic=False))  # an ℓ1 error moves both ways
+    return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
+
+
+def noisy_max_zcdp(scores: np.ndarray, rho: float, sensitivity: float, *,
+                   sampler: str = "opendp", rng: np.random.Generator | None = None) -> int:
+    """The index of the largest score after Gumbel noise: ``rho``-zCDP for scores of L∞
+    ``sensitivity`` (scale Δ/√(2ρ), i.e. the exponential mechanism at ε = √(8ρ)), the charge
+    checked against OpenDP's map before anything is drawn."""
+    _check_sampler(sampler, rng)
+    _check_scale("rho", rho)
+    _check_scale("sensitivity", sensitivity)
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim != 1 or scores.size == 0 or not np.isfinite(scores).all():
+        raise ValueError("scores must be a non-empty 1-D vector of finite numbers")
+    scale = sensitivity / np.sqrt(2 * rho)
+    if sampler == "numpy":
+        return int(np.argmax(scores + rng.gumbel(0.0, scale, scores.size)))
+    measurement = _noisy_max_zcdp_measurement(scale)
+    _check_map(measurement.map(float(sensitivity)), rho, "rho (zCDP)")
+    return int(measurement(scores.tolist()))
