@@ -55,9 +55,10 @@ from dp_dask.methods.marginals import (
     fit_marginals,
     measure_all,
 )
+from dp_dask.methods.selection import SELECTION_SHARE
 from dp_dask.postprocess.consistency import estimated_rows
 from dp_dask.postprocess.reweight import check_iterations
-from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
+from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
@@ -530,7 +531,7 @@ class MarginalSynthesizer(Synthesizer):
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         counts, fine_counts = exact
         with timed(self.timings_, "noise"):
-            measurements, fine = measure_all(
+            measurements, fine, tree = measure_all(
                 counts, split_fine(fine_counts, self.schema), self.schema, rho,
                 accountant=self.accountant, sampler=self.noise_sampler, rng=rng,
                 neighbours=self.neighbours, fine_share=self.fine_share)
@@ -539,11 +540,18 @@ class MarginalSynthesizer(Synthesizer):
             n_rows = metadata["n_rows"] = estimated_rows(measurements)
             plan = self._ledger_plan()
             as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
-        k = query_count(self.schema.m)
+        k = len(measurements)
         sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
-        split = (f"{k} Gaussian measurements (every 1-way histogram and 2-way table, L2 "
+        which = "every 1-way histogram and 2-way table"
+        tables = "the rest to the tables"
+        if tree is not None:
+            which = f"every 1-way histogram and the {len(tree.pairs)} 2-way tables of a tree"
+            tables = (f"{SELECTION_SHARE:.6g} to the tree's selection ({tree.rounds} "
+                      f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), the rest "
+                      "to the tables")
+        split = (f"{k} Gaussian measurements ({which}, L2 "
                  f"sensitivity {sensitivity:.6g} each) sharing rho = {rho:.6g}: "
-                 f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
+                 f"{ONE_WAY_SHARE:g} to the histograms, {tables}, each in "
                  f"proportion to cells^(1/3)")
         fine_record = {}
         if fine:
@@ -551,9 +559,9 @@ class MarginalSynthesizer(Synthesizer):
             split = (f"{k + len(fine)} Gaussian measurements sharing rho = {rho:.6g}: "
                      f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
                      f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
-                     f"the rest to {k} measurements (every 1-way histogram and 2-way table, "
+                     f"the rest to {k} measurements ({which}, "
                      f"L2 sensitivity {sensitivity:.6g} each): {ONE_WAY_SHARE:g} of it to the "
-                     "histograms, the rest to the tables, each in proportion to cells^(1/3)")
+                     f"histograms, {tables}, each in proportion to cells^(1/3)")
             fine_record = {"fine_share": self.fine_share, "fine_histograms": {
                 self.schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
                 for a, m in sorted(fine.items())}}
@@ -562,6 +570,7 @@ class MarginalSynthesizer(Synthesizer):
             "privacy": self._privacy_record(
                 mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
                 neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one,
+                **({"tables": tree.to_json(self.schema)} if tree is not None else {}),
                 budget_split=f"{split}; the {self.accountant} accountant gives "
                 f"({self.epsilon:g}, {self.delta:g})-DP", **fine_record,
                 post_processing="consistent marginals (inverse-variance 1-way estimates, "
