@@ -55,7 +55,7 @@ from dp_dask.methods.marginals import (
     fit_marginals,
     measure_all,
 )
-from dp_dask.methods.selection import SELECTION_SHARE
+from dp_dask.methods.selection import SELECTION_SHARE, check_tables
 from dp_dask.postprocess.consistency import estimated_rows
 from dp_dask.postprocess.reweight import check_iterations
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, rho_budget
@@ -485,7 +485,9 @@ class MarginalSynthesizer(Synthesizer):
     removed, n private and estimated from the noisy counts: MST's and AIM's notion, half the
     noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md);
     ``fine_share``, the fraction of ρ measuring the schema's fine grids, when it declares any
-    (default ``FINE_SHARE``, docs/method.md).
+    (default ``FINE_SHARE``, docs/method.md); ``tables``, which 2-way tables to measure: "auto"
+    (default: every pair, or a DP spanning tree on schemas too wide for that, by a public
+    threshold, docs/method.md "Wide schemas"), "all" or "tree".
     """
 
     name = "marginals"
@@ -493,8 +495,9 @@ class MarginalSynthesizer(Synthesizer):
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str = "exact",
                  fit_iterations: int | None = None, neighbours: str = "replace",
-                 fine_share: float = FINE_SHARE, **common: Any) -> None:
+                 fine_share: float = FINE_SHARE, tables: str = "auto", **common: Any) -> None:
         super().__init__(schema, **common)
+        self.tables = check_tables(tables)
         self.accountant = accountant
         self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
@@ -534,7 +537,7 @@ class MarginalSynthesizer(Synthesizer):
             measurements, fine, tree = measure_all(
                 counts, split_fine(fine_counts, self.schema), self.schema, rho,
                 accountant=self.accountant, sampler=self.noise_sampler, rng=rng,
-                neighbours=self.neighbours, fine_share=self.fine_share)
+                neighbours=self.neighbours, fine_share=self.fine_share, tables=self.tables)
         as_replace_one = {}
         if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
             n_rows = metadata["n_rows"] = estimated_rows(measurements)

@@ -40,6 +40,7 @@ from dp_dask.methods.selection import (
     SELECTION_SHARE,
     TreeChoice,
     all_pairs_noise,
+    check_tables,
     select_tree,
     tree_wanted,
 )
@@ -171,7 +172,8 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
 
 def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
                 accountant: str, sampler: str = "opendp", rng: np.random.Generator | None = None,
-                neighbours: str = "replace", fine_share: float = FINE_SHARE
+                neighbours: str = "replace", fine_share: float = FINE_SHARE,
+                tables: str = "auto"
                 ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
     """One Gaussian measurement per query, and per fine histogram (``fine``: attribute → its
     exact fine histogram), charges summing to at most ``rho`` (:func:`budget_shares`).
@@ -179,7 +181,8 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     The 1-way histograms are measured first; then, from them and public quantities, whether the
     schema is too wide for all pairs (:mod:`dp_dask.methods.selection`): if so, a spanning tree
     of pairs is selected under DP with SELECTION_SHARE of ρ and only its tables measured, else
-    every pair. The third value is the tree's record (None: all pairs).
+    every pair; ``tables`` "all" or "tree" overrides the choice (:data:`TABLES`). The third
+    value is the tree's record (None: all pairs).
 
     A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
     (a row of an extra bin is in no cell), adding or removing one moves one.
@@ -220,7 +223,8 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     noise = all_pairs_noise(schema, rows, rho * coarse * (1 - ONE_WAY_SHARE), sensitivity,
                             accountant, CELLS_EXPONENT)
     tree = None
-    if schema.m > 2 and tree_wanted(noise):
+    if schema.m > 2 and check_tables(tables) != "all" and (tables == "tree"
+                                                         or tree_wanted(noise)):
         tree = select_tree(counts, schema, [m.values for m in first], rows,
                            rho * coarse * SELECTION_SHARE, sensitivity**2, accountant,
                            noise=noise, sampler=sampler, rng=rng)

@@ -109,6 +109,17 @@ def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], r
     return TreeChoice(sorted(chosen), selection, rounds, noise)
 
 
+# "auto": by the threshold; "all" or "tree": forced (for comparisons: benchmarks/wide.py).
+TABLES = ("auto", "all", "tree")
+
+
+def check_tables(tables: object) -> str:
+    """``tables`` if it is one of :data:`TABLES`, else ValueError."""
+    if tables not in TABLES:
+        raise ValueError(f"tables must be one of {TABLES}, not {tables!r}")
+    return str(tables)
+
+
 def tree_wanted(noise: float) -> bool:
     """Whether the all-pairs plan's noise level (:func:`all_pairs_noise`) calls for a tree."""
     return noise > TREE_ABOVE and math.isfinite(noise)
