@@ -13,12 +13,14 @@
               towards every consistent table, their weights then fitted to the noisy
               measurements themselves (private-pgm's objective)
     sample    per output partition: the candidates resampled, row updates towards their
-              weighted tables kept while they gain, exact 1-way counts
+              weighted tables kept while they gain, the consistent 1-way counts exactly
               (dp_dask.postprocess.raking, .reweight, .rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
-measured worse: docs/results-adult.md). Only ``measure`` touches exact counts.
+measured worse: docs/results-adult.md) unless the schema is too wide for that by a public
+threshold: then a DP spanning tree of them (dp_dask.methods.selection, docs/method.md). Only
+``measure`` touches exact counts.
 """
 
 from __future__ import annotations
@@ -330,12 +332,6 @@ def raked_start(model: MarginalModel, rows: int,
 Start = Callable[[MarginalModel, int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
-def weighted_table(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
-                   sizes: np.ndarray, rows: int) -> np.ndarray:
-    """The weighted rows' counts of ``attributes`` (flattened), rounded to sum to ``rows``."""
-    return round_to_total(_weighted_counts(codes, weights, attributes, sizes), rows)
-
-
 def _weighted_counts(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
                      sizes: np.ndarray) -> np.ndarray:
     cells = int(np.prod(sizes[list(attributes)]))
@@ -428,10 +424,11 @@ class MarginalSampler:
         if self.fit_iterations:
             targets = {pair: round_to_total(counts, rows)
                        for pair, counts in fitted.two_way.items()}
-            one_way = [round_to_total(counts, rows) for counts in fitted.one_way]
         else:
             targets = consistent
-            one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
+        # The rows end on the consistent 1-way estimates, not the fitted weights' margins: the
+        # fit and each estimate's draw add error there (benchmarks/one_way.py, docs/method.md).
+        one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
         # The guard reads the consistent tables: their likely empty cells are pulled to zero.
         floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
                   for m in model.measurements if len(m.attributes) == 2}
