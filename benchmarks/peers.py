@@ -170,6 +170,13 @@ OURS: dict[str, tuple[str, Release]] = {
     # the peers' neighbouring datasets (add or remove one row, n private): like for like
     "marginals-add-remove": ("dp_dask marginals, add/remove",
                              dp_dask_release("marginals", neighbours="add_remove")),
+    # which 2-way tables, forced either way (default: by the threshold, docs/method.md)
+    "marginals-add-remove-all": ("dp_dask marginals, add/remove, all pairs",
+                                 dp_dask_release("marginals", neighbours="add_remove",
+                                                 tables="all")),
+    "marginals-add-remove-tree": ("dp_dask marginals, add/remove, tree",
+                                  dp_dask_release("marginals", neighbours="add_remove",
+                                                  tables="tree")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
     "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),

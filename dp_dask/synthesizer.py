@@ -56,9 +56,10 @@ from dp_dask.methods.marginals import (
     fit_marginals,
     measure_all,
 )
+from dp_dask.methods.selection import SELECTION_SHARE, check_tables
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.postprocess.reweight import check_iterations
-from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, query_count, rho_budget
+from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise, rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
@@ -486,13 +487,15 @@ class MarginalSynthesizer(Synthesizer):
     removed, n private and estimated from the noisy counts: MST's and AIM's notion, half the
     noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md);
     ``fine_share``, the fraction of ρ measuring the schema's fine grids, when it declares any
-    (default ``FINE_SHARE``, docs/method.md); ``rounds``, the adaptive rounds after the one-shot
-    measurement (default None: ``adaptive.rounds_for`` the schema with a workload, none
-    without: on Adult they cost more than they gain, docs/results-adult.md), spending
-    ``adaptive_share`` of ρ (dp_dask/methods/adaptive.py); ``workload``, the column groups
-    (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the rounds'
-    selection favours (default: every triple). With rounds the release is accounted in zCDP
-    (the default ``accountant`` None: "zcdp" with rounds, "exact" without).
+    (default ``FINE_SHARE``, docs/method.md); ``tables``, which 2-way tables to measure: "auto"
+    (default: every pair, or a DP spanning tree on schemas too wide for that, by a public
+    threshold, docs/method.md "Wide schemas"), "all" or "tree"; ``rounds``, the adaptive rounds
+    after the one-shot measurement (default None: ``adaptive.rounds_for`` the schema with a
+    workload, none without: on Adult they cost more than they gain, docs/results-adult.md),
+    spending ``adaptive_share`` of ρ (dp_dask/methods/adaptive.py); ``workload``, the column
+    groups (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the
+    rounds' selection favours (default: every triple). With rounds the release is accounted in
+    zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without).
     """
 
     name = "marginals"
@@ -500,10 +503,11 @@ class MarginalSynthesizer(Synthesizer):
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",
-                 fine_share: float = FINE_SHARE, rounds: int | None = None,
-                 adaptive_share: float = adaptive.ADAPTIVE_SHARE,
+                 fine_share: float = FINE_SHARE, tables: str = "auto",
+                 rounds: int | None = None, adaptive_share: float = adaptive.ADAPTIVE_SHARE,
                  workload: list[Any] | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
+        self.tables = check_tables(tables)
         self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
         self.neighbours = check_neighbours(neighbours)
@@ -553,25 +557,32 @@ class MarginalSynthesizer(Synthesizer):
         counts, fine_counts = exact[:2]
         rounds = adaptive.RoundPlan(self.rounds, self.adaptive_share, rho)
         with timed(self.timings_, "noise"):
-            measurements, fine = measure_all(
+            measurements, fine, tree = measure_all(
                 counts, split_fine(fine_counts, self.schema), self.schema, rounds.rho_one_shot,
                 accountant=self.accountant, sampler=self.noise_sampler, rng=rng,
-                neighbours=self.neighbours, fine_share=self.fine_share)
+                neighbours=self.neighbours, fine_share=self.fine_share, tables=self.tables)
         as_replace_one = {}
         if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
             n_rows = metadata["n_rows"] = estimated_rows(measurements)
             plan = self._ledger_plan()
             as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
+        k = len(measurements)  # the one-shot measurements
         adaptive_record = {}
         if rounds.rounds:
             with timed(self.timings_, "adaptive_rounds"):
                 measurements, adaptive_record = self._rounds(
                     measurements, exact, rounds, n_rows, rng)
-        k = query_count(self.schema.m)
         sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
-        split = (f"{k} Gaussian measurements (every 1-way histogram and 2-way table, L2 "
+        which = "every 1-way histogram and 2-way table"
+        tables = "the rest to the tables"
+        if tree is not None:
+            which = f"every 1-way histogram and the {len(tree.pairs)} 2-way tables of a tree"
+            tables = (f"{SELECTION_SHARE:.6g} to the tree's selection ({tree.rounds} "
+                      f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), the rest "
+                      "to the tables")
+        split = (f"{k} Gaussian measurements ({which}, L2 "
                  f"sensitivity {sensitivity:.6g} each) sharing rho = {rounds.rho_one_shot:.6g}: "
-                 f"{ONE_WAY_SHARE:g} to the histograms, the rest to the tables, each in "
+                 f"{ONE_WAY_SHARE:g} to the histograms, {tables}, each in "
                  f"proportion to cells^(1/3)")
         fine_record = {}
         if fine:
@@ -580,9 +591,9 @@ class MarginalSynthesizer(Synthesizer):
                      f"{rounds.rho_one_shot:.6g}: "
                      f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
                      f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
-                     f"the rest to {k} measurements (every 1-way histogram and 2-way table, "
+                     f"the rest to {k} measurements ({which}, "
                      f"L2 sensitivity {sensitivity:.6g} each): {ONE_WAY_SHARE:g} of it to the "
-                     "histograms, the rest to the tables, each in proportion to cells^(1/3)")
+                     f"histograms, {tables}, each in proportion to cells^(1/3)")
             fine_record = {"fine_share": self.fine_share, "fine_histograms": {
                 self.schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
                 for a, m in sorted(fine.items())}}
@@ -597,6 +608,7 @@ class MarginalSynthesizer(Synthesizer):
             "privacy": self._privacy_record(
                 mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
                 neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one,
+                **({"tables": tree.to_json(self.schema)} if tree is not None else {}),
                 budget_split=f"{split}; the {self.accountant} accountant gives "
                 f"({self.epsilon:g}, {self.delta:g})-DP", **fine_record,
                 **({"adaptive": adaptive_record} if adaptive_record else {}),

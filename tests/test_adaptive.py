@@ -16,7 +16,7 @@ from dp_dask.methods import adaptive
 from dp_dask.methods.marginals import TABLE_L2_SENSITIVITY, MarginalModel
 from dp_dask.postprocess.rowupdate import cell_keys
 from dp_dask.privacy.ledger import Ledger
-from dp_dask.privacy.selection import noisy_max_zcdp
+from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
 from dp_dask.synthesizer import Synthesizer, load_model
 
 NAMES = ("a", "b", "c", "d", "e")
@@ -104,11 +104,12 @@ def test_rounds_are_reproducible_with_the_seeded_sampler(client):
 
 def test_selection_spends_its_rho_and_picks_the_clear_winner():
     rng = np.random.default_rng(0)
-    picks = [noisy_max_zcdp(np.array([0.0, 50.0, 3.0]), 0.5, 1.0, sampler="numpy", rng=rng)
-             for _ in range(200)]
+    clear, scarce = calibrate_selection(0.5, 1.0, "zcdp"), calibrate_selection(1e-4, 1.0, "zcdp")
+    scores = np.array([0.0, 50.0, 3.0])
+    picks = [noisy_max_index(scores, clear, sampler="numpy", rng=rng) for _ in range(200)]
     assert picks.count(1) == 200
-    assert noisy_max_zcdp(np.array([0.0, 50.0, 3.0]), 0.5, 1.0) == 1  # OpenDP, map checked
-    close = [noisy_max_zcdp(np.array([0.0, 0.1]), 1e-4, 1.0, sampler="numpy", rng=rng)
+    assert noisy_max_index(scores, clear) == 1  # OpenDP, map checked
+    close = [noisy_max_index(np.array([0.0, 0.1]), scarce, sampler="numpy", rng=rng)
              for _ in range(200)]
     assert 50 < close.count(1) < 150  # little budget: nearly a coin
 

@@ -124,8 +124,9 @@ def test_every_cell_gets_exactly_one_noise_draw(heaped_csv):
     counts = counts_from_codes(codes, schema)
     fine = split_fine(fine_counts(frame, codes, schema), schema)
     rng = np.random.default_rng(3)
-    measurements, noisy_fine = measure_all(counts, fine, schema, 0.05, accountant="zcdp",
-                                           sampler="numpy", rng=rng)
+    measurements, noisy_fine, tree = measure_all(counts, fine, schema, 0.05,
+                                                 accountant="zcdp", sampler="numpy", rng=rng)
+    assert tree is None  # two narrow attributes: every pair
     cells = sum(len(m.values) for m in measurements) + sum(len(v) for v in fine.values())
     once = np.random.default_rng(3)
     once.normal(size=cells)

@@ -25,7 +25,6 @@ from dp_dask.methods.marginals import (
     fit_marginals,
     measure,
     measured_queries,
-    weighted_table,
 )
 from dp_dask.postprocess import reweight, rowupdate
 from dp_dask.postprocess.consistency import Marginals, Measurement
@@ -255,15 +254,17 @@ def test_codes_of_wide_attributes_keep_their_cells():
     assert before == 2 * rows and after < before / 100
 
 
-def test_a_partition_ends_on_its_fits_one_way_counts(fitted):
+def test_a_fitted_partition_ends_on_the_consistent_one_way_counts(fitted):
+    """Not on its fit's margins: the fit and each estimate's draw add 1-way error there
+    (benchmarks/one_way.py: Q1 24.0 → 17.1 on large domains)."""
     sampler = fitted.model.sampler()
+    assert sampler.fit_iterations > 0
     rows, seed = 4_321, np.random.SeedSequence(7)
-    candidates, weights = sampler.weighted_candidates(rows, np.random.default_rng(seed))
     _, codes = sampler.draw(rows, seed)
     for a, size in enumerate(fitted.schema.sizes):
         np.testing.assert_array_equal(
             np.bincount(codes[:, a], minlength=size),
-            weighted_table(candidates, weights, (a,), fitted.schema.sizes, rows))
+            rowupdate.round_to_total(fitted.model.marginals.one_way[a], rows))
 
 
 def test_a_model_saved_before_the_measurements_were_kept_is_refused(client, fitted, tmp_path):

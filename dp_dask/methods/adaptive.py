@@ -47,7 +47,7 @@ from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import cell_keys
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
-from dp_dask.privacy.selection import noisy_max_zcdp
+from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
 
 # The share of ρ the rounds spend, and of each round's ρ the selection's (AIM: 0.1).
 ADAPTIVE_SHARE = 0.3
@@ -243,12 +243,13 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
     sigma = gaussian_sigma(plan.rho_measure, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
     bias = math.sqrt(2 / math.pi) * sigma * cell_counts
     sensitivity = SCORE_L1_SENSITIVITY[neighbours] * float(weight.max())
+    selection = calibrate_selection(plan.rho_select, sensitivity, "zcdp")
     measurements, record = list(measurements), []
     for r in range(plan.rounds):
         errors = np.array([np.abs(answers[c] - np.bincount(k, weights, int(n))).sum()
                            for c, k, n in zip(keys, row_cells, cell_counts)])
-        chosen = keys[noisy_max_zcdp(weight * (errors - bias), plan.rho_select, sensitivity,
-                                     sampler=sampler, rng=rng)]
+        chosen = keys[noisy_max_index(weight * (errors - bias), selection, sampler=sampler,
+                                      rng=rng)]
         (noisy,) = gaussian_measurements(
             [(answers[chosen], sigma, TABLE_L2_SENSITIVITY[neighbours])], sampler=sampler,
             rng=rng)

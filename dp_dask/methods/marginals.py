@@ -13,12 +13,14 @@
               towards every consistent table, their weights then fitted to the noisy
               measurements themselves (private-pgm's objective)
     sample    per output partition: the candidates resampled, row updates towards their
-              weighted tables kept while they gain, exact 1-way counts
+              weighted tables kept while they gain, the consistent 1-way counts exactly
               (dp_dask.postprocess.raking, .reweight, .rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
-measured worse: docs/results-adult.md). Only ``measure`` touches exact counts.
+measured worse: docs/results-adult.md) unless the schema is too wide for that by a public
+threshold: then a DP spanning tree of them (dp_dask.methods.selection, docs/method.md). Only
+``measure`` touches exact counts.
 """
 
 from __future__ import annotations
@@ -32,15 +34,24 @@ import numpy as np
 
 from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.sample import single_threaded_blas
-from dp_dask.data.counts import attribute_pairs
+from dp_dask.data.counts import attribute_pairs, rows_counted
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.methods.selection import (
+    SELECTION_SHARE,
+    TreeChoice,
+    all_pairs_noise,
+    check_tables,
+    select_tree,
+    tree_wanted,
+)
 from dp_dask.postprocess.consistency import (
     Marginals,
     Measurement,
     consistent_fine,
     consistent_marginals,
+    estimated_rows,
 )
 from dp_dask.postprocess.raking import rake, systematic_resample
 from dp_dask.postprocess.reweight import (
@@ -98,27 +109,34 @@ EMPTY_WITHIN_SIGMAS = 2.0
 MAX_ESTIMATES = 4
 
 
-def measured_queries(schema: Schema) -> list[tuple[int, ...]]:
-    """Every attribute alone, then every pair, in the order of dp_dask.data.counts.query_vector."""
-    return [(a,) for a in range(schema.m)] + [(i, j) for i, j, _, _ in attribute_pairs(schema)]
+def measured_queries(schema: Schema,
+                     pairs: list[tuple[int, int]] | None = None) -> list[tuple[int, ...]]:
+    """Every attribute alone, then every pair (or the ``pairs`` given, i < j, sorted), in the
+    order of dp_dask.data.counts.query_vector."""
+    if pairs is None:
+        pairs = [(i, j) for i, j, _, _ in attribute_pairs(schema)]
+    return [(a,) for a in range(schema.m)] + sorted(pairs)
 
 
 def budget_shares(schema: Schema, queries: list[tuple[int, ...]], fine: tuple[int, ...] = (),
-                  fine_share: float = FINE_SHARE) -> np.ndarray:
+                  fine_share: float = FINE_SHARE, table_share: float | None = None
+                  ) -> np.ndarray:
     """Each query's share of ρ, then each fine histogram's (of the attributes ``fine``):
     ``fine_share`` to the fine histograms when there are any, ∝ cells^(1/3); of the rest
-    ONE_WAY_SHARE to the histograms (all of it when there is no table), the rest to the tables,
-    each ∝ cells^(1/3). A function of the public schema only."""
+    ONE_WAY_SHARE to the histograms (all of it when there is no table), ``table_share`` to the
+    tables (default: the rest; less when a selection spends some), each ∝ cells^(1/3). A
+    function of the public schema only."""
     weights = np.array([np.prod(schema.sizes[list(q)]) for q in queries],
                        dtype=np.float64) ** CELLS_EXPONENT
     one_way = np.array([len(q) == 1 for q in queries])
     share = ONE_WAY_SHARE if (~one_way).any() else 1.0
+    tables = 1 - share if table_share is None else table_share
     coarse = 1.0 - fine_share if fine else 1.0
     fine_weights = np.array([len(schema.attributes[a].fine) - 1 for a in fine],
                             dtype=np.float64) ** CELLS_EXPONENT
     return np.concatenate([
         coarse * np.where(one_way, share * weights / weights[one_way].sum(),
-                          (1 - share) * weights / max(weights[~one_way].sum(), 1e-300)),
+                          tables * weights / max(weights[~one_way].sum(), 1e-300)),
         fine_share * fine_weights / max(fine_weights.sum(), 1e-300)])
 
 
@@ -156,10 +174,17 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
 
 def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
                 accountant: str, sampler: str = "opendp", rng: np.random.Generator | None = None,
-                neighbours: str = "replace", fine_share: float = FINE_SHARE
-                ) -> tuple[list[Measurement], dict[int, Measurement]]:
+                neighbours: str = "replace", fine_share: float = FINE_SHARE,
+                tables: str = "auto"
+                ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
     """One Gaussian measurement per query, and per fine histogram (``fine``: attribute → its
     exact fine histogram), charges summing to at most ``rho`` (:func:`budget_shares`).
+
+    The 1-way histograms are measured first; then, from them and public quantities, whether the
+    schema is too wide for all pairs (:mod:`dp_dask.methods.selection`): if so, a spanning tree
+    of pairs is selected under DP with SELECTION_SHARE of ρ and only its tables measured, else
+    every pair; ``tables`` "all" or "tree" overrides the choice (:data:`TABLES`). The third
+    value is the tree's record (None: all pairs).
 
     A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
     (a row of an extra bin is in no cell), adding or removing one moves one.
@@ -171,26 +196,49 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     noisy ones: the queries' in query order, the fine histograms' by attribute.
     """
     sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
-    queries = measured_queries(schema)
     grids = tuple(sorted(fine))
-    keys: list[tuple[Any, ...]] = [*queries, *(("fine", a) for a in grids)]
-    answers = {**{q: exact_answer(counts, schema, q) for q in queries},
-               **{("fine", a): np.asarray(fine[a]) for a in grids}}
-    sigmas = [gaussian_sigma(rho * share, sensitivity, accountant)
-              for share in budget_shares(schema, queries, grids, check_fine_share(fine_share))]
-    scales = list(dict.fromkeys(sigmas))
-    groups = [[key for key, s in zip(keys, sigmas) if s == sigma] for sigma in scales]
-    drawn = gaussian_measurements(
-        [(np.concatenate([answers[key] for key in group]), sigma,
-          sensitivity * math.sqrt(len(group))) for sigma, group in zip(scales, groups)],
-        sampler=sampler, rng=rng)
-    noisy: dict[tuple[Any, ...], np.ndarray] = {}
-    for group, values in zip(groups, drawn):
-        noisy |= zip(group, np.split(values, np.cumsum([len(answers[k]) for k in group])[:-1]))
-    measured = [Measurement(key, noisy[key], s) for key, s in zip(keys, sigmas)]
-    fine_measured = zip(grids, measured[len(queries):])
-    return measured[:len(queries)], {a: Measurement((a,), m.values, m.sigma)
-                                     for a, m in fine_measured}
+    share_of_fine = check_fine_share(fine_share)
+    one_way = measured_queries(schema)[:schema.m]
+    answers: dict[tuple[Any, ...], np.ndarray] = {
+        **{q: exact_answer(counts, schema, q) for q in measured_queries(schema)},
+        **{("fine", a): np.asarray(fine[a]) for a in grids}}
+
+    def draw(keys: list[tuple[Any, ...]], shares: np.ndarray) -> list[Measurement]:
+        sigmas = [gaussian_sigma(rho * share, sensitivity, accountant) for share in shares]
+        scales = list(dict.fromkeys(sigmas))
+        groups = [[key for key, s in zip(keys, sigmas) if s == sigma] for sigma in scales]
+        drawn = gaussian_measurements(
+            [(np.concatenate([answers[key] for key in group]), sigma,
+              sensitivity * math.sqrt(len(group))) for sigma, group in zip(scales, groups)],
+            sampler=sampler, rng=rng)
+        noisy: dict[tuple[Any, ...], np.ndarray] = {}
+        for group, values in zip(groups, drawn):
+            noisy |= zip(group, np.split(values, np.cumsum([len(answers[k])
+                                                            for k in group])[:-1]))
+        return [Measurement(key, noisy[key], s) for key, s in zip(keys, sigmas)]
+
+    shares = budget_shares(schema, measured_queries(schema), grids, share_of_fine)
+    first = draw(one_way, shares[:schema.m])
+    rows = (rows_counted(counts, schema) if neighbours == "replace"
+            else estimated_rows(first))  # under add/remove n is private: its noisy estimate
+    coarse = 1.0 - share_of_fine if grids else 1.0
+    noise = all_pairs_noise(schema, rows, rho * coarse * (1 - ONE_WAY_SHARE), sensitivity,
+                            accountant, CELLS_EXPONENT)
+    tree = None
+    if schema.m > 2 and check_tables(tables) != "all" and (tables == "tree"
+                                                         or tree_wanted(noise)):
+        tree = select_tree(counts, schema, [m.values for m in first], rows,
+                           rho * coarse * SELECTION_SHARE, sensitivity**2, accountant,
+                           noise=noise, sampler=sampler, rng=rng)
+        queries = measured_queries(schema, tree.pairs)
+        shares = budget_shares(schema, queries, grids, share_of_fine,
+                               table_share=1 - ONE_WAY_SHARE - SELECTION_SHARE)
+    else:
+        queries = measured_queries(schema)
+    rest = draw([*queries[schema.m:], *(("fine", a) for a in grids)], shares[schema.m:])
+    measured = first + rest[:len(queries) - schema.m]
+    return measured, {a: Measurement((a,), m.values, m.sigma)
+                      for a, m in zip(grids, rest[len(queries) - schema.m:])}, tree
 
 
 @dataclass(frozen=True)
@@ -234,17 +282,16 @@ class MarginalModel:
         """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
         schema = model_schema(path, document, MODEL_FORMAT)
         sizes = schema.sizes.tolist()
-        shapes = {f"one_way_{a}": (s,) for a, s in enumerate(sizes)}
-        shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j])
-                   for i, j, _, _ in attribute_pairs(schema)}
         queries = [tuple(q["attributes"]) for q in document["measurements"]]
-        one_shot = measured_queries(schema)
-        # after the one-shot queries, the adaptive rounds' 3-way marginals (methods.adaptive)
-        if queries[:len(one_shot)] != one_shot or any(
-                len(q) != 3 or not 0 <= q[0] < q[1] < q[2] < schema.m
-                for q in queries[len(one_shot):]):
+        rest = queries[schema.m:]  # the one-shot pairs, then the adaptive rounds' marginals
+        pairs = [q for q in rest if len(q) == 2]
+        if queries[:schema.m] != measured_queries(schema, []) or len(set(rest)) != len(rest) or any(
+                len(q) not in (2, 3) or list(q) != sorted(set(q)) or q[0] < 0 or q[-1] >= schema.m
+                for q in rest):
             raise ModelError(f"model {path}/model.json: its measurements are not those of its "
                              "schema: fit again")
+        shapes = {f"one_way_{a}": (s,) for a, s in enumerate(sizes)}
+        shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j]) for i, j in pairs}
         shapes |= {f"measured_{k}": (int(np.prod(schema.sizes[list(q)])),)
                    for k, q in enumerate(queries)}
         grids = [int(a) for a in document.get("fine", [])]
@@ -255,7 +302,7 @@ class MarginalModel:
         arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
                                                    "parents": (schema.m,)}, storage_options)
         one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
-        two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j, _, _ in attribute_pairs(schema)}
+        two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j in pairs}
         measurements = tuple(Measurement(q, arrays[f"measured_{k}"], float(m["sigma"]))
                              for k, (q, m) in enumerate(zip(queries, document["measurements"])))
         return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
@@ -285,12 +332,6 @@ def raked_start(model: MarginalModel, rows: int,
 # (model, rows, rng) -> candidate codes (k, m), row-major, in the narrowest unsigned dtype of the
 # schema, and a weight per candidate, summing to about ``rows``.
 Start = Callable[[MarginalModel, int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
-
-
-def weighted_table(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
-                   sizes: np.ndarray, rows: int) -> np.ndarray:
-    """The weighted rows' counts of ``attributes`` (flattened), rounded to sum to ``rows``."""
-    return round_to_total(_weighted_counts(codes, weights, attributes, sizes), rows)
 
 
 def _weighted_counts(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
@@ -385,10 +426,11 @@ class MarginalSampler:
         if self.fit_iterations:
             targets = {pair: round_to_total(counts, rows)
                        for pair, counts in fitted.two_way.items()}
-            one_way = [round_to_total(counts, rows) for counts in fitted.one_way]
         else:
             targets = consistent
-            one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
+        # The rows end on the consistent 1-way estimates, not the fitted weights' margins: the
+        # fit and each estimate's draw add error there (benchmarks/one_way.py, docs/method.md).
+        one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
         # The guard reads the consistent tables: their likely empty cells are pulled to zero.
         floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
                   for m in model.measurements if len(m.attributes) == 2}

@@ -9,9 +9,9 @@ counts that reached the driver (never the raw rows) and return only what they se
   probability about δ.
 * :func:`noisy_min_index`: the candidate of smallest noisy score (OpenDP's ``make_noisy_max``
   with ``negate``, report-noisy-max with Gumbel noise = the exponential mechanism).
-* :func:`noisy_max_zcdp`: the candidate of largest real score (``make_noisy_max`` into zCDP:
-  Gumbel noise, the exponential mechanism, charged ε²/8 by its bounded range; Cesar & Rogers
-  2021), for the marginals method's adaptive rounds (:mod:`dp_dask.methods.adaptive`).
+* :func:`noisy_max_index` with :func:`calibrate_selection`: the exponential mechanism over
+  float scores (e.g. which 2-way tables to measure, :mod:`dp_dask.methods.selection`), charged
+  to a Gaussian budget ρ under either accountant.
 * :func:`quantile_scores`: the score of OpenDP's ``make_quantile_score_candidates`` computed from
   counts rather than from the raw vector (which ``make_private_quantile`` would need on the
   driver, and which never leaves the workers here).
@@ -28,11 +28,13 @@ calibration: reproducible, for tests only, not private (see :mod:`dp_dask.privac
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from scipy.special import expit, logit, ndtr, ndtri
 
 from dp_dask.privacy.noise import _check_map, _check_sampler, _check_scale, _opendp
 
@@ -138,27 +140,69 @@ def noisy_min_index(scores: np.ndarray, scale: float, *, sampler: str = "opendp"
 
 
 
-def _noisy_max_zcdp_measurement(scale: float) -> Any:
-    dp = _opendp()
-    space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
-             dp.linf_distance(T=float, monotonic=False))  # an ℓ1 error moves both ways
-    return dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
+# --- the exponential mechanism under the Gaussian measurements' accountants --------------------
 
 
-def noisy_max_zcdp(scores: np.ndarray, rho: float, sensitivity: float, *,
-                   sampler: str = "opendp", rng: np.random.Generator | None = None) -> int:
-    """The index of the largest score after Gumbel noise: ``rho``-zCDP for scores of L∞
-    ``sensitivity`` (scale Δ/√(2ρ), i.e. the exponential mechanism at ε = √(8ρ)), the charge
-    checked against OpenDP's map before anything is drawn."""
-    _check_sampler(sampler, rng)
+def _gdp_charge(epsilon: float) -> float:
+    """ρ = μ²/2 of the μ-GDP that an ε-DP mechanism satisfies: μ = 2Φ⁻¹(e^ε / (1 + e^ε))
+    (the ε-DP trade-off curve is the chord through (α*, α*), α* = 1/(1 + e^ε), which lies above
+    the convex Gaussian curve G_μ meeting it there; Dong, Roth & Su 2022, §2)."""
+    mu = 2.0 * float(ndtri(expit(epsilon)))
+    return mu * mu / 2.0
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One exponential-mechanism selection calibrated to a charge ``rho`` of a Gaussian budget:
+    Gumbel ``scale`` over scores of L∞ ``sensitivity``, pure ``epsilon``-DP, charged ``rho``."""
+
+    rho: float
+    epsilon: float
+    scale: float
+    sensitivity: float
+    accountant: str
+
+    def measure(self) -> Any:
+        """OpenDP's report-noisy-max (Gumbel) over float scores that may move both ways: its
+        map is ε = 2Δ/scale (pure DP) or (2Δ/scale)²/8 (zCDP: bounded range, Cesar & Rogers
+        2021)."""
+        dp = _opendp()
+        space = (dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                 dp.linf_distance(T=float, monotonic=False))
+        output = (dp.zero_concentrated_divergence() if self.accountant == "zcdp"
+                  else dp.max_divergence())
+        return dp.m.make_noisy_max(*space, output, scale=self.scale)
+
+
+def calibrate_selection(rho: float, sensitivity: float, accountant: str) -> Selection:
+    """The selection whose charge under ``accountant`` is at most ``rho`` (checked against
+    OpenDP's map): zcdp, ε²/8 = ρ; exact (GDP), the μ of :func:`_gdp_charge` with μ²/2 ≤ ρ,
+    a looser bound than zCDP's for the same ε (no GDP bound uses the bounded range)."""
     _check_scale("rho", rho)
     _check_scale("sensitivity", sensitivity)
+    if accountant == "zcdp":
+        epsilon = math.sqrt(8.0 * rho)
+    elif accountant == "exact":
+        epsilon = float(logit(ndtr(math.sqrt(2.0 * rho) / 2.0)))
+    else:
+        raise ValueError(f"unknown accountant {accountant!r}")
+    scale = 2.0 * sensitivity / epsilon * (1 + 1e-12)  # rounded towards more noise
+    selection = Selection(rho, epsilon, scale, float(sensitivity), accountant)
+    loss = float(selection.measure().map(float(sensitivity)))
+    charge = loss if accountant == "zcdp" else _gdp_charge(loss)
+    if charge > rho:
+        raise RuntimeError(f"OpenDP's map gives a charge {charge!r} > {rho!r}; refusing")
+    return replace(selection, rho=charge, epsilon=loss if accountant == "exact"
+                   else math.sqrt(8.0 * loss))
+
+
+def noisy_max_index(scores: np.ndarray, selection: Selection, *, sampler: str = "opendp",
+                    rng: np.random.Generator | None = None) -> int:
+    """The index of the largest score after Gumbel noise of the selection's scale."""
+    _check_sampler(sampler, rng)
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 1 or scores.size == 0 or not np.isfinite(scores).all():
         raise ValueError("scores must be a non-empty 1-D vector of finite numbers")
-    scale = sensitivity / np.sqrt(2 * rho)
     if sampler == "numpy":
-        return int(np.argmax(scores + rng.gumbel(0.0, scale, scores.size)))
-    measurement = _noisy_max_zcdp_measurement(scale)
-    _check_map(measurement.map(float(sensitivity)), rho, "rho (zCDP)")
-    return int(measurement(scores.tolist()))
+        return int(np.argmax(scores + rng.gumbel(0.0, selection.scale, scores.size)))
+    return int(selection.measure()(scores.tolist()))

@@ -1,0 +1,128 @@
+"""Which 2-way tables the marginals method measures on wide schemas (dp_dask.methods.selection)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals import (
+    CELLS_EXPONENT,
+    ONE_WAY_SHARE,
+    TABLE_L2_SENSITIVITY,
+    exact_answer,
+    measure_all,
+)
+from dp_dask.methods.selection import SELECTION_SHARE, all_pairs_noise, select_tree, tree_wanted
+from dp_dask.privacy.accounting import gaussian_rho, rho_budget
+from dp_dask.synthesizer import MarginalSynthesizer, load_model
+
+EPSILON, DELTA = 1.0, 1e-9
+ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship",
+                     "race", "sex", "native-country", "income")
+
+
+def schema_of(sizes: list[int]) -> Schema:
+    return Schema.from_json({"schema_version": 1, "name": "wide", "attributes": [
+        {"name": f"a{i}", "type": "categorical", "categories": [f"v{k}" for k in range(s)]}
+        for i, s in enumerate(sizes)]})
+
+
+def planted(m: int, rows: int, seed: int = 0) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Codes (rows, m) of 4 levels: attribute 2k + 1 copies 2k for 90 % of rows, else free."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 4, (rows, m))
+    for a in range(0, m - 1, 2):
+        codes[:, a + 1] = np.where(rng.random(rows) < 0.9, codes[:, a], codes[:, a + 1])
+    return codes, [(a, a + 1) for a in range(0, m - 1, 2)]
+
+
+def count_matrix(codes: np.ndarray, schema: Schema) -> np.ndarray:
+    dummies = np.zeros((len(codes), schema.d), dtype=np.int64)
+    dummies[np.arange(len(codes))[:, None], schema.offsets + codes] = 1
+    return dummies.T @ dummies
+
+
+def noise(schema: Schema, rows: int, neighbours: str) -> float:
+    rho = rho_budget(EPSILON, DELTA)
+    return all_pairs_noise(schema, rows, rho * (1 - ONE_WAY_SHARE),
+                           TABLE_L2_SENSITIVITY[neighbours], "exact", CELLS_EXPONENT)
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_threshold_keeps_adult_on_all_pairs_and_sends_50_columns_to_a_tree(neighbours):
+    adult = Schema.from_json({"schema_version": 1, "name": "adult", "attributes": [
+        a for a in Schema.from_json(_adult_spec()).to_json()["attributes"]
+        if a["name"] in ADULT_CATEGORICAL]})
+    assert adult.m == 9 and not tree_wanted(noise(adult, 32_561, neighbours))
+    sizes = np.random.default_rng(0).integers(2, 11, 50).tolist()
+    assert tree_wanted(noise(schema_of(sizes), 10_000, neighbours))
+
+
+def _adult_spec() -> dict:
+    from dp_dask.data.schema import load_schema
+
+    return load_schema("adult").to_json()
+
+
+@pytest.mark.parametrize("accountant", ["exact", "zcdp"])
+def test_the_tree_plan_spends_rho_exactly(accountant):
+    schema = schema_of([4] * 12)
+    codes, _ = planted(12, 2_000)
+    counts = count_matrix(codes, schema)
+    rho = rho_budget(EPSILON, DELTA, accountant)
+    measurements, _, tree = measure_all(counts, {}, schema, rho, accountant=accountant,
+                                        sampler="numpy", rng=np.random.default_rng(1),
+                                        neighbours="add_remove", tables="tree")
+    charges = sum(gaussian_rho(m.sigma, 1.0, accountant) for m in measurements)
+    assert tree.rho <= rho * SELECTION_SHARE
+    assert tree.rho == pytest.approx(rho * SELECTION_SHARE, rel=1e-9)
+    assert charges + tree.rho <= rho
+    assert charges + tree.rho == pytest.approx(rho, rel=1e-9)
+    assert [m.attributes for m in measurements[12:]] == tree.pairs
+    # a spanning tree: m - 1 distinct pairs joining every attribute
+    assert len(set(tree.pairs)) == 11
+    assert {a for pair in tree.pairs for a in pair} == set(range(12))
+
+
+def test_selection_is_seeded_and_finds_planted_pairs():
+    schema = schema_of([4] * 10)
+    codes, pairs = planted(10, 3_000)
+    counts = count_matrix(codes, schema)
+    one_way = [exact_answer(counts, schema, (a,)).astype(float) for a in range(10)]
+
+    def choose(seed: int) -> list[tuple[int, int]]:
+        return select_tree(counts, schema, one_way, 3_000, 0.005, 1.0, "exact", noise=1.0,
+                           sampler="numpy", rng=np.random.default_rng(seed)).pairs
+
+    assert choose(3) == choose(3)
+    assert set(pairs) <= set(choose(3))  # the planted pairs far outscore the selection's noise
+
+
+def test_wide_release_beats_independent_marginals(client, tmp_path):
+    m, rows = 30, 3_000
+    schema = schema_of([4] * m)
+    codes, pairs = planted(m, rows)
+    frame = pd.DataFrame({name: [f"v{k}" for k in codes[:, a]]
+                          for a, name in enumerate(schema.names)})
+    assert tree_wanted(noise(schema, rows, "add_remove"))
+    synthesizer = MarginalSynthesizer(schema, epsilon=EPSILON, delta=DELTA, ledger=False,
+                                      noise_sampler="numpy", noise_seed=0,
+                                      neighbours="add_remove").fit(frame)
+    privacy = synthesizer.model.metadata["privacy"]
+    assert privacy["tables"]["tables"] == "spanning tree" and privacy["k"] == 2 * m - 1
+    model = load_model(synthesizer.model.save(tmp_path / "model"))
+    assert sorted(model.marginals.two_way) == sorted(synthesizer.model.marginals.two_way)
+    synthetic = synthesizer.sample(rows, seed=0).compute()
+    released = np.stack([synthetic[n].cat.codes if hasattr(synthetic[n], "cat")
+                         else synthetic[n].str[1:].astype(int) for n in schema.names], axis=1)
+    sigma = max(s for s in synthesizer.model.metadata["model"]["noise_sigma"]["two_way"])
+    for a, b in pairs:
+        true = np.histogram2d(codes[:, a], codes[:, b], bins=4, range=[[0, 4], [0, 4]])[0]
+        synthetic_table = np.histogram2d(released[:, a], released[:, b], bins=4,
+                                         range=[[0, 4], [0, 4]])[0]
+        independent = np.outer(true.sum(axis=1), true.sum(axis=0)) / rows
+        # independence misses the planted pair by far more than the noise; the release does not
+        assert np.abs(independent - true).mean() > 3 * sigma
+        assert np.abs(synthetic_table - true).mean() < 3 * sigma
