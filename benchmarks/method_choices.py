@@ -19,7 +19,7 @@ import numpy as np
 
 from dp_dask.data.counts import attribute_pairs, count_graph, counts_from_codes
 from dp_dask.data.io import read_table
-from dp_dask.synthesizer import GaussianCopulaSynthesizer
+from dp_dask.methods.copula import GaussianCopulaSynthesizer
 
 SHARED = Path(os.environ.get("DP_DASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 

@@ -23,10 +23,9 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.cluster import compute
-from dp_dask.data.counts import count_graph
+from dp_dask.data.counts import count_graph, exact_answer
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.methods.marginals import exact_answer
 from dp_dask.network import chunks, network_from_tables
 from dp_dask.stats import add_noise, measure_tables, plan_chunks, table_views
 

@@ -4,7 +4,9 @@ __version__ = "0.1.0"  # before the imports: dp_dask.synthesizer records it
 
 from dp_dask.copula.model import CopulaModel
 from dp_dask.data.schema import Attribute, Schema, SchemaError, load_schema
-from dp_dask.synthesizer import GaussianCopulaSynthesizer, MarginalSynthesizer, Synthesizer
+from dp_dask.methods.copula import GaussianCopulaSynthesizer
+from dp_dask.methods.marginals import MarginalSynthesizer
+from dp_dask.synthesizer import Synthesizer
 
 __all__ = [
     "Attribute",

@@ -13,8 +13,9 @@ from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.methods import adaptive
-from dp_dask.methods.marginals import TABLE_L2_SENSITIVITY, MarginalModel
+from dp_dask.methods.marginals import MarginalModel
 from dp_dask.postprocess.rowupdate import cell_keys
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
 from dp_dask.synthesizer import Synthesizer, load_model

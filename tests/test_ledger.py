@@ -14,6 +14,7 @@ from conftest import SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
+from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.privacy import epsilon_spent, rho_budget, zcdp_rho_for
 from dp_dask.privacy.ledger import (
     APPROX_DP,
@@ -28,7 +29,7 @@ from dp_dask.privacy.ledger import (
     dataset_name_for,
     default_ledger_path,
 )
-from dp_dask.synthesizer import GaussianCopulaSynthesizer, load_model
+from dp_dask.synthesizer import load_model
 
 SHA = load_schema(SMALL_SCHEMA_PATH).sha256()
 

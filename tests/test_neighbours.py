@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_dask.data import encode
 from dp_dask.data.encode import EncodingError, encode_partition
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import load_schema
+from dp_dask.data.text import category_text, value_text
 
 OTHER = {"extra": ["other"], "on_unknown": "other", "on_missing": "other"}
 SCHEMA = load_schema({"name": "neighbours", "attributes": [
@@ -106,7 +106,7 @@ FORMATS = ("pandas", "dask", "parquet", "csv")
 
 def row_texts(values: pd.Series) -> list[str]:
     """The text each row is compared as, from ``category_text``'s (texts, inverse)."""
-    texts, inverse = encode.category_text(values)
+    texts, inverse = category_text(values)
     return list(texts) if inverse is None else list(np.asarray(texts, dtype=object)[inverse])
 
 
@@ -211,7 +211,7 @@ NEIGHBOURS = [None, NAN, "x", 2.5, 7.0, True, 10**30, 1e300, -INF]
 
 @pytest.mark.parametrize("value, text, dtypes", SAME_VALUE, ids=lambda x: repr(x)[:12])
 def test_text_of_a_value_ignores_its_column_and_dtype(value, text, dtypes):
-    assert encode._value_text(value) == text
+    assert value_text(value) == text
     for dtype in dtypes:
         assert row_texts(pd.Series([value], dtype=dtype)) == [text], dtype
     for other in NEIGHBOURS:  # next to any other value, in an object column
@@ -227,7 +227,7 @@ def test_vectorised_text_equals_value_text():
     for dtype in (np.float64, np.float32):
         with np.errstate(over="ignore"):
             numbers = floats.astype(dtype)
-        expected = [encode._value_text(v) for v in numbers]
+        expected = [value_text(v) for v in numbers]
         assert row_texts(pd.Series(numbers)) == expected
         assert row_texts(pd.Series(list(numbers), dtype=object)) == expected
     ints = np.array([0, -1, 2**62, -(2**63)], dtype=np.int64)
@@ -249,7 +249,7 @@ def test_object_columns_mixing_types_are_converted_value_by_value():
         present = ~column.isna().to_numpy()
         texts = row_texts(column)
         assert [t for t, p in zip(texts, present) if p] == [
-            encode._value_text(v) for v, p in zip(values, present) if p]
+            value_text(v) for v, p in zip(values, present) if p]
 
 
 @pytest.mark.parametrize("values, message", [

@@ -20,7 +20,8 @@ from dp_dask.data.decode import calibrate_offsets
 from dp_dask.data.encode import EncodingError
 from dp_dask.data.io import create_zarr, open_zarr_for_writing, read_table
 from dp_dask.evaluate.queries import marginal_distances, release_labels
-from dp_dask.synthesizer import EmptyInputError, GaussianCopulaSynthesizer
+from dp_dask.methods.copula import GaussianCopulaSynthesizer
+from dp_dask.synthesizer import EmptyInputError
 
 ROWS = CORRELATED_ROWS  # the rows of conftest's `data`
 

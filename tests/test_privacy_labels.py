@@ -12,8 +12,8 @@ from conftest import RAW_VALUE, SMALL_SCHEMA_PATH, correlated_frame
 from dp_dask.cli import main
 from dp_dask.cluster import dask_client
 from dp_dask.evaluate.tables import ReleaseDirectoryError, write_tables
+from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL, OWNER_ONLY, describe, is_private
-from dp_dask.synthesizer import GaussianCopulaSynthesizer
 
 
 def scheduler(client) -> list[str]:

@@ -21,6 +21,7 @@ from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
     MAX_ESTIMATES,
     MarginalModel,
+    MarginalSynthesizer,
     budget_shares,
     fit_marginals,
     measure,
@@ -29,7 +30,7 @@ from dp_dask.methods.marginals import (
 from dp_dask.postprocess import reweight, rowupdate
 from dp_dask.postprocess.consistency import Marginals, Measurement
 from dp_dask.privacy import gaussian_rho, rho_budget
-from dp_dask.synthesizer import MarginalSynthesizer, Synthesizer, load_model
+from dp_dask.synthesizer import Synthesizer, load_model
 
 ROWS = CORRELATED_ROWS  # the rows of conftest's `data`
 

@@ -6,17 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dp_dask.data.counts import exact_answer
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import (
     CELLS_EXPONENT,
     ONE_WAY_SHARE,
-    TABLE_L2_SENSITIVITY,
-    exact_answer,
+    MarginalSynthesizer,
     measure_all,
 )
 from dp_dask.methods.selection import SELECTION_SHARE, all_pairs_noise, select_tree, tree_wanted
-from dp_dask.privacy.accounting import gaussian_rho, rho_budget
-from dp_dask.synthesizer import MarginalSynthesizer, load_model
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_rho, rho_budget
+from dp_dask.synthesizer import load_model
 
 EPSILON, DELTA = 1.0, 1e-9
 ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship",

@@ -7,7 +7,7 @@ and costs no privacy budget. The model holds nothing else and can be saved and s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import ndtri
@@ -129,6 +129,7 @@ class CopulaModel:
     correlation: np.ndarray  # d×d correlation matrix after the nearest-correlation repair
     decode_offsets: np.ndarray  # d, argmax offsets that keep the decoded 1-way marginals
     metadata: dict[str, Any] = field(default_factory=dict)
+    method: ClassVar[str] = "copula"
 
     def sampler(self, device: str = "cpu") -> Sampler:
         """The per-partition sampler: Cholesky factor, thresholds and decoding offsets;

@@ -182,3 +182,11 @@ def counts_from_queries(vector: np.ndarray, schema: Schema) -> np.ndarray:
     if position != len(vector):
         raise ValueError(f"query vector has {len(vector)} cells, schema expects {position}")
     return counts
+
+
+def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> np.ndarray:
+    """One query's exact cells, flattened, from the d×d count matrix."""
+    slices = [slice(schema.offsets[a], schema.offsets[a] + schema.sizes[a]) for a in query]
+    if len(query) == 1:
+        return np.diagonal(counts)[slices[0]].copy()
+    return counts[slices[0], slices[1]].ravel()

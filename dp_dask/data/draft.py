@@ -35,7 +35,7 @@ import pyarrow.dataset as pds
 
 from dp_dask.cluster import compute
 from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
-from dp_dask.data.encode import category_text, domain_codes
+from dp_dask.data.encode import domain_codes
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import (
     ERROR,
@@ -47,6 +47,7 @@ from dp_dask.data.schema import (
     Schema,
     load_schema,
 )
+from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
@@ -477,7 +478,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     selected values and quantiles enter the schema.
 
     * A text column (or a CSV column without a grid): its categories are the value texts
-      (:func:`~dp_dask.data.encode.category_text`, missing values excluded) whose thresholded noisy
+      (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, (ε_col, δ / text columns)). Values below the
       threshold go to a public ``other`` bin (``on_unknown``), missing ones to ``missing``.
     * A numeric column (integer/float storage type, or a column given a public grid in

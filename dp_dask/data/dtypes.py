@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+from dp_dask.data.text import category_text
 
 INTEGER_DTYPES = ("int64", "int32")
 FLOAT_DTYPES = ("float64", "float32")
@@ -89,10 +92,6 @@ def allowed_dtypes(kind: str, unit: str = "", source: str = "") -> tuple[str, ..
 def parses_back(text: str, dtype: str) -> bool:
     """Whether a category's text is a number of ``dtype`` that encodes back to the text
     ("3" is int64 3, encoded as "3"; "3.0" is not: 3 would come back as "3")."""
-    import pandas as pd
-
-    from dp_dask.data.encode import category_text  # encode imports the schema module
-
     try:
         number = int(text) if dtype in INTEGER_DTYPES else np.dtype(dtype).type(text)
     except ValueError:

@@ -38,14 +38,13 @@ import numpy as np
 import pandas as pd
 from dask.delayed import Delayed
 
-from dp_dask.data.counts import counts_from_codes, fine_counts, reduction_graph
+from dp_dask.data.counts import counts_from_codes, exact_answer, fine_counts, reduction_graph
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
-from dp_dask.methods.marginals import TABLE_L2_SENSITIVITY, exact_answer
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import cell_keys
-from dp_dask.privacy.accounting import gaussian_sigma
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
 from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
 

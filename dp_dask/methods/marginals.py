@@ -28,16 +28,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+import dask.dataframe as dd
 import numpy as np
+from dask.delayed import Delayed
 
 from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.sample import single_threaded_blas
-from dp_dask.data.counts import attribute_pairs, rows_counted
+from dp_dask.data.counts import (
+    attribute_pairs,
+    exact_answer,
+    fine_count_graph,
+    rows_counted,
+    split_fine,
+)
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.methods import adaptive
 from dp_dask.methods.selection import (
     SELECTION_SHARE,
     TreeChoice,
@@ -69,18 +79,16 @@ from dp_dask.postprocess.rowupdate import (
     update_rows,
 )
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
-from dp_dask.privacy.accounting import gaussian_sigma
+from dp_dask.privacy import rho_budget
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, epsilon_spent, gaussian_sigma
+from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.noise import gaussian_measurements
+from dp_dask.synthesizer import Synthesizer
+from dp_dask.timing import timed
 
 # 2: the noisy measurements themselves are saved, for the sampler's weight fit.
 MODEL_FORMAT = 2
 METHOD = "marginals"
-# The L2 sensitivity of one histogram or table under each notion of neighbouring datasets
-# (privacy.labels.NEIGHBOURING): replacing one row moves one cell down by 1 and one up by 1;
-# adding or removing one moves one cell by 1 (the peers' notion: MST, AIM). Under add/remove, n
-# itself is private: it is estimated from the noisy counts (consistency.estimated_rows), never
-# read from the data.
-TABLE_L2_SENSITIVITY = {"replace": math.sqrt(2.0), "add_remove": 1.0}
 # Within the histograms and within the tables, ρ_t ∝ cells^(1/3): between equal shares and the
 # minimiser of the raw tables' summed L1 error Σ cells_t·σ_t (ρ_t ∝ cells^(2/3)); shrinkage
 # flattens the difference. On Adult (public, 15 attributes, ε = 1) exponents 0 / ⅓ / ½ / ⅔ gave
@@ -138,14 +146,6 @@ def budget_shares(schema: Schema, queries: list[tuple[int, ...]], fine: tuple[in
         coarse * np.where(one_way, share * weights / weights[one_way].sum(),
                           tables * weights / max(weights[~one_way].sum(), 1e-300)),
         fine_share * fine_weights / max(fine_weights.sum(), 1e-300)])
-
-
-def exact_answer(counts: np.ndarray, schema: Schema, query: tuple[int, ...]) -> np.ndarray:
-    """One query's exact cells, flattened, from the d×d count matrix."""
-    slices = [slice(schema.offsets[a], schema.offsets[a] + schema.sizes[a]) for a in query]
-    if len(query) == 1:
-        return np.diagonal(counts)[slices[0]].copy()
-    return counts[slices[0], slices[1]].ravel()
 
 
 def check_fine_share(share: object) -> float:
@@ -255,6 +255,7 @@ class MarginalModel:
     metadata: dict[str, Any] = field(default_factory=dict)
     # attribute → its consistent fine histogram (counts over its grid's cells), for decoding
     fine: dict[int, np.ndarray] = field(default_factory=dict)
+    method: ClassVar[str] = "marginals"
 
     def sampler(self) -> MarginalSampler:
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]))
@@ -488,3 +489,187 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
                          {**(metadata or {}), "model": details}, consistent)
+
+
+class MarginalSynthesizer(Synthesizer):
+    """Consistent noisy 1- and 2-way marginals, then rows updated to match them (the default).
+
+    See dp_dask/methods/marginals.py. Extra parameters: ``accountant``, "exact" (the Gaussian
+    mechanism's exact privacy curve, default) or "zcdp" (zCDP with the CKS conversion);
+    ``fit_iterations``, the mirror-descent steps fitting the candidate rows (once per estimate)
+    to the noisy measurements (default None: 50 up to ε = 1 replace-one, more the less noise
+    there is, at most 400, ``reweight.iterations_for``; 0 skips the fit: faster sampling on wide
+    schemas, 2-way error a few per cent higher, docs/method.md); ``neighbours``, "replace" (one
+    row replaced, n public: dp_dask's notion, default) or "add_remove" (one row added or
+    removed, n private and estimated from the noisy counts: MST's and AIM's notion, half the
+    noise variance at the same ε; the ledger counts it at its replace-one ε, docs/privacy.md);
+    ``fine_share``, the fraction of ρ measuring the schema's fine grids, when it declares any
+    (default ``FINE_SHARE``, docs/method.md); ``tables``, which 2-way tables to measure: "auto"
+    (default: every pair, or a DP spanning tree on schemas too wide for that, by a public
+    threshold, docs/method.md "Wide schemas"), "all" or "tree"; ``rounds``, the adaptive rounds
+    after the one-shot measurement (default None: ``adaptive.rounds_for`` the schema with a
+    workload, none without: on Adult they cost more than they gain, docs/results-adult.md),
+    spending ``adaptive_share`` of ρ (dp_dask/methods/adaptive.py); ``workload``, the column
+    groups (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the
+    rounds' selection favours (default: every triple). With rounds the release is accounted in
+    zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without).
+    """
+
+    name = "marginals"
+    fine_grids = True
+
+    def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
+                 fit_iterations: int | None = None, neighbours: str = "replace",
+                 fine_share: float = FINE_SHARE, tables: str = "auto",
+                 rounds: int | None = None, adaptive_share: float = adaptive.ADAPTIVE_SHARE,
+                 workload: list[Any] | None = None, **common: Any) -> None:
+        super().__init__(schema, **common)
+        self.tables = check_tables(tables)
+        self.fine_share = check_fine_share(fine_share)
+        self.fit_iterations = check_iterations(fit_iterations)
+        self.neighbours = check_neighbours(neighbours)
+        self.workload = adaptive.check_workload(self.schema, workload)
+        self.adaptive_share = adaptive.check_share(adaptive_share)
+        rounds = adaptive.check_rounds(rounds)
+        self.rounds = (rounds if rounds is not None else
+                       adaptive.rounds_for(self.schema) if self.workload else 0)
+        if self.rounds and accountant == "exact":
+            raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
+                             "accountant='zcdp', or rounds=0 for the exact accountant")
+        self.accountant = accountant or ("zcdp" if self.rounds else "exact")
+        self.candidates = adaptive.candidates(self.schema, self.workload) if self.rounds else {}
+
+    @property
+    def rows_public(self) -> bool:
+        return self.neighbours == "replace"
+
+    def _privacy_plan(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
+                "accountant": self.accountant,
+                "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
+
+    def _ledger_plan(self) -> dict[str, Any]:
+        """The plan as replace-one-row DP: under add/remove the same noise meets a replacement
+        moving two cells per table, twice the squared sensitivity, hence twice the charge ρ."""
+        plan = self._privacy_plan()
+        if self.rows_public:
+            return plan
+        rho = 2 * plan["rho"]
+        return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
+
+    def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
+        """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
+        counts of the candidate triples), in one pass."""
+        if self.rounds:
+            return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
+        return fine_count_graph(ddf, self.schema)
+
+    def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
+        return rows_counted(exact[0], self.schema)
+
+    def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
+                    metadata: dict[str, Any]) -> MarginalModel:
+        rho = self._privacy_plan()["rho"]
+        rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
+        counts, fine_counts = exact[:2]
+        rounds = adaptive.RoundPlan(self.rounds, self.adaptive_share, rho)
+        with timed(self.timings_, "noise"):
+            measurements, fine, tree = measure_all(
+                counts, split_fine(fine_counts, self.schema), self.schema, rounds.rho_one_shot,
+                accountant=self.accountant, sampler=self.noise_sampler, rng=rng,
+                neighbours=self.neighbours, fine_share=self.fine_share, tables=self.tables)
+        as_replace_one = {}
+        if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
+            n_rows = metadata["n_rows"] = estimated_rows(measurements)
+            plan = self._ledger_plan()
+            as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
+        k = len(measurements)  # the one-shot measurements
+        adaptive_record = {}
+        if rounds.rounds:
+            with timed(self.timings_, "adaptive_rounds"):
+                measurements, adaptive_record = self._rounds(
+                    measurements, exact, rounds, n_rows, rng)
+        sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
+        which = "every 1-way histogram and 2-way table"
+        tables = "the rest to the tables"
+        if tree is not None:
+            which = f"every 1-way histogram and the {len(tree.pairs)} 2-way tables of a tree"
+            tables = (f"{SELECTION_SHARE:.6g} to the tree's selection ({tree.rounds} "
+                      f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), the rest "
+                      "to the tables")
+        split = (f"{k} Gaussian measurements ({which}, L2 "
+                 f"sensitivity {sensitivity:.6g} each) sharing rho = {rounds.rho_one_shot:.6g}: "
+                 f"{ONE_WAY_SHARE:g} to the histograms, {tables}, each in "
+                 f"proportion to cells^(1/3)")
+        fine_record = {}
+        if fine:
+            names = [self.schema.names[a] for a in sorted(fine)]
+            split = (f"{k + len(fine)} Gaussian measurements sharing rho = "
+                     f"{rounds.rho_one_shot:.6g}: "
+                     f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
+                     f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
+                     f"the rest to {k} measurements ({which}, "
+                     f"L2 sensitivity {sensitivity:.6g} each): {ONE_WAY_SHARE:g} of it to the "
+                     f"histograms, {tables}, each in proportion to cells^(1/3)")
+            fine_record = {"fine_share": self.fine_share, "fine_histograms": {
+                self.schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
+                for a, m in sorted(fine.items())}}
+        if rounds.rounds:
+            split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "
+                      f"{rounds.rho_rounds:.6g} ({rounds.share:g} of the budget), each "
+                      f"{rounds.rho_select:.6g} to an exponential-mechanism selection and "
+                      f"{rounds.rho_measure:.6g} to a Gaussian measurement of the marginal "
+                      "selected (privacy.adaptive)")
+        metadata |= {
+            "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
+            "privacy": self._privacy_record(
+                mechanism="gaussian", accountant=self.accountant, rho=rho, k=k,
+                neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one,
+                **({"tables": tree.to_json(self.schema)} if tree is not None else {}),
+                budget_split=f"{split}; the {self.accountant} accountant gives "
+                f"({self.epsilon:g}, {self.delta:g})-DP", **fine_record,
+                **({"adaptive": adaptive_record} if adaptive_record else {}),
+                post_processing="consistent marginals (inverse-variance 1-way estimates, "
+                "tables shrunk towards independence and fitted to them); rows sampled from a "
+                "spanning tree, weighted to fit the noisy measurements and updated towards the "
+                "tables" + ("; each fine histogram projected, bin by bin, onto the "
+                            "consistent 1-way marginal's count" if fine else "")),
+        }
+        with timed(self.timings_, "consistency"):
+            return fit_marginals(measurements, self.schema, n_rows, metadata,
+                                 fit_iterations=self.fit_iterations, fine=fine,
+                                 fine_share=self.fine_share)
+
+    def _rounds(self, measurements: list[Measurement], exact: tuple[np.ndarray, ...],
+                plan: adaptive.RoundPlan, n_rows: int, rng: np.random.Generator | None
+                ) -> tuple[list[Measurement], dict[str, Any]]:
+        """The adaptive rounds (methods.adaptive) on the estimate the one-shot measurements
+        give: the measurements to fit, repeats merged, and the rounds' record."""
+        first = fit_marginals(measurements, self.schema, n_rows,
+                              fit_iterations=self.fit_iterations)
+        rows = min(n_rows, adaptive.ESTIMATE_ROWS)
+        # the estimate's draws are post-processing: seeded with the noise, else OS entropy
+        codes, weights = first.sampler().weighted_candidates(rows, np.random.default_rng(
+            None if self.noise_seed is None else [self.noise_seed, 45]))
+        answers = adaptive.exact_answers(exact[0], exact[2], self.schema, self.candidates)
+        measured, record = adaptive.run_rounds(
+            codes, weights * (n_rows / rows), measurements, answers, self.candidates, plan,
+            self.schema, neighbours=self.neighbours, sampler=self.noise_sampler, rng=rng)
+        return adaptive.merged(measured), {
+            "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
+            "rho_one_shot": plan.rho_one_shot,
+            "workload": ([[self.schema.names[a] for a in g] for g in self.workload]
+                         if self.workload else "default: every triple of at most "
+                         f"{adaptive.MAX_CELLS} cells (every pair past "
+                         f"{adaptive.MAX_TRIPLES} triples)"),
+            "candidates": len(self.candidates),
+            "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
+                         "eps^2/8); score w*(L1 error of the current estimate - "
+                         "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
+                         f"{adaptive.SCORE_L1_SENSITIVITY[self.neighbours]:g}*max w",
+            "measured": record}
+
+    @staticmethod
+    def load_model(path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> MarginalModel:
+        return MarginalModel.from_files(path, document, storage_options)

@@ -368,6 +368,12 @@ def query_count(m: int) -> int:
 
 
 QUERY_L1_SENSITIVITY = 2.0  # one replaced row: one count -1, another +1, in each query
+# The L2 sensitivity of one histogram or table under each notion of neighbouring datasets
+# (privacy.labels.NEIGHBOURING): replacing one row moves one cell down by 1 and one up by 1;
+# adding or removing one moves one cell by 1 (the peers' notion: MST, AIM). Under add/remove, n
+# itself is private: it is estimated from the noisy counts (consistency.estimated_rows), never
+# read from the data.
+TABLE_L2_SENSITIVITY = {"replace": math.sqrt(2.0), "add_remove": 1.0}
 
 
 def sigma_table(ms: Sequence[int] = (9, 15, 27, 100),
