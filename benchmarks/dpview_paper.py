@@ -133,9 +133,11 @@ def run(args: argparse.Namespace) -> None:
                 record({"release": name, "epsilon": epsilon, "seed": seed, **about,
                         "release_s": round(time.perf_counter() - start, 1),
                         **paper_metrics(real, codes, schema, test)})
-    # the peers after all of ours (AIM, slow at 15 attributes, last)
-    runs = [("mst", epsilon, seed) for epsilon in args.epsilons for seed in args.seeds]
+    # the peers after all of ours: MST's first seed, AIM (slow at 15 attributes), MST's others
+    seeds = args.peer_seeds or args.seeds
+    runs = [("mst", epsilon, seeds[0]) for epsilon in args.epsilons]
     runs += [("aim", epsilon, seed) for epsilon in args.aim_epsilons for seed in args.aim_seeds]
+    runs += [("mst", epsilon, seed) for seed in seeds[1:] for epsilon in args.epsilons]
     for peer, epsilon, seed in runs if args.private_pgm else []:
         label = f"{peer.upper()} (private-pgm)"
         if (label, epsilon, seed) in cache:
@@ -190,6 +192,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--aim-epsilons", type=float, nargs="*", default=[1.0],
                         help="the ε at which AIM runs too (slow at 15 attributes)")
+    parser.add_argument("--peer-seeds", type=int, nargs="*",
+                        help="MST's seeds (default: --seeds)")
     parser.add_argument("--aim-seeds", type=int, nargs="*", default=[0])
     parser.add_argument("--private-pgm", help="a private-pgm checkout (no peers without it)")
     parser.add_argument("--peer-python", default="/work/peers-venv/bin/python")
