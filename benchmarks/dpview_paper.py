@@ -123,9 +123,11 @@ def run(args: argparse.Namespace) -> None:
         if (INDEPENDENT, None, seed) not in cache:
             record({"release": INDEPENDENT, "epsilon": None, "seed": seed,
                     **paper_metrics(real, independent(real, seed), schema, test)})
+    ours_runs = OURS | {f"DPView (d = {d})": ("dpview", {"view_size": d})
+                        for d in args.view_sizes}
     for epsilon in args.epsilons:
         for seed in args.seeds:
-            for name, (method, options) in OURS.items():
+            for name, (method, options) in ours_runs.items():
                 if (name, epsilon, seed) in cache:
                     continue
                 start = time.perf_counter()
@@ -190,6 +192,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.5, 1.0, 2.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--view-sizes", type=int, nargs="*", default=[],
+                        help="DPView at these fixed d too (does the guideline pick well?)")
     parser.add_argument("--aim-epsilons", type=float, nargs="*", default=[1.0],
                         help="the ε at which AIM runs too (slow at 15 attributes)")
     parser.add_argument("--peer-seeds", type=int, nargs="*",
