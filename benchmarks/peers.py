@@ -180,8 +180,8 @@ OURS: dict[str, tuple[str, Release]] = {
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
     "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),
-    "dpview": ("DPView (d = 5)", dp_dask_release("dpview")),
-    "dpview+": ("DPView+ (d = 5)", dp_dask_release("dpview+")),
+    "dpview": ("DPView (d = 5)", dp_dask_release("dpview", view_size=5)),
+    "dpview+": ("DPView+ (d = 5)", dp_dask_release("dpview+", view_size=5)),
 }
 
 

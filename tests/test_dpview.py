@@ -34,7 +34,9 @@ from dp_dask.methods.dpview import (
     as_blocks,
     budget_shares,
     chain_links,
+    cross_view,
     domain,
+    guideline_view_size,
     inconsistency,
     laplace_scales,
     link_views,
@@ -45,10 +47,13 @@ from dp_dask.methods.dpview import (
     post_process,
     propagate,
     round_rows,
+    sorted_base_views,
+    upper_links,
     upper_views,
     view_layout,
 )
 from dp_dask.postprocess.rowupdate import round_to_total
+from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.synthesizer import Synthesizer, load_model
 
@@ -104,7 +109,7 @@ def test_more_tries_never_give_a_larger_layout():
             for tries, layout in layouts.items()}
     # the first tries of a seed are the same draws: more tries can only keep or lower D, among
     # the layouts that meet the cross-view rule first
-    assert rank[20] <= rank[5] <= rank[1] and layouts[20].accepted
+    assert rank[20] <= rank[5] <= rank[1]
     assert view_layout(sizes, 5, 20, seed=3) != view_layout(sizes, 5, 20, seed=4)
 
 
@@ -112,6 +117,43 @@ def test_more_tries_never_give_a_larger_layout():
 def test_layout_rejects_bad_parameters(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         view_layout(np.array([3, 4, 5]), **{"view_size": 5, "tries": 2, **bad})
+
+
+def test_base_views_in_algorithm_1s_order():
+    sizes = np.array([5, 2, 3, 7, 2, 4])
+    # domains: {0, 3} 5·7 = 35, {1, 4} 2·2 = 4, {2, 5} 3·4 = 12: ascending, attributes sorted
+    groups = [np.array([3, 0]), np.array([4, 1]), np.array([2, 5])]
+    assert sorted_base_views(groups, sizes) == ((1, 4), (2, 5), (0, 3))
+    for seed in range(5):  # every drawn layout keeps that order along its chain
+        base = view_layout(sizes, 2, tries=3, seed=seed).base
+        assert [domain(b, sizes) for b in base] == sorted(domain(b, sizes) for b in base)
+
+
+def test_odd_view_size_takes_the_extra_attribute_from_the_right_view():
+    sizes = np.array([2, 9, 4, 8, 3, 5])
+    # d = 3: ⌊3/2⌋ = 1 largest of the left view (attribute 1, 9 values), ⌈3/2⌉ = 2 smallest of
+    # the right one (4 with 3 values, 5 with 5)
+    assert cross_view((0, 1, 2), (3, 4, 5), sizes, 3) == (1, 4, 5)
+    # d = 5 on three-attribute views: 2 largest of the left (1, 2), all 3 of the right
+    assert cross_view((0, 1, 2), (3, 4, 5), sizes, 5) == (1, 2, 3, 4, 5)
+    # even d = 4: 2 and 2
+    assert cross_view((0, 1, 2), (3, 4, 5), sizes, 4) == (1, 2, 4, 5)
+
+
+@pytest.mark.parametrize("n_rows, epsilon, sensitivity, expected", [
+    # six binary attributes. d = 2: 5 views of 4 cells, P = 1/5, θ = (n/4)·ε/(5Δ) = nε/(20Δ);
+    # d = 3: 3 views of 8 cells, P = 1/3, θ = nε/(24Δ); d = 4: views of 8, 16, 8 cells,
+    # P ∝ 2, 16^(1/3), 2: the cross view's θ = (n/16)·0.3865·ε/Δ = 0.0242·nε/Δ; d = 5: 8, 32, 8,
+    # cross θ = (n/32)·0.4425·ε/Δ = 0.0138·nε/Δ; d = 6: one view of 64 cells, θ = nε/(64Δ).
+    (100, 1.0, 1, 3),  # θ: 5, 4.17, 2.4, 1.38, 1.56 → the largest d with θ ≥ 4 is 3
+    (90, 1.0, 1, 2),  # 4.5, 3.75, ... → 2
+    (150, 1.0, 2, 2),  # nε/Δ = 75: 3.75 at d = 2 already, so the smallest, 2
+    (300, 1.0, 1, 6),  # 15, 12.5, 7.2, 4.15, 4.69 → 6
+    (150, 2.0, 1, 6),  # the same nε/Δ = 300
+])
+def test_guideline_view_size_by_hand(n_rows, epsilon, sensitivity, expected):
+    sizes = np.full(6, 2)
+    assert guideline_view_size(sizes, n_rows, epsilon, sensitivity, tries=3) == expected
 
 
 # --- view tables on Dask -------------------------------------------------------------------------
@@ -219,6 +261,32 @@ def test_post_process_gives_non_negative_consistent_tables_of_n():
     assert gap < 1.0
 
 
+def test_upper_views_take_part_in_consistency_but_not_in_normalisation():
+    sizes = np.array([3, 4, 2, 5, 3, 2])
+    layout = view_layout(sizes, 3, tries=5, seed=0)
+    upper, _ = upper_views(layout, sizes)
+    kept = tuple(v for v in upper if v is not None)
+    assert kept
+    views = layout.views + kept
+    rng = np.random.default_rng(3)
+    noisy = [t + rng.laplace(0, 20, t.shape)
+             for t in random_chain_tables(views, sizes, 2_000, rng)]
+    links = upper_links(views, upper)
+    assert len(links) == 2 * len(kept)
+    shares = budget_shares([t.size for t in noisy])
+    assert inconsistency(noisy, views, links) > 1
+    tables, rounds, gap = post_process(noisy, views, shares, 2_000, upper)
+    chain = len(layout.views)
+    for base, u, shared in links:  # the upper view's marginal equals its base views'
+        assert set(shared) == set(views[u]) & set(views[base]) and shared
+        np.testing.assert_allclose(as_blocks(tables[u], views[u], shared).sum(axis=1),
+                                   as_blocks(tables[base], views[base], shared).sum(axis=1),
+                                   atol=CONSISTENCY_TOL + 1e-9)
+    assert rounds < MAX_ROUNDS and gap <= CONSISTENCY_TOL
+    assert all(t.min() >= 0 for t in tables[:chain])  # only the chain is normalised
+    np.testing.assert_allclose([t.sum() for t in tables], 2_000)
+
+
 def test_round_rows_is_round_to_total_row_by_row():
     rng = np.random.default_rng(3)
     blocks = rng.random((50, 7)) * (rng.random((50, 1)) > 0.2)  # some rows without mass
@@ -301,7 +369,8 @@ def test_release_metadata_and_model_round_trip(client, fitted, tmp_path):
     shares = budget_shares(layout["domain_sizes"])
     np.testing.assert_allclose(privacy["budget_shares"], shares)
     np.testing.assert_allclose(privacy["laplace_scales"], 2 / (1.0 * shares))
-    assert metadata["parameters"] == {"view_size": 3, "tries": 200, "layout_seed": 0}
+    assert metadata["parameters"] == {"view_size": 3, "chosen_view_size": 3, "rows": None,
+                                      "tries": 200, "layout_seed": 0, "neighbours": "replace"}
     assert all(set(v) <= set(SMALL_SCHEMA_NAMES) for v in layout["views"])
     assert len(pd.read_parquet(paths["parquet"])) == 5_000
     model_path = fitted.save(tmp_path / "model")
@@ -333,13 +402,35 @@ def test_opendp_fit_is_recorded_as_pure_dp(client, data, tmp_path):
     assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
 
 
+def test_add_remove_accounting_is_recorded(client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    synthesizer = Synthesizer.create("dpview", SMALL_SCHEMA_PATH, epsilon=0.5, ledger=ledger,
+                                     dataset_name="small", neighbours="add_remove",
+                                     noise_sampler="numpy", noise_seed=3).fit(data)
+    metadata = synthesizer.model.metadata
+    privacy = metadata["privacy"]
+    assert privacy["neighbouring"] == NEIGHBOURING["add_remove"]
+    assert privacy["replace_one_row"] == {"epsilon": 1.0, "rho": None}  # 2ε as replace-one
+    # the guideline needed n, which is private: ε/100 on a noisy count, the rest on the views
+    rows = privacy["noisy_rows_for_guideline"]
+    assert rows["epsilon"] == pytest.approx(0.005) and rows["laplace_scale"] == 200
+    shares = np.array(privacy["budget_shares"])
+    np.testing.assert_allclose(privacy["laplace_scales"], 1 / (0.495 * shares))  # Δ = 1
+    assert "L1 sensitivity 1 each" in privacy["budget_split"]
+    assert metadata["parameters"]["chosen_view_size"] >= 2
+    assert abs(metadata["n_rows"] - CORRELATED_ROWS) < 0.1 * CORRELATED_ROWS  # estimated
+    (entry,) = ledger.entries("small")
+    assert entry.epsilon == 1.0  # the ledger counts replace-one ε
+
+
 @pytest.mark.parametrize("method", ["dpview", "dpview+"])
 def test_huge_views_are_refused_before_any_data_is_read(tmp_path, method):
     schema = {"schema_version": 1, "name": "wide", "attributes": [
         {"name": f"a{i}", "type": "categorical", "categories": [str(c) for c in range(40)]}
         for i in range(6)]}
     ledger = Ledger(tmp_path / "ledger.sqlite")
-    synthesizer = Synthesizer.create(method, schema, ledger=ledger, dataset_name="wide")
+    synthesizer = Synthesizer.create(method, schema, ledger=ledger, dataset_name="wide",
+                                     view_size=5)
     with pytest.raises(CostError, match=r"DPView's views hold .* cells .*view_size"):
         synthesizer.fit(tmp_path / "missing.parquet")  # never read: refused first
     assert ledger.entries("wide") == []

@@ -22,9 +22,11 @@ from dp_dask.evaluate.queries import (
     alpha_beta,
     answer_graphs,
     error_records,
+    marginal_l1_errors,
     pair_correlations,
     partition_three_way_counts,
     range_counts_from_codes,
+    range_fraction_errors,
     range_query_errors,
     range_query_workload,
     relative_errors,
@@ -242,7 +244,7 @@ def test_report_command_on_a_small_frame(client, tmp_path, capsys):
     assert "not among the swept" in capsys.readouterr().err
 
 
-# --- range-count queries (the DPCopula/DPView papers' metric) -----------------------------------
+# --- range-count queries (the DPCopula paper's metric) -----------------------------------------
 
 def test_range_counts_by_hand(small_schema):
     # rows (colour, size, flag, city) as codes; sizes 3, 4, 2, 6
@@ -309,3 +311,30 @@ def test_range_errors_are_zero_on_the_data_itself_and_use_the_sanity_bound(clien
     np.testing.assert_allclose(got, [6 / 2, 0.0, 4 / 10, 2 / 4])
     with pytest.raises(ValueError, match="sanity"):
         relative_errors(np.zeros(1), np.zeros(1), 1, 1, sanity=0)
+
+
+# --- the DPView paper's metrics ------------------------------------------------------------------
+
+def test_marginal_l1_by_hand():
+    sizes = np.array([2, 3, 2])
+    real = np.array([[0, 0, 0], [1, 2, 1], [1, 2, 0], [0, 1, 1]]).T  # 4 rows
+    synthetic = np.array([[0, 0, 0], [1, 2, 1]]).T  # 2 rows: fractions, not counts, compared
+    # 1-way: a0 real (1/2, 1/2) vs (1/2, 1/2): 0; a1 real (1/4, 1/4, 1/2) vs (1/2, 0, 1/2): 1/2;
+    # a2 real (1/2, 1/2) vs (1/2, 1/2): 0
+    np.testing.assert_allclose(marginal_l1_errors(real, synthetic, sizes, 1), [0, 0.5, 0])
+    # 3-way: real cells 000, 121, 120, 011 at 1/4 each; synthetic 000, 121 at 1/2 each:
+    # |1/4 − 1/2|·2 + 1/4·2 = 1
+    np.testing.assert_allclose(marginal_l1_errors(real, synthetic, sizes, 3), [1.0])
+    assert marginal_l1_errors(real, real, sizes, 2).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_range_fraction_errors_by_hand(small_schema):
+    codes = np.array([[0, 0, 1, 0], [1, 2, 0, 3], [2, 3, 1, 5], [1, 1, 1, 1], [0, 3, 0, 2]]).T
+    errors = range_fraction_errors(codes, codes[:, :2], small_schema, queries=40, attributes=2,
+                                   seed=4)
+    workload = range_query_workload(small_schema, queries=40, attributes=2, seed=4)
+    true = range_counts_from_codes(codes, workload, small_schema) / 5
+    released = range_counts_from_codes(codes[:, :2], workload, small_schema) / 2
+    np.testing.assert_allclose(errors, np.abs(true - released))
+    assert errors.max() > 0  # two rows of five answer some query differently
+    assert not range_fraction_errors(codes, codes, small_schema, queries=40).any()

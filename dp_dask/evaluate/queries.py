@@ -5,8 +5,11 @@ Q2, every positive 2-way conjunction of categories of two distinct attributes; Q
 conjunctions of three distinct attributes (all of them, or a seeded uniform sample when there are
 too many). A query's error is |true count − released count|, released counts scaled to n rows.
 
-The DPCopula and DPView papers' metric, beside them: the relative error of random range-count
-queries, |true − released| / max(true, s) with a sanity bound s (:func:`range_query_errors`).
+The DPCopula paper's metric, beside them: the relative error of random range-count queries,
+|true − released| / max(true, s) with a sanity bound s (:func:`range_query_errors`). The DPView
+paper's metrics, on code arrays: the average ℓ1 distance of k-way marginals as fractions of rows
+(:func:`marginal_l1_errors`) and random range queries scored as differences of row fractions
+(:func:`range_fraction_errors`).
 
 PRIVACY: this module reads the raw data, so it is the data owner's own evaluation and never part
 of a release. Its outputs hold errors and summary statistics only, never exact counts, but they are
@@ -276,6 +279,34 @@ def range_query_errors(data: TableSource, synthetic: TableSource, schema: Schema
                              range_query_graph(release_labels(synthetic, schema), labels,
                                                workload))
     return relative_errors(true[:-1], released[:-1], int(true[-1]), int(released[-1]), sanity)
+
+
+def marginal_l1_errors(real: np.ndarray, synthetic: np.ndarray, sizes: np.ndarray,
+                       k: int) -> np.ndarray:
+    """The ℓ1 distance between the real and synthetic k-way marginals, each as fractions of its
+    table's rows, for every set of k attributes (in ``combinations`` order): DPView's metric.
+    ``real`` and ``synthetic`` are codes (m, rows); the tables may differ in rows."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    errors = []
+    for attrs in map(list, combinations(range(len(sizes)), k)):
+        cells = math.prod(int(s) for s in sizes[attrs])
+        fractions = [np.bincount(np.ravel_multi_index(codes[attrs], sizes[attrs]),
+                                 minlength=cells) / codes.shape[1]
+                     for codes in (real, synthetic)]
+        errors.append(float(np.abs(fractions[0] - fractions[1]).sum()))
+    return np.array(errors)
+
+
+def range_fraction_errors(real: np.ndarray, synthetic: np.ndarray, schema: Schema, *,
+                          queries: int = DEFAULT_RANGE_QUERIES, attributes: int = 3,
+                          seed: int = 0) -> np.ndarray:
+    """|true − released| of random range queries (:func:`range_query_workload`), each answer
+    the fraction of its table's rows that the query counts: DPView's range-query metric.
+    ``real`` and ``synthetic`` are codes (m, rows)."""
+    workload = range_query_workload(schema, queries, attributes, seed)
+    true, released = (range_counts_from_codes(codes, workload, schema) / codes.shape[1]
+                      for codes in (real, synthetic))
+    return np.abs(true - released)
 
 
 @dataclass(frozen=True)

@@ -1,56 +1,83 @@
 """DPView (Lin, Yu & Huang): noisy views laid out from domain sizes alone, made consistent, linked.
 
     layout    views from the public domain sizes only (:func:`view_layout`): base views are a
-              random partition of the m attributes into ⌈m/d⌉ groups; cross view cᵢ takes the
-              ⌊d/2⌋ largest-domain attributes of bᵢ and the ⌈d/2⌉ smallest of bᵢ₊₁; of ``tries``
-              seeded layouts, the one of least total domain D = Σ ∏ sizes whose cross views are
-              no larger than its largest base view
+              random partition of the m attributes into ⌈m/d⌉ groups, sorted by ascending
+              domain size (Algorithm 1, :func:`sorted_base_views`); cross view cᵢ takes the
+              ⌊d/2⌋ largest-domain attributes of bᵢ and the ⌈d/2⌉ smallest of bᵢ₊₁
+              (Algorithm 2; for odd d the extra attribute is bᵢ₊₁'s); of ``tries`` seeded
+              layouts, the one of least total domain D = Σ ∏ sizes whose cross views are no
+              larger than its largest base view
+    view size d "auto" by default: Section IV-C7's guideline (:func:`guideline_view_size`), the
+              largest d whose views are all θ-useful (n/sᵢ ≥ θ·bᵢ, θ = 4), from the public
+              domain sizes, n (public, or a noisy count) and ε; d = 5 (the paper's for Adult)
+              or any d ≥ 2 on request
     measure   every view's contingency table + Laplace (:func:`measure_views`), view i with
               ε·Pᵢ, Pᵢ = sᵢ^(1/3) / Σⱼ sⱼ^(1/3) (sᵢ its domain size: minimises the total noise
               variance Σ sᵢ·2bᵢ²); basic composition gives (ε, 0)-DP
-    post      totals set to n (public), then rounds of weighted consistency on the attributes
-              neighbouring views share and non-negativity (:func:`post_process`); integers by
-              largest remainder, propagated along the chain b₁ → c₁ → b₂ → … (:func:`propagate`)
+    post      totals set to n, then rounds of weighted consistency on the attributes linked
+              views share and non-negativity (:func:`post_process`); integers by largest
+              remainder, propagated along the chain b₁ → c₁ → b₂ → … (:func:`propagate`)
     link      per output partition: the tables scaled to its rows by the same propagation, then
               records built view by view along the chain, each view's new attributes dealt out
               within the blocks of the attributes it shares with the records so far
               (:func:`link_views`, numpy only)
 
-Neighbouring datasets, as everywhere in dp_dask: replace one row, n public. A view's table then
-has L1 sensitivity 2 (one cell −1, one +1), not the paper's 1 (add/remove one row): Laplace
-bᵢ = 2/(ε·Pᵢ) per cell. Only :func:`measure_views` reads exact counts.
+Neighbouring datasets (``neighbours``): "replace" (dp_dask's notion, default: one row replaced,
+n public) gives a view's table L1 sensitivity 2 (one cell −1, one +1): Laplace bᵢ = 2/(ε·Pᵢ) per
+cell. "add_remove" (the paper's: one row added or removed, n private) gives sensitivity 1, so
+bᵢ = 1/(ε·Pᵢ); n is then estimated from the noisy view totals (:func:`estimated_rows`), and the
+ledger counts the release at its replace-one ε, 2ε (docs/privacy.md). Only
+:func:`measure_views` (and, for the guideline without a public n, one row count) reads exact
+counts.
 
-Details the paper leaves open, chosen here:
+Readings of the paper (its text was not at hand when this was written; each is the most
+defensible reading of what the review reported, and says why):
+
+* Algorithm 1's sort: the base views, once drawn, are ordered by ascending domain size (ties by
+  their attributes), each view's attributes ascending. So each cross view joins the largest
+  attributes of the smaller view to the smallest of the next larger one, which keeps it near
+  the size of its neighbours: on Adult's 9 categorical attributes (seed 0, d = 5) the kept D
+  falls from 39,678 (unsorted) to 21,528.
+* Algorithm 2's odd d: cᵢ takes ⌊d/2⌋ attributes of bᵢ and ⌈d/2⌉ of bᵢ₊₁, the extra one from
+  bᵢ₊₁'s smallest (the cheaper side). Ties between equal domain sizes go to the lower index.
+* Section IV-C7's guideline: the signal-to-noise per cell n/(sᵢ·bᵢ) is what the public inputs
+  say about a view's noise; PrivBayes's θ-usefulness (θ = 4), the paper's baseline, is its
+  accepted threshold. So d is the largest whose layout keeps every measured view θ-useful,
+  else 2. n: the ``rows`` given (public), else counted (replace one row: n is public), else a
+  noisy count with ROWS_SHARE = 1 % of ε (add/remove). At ε = 1 on Adult's 9 categorical
+  attributes (replace one row) it picks d = 3, where a prototype measured the least 2-way error
+  (d = 2, 3, 4, 5: 20.7, 16.3, 21.7, 33–34); on all 15 attributes (48,842 rows, add/remove) d
+  = 2 at ε ≤ 0.5, 3 at ε = 1 and 2 (docs/results-adult.md, DPView in the paper's setting).
+
+Choices of this implementation:
 
 * ``tries`` x = 200 layouts (seeded, ``layout_seed``). More tries cost no privacy and little
-  time (milliseconds), and find smaller layouts: on Adult's 9 categorical attributes (seed 0)
-  the kept D is 120,666 at x = 20, 45,288 at 50 and 39,678 at 200 (the first 10 tries meet no
-  cross-view rule); at ε = 1 (3 seeds) x = 200 lowers Q2's mean error over the best 95 % from
-  36.8 to 27.8 and its maximum from 7,473 to 3,572 (docs/results-adult.md). When no layout
-  passes the rule, the least-D layout of all is kept and the metadata says so.
-* Odd d: the extra cross-view attribute is one more of the smallest of bᵢ₊₁ (the cheaper side).
-  Ties between equal domain sizes go to the lower attribute index.
+  time (milliseconds), and find smaller layouts; at ε = 1 (3 seeds, unsorted base views) x = 200
+  lowered Q2's mean error over the best 95 % from 36.8 to 27.8 against x = 20
+  (docs/results-adult.md). When no layout passes the cross-view rule, the least-D layout of all
+  is kept and the metadata says so.
 * Base views are ``numpy.array_split`` of a permutation: sizes differ by at most one.
-* Consistency: each chain link's shared attributes S, in chain order, one round at a time;
-  non-negativity is the paper's iteration (zero the negatives, take their mass q evenly from the
-  o positive cells, repeat), whose fixed point is the Euclidean projection onto
-  {x ≥ 0, Σx = n} that :func:`dp_dask.copula.model.project_to_total` computes directly. Rounds
-  stop when the shared marginals of neighbouring views differ by at most ``CONSISTENCY_TOL``
-  counts per cell, or after ``MAX_ROUNDS``; :func:`propagate` then makes the integer tables agree
-  exactly.
+* Consistency: each link's shared attributes S, in order, one round at a time; non-negativity is
+  the paper's iteration (zero the negatives, take their mass q evenly from the o positive
+  cells, repeat), whose fixed point is the Euclidean projection onto {x ≥ 0, Σx = n} that
+  :func:`dp_dask.copula.model.project_to_total` computes directly. Rounds stop when linked
+  views' shared marginals differ by at most ``CONSISTENCY_TOL`` counts per cell, or after
+  ``MAX_ROUNDS``; :func:`propagate` then makes the integer tables agree exactly.
 * Linking: propagation makes every block of shared values hold as many records as the view's
   table has in it, so any matching within a block reproduces the view exactly; the paper's
   greedy "most frequent first, random among ties" then reduces to a uniform random matching.
 
 DPView+ (``dpview+``) adds an upper cross view uᵢ = (bᵢ ∪ bᵢ₊₁) \\ cᵢ per cross view
-(:func:`upper_views`): the pairs of values that the chain never holds together. The paper leaves
-their use as "match filters" open; chosen here:
+(:func:`upper_views`): the pairs of values that the chain never holds together. As in the
+paper, the upper views take part in consistency (each linked to bᵢ on uᵢ ∩ bᵢ and to bᵢ₊₁ on
+uᵢ ∩ bᵢ₊₁, :func:`upper_links`) and are left out of normalisation (the projection onto
+{x ≥ 0, Σx = n} in the rounds); after the rounds each is made non-negative integers summing to n
+(projection, largest remainder) for the linking. Their use as "match filters", chosen here:
 
 * Measured with the chain views in the same single pass, sharing ε by the same sᵢ^(1/3) rule
   over all views. The layout search is DPView's (on base and cross views only), so DPView and
-  DPView+ of the same seed share their chain. Each uᵢ is post-processed alone (projected onto
-  {x ≥ 0, Σx = n}, integers by largest remainder), not made consistent with bᵢ and bᵢ₊₁: the
-  linking keeps the chain views exact whatever uᵢ says, so uᵢ only has to rank pairings.
+  DPView+ of the same seed and d share their chain (the guideline may pick a smaller d for
+  DPView+, whose upper views take part of ε).
 * Used when bᵢ₊₁ is linked, within each block s of S = cᵢ ∩ bᵢ₊₁: the records carry values l of
   L = bᵢ \\ cᵢ, the block's cells values r of R = bᵢ₊₁ \\ cᵢ. A plan over (s, l, r) is fitted
   by iterative proportional fitting to three margins: the records' (s, l) counts, the cells'
@@ -96,13 +123,16 @@ from dp_dask.checks import (
     read_model_arrays,
     write_model_files,
 )
+from dp_dask.cluster import compute
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals import check_neighbours
 from dp_dask.postprocess.consistency import ratio_or_zero
 from dp_dask.postprocess.rowupdate import round_rows, round_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
+from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
@@ -110,9 +140,15 @@ from dp_dask.timing import timed
 MODEL_FORMAT = 1
 METHOD = "dpview"
 METHOD_PLUS = "dpview+"
-DEFAULT_VIEW_SIZE = 5  # the paper's d for Adult
+PAPER_VIEW_SIZE = 5  # the paper's fixed d for Adult
+AUTO = "auto"  # view_size chosen by the guideline (:func:`guideline_view_size`)
+DEFAULT_VIEW_SIZE = AUTO
+USEFULNESS = 4.0  # θ of the guideline: PrivBayes's θ-usefulness default (Zhang et al. 2014)
+ROWS_SHARE = 0.01  # of ε, for a noisy n when the guideline needs n and n is private
 DEFAULT_TRIES = 200  # measured against 20 on Adult: docs/results-adult.md, DPView
-VIEW_L1_SENSITIVITY = 2  # replace one row: one cell −1, one cell +1
+# A view table's L1 sensitivity under each notion of neighbours (privacy.labels.NEIGHBOURING):
+# replacing a row moves one cell −1 and one +1; adding or removing one moves one cell by 1.
+VIEW_L1_SENSITIVITY = {"replace": 2, "add_remove": 1}
 SHARE_EXPONENT = 1.0 / 3.0
 CONSISTENCY_TOL = 0.01  # counts per shared cell; propagation removes the rest exactly
 MAX_ROUNDS = 100
@@ -137,6 +173,15 @@ def cross_view(left: View, right: View, sizes: np.ndarray, view_size: int) -> Vi
     largest = sorted(left, key=lambda a: (-int(sizes[a]), a))[:half]
     smallest = sorted(right, key=lambda a: (int(sizes[a]), a))[: view_size - half]
     return tuple(sorted(largest + smallest))
+
+
+def sorted_base_views(groups: list[np.ndarray], sizes: np.ndarray) -> tuple[View, ...]:
+    """Algorithm 1's order: base views by ascending domain size (ties: attribute indices), each
+    view's attributes ascending. The chain then links views of like size, so a cross view (the
+    largest attributes of the smaller bᵢ, the smallest of the larger bᵢ₊₁) stays near their size.
+    """
+    views = [tuple(sorted(int(a) for a in group)) for group in groups]
+    return tuple(sorted(views, key=lambda v: (domain(v, sizes), v)))
 
 
 @dataclass(frozen=True)
@@ -179,8 +224,7 @@ def view_layout(sizes: np.ndarray, view_size: int = DEFAULT_VIEW_SIZE,
     groups = math.ceil(len(sizes) / view_size)
     best: tuple[tuple[bool, int], ViewLayout] | None = None
     for _ in range(int(tries)):
-        base = tuple(tuple(sorted(int(a) for a in group))
-                     for group in np.array_split(rng.permutation(len(sizes)), groups))
+        base = sorted_base_views(np.array_split(rng.permutation(len(sizes)), groups), sizes)
         cross = tuple(cross_view(b, c, sizes, int(view_size)) for b, c in zip(base, base[1:]))
         accepted = not cross or (max(domain(v, sizes) for v in cross)
                                  <= max(domain(v, sizes) for v in base))
@@ -188,6 +232,39 @@ def view_layout(sizes: np.ndarray, view_size: int = DEFAULT_VIEW_SIZE,
         if best is None or key < best[0]:
             best = key, ViewLayout(base, cross, accepted)
     return best[1]
+
+
+def usefulness(views: tuple[View, ...], sizes: np.ndarray, n_rows: float, epsilon: float,
+               sensitivity: int) -> float:
+    """The least θ-usefulness of the views: a view's expected count per cell n/sᵢ over its
+    Laplace scale bᵢ = Δ/(ε·Pᵢ) (PrivBayes's θ, per view). Public inputs and n only."""
+    domains = np.array([domain(v, sizes) for v in views], dtype=np.float64)
+    scales = sensitivity / (epsilon * budget_shares(domains))
+    return float((n_rows / domains / scales).min())
+
+
+def guideline_view_size(sizes: np.ndarray, n_rows: float, epsilon: float, sensitivity: int, *,
+                        tries: int = DEFAULT_TRIES, seed: int = 0, plus: bool = False,
+                        theta: float = USEFULNESS) -> int:
+    """Section IV-C7's guideline, as read here: the largest d whose layout keeps every view
+    θ-useful (:func:`usefulness` ≥ θ, θ = 4 as PrivBayes), else d = 2.
+
+    Why this reading: the guideline trades the noise per cell, which grows with a view's domain,
+    against the dependence a larger view keeps; with no count of the data but n, the per-cell
+    signal-to-noise ratio n/(sᵢ·bᵢ) is what public inputs say about the first, and PrivBayes'
+    θ-usefulness (the paper's baseline) is that ratio's accepted threshold. Each d's layout is
+    :func:`view_layout`'s (with the upper views for DPView+, which share ε), so the rule sees
+    the views that would be measured. A function of public sizes, n, ε, Δ, tries and seed.
+    """
+    best = 2
+    for d in range(2, len(sizes) + 1):
+        layout = view_layout(sizes, d, tries, seed)
+        views = layout.views
+        if plus:
+            views += tuple(v for v in upper_views(layout, sizes)[0] if v is not None)
+        if usefulness(views, sizes, n_rows, epsilon, sensitivity) >= theta:
+            best = d
+    return best
 
 
 def chain_links(views: tuple[View, ...]) -> list[tuple[int, int, View]]:
@@ -259,9 +336,9 @@ def budget_shares(domains: np.ndarray) -> np.ndarray:
     return weights / weights.sum()
 
 
-def laplace_scales(epsilon: float, shares: np.ndarray) -> np.ndarray:
+def laplace_scales(epsilon: float, shares: np.ndarray, sensitivity: int = 2) -> np.ndarray:
     """bᵢ = Δ/(ε·Pᵢ): view i's measurement is (ε·Pᵢ)-DP."""
-    return VIEW_L1_SENSITIVITY / (epsilon * np.asarray(shares))
+    return sensitivity / (epsilon * np.asarray(shares))
 
 
 def split_views(vector: np.ndarray, views: tuple[View, ...], sizes: np.ndarray
@@ -272,10 +349,11 @@ def split_views(vector: np.ndarray, views: tuple[View, ...], sizes: np.ndarray
     return [part.reshape(shape) for part, shape in zip(np.split(vector, bounds), shapes)]
 
 
-def measure_views(exact: list[np.ndarray], scales: np.ndarray, *, sampler: str = "opendp",
-                  rng: np.random.Generator | None = None) -> list[np.ndarray]:
+def measure_views(exact: list[np.ndarray], scales: np.ndarray, *, sensitivity: int = 2,
+                  sampler: str = "opendp", rng: np.random.Generator | None = None
+                  ) -> list[np.ndarray]:
     """Each exact view table + Laplace of its scale: one measurement per view."""
-    return [laplace_noise(table.ravel(), float(scale), sensitivity=VIEW_L1_SENSITIVITY,
+    return [laplace_noise(table.ravel(), float(scale), sensitivity=sensitivity,
                           sampler=sampler, rng=rng).reshape(table.shape)
             for table, scale in zip(exact, scales)]
 
@@ -300,16 +378,32 @@ def from_blocks(blocks: np.ndarray, view: View, shared: View, shape: tuple[int, 
     return blocks.reshape([shape[i] for i in axes]).transpose(np.argsort(axes))
 
 
-def make_consistent(tables: list[np.ndarray], views: tuple[View, ...],
-                    shares: np.ndarray) -> list[np.ndarray]:
-    """One round: neighbouring views' marginals on their shared attributes S replaced by their
+def upper_links(views: tuple[View, ...], upper: tuple[View | None, ...]
+                ) -> list[tuple[int, int, View]]:
+    """(base view, upper view, shared attributes) for DPView+'s consistency: the kept upper views
+    follow the chain in ``views``; uᵢ shares bᵢ \\ cᵢ with bᵢ and bᵢ₊₁ \\ cᵢ with bᵢ₊₁."""
+    links = []
+    position = len(views) - sum(v is not None for v in upper)
+    for i, view in enumerate(upper):
+        if view is None:
+            continue
+        for base in (2 * i, 2 * i + 2):
+            links.append((base, position, tuple(a for a in view if a in views[base])))
+        position += 1
+    return links
+
+
+def make_consistent(tables: list[np.ndarray], views: tuple[View, ...], shares: np.ndarray,
+                    links: list[tuple[int, int, View]] | None = None) -> list[np.ndarray]:
+    """One round: linked views' marginals on their shared attributes S replaced by their
     inverse-variance average, the correction spread evenly over each block's ξ cells.
 
     View i's marginal on S sums ξᵢ cells of Laplace variance 2bᵢ² ∝ 1/Pᵢ², so its weight is
-    wᵢ ∝ Pᵢ²/ξᵢ. Totals are kept when both tables have the same total.
+    wᵢ ∝ Pᵢ²/ξᵢ. Totals are kept when both tables have the same total. ``links`` default to the
+    chain's (:func:`chain_links`); DPView+ adds :func:`upper_links`.
     """
     tables = [t.astype(np.float64, copy=True) for t in tables]
-    for i, j, shared in chain_links(views):
+    for i, j, shared in chain_links(views) if links is None else links:
         blocks = [as_blocks(tables[v], views[v], shared) for v in (i, j)]
         margins = [b.sum(axis=1) for b in blocks]
         weights = [shares[v] ** 2 / b.shape[1] for v, b in zip((i, j), blocks)]
@@ -325,23 +419,34 @@ def non_negative(table: np.ndarray, total: float) -> np.ndarray:
     return project_to_total(table, total)
 
 
-def inconsistency(tables: list[np.ndarray], views: tuple[View, ...]) -> float:
-    """The largest difference between neighbouring views' marginals on what they share."""
+def inconsistency(tables: list[np.ndarray], views: tuple[View, ...],
+                  links: list[tuple[int, int, View]] | None = None) -> float:
+    """The largest difference between linked views' marginals on what they share."""
     return max((float(np.abs(as_blocks(tables[i], views[i], s).sum(axis=1)
                              - as_blocks(tables[j], views[j], s).sum(axis=1)).max())
-                for i, j, s in chain_links(views)), default=0.0)
+                for i, j, s in (chain_links(views) if links is None else links)), default=0.0)
 
 
 def post_process(noisy: list[np.ndarray], views: tuple[View, ...], shares: np.ndarray,
-                 n_rows: int) -> tuple[list[np.ndarray], int, float]:
-    """Tables summing to n (public), ≥ 0 and (within CONSISTENCY_TOL) consistent; with the
-    rounds run and the remaining inconsistency."""
+                 n_rows: int, upper: tuple[View | None, ...] = ()
+                 ) -> tuple[list[np.ndarray], int, float]:
+    """Tables summing to n, consistent (within CONSISTENCY_TOL) and the chain's ≥ 0; with the
+    rounds run and the remaining inconsistency.
+
+    ``views`` is the chain followed by DPView+'s kept upper views (``upper``: one per cross
+    view, None where dropped). The upper views take part in every consistency round (linked to
+    both their base views, :func:`upper_links`) but not in the normalisation (the projection
+    onto {x ≥ 0, Σx = n}), which only the chain's tables get, as in the paper.
+    """
+    chain = len(views) - sum(v is not None for v in upper)
+    links = chain_links(views[:chain]) + upper_links(views, upper)
     tables = [t + (n_rows - t.sum()) / t.size for t in noisy]
     gap = math.inf
     rounds = 0
     while rounds < MAX_ROUNDS and gap > CONSISTENCY_TOL:
-        tables = [non_negative(t, n_rows) for t in make_consistent(tables, views, shares)]
-        gap = inconsistency(tables, views)
+        tables = make_consistent(tables, views, shares, links)
+        tables = [non_negative(t, n_rows) for t in tables[:chain]] + tables[chain:]
+        gap = inconsistency(tables, views, links)
         rounds += 1
     return tables, rounds, gap
 
@@ -485,23 +590,39 @@ def integer_table(table: np.ndarray, total: int) -> np.ndarray:
     return round_to_total(project_to_total(table, total).ravel(), total).reshape(table.shape)
 
 
-def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int, epsilon: float, *,
+def estimated_rows(noisy: list[np.ndarray], scales: np.ndarray) -> int:
+    """n from the noisy view totals (add/remove: n is private): their inverse-variance average,
+    a total of sᵢ cells having variance sᵢ·2bᵢ²; at least 1. Post-processing only."""
+    weights = np.array([1.0 / (t.size * b * b) for t, b in zip(noisy, scales)])
+    totals = np.array([t.sum() for t in noisy])
+    return max(1, round(float(weights @ totals / weights.sum())))
+
+
+def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int | None,
+           epsilon: float, *, upper: tuple[View | None, ...] = (), sensitivity: int = 2,
            sampler: str = "opendp", rng: np.random.Generator | None = None
            ) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """DPView on the exact tables of the chain ``views``, then of any upper views (DPView+):
-    measure all, post-process the chain together and each upper view alone, integerise.
+    """DPView on the exact tables of the chain ``views``, then of the kept ``upper`` views
+    (DPView+): measure all, post-process them together (:func:`post_process`), integerise.
+    ``n_rows`` None (add/remove neighbours): n estimated from the noisy tables.
 
-    Returns the integer tables (chain order, then upper views) and what the metadata records.
+    Returns the integer tables (chain order, then upper views), n and what the metadata
+    records.
     """
     shares = budget_shares([t.size for t in exact])
-    scales = laplace_scales(epsilon, shares)
-    noisy = measure_views(exact, scales, sampler=sampler, rng=rng)  # exact counts end here
-    chain = len(views)
-    tables, rounds, gap = post_process(noisy[:chain], views, shares[:chain], n_rows)
+    scales = laplace_scales(epsilon, shares, sensitivity)
+    noisy = measure_views(exact, scales, sensitivity=sensitivity, sampler=sampler,
+                          rng=rng)  # exact counts end here
+    if n_rows is None:
+        n_rows = estimated_rows(noisy, scales)
+    chain = len(noisy) - sum(v is not None for v in upper)
+    every = views + tuple(v for v in upper if v is not None)
+    tables, rounds, gap = post_process(noisy, every, shares, n_rows, upper)
     details = {"budget_shares": shares.tolist(), "laplace_scales": scales.tolist(),
-               "consistency_rounds": rounds, "inconsistency_before_rounding": gap}
-    return (propagate(tables, views, n_rows)
-            + [integer_table(t, n_rows) for t in noisy[chain:]]), details
+               "consistency_rounds": rounds, "inconsistency_before_rounding": gap,
+               "n_rows": n_rows}
+    return (propagate(tables[:chain], views, n_rows)
+            + [integer_table(t, n_rows) for t in tables[chain:]]), details
 
 
 @dataclass(frozen=True)
@@ -596,16 +717,22 @@ class DPViewSampler:
 class DPViewSynthesizer(Synthesizer):
     """DPView (``--method dpview``): pure ε-DP, δ = 0 (``delta`` is ignored).
 
-    Extra parameters: ``view_size`` d (default 5, the paper's for Adult), ``tries`` x (layouts
-    drawn, default 200) and ``layout_seed`` (default 0): the layout depends on these and the
-    public schema only.
+    Extra parameters: ``view_size`` d, "auto" (default: Section IV-C7's guideline,
+    :func:`guideline_view_size`) or an integer ≥ 2 (5 is the paper's fixed choice for Adult);
+    ``rows``, a public row count for the guideline (default None: under replace-one neighbours
+    n is public and counted exactly; under add/remove a noisy count spends ROWS_SHARE of ε);
+    ``tries`` x (layouts drawn, default 200), ``layout_seed`` (default 0); ``neighbours``,
+    "replace" (one row replaced, n public, Δ = 2 per view: default) or "add_remove" (one row
+    added or removed, n private, Δ = 1 per view: the paper's notion; the ledger counts it at its
+    replace-one ε, 2ε, docs/privacy.md). The layout depends on these, n and the public schema.
     """
 
     name: ClassVar[str] = METHOD
     plus: ClassVar[bool] = False  # DPView+: upper cross views as match filters
 
-    def __init__(self, schema: Schema | str | Path, *, view_size: int = DEFAULT_VIEW_SIZE,
-                 tries: int = DEFAULT_TRIES, layout_seed: int = 0, **common: Any) -> None:
+    def __init__(self, schema: Schema | str | Path, *, view_size: int | str = DEFAULT_VIEW_SIZE,
+                 rows: int | None = None, tries: int = DEFAULT_TRIES, layout_seed: int = 0,
+                 neighbours: str = "replace", **common: Any) -> None:
         super().__init__(schema, **common)
         self.delta = 0.0
         self.view_size = view_size
@@ -614,8 +741,59 @@ class DPViewSynthesizer(Synthesizer):
                 or layout_seed < 0):
             raise ValueError(f"layout_seed must be an integer >= 0, got {layout_seed!r}")
         self.layout_seed = layout_seed
-        # public inputs only, so drawn here: bad view_size or tries fail at construction
-        self.layout = view_layout(self.schema.sizes, view_size, tries, layout_seed)
+        self.neighbours = check_neighbours(neighbours)
+        if rows is not None and (isinstance(rows, bool) or int(rows) != rows or rows < 1):
+            raise ValueError(f"rows must be a positive integer (a public n), got {rows!r}")
+        self.rows = rows
+        self.rows_noise_: dict[str, Any] | None = None  # the noisy n's record, when one is drawn
+        self.chosen_view_size: int | None = None
+        self.layout: ViewLayout | None = None
+        if view_size != AUTO:  # public inputs only, so drawn here: bad values fail at once
+            self._set_layout(view_size)
+        else:
+            view_layout(self.schema.sizes, PAPER_VIEW_SIZE, tries, layout_seed)  # checks tries
+            if rows is not None:
+                self._set_layout(self._guideline(rows, self.epsilon))
+
+    @property
+    def sensitivity(self) -> int:
+        return VIEW_L1_SENSITIVITY[self.neighbours]
+
+    @property
+    def rows_public(self) -> bool:
+        return self.neighbours == "replace"
+
+    @property
+    def views_epsilon(self) -> float:
+        """ε of the views: all of it, less ROWS_SHARE when a noisy n was (or will be) drawn."""
+        noisy_rows = self.view_size == AUTO and self.rows is None and not self.rows_public
+        return self.epsilon * (1 - ROWS_SHARE) if noisy_rows else self.epsilon
+
+    def _guideline(self, n_rows: float, epsilon: float) -> int:
+        return guideline_view_size(self.schema.sizes, n_rows, epsilon, self.sensitivity,
+                                   tries=self.tries, seed=self.layout_seed, plus=self.plus)
+
+    def _set_layout(self, view_size: int) -> None:
+        self.layout = view_layout(self.schema.sizes, view_size, self.tries, self.layout_seed)
+        self.chosen_view_size = int(view_size)
+
+    def _resolve_layout(self, ddf: dd.DataFrame) -> None:
+        """The guideline's layout once n is known: n counted exactly (one pass) and, when n is
+        private, noised on the driver with ε·ROWS_SHARE (Laplace, Δ = 1) before any use."""
+        if self.view_size != AUTO or self.rows is not None:
+            return
+        (counts,) = compute(view_count_graph(ddf, self.schema, ((0,),)),
+                            show_progress=self.show_progress)
+        n_rows = float(counts.sum())
+        if not self.rows_public:
+            epsilon = self.epsilon * ROWS_SHARE
+            rng = (None if self.noise_seed is None
+                   else np.random.default_rng([int(self.noise_seed), 1]))
+            n_rows = float(laplace_noise(np.array([int(n_rows)]), 1.0 / epsilon, sensitivity=1,
+                                         sampler=self.noise_sampler, rng=rng)[0])
+            self.rows_noise_ = {"epsilon": epsilon, "laplace_scale": 1.0 / epsilon,
+                                "noisy_rows": n_rows}
+        self._set_layout(self._guideline(max(n_rows, 1.0), self.views_epsilon))
 
     @property
     def upper(self) -> tuple[tuple[View | None, ...], list[dict[str, Any]]]:
@@ -628,21 +806,40 @@ class DPViewSynthesizer(Synthesizer):
         return self.layout.views + tuple(v for v in self.upper[0] if v is not None)
 
     def _privacy_plan(self) -> dict[str, Any]:
-        check_view_cells(self.measured_views, self.schema)  # before any data is read
+        plan = {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
+                "accountant": BASIC_COMPOSITION, "rho": None}
+        if self.layout is None:  # the guideline picks d once n is known
+            return plan | {"budget_split": f"views of the size Section IV-C7's guideline picks "
+                           f"from the public domain sizes, n and epsilon{self._rows_split()}"}
+        check_view_cells(self.measured_views, self.schema)  # before the views are counted
         shares = budget_shares([domain(v, self.schema.sizes) for v in self.measured_views])
-        return {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
-                "accountant": BASIC_COMPOSITION, "rho": None,
-                "budget_split": self._budget_split(shares)}
+        return plan | {"budget_split": self._budget_split(shares)}
+
+    def _ledger_plan(self) -> dict[str, Any]:
+        """The plan as replace-one-row DP: under add/remove every view's Laplace noise meets a
+        replacement moving its table by 2 in L1, twice the sensitivity, hence 2ε (and the noisy
+        n, Δ = 1 under add/remove, 0 under replacement, is covered by it)."""
+        plan = self._privacy_plan()
+        return plan if self.rows_public else {**plan, "epsilon": 2 * plan["epsilon"]}
+
+    def _rows_split(self) -> str:
+        if self.view_size == AUTO and self.rows is None and not self.rows_public:
+            return (f"; first {ROWS_SHARE:g} of epsilon on a noisy n (Laplace, L1 sensitivity "
+                    "1) for the guideline, the rest on the views")
+        return ""
 
     def _budget_split(self, shares: np.ndarray) -> str:
         parts = ", ".join(f"{p:.4g}" for p in shares)
         upper = sum(v is not None for v in self.upper[0])
         what = f" (the chain, then {upper} upper cross views)" if self.plus else ""
-        return (f"{len(shares)} views{what} (Laplace, L1 sensitivity 2 each), view i gets "
-                f"epsilon*P_i with P_i = s_i^(1/3)/sum_j s_j^(1/3) (s = domain size): P = "
-                f"[{parts}]; basic composition gives ({self.epsilon:g}, 0)-DP")
+        return (f"{len(shares)} views{what} (Laplace, L1 sensitivity {self.sensitivity} each), "
+                f"view i gets epsilon_v*P_i with P_i = s_i^(1/3)/sum_j s_j^(1/3) (s = domain "
+                f"size): P = [{parts}], epsilon_v = {self.views_epsilon:g}{self._rows_split()};"
+                f" basic composition gives ({self.epsilon:g}, 0)-DP")
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
+        self._resolve_layout(ddf)
+        check_view_cells(self.measured_views, self.schema)
         return view_count_graph(ddf, self.schema, self.measured_views)
 
     def _rows_counted(self, exact: np.ndarray) -> int:
@@ -656,8 +853,16 @@ class DPViewSynthesizer(Synthesizer):
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         with timed(self.timings_, "noise_views"):
             tables, details = dpview(split_views(exact, self.measured_views, self.schema.sizes),
-                                     layout.views, n_rows, self.epsilon,
-                                     sampler=self.noise_sampler, rng=rng)
+                                     layout.views, n_rows if self.rows_public else None,
+                                     self.views_epsilon, upper=upper,
+                                     sensitivity=self.sensitivity, sampler=self.noise_sampler,
+                                     rng=rng)
+        as_replace_one = {}
+        if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
+            n_rows = metadata["n_rows"] = details["n_rows"]
+            as_replace_one = {"replace_one_row": {"epsilon": self._ledger_plan()["epsilon"],
+                                                  "rho": None}}
+        rows_noise = {"noisy_rows_for_guideline": self.rows_noise_} if self.rows_noise_ else {}
         kept = iter(tables[len(layout.views):])
         upper_tables = tuple(None if v is None else next(kept) for v in upper)
         plus = {"upper_views": [None if v is None else [self.schema.names[a] for a in v]
@@ -667,14 +872,17 @@ class DPViewSynthesizer(Synthesizer):
             "method": f"{self.name}: noisy views from domain sizes, consistency, linking"
                       f"{' filtered by upper cross views' if self.plus else ''} "
                       "(Lin, Yu & Huang)",
-            "parameters": {"view_size": self.view_size, "tries": self.tries,
-                           "layout_seed": self.layout_seed},
+            "parameters": {"view_size": self.view_size, "chosen_view_size":
+                           self.chosen_view_size, "rows": self.rows, "tries": self.tries,
+                           "layout_seed": self.layout_seed, "neighbours": self.neighbours},
             "privacy": self._privacy_record(
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
+                neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one, **rows_noise,
                 budget_shares=details["budget_shares"],
                 laplace_scales=details["laplace_scales"], budget_split=plan["budget_split"],
                 post_processing="totals set to n; weighted consistency on shared attributes "
-                "and projection onto {x >= 0, sum x = n}, alternated; largest-remainder "
+                f"{'(upper views included) ' if self.plus else ''}and projection of the "
+                "chain's tables onto {x >= 0, sum x = n}, alternated; largest-remainder "
                 "integers propagated along the chain of views"),
             "model": {"method": self.name, "layout": layout.to_json(self.schema), **plus,
                       "consistency_rounds": details["consistency_rounds"],
