@@ -45,8 +45,9 @@ from benchmarks.peers import (
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.queries import marginal_l1_errors, markdown_table, range_fraction_errors
+from dp_dask.evaluate.queries import marginal_l1_errors, range_fraction_errors
 from dp_dask.evaluate.sweep import classifier_accuracies
+from dp_dask.evaluate.tables import markdown_table
 
 DATA = ("/work/shared/data/adult/adult.csv", "/work/shared/data/adult/adult_test.csv")
 TARGET = "income"
