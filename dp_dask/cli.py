@@ -229,6 +229,9 @@ def _sampling_options(parser: argparse.ArgumentParser, out_default: Path | None 
                        help="how bins become the Parquet's values, for attributes whose schema "
                        "names no 'decode': uniform (default: a seeded draw within the bin, in "
                        "the schema's dtype), midpoint, or label (the bin labels)")
+    group.add_argument("--zarr", action="store_true",
+                       help="also write the dummy-coded rows, uint8 (rows, d), as "
+                       "synthetic.zarr (d bytes a row: off by default)")
     group.add_argument("--out", default=out_default, required=out_default is None,
                        help="output directory: a local path or an object-store URL (s3://, "
                        "gs://, abfs://; published through a pointer object)" +
@@ -381,7 +384,7 @@ def run_sample(args: argparse.Namespace) -> None:
                                   partition_rows=args.partition_rows,
                                   device=args.sampling_device,
                                   storage_options=args.storage_options,
-                                  decode=args.decode)
+                                  decode=args.decode, with_binary=args.zarr)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -396,7 +399,7 @@ def run_synth(args: argparse.Namespace) -> None:
                                   partition_rows=args.partition_rows, with_model=True,
                                   device=args.sampling_device,
                                   storage_options=args.storage_options,
-                                  decode=args.decode)
+                                  decode=args.decode, with_binary=args.zarr)
     _report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
 
@@ -414,7 +417,7 @@ def run_demo(args: argparse.Namespace) -> None:
     paths = {"model": synthesizer.save(args.out / "model")}
     paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,
                                partition_rows=args.partition_rows, device=args.sampling_device,
-                               decode=args.decode)
+                               decode=args.decode, with_binary=args.zarr)
     _report(synthesizer, paths)
     # The demo data is itself synthetic and public, so comparing with it reveals nothing.
     schema = synthesizer.schema

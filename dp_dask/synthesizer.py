@@ -360,9 +360,14 @@ class Synthesizer:
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,
               device: str = "cpu", storage_options: dict[str, Any] | None = None,
-              decode: str = "uniform") -> dict[str, Location]:
-        """Sample and publish the release ``synthetic.zarr``, ``synthetic.parquet``,
-        ``metadata.json`` (and the model in ``model/`` with ``with_model``) at ``out``.
+              decode: str = "uniform", with_binary: bool = False) -> dict[str, Location]:
+        """Sample and publish the release ``synthetic.parquet`` and ``metadata.json`` (the model
+        in ``model/`` with ``with_model``; the dummy-coded rows as ``synthetic.zarr`` with
+        ``with_binary``) at ``out``.
+
+        ``with_binary``: the (rows, d) uint8 dummies are d bytes a row (674 on the DSS shape,
+        against ~30 for the decoded row) and the largest part of writing them, so they are
+        written only when asked (docs/benchmarks.md, "Per-row cost").
 
         ``device``: "cpu" (default), "gpu" (the copula's draws on a CUDA GPU through CuPy: the
         same distribution, other rows for the same seed) or "auto" (the GPU where usable). The
@@ -394,6 +399,8 @@ class Synthesizer:
         plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
                 "partition_rows": partition_rows, "with_model": with_model,
                 "record_format": RECORD_FORMAT,
+                # releases with the dummies keep their plans: an older job's staging resumes
+                **({} if with_binary else {"binary": False}),
                 # the CPU's and the labels' plans stay as they were, so their releases resume
                 **({"device": device} if device != "cpu" else {}),
                 # a resumed write never mixes decodings
@@ -401,11 +408,13 @@ class Synthesizer:
         with release_lock(target, storage_options):
             staged = stage_release(target, plan, storage_options)
             if not staged.complete:
-                self._write_staged(staged, metadata, partitions, with_model)
+                self._write_staged(staged, metadata, partitions, with_model, with_binary)
             published = staged.publish()
         paths = {name: join(published, file) for name, file in (
-            ("zarr", "synthetic.zarr"), ("parquet", "synthetic.parquet"),
-            ("metadata", "metadata.json"), ("record", COMPLETE))}
+            ("parquet", "synthetic.parquet"), ("metadata", "metadata.json"),
+            ("record", COMPLETE))}
+        if with_binary:
+            paths["zarr"] = join(published, "synthetic.zarr")
         if with_model:
             paths["model"] = join(published, "model")
         if self.ledger is not None and self.ledger_entry_ is not None:
@@ -414,7 +423,7 @@ class Synthesizer:
         return paths
 
     def _write_staged(self, staged: StagedRelease, metadata: dict[str, Any], partitions: int,
-                      with_model: bool) -> None:
+                      with_model: bool, with_binary: bool) -> None:
         """The missing partitions, then metadata and the completion record, into staging."""
         sampling = metadata["sampling"]
         options = staged.storage_options
@@ -425,11 +434,11 @@ class Synthesizer:
         with timed(self.timings_, "sample_write"):
             done = staged.done()
             zarr_path = join(staged.path, "synthetic.zarr")
-            binary = (open_zarr_for_writing(zarr_path, options) if done else
-                      create_zarr(zarr_path, (sampling["rows"], self.schema.d),
-                                  sampling["partition_rows"],
-                                  {"columns": self.schema.column_labels(), **metadata},
-                                  options))
+            binary = None if not with_binary else (
+                open_zarr_for_writing(zarr_path, options) if done else
+                create_zarr(zarr_path, (sampling["rows"], self.schema.d),
+                            sampling["partition_rows"],
+                            {"columns": self.schema.column_labels(), **metadata}, options))
             compute(*write_partitions(self.model, sampling["rows"], seed=sampling["seed"],
                                       partition_rows=sampling["partition_rows"],
                                       binary_target=binary,

@@ -45,6 +45,33 @@ def test_runner_reports_every_stage(tmp_path, method):
     assert not (tmp_path / "out-adult-2000").exists()  # output removed unless kept
 
 
+def test_runner_counts_cpu_seconds_and_writes_zarr_only_when_asked(tmp_path):
+    for zarr in (False, True):
+        result = run("adult", rows=2_000, workers=1, memory_limit="2GiB", root=tmp_path,
+                     keep_output=True, with_binary=zarr)
+        assert result["cpu_s"]["fit"] > 0 and result["cpu_s"]["write"] > 0
+        assert (tmp_path / "out-adult-2000" / "synthetic.zarr").exists() == zarr
+        assert "CPU s (driver + workers)" in table(result)
+
+
+def test_stage_profile_times_every_stage_and_its_floor(tmp_path):
+    from benchmarks.stages import profile
+    from benchmarks.stages import table as stage_table
+    from dp_dask.synthesizer import load_model
+
+    result = run("adult", rows=2_000, workers=1, memory_limit="2GiB", root=tmp_path,
+                 sample_rows=0, return_model=True, noise_sampler="numpy")
+    model = result["model"]
+    model.save(tmp_path / "model")
+    profiled = profile(load_model(tmp_path / "model"), 1_500, repeat=1)
+    cpu = profiled["cpu_s"]
+    for stage in ("resample", "match_one_way", "decode (uniform)", "parquet part (label)",
+                  "zarr chunk", "floor: one numpy pass over the codes"):
+        assert cpu[stage] >= 0
+    assert cpu["estimate: whole (tree, raking, weight fit, trial)"] > cpu["estimate: tree start"]
+    assert "µs/row" in stage_table(profiled)
+
+
 def test_runner_times_a_label_release_against_a_typed_one(tmp_path):
     """--decode reaches the release: label output holds bin labels, typed output numbers."""
     types = {}

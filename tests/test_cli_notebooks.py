@@ -31,7 +31,7 @@ def test_synth_on_adult_writes_zarr_parquet_metadata(client, adult_csv, tmp_path
                                                      method, options, accounting):
     code = main(["synth", "--data", str(adult_csv), "--schema", "adult", "--out",
                  str(tmp_path), "--epsilon", "1", "--method", method, *options, "--rows", "5000",
-                 "--partition-rows", "2000", *scheduler(client)])
+                 "--partition-rows", "2000", "--zarr", *scheduler(client)])
     assert code == 0
     printed = capsys.readouterr().out
     assert accounting in printed and "synthetic.zarr" in printed

@@ -61,7 +61,7 @@ def test_large_epsilon_keeps_marginals_and_correlations(client, data, exact_fit)
 
 
 def test_release_files_and_metadata(client, exact_fit, tmp_path):
-    paths = exact_fit.write(tmp_path, 12_345, seed=7, partition_rows=5_000)
+    paths = exact_fit.write(tmp_path, 12_345, seed=7, partition_rows=5_000, with_binary=True)
     binary = zarr.open_array(str(paths["zarr"]), mode="r")
     assert binary.shape == (12_345, exact_fit.schema.d)
     assert binary.chunks == (5_000, exact_fit.schema.d)
@@ -112,7 +112,7 @@ def test_same_seed_same_release_on_one_or_two_workers(client, data, tmp_path):
     def release(out):
         synthesizer = GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=1.0,
                                                 noise_sampler="numpy", noise_seed=11)
-        synthesizer.fit(data).write(out, 9_000, seed=4, partition_rows=2_000)
+        synthesizer.fit(data).write(out, 9_000, seed=4, partition_rows=2_000, with_binary=True)
         return (zarr.open_array(str(out / "synthetic.zarr"), mode="r")[:],
                 pd.read_parquet(out / "synthetic.parquet"), synthesizer.model.noisy_counts)
 
@@ -158,7 +158,7 @@ def test_missing_column_fails_before_any_work(client, small_schema):
 
 
 def test_rewriting_a_release_replaces_it(client, exact_fit, tmp_path):
-    exact_fit.write(tmp_path, 6_000, seed=1, partition_rows=1_000)
-    paths = exact_fit.write(tmp_path, 2_500, seed=2, partition_rows=1_000)
+    exact_fit.write(tmp_path, 6_000, seed=1, partition_rows=1_000, with_binary=True)
+    paths = exact_fit.write(tmp_path, 2_500, seed=2, partition_rows=1_000, with_binary=True)
     assert len(pd.read_parquet(paths["parquet"])) == 2_500
     assert zarr.open_array(str(paths["zarr"]), mode="r").shape[0] == 2_500

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import dask
 import dask.dataframe as dd
@@ -27,6 +28,8 @@ from dp_dask.methods.marginals import (
     fit_marginals,
     measure,
     measured_queries,
+    one_way_targets,
+    tree_start,
 )
 from dp_dask.postprocess import reweight, rowupdate
 from dp_dask.postprocess.consistency import Marginals, Measurement
@@ -118,7 +121,8 @@ def test_saved_model_samples_the_same(client, fitted, tmp_path):
 
 
 def test_write_release(client, fitted, tmp_path):
-    paths = fitted.write(tmp_path / "release", 5_000, seed=0, partition_rows=2_000)
+    paths = fitted.write(tmp_path / "release", 5_000, seed=0, partition_rows=2_000,
+                          with_binary=True)
     frame = pd.read_parquet(paths["parquet"])
     assert len(frame) == 5_000
     binary = zarr.open_array(str(paths["zarr"]))[:]
@@ -254,6 +258,38 @@ def test_codes_of_wide_attributes_keep_their_cells():
     rowupdate.update_rows(codes, shifted, sizes, np.random.default_rng(1))
     after = np.abs(pair_counts(codes, (0, 1), sizes) - shifted[(0, 1)]).sum()
     assert before == 2 * rows and after < before / 100
+
+
+def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fitted):
+    # The trial is a partition like the others: where it kept no sweep, their own sweeps
+    # (made anyway here) are thrown away too, so skipping them loses nothing.
+    sampler = fitted.model.sampler()
+    estimate = sampler.for_release(5_000, np.random.SeedSequence(1))
+    kept = [replace(estimate, updates=True)._draw(5_000, np.random.default_rng(seed))[1]
+            for seed in range(3)]
+    assert kept == [estimate.updates] * 3
+    # Far from its targets (no fit, the tree's rows alone), the trial keeps its sweeps.
+    far = replace(sampler, start=tree_start, fit_iterations=0)
+    assert far.for_release(5_000, np.random.SeedSequence(1)).updates
+    # Without updates a partition still ends on its exact one-way targets.
+    skipping = replace(estimate, updates=False)
+    codes = skipping.draw_codes(5_000, np.random.SeedSequence(2))
+    for a, size in enumerate(fitted.schema.sizes):
+        np.testing.assert_array_equal(
+            np.bincount(codes[:, a], minlength=size),
+            one_way_targets(fitted.model.marginals.one_way, estimate.shared.one_way, 5_000)[a])
+
+
+def test_dummies_are_written_only_when_asked(client, fitted, tmp_path):
+    plain = fitted.write(tmp_path / "plain", 5_000, seed=0, partition_rows=2_000)
+    both = fitted.write(tmp_path / "both", 5_000, seed=0, partition_rows=2_000,
+                        with_binary=True)
+    assert "zarr" not in plain and not (tmp_path / "plain" / "synthetic.zarr").exists()
+    assert not any(name.startswith("synthetic.zarr")
+                   for name in json.loads(plain["record"].read_text())["files"])
+    assert zarr.open_array(str(both["zarr"])).shape == (5_000, fitted.schema.d)
+    pd.testing.assert_frame_equal(pd.read_parquet(plain["parquet"]),
+                                  pd.read_parquet(both["parquet"]))
 
 
 def test_a_fitted_partition_ends_on_the_mean_of_consistent_and_fitted_one_way_counts(fitted):

@@ -241,9 +241,18 @@ def fine_histograms(sampler: PartitionSampler) -> dict[int, np.ndarray]:
     return getattr(sampler, "fine", {})
 
 
+def draw_codes(sampler: PartitionSampler, rows: int,
+               child: np.random.SeedSequence) -> np.ndarray:
+    """A partition's codes alone, the same as :meth:`PartitionSampler.draw`'s: a sampler whose
+    dummies are a function of its codes (the marginals' one-hot) skips building them."""
+    if hasattr(sampler, "draw_codes"):  # as draw gives them: decoding sees the same array
+        return sampler.draw_codes(rows, child).astype(np.int16)
+    return sampler.draw(rows, child)[1]
+
+
 def _draw_frame(sampler: PartitionSampler, rows: int, child: np.random.SeedSequence,
                 decode: str) -> pd.DataFrame:
-    return decode_frame(sampler.draw(rows, child)[1], sampler.schema, decode, child,
+    return decode_frame(draw_codes(sampler, rows, child), sampler.schema, decode, child,
                         fine_histograms(sampler))
 
 
@@ -265,13 +274,16 @@ def part_name(index: int, partitions: int) -> str:
 
 
 def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: int,
-                     child: np.random.SeedSequence, binary_target: zarr.Array, part: Location,
-                     markers: Location, storage_options: dict[str, Any] | None, decode: str,
-                     arrow: pa.Schema) -> int:
-    binary, codes = sampler.draw(rows, child)
-    # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a retried or
-    # resumed task rewrites identical bytes.
-    binary_target[start : start + rows] = binary
+                     child: np.random.SeedSequence, binary_target: zarr.Array | None,
+                     part: Location, markers: Location, storage_options: dict[str, Any] | None,
+                     decode: str, arrow: pa.Schema) -> int:
+    if binary_target is None:
+        codes = draw_codes(sampler, rows, child)
+    else:
+        binary, codes = sampler.draw(rows, child)
+        # Partitions are chunk-aligned, so no two tasks write the same Zarr chunk, and a
+        # retried or resumed task rewrites identical bytes.
+        binary_target[start : start + rows] = binary
     # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
     # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
     partial = io.BytesIO()
@@ -295,14 +307,14 @@ def dictionary_columns(arrow: pa.Schema) -> list[str]:
 
 
 def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_rows: int,
-                     binary_target: zarr.Array, parquet: Location, markers: Location,
+                     binary_target: zarr.Array | None, parquet: Location, markers: Location,
                      skip: set[int] | frozenset[int] = frozenset(),
                      sampler: PartitionSampler | None = None,
                      storage_options: dict[str, Any] | None = None,
                      decode: str = "uniform") -> list[Delayed]:
-    """One task per partition not in ``skip``: draw it once, write its Zarr chunk and its
-    Parquet part under ``parquet`` (decoded by ``decode``), then its done marker under
-    ``markers``.
+    """One task per partition not in ``skip``: draw it once, write its Zarr chunk (unless
+    ``binary_target`` is None) and its Parquet part under ``parquet`` (decoded by ``decode``),
+    then its done marker under ``markers``.
 
     Paths must be absolute (or URLs of an object store, reached with ``storage_options``, which
     travel with the tasks): the tasks run in the workers' working directories.

@@ -387,6 +387,8 @@ class MarginalSampler:
     start: Start = raked_start
     fit_iterations: int = FIT_ITERATIONS
     shared: WeightedRows | None = None
+    # False where the release's trial partition kept no row-update sweep (:meth:`for_release`)
+    updates: bool = True
 
     @property
     def schema(self) -> Schema:
@@ -418,39 +420,72 @@ class MarginalSampler:
         """This sampler with weighted candidates for partitions of up to ``rows`` rows, drawn
         once from ``seed``: the start and the fit are the same estimate of the joint for every
         partition, so one release makes them once instead of once per partition (on the DSS
-        shape they were two thirds of a partition's time: docs/benchmarks.md)."""
-        candidates, weights = self.weighted_candidates(rows, np.random.default_rng(seed))
-        return replace(self, shared=WeightedRows.of(candidates, weights, self.model))
+        shape they were two thirds of a partition's time: docs/benchmarks.md).
+
+        A trial partition drawn from them (the same generator, after the candidates) decides
+        whether the partitions make row updates at all: where the trial kept no sweep (each
+        raised the rows' excess over their targets, as on Adult and the DSS shape), every
+        partition, a resample of the same candidates, would throw its sweeps away too."""
+        rng = np.random.default_rng(seed)
+        candidates, weights = self.weighted_candidates(rows, rng)
+        shared = replace(self, shared=WeightedRows.of(candidates, weights, self.model))
+        return replace(shared, updates=shared._draw(rows, rng)[1])
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its
         1-way counts those of the weighted candidates (rounded), its 2-way counts close."""
-        rng = np.random.default_rng(seed)
+        codes = self.draw_codes(rows, seed)
+        return one_hot(codes, self.schema), codes.astype(np.int16)
+
+    def draw_codes(self, rows: int, seed: np.random.SeedSequence,
+                   cpu: dict[str, float] | None = None) -> np.ndarray:
+        """The codes (rows, m) of :meth:`draw`, in the narrowest unsigned dtype; ``cpu``
+        collects each step's CPU seconds (benchmarks/stages.py)."""
+        return self._draw(rows, np.random.default_rng(seed), cpu)[0]
+
+    def _draw(self, rows: int, rng: np.random.Generator,
+              cpu: dict[str, float] | None = None) -> tuple[np.ndarray, bool]:
+        """A partition's codes, and whether its row updates kept a sweep."""
         model, sizes = self.model, self.schema.sizes
-        fitted = self.shared if self.shared is not None else WeightedRows.of(
-            *self.weighted_candidates(rows, rng), model)
+        with timed(None, "estimate", cpu):
+            fitted = self.shared if self.shared is not None else WeightedRows.of(
+                *self.weighted_candidates(rows, rng), model)
         scale = rows / model.n_rows
-        codes = np.ascontiguousarray(
-            fitted.codes[systematic_resample(fitted.weights, rows, rng)])
-        consistent = {pair: round_to_total(table.ravel(), rows)
-                      for pair, table in model.marginals.two_way.items()}
-        if self.fit_iterations:
-            targets = {pair: round_to_total(counts, rows)
-                       for pair, counts in fitted.two_way.items()}
-        else:
-            targets = consistent
-        one_way = ([round_to_total(v, rows) for v in model.marginals.one_way]
-                   if not self.fit_iterations else
-                   one_way_targets(model.marginals.one_way, fitted.one_way, rows))
-        # The guard reads the consistent tables: their likely empty cells are pulled to zero.
-        floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
-                  for m in model.measurements if len(m.attributes) == 2}
-        possible = possible_cells(consistent, sizes, floors)
-        update_rows(codes, targets, sizes, rng, possible=possible)
-        match_one_way(codes, one_way, sizes, rng, possible)
-        binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
-        binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
-        return binary, codes.astype(np.int16)
+        with timed(None, "resample", cpu):
+            codes = np.ascontiguousarray(
+                fitted.codes[systematic_resample(fitted.weights, rows, rng)])
+        with timed(None, "targets", cpu):
+            consistent = {pair: round_to_total(table.ravel(), rows)
+                          for pair, table in model.marginals.two_way.items()}
+            if self.fit_iterations:
+                targets = {pair: round_to_total(counts, rows)
+                           for pair, counts in fitted.two_way.items()}
+                one_way = one_way_targets(model.marginals.one_way, fitted.one_way, rows)
+            else:
+                targets = consistent
+                one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
+            # The guard reads the consistent tables: their likely empty cells are pulled to zero.
+            floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
+                      for m in model.measurements if len(m.attributes) == 2}
+            possible = possible_cells(consistent, sizes, floors)
+        kept = False
+        if self.updates:
+            with timed(None, "row_updates", cpu):
+                start = codes.copy()
+                sweeps = update_rows(codes, targets, sizes, rng, possible=possible)
+                kept = not np.array_equal(start, codes)
+            if cpu is not None:
+                cpu["sweeps"] = sweeps
+        with timed(None, "match_one_way", cpu):
+            match_one_way(codes, one_way, sizes, rng, possible)
+        return codes, kept
+
+
+def one_hot(codes: np.ndarray, schema: Schema) -> np.ndarray:
+    """The (rows, d) uint8 dummies of codes (rows, m): a one at each attribute's value."""
+    binary = np.zeros((len(codes), schema.d), dtype=np.uint8)
+    binary[np.arange(len(codes))[:, None], schema.offsets + codes] = 1
+    return binary
 
 
 def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,

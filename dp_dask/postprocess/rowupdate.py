@@ -594,15 +594,18 @@ def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarra
     """
     guard = None if possible is None else _Guard(possible, sizes)
     for a, target in enumerate(one_way):
-        excess = np.bincount(codes[:, a], minlength=len(target)) - target
+        column = codes[:, a].copy()  # contiguous: the sort and the count read it
+        excess = np.bincount(column, minlength=len(target)) - target
         if not excess.any():
             continue
-        shuffled = rng.permutation(len(codes))
-        values = codes[shuffled, a]
-        grouped = shuffled[np.argsort(values, kind="stable")]
+        # Rows by value (a radix sort of the narrow codes), then a random ``excess`` of each
+        # over-full value's rows, in random order: drawn among its positions (Floyd's method
+        # for few), not by shuffling every row, as the excess is a few hundred of 100 k rows.
+        grouped = np.argsort(column, kind="stable")
         current = excess + target
         starts = np.cumsum(current) - current
-        leaving = np.concatenate([grouped[s : s + e] for s, e in zip(starts, excess) if e > 0])
+        leaving = np.concatenate([grouped[s + rng.choice(c, e, replace=False)]
+                                  for s, c, e in zip(starts, current, excess) if e > 0])
         arriving = rng.permutation(_repeat(np.maximum(-excess, 0)))
         if guard is not None:
             _swap_impossible(codes, a, leaving, arriving, grouped, starts, current, guard, rng)

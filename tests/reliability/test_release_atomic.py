@@ -171,7 +171,7 @@ def test_replacing_a_release_leaves_nothing_of_the_old_one(client, model_dir, da
     assert "model/model.json" in verify_release(target)["files"]
     (target / "eval").mkdir()  # e.g. a forced evaluation: not part of the release
     (target / "eval" / "alpha-beta.md").write_text("owner only")
-    assert main(sample_args(client, model_dir, target, rows=2_500)) == 0
+    assert main([*sample_args(client, model_dir, target, rows=2_500), "--zarr"]) == 0
     record = verify_release(target, checksums=True)
     assert sorted(p.name for p in target.iterdir()) == [COMPLETE, "metadata.json",
                                                          "synthetic.parquet", "synthetic.zarr"]
