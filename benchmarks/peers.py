@@ -163,14 +163,20 @@ def dp_dask_release(method: str, **options: Any) -> Release:
 
     def release(schema: Schema, frame: pd.DataFrame, epsilon: float, delta: float,
                 seed: int) -> pd.DataFrame:
-        from dp_dask.synthesizer import Synthesizer
-
-        synthesizer = Synthesizer.create(method, schema, epsilon=epsilon, delta=delta,
-                                         noise_sampler="numpy", noise_seed=seed, ledger=False,
-                                         **options)
-        return synthesizer.fit(frame).sample(len(frame), seed=seed).compute()
+        return fitted_release(method, schema, frame, epsilon, delta, seed, **options)[1]
 
     return release
+
+
+def fitted_release(method: str, schema: Schema, frame: pd.DataFrame, epsilon: float,
+                   delta: float, seed: int, **options: Any) -> tuple[Any, pd.DataFrame]:
+    """The fitted synthesizer (its model, for a benchmark to inspect) and its n rows."""
+    from dp_dask.synthesizer import Synthesizer
+
+    synthesizer = Synthesizer.create(method, schema, epsilon=epsilon, delta=delta,
+                                     noise_sampler="numpy", noise_seed=seed, ledger=False,
+                                     **options).fit(frame)
+    return synthesizer, synthesizer.sample(len(frame), seed=seed).compute()
 
 
 # name -> (label in the table, function (schema, raw frame, ε, δ, seed) -> labels frame)
