@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.dpcopula_sweep import EPSILONS  # the paper's ε grid, as on Adult
 from benchmarks.hybrid import census_frame, census_schema
 from benchmarks.peers import (
     DELTA,
@@ -58,7 +59,6 @@ from dp_dask.evaluate.queries import (
 )
 
 RESULTS = Path("docs/dpcopula-paper.jsonl")
-EPSILONS = (0.1, 0.5, 1.0, 2.0)
 GAUSSIAN_K, GAUSSIAN_DOMAIN = 8, 1_000
 CORRELATION_SEED = 2014  # the public correlation matrix's seed
 QUERIES = 1_000
