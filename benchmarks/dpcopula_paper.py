@@ -297,7 +297,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> Path:
     panels = sorted({(r["shape"], r["rows"]) for r in rows}, key=lambda p: (-len(p[0]), p[1]))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
     for ax, (shape, n) in zip(axes[0], panels):
-        for method in METHODS:
+        for colour, method in enumerate(METHODS):  # one colour per method in every panel
             points: dict[float, list[float]] = {}
             for r in rows:
                 if (r["shape"], r["rows"], r["method"]) == (shape, n, method) \
@@ -305,7 +305,8 @@ def plot(rows: list[dict[str, Any]], out: Path) -> Path:
                     points.setdefault(r["epsilon"], []).append(r["scores"]["range_all"]["mean"])
             if points:
                 eps = sorted(points)
-                ax.plot(eps, [np.mean(points[e]) for e in eps], "o-", label=method)
+                ax.plot(eps, [np.mean(points[e]) for e in eps], "o-", label=method,
+                        color=f"C{colour}")
         ax.set(xscale="log", yscale="log", xlabel="ε", title=f"{shape}, n = {n:,}")
         plain_log_ticks(ax, sorted({r["epsilon"] for r in rows}))
         if ax.lines:
