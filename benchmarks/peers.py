@@ -63,7 +63,10 @@ PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
 # sampler draw all their noise and choices from it) and maps two names the scripts still use and
 # mbi 2.0 removed (both deprecated aliases in mbi 1.3) onto their mbi 2.0 replacements:
 # ``Domain.attrs`` -> ``Domain.attributes``, ``Estimator.estimate(potentials=...)`` ->
-# ``estimate(warm_start=...)`` (a CliqueVector, expanded to the new cliques). Nothing else changes.
+# ``estimate(warm_start=...)`` (a CliqueVector, expanded to the new cliques). And it widens
+# ``Dataset.to_dict``'s columns to int64: mbi 2.0 samples into the smallest unsigned type of the
+# compressed domain (uint8 below 256 values), where mst.py's ``reverse_data`` then cannot write
+# the original codes of a larger domain (pandas refuses 999 in uint8). Nothing else changes.
 PEER_RUNNER = """\
 import functools, os, runpy, sys
 import numpy as np
@@ -77,6 +80,8 @@ def estimate(self, *args, potentials=None, **kwargs):
         kwargs.setdefault("warm_start", potentials)
     return _estimate(self, *args, **kwargs)
 mbi.estimation.Estimator.estimate = estimate
+_to_dict = mbi.Dataset.to_dict
+mbi.Dataset.to_dict = lambda self: {k: np.asarray(v, np.int64) for k, v in _to_dict(self).items()}
 np.random.seed(int(sys.argv[1]))
 script = os.path.abspath(sys.argv[2])
 sys.argv = sys.argv[2:]
@@ -156,14 +161,20 @@ def dp_dask_release(method: str, **options: Any) -> Release:
 
     def release(schema: Schema, frame: pd.DataFrame, epsilon: float, delta: float,
                 seed: int) -> pd.DataFrame:
-        from dp_dask.synthesizer import Synthesizer
-
-        synthesizer = Synthesizer.create(method, schema, epsilon=epsilon, delta=delta,
-                                         noise_sampler="numpy", noise_seed=seed, ledger=False,
-                                         **options)
-        return synthesizer.fit(frame).sample(len(frame), seed=seed).compute()
+        return fitted_release(method, schema, frame, epsilon, delta, seed, **options)[1]
 
     return release
+
+
+def fitted_release(method: str, schema: Schema, frame: pd.DataFrame, epsilon: float,
+                   delta: float, seed: int, **options: Any) -> tuple[Any, pd.DataFrame]:
+    """The fitted synthesizer (its model, for a benchmark to inspect) and its n rows."""
+    from dp_dask.synthesizer import Synthesizer
+
+    synthesizer = Synthesizer.create(method, schema, epsilon=epsilon, delta=delta,
+                                     noise_sampler="numpy", noise_seed=seed, ledger=False,
+                                     **options).fit(frame)
+    return synthesizer, synthesizer.sample(len(frame), seed=seed).compute()
 
 
 # name -> (label in the table, function (schema, raw frame, ε, δ, seed) -> labels frame)
@@ -334,7 +345,10 @@ def peer_versions(python: str) -> dict[str, str]:
 
 def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any],
              data_csv: Path, domain_json: Path, work: Path, frame: pd.DataFrame, schema: Schema,
-             q3_sample: int, timeout: float | None, versions: dict[str, str]) -> dict[str, Any]:
+             q3_sample: int, timeout: float | None, versions: dict[str, str],
+             score: Callable[[np.ndarray], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One peer release, measured; scored by :func:`evaluate` on its labels, or by ``score``
+    on its codes (m, rows) when given."""
     peer, columns, epsilon, delta, seed = key
     base = peer.split("[")[0]
     label, script = PEERS[base]
@@ -362,6 +376,9 @@ def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any]
     elif measured["returncode"] != 0:
         row["status"] = f"failed (exit {measured['returncode']})"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
+    elif score is not None:
+        codes = read_codes(save, schema)
+        row.update(status="ok", rows_released=len(codes), errors=score(codes.T))
     else:
         synthetic = codes_release(save, schema)
         row["status"] = "ok"

@@ -14,16 +14,19 @@ from conftest import SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
 from dp_dask.cluster import compute
-from dp_dask.data.counts import partition_counts
+from dp_dask.data.counts import counts_from_codes, partition_counts
 from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.queries import (
     Answers,
+    CodeScorer,
     RangeQueries,
     alpha_beta,
     answer_graphs,
     error_records,
+    marginal_distances,
     marginal_l1_errors,
     pair_correlations,
+    pair_tvds,
     partition_three_way_counts,
     range_counts_from_codes,
     range_fraction_errors,
@@ -338,3 +341,50 @@ def test_range_fraction_errors_by_hand(small_schema):
     np.testing.assert_allclose(errors, np.abs(true - released))
     assert errors.max() > 0  # two rows of five answer some query differently
     assert not range_fraction_errors(codes, codes, small_schema, queries=40).any()
+
+
+def test_range_workload_among_constrains_only_those_attributes(small_schema):
+    workload = range_query_workload(small_schema, queries=400, attributes=1, seed=2, among=[1, 3])
+    sizes = small_schema.sizes
+    constrained = (workload.lo > 0) | (workload.hi < sizes - 1)
+    assert not constrained[:, [0, 2]].any() and constrained[:, [1, 3]].any(axis=0).all()
+    # without among, the draws are the ones before the option existed: all m attributes
+    whole = range_query_workload(small_schema, queries=400, attributes=1, seed=2)
+    assert ((whole.lo > 0) | (whole.hi < sizes - 1))[:, [0, 2]].any()
+    assert range_query_workload(small_schema, queries=9, among=[2]).attributes == 1
+    with pytest.raises(ValueError, match="distinct attribute indices"):
+        range_query_workload(small_schema, among=[1, 1])
+    with pytest.raises(ValueError, match="1 to 2 attributes"):
+        range_query_workload(small_schema, attributes=3, among=[0, 1])
+
+
+def codes_of(n: int, seed: int, schema) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(0, size, n) for size in schema.sizes])
+
+
+def test_pair_tvds_match_the_count_matrix_distances(small_schema):
+    real, synthetic = codes_of(500, 0, small_schema), codes_of(300, 1, small_schema)
+    pairs = pair_tvds(real, synthetic, small_schema)
+    assert sorted(pairs) == list(itertools.combinations(range(small_schema.m), 2))
+    expected = marginal_distances(counts_from_codes(real, small_schema),
+                                  counts_from_codes(synthetic, small_schema), small_schema)
+    assert np.mean(list(pairs.values())) == pytest.approx(expected["two_way_tvd_mean"])
+    assert max(pairs.values()) == pytest.approx(expected["two_way_tvd_max"])
+    assert all(v == 0 for v in pair_tvds(real, real, small_schema).values())
+
+
+def test_code_scorer_uses_its_sanity_bound_and_scales_to_n(small_schema):
+    real = codes_of(400, 0, small_schema)
+    workloads = {"all": range_query_workload(small_schema, queries=100, seed=0)}
+    scorer = CodeScorer.build(real, small_schema, workloads, sanity=4.0)
+    same = scorer.score(np.concatenate([real, real], axis=1))  # twice the rows, same shares
+    assert same["all"]["mean"] == 0 and same["two_way_tvd_max"] == 0
+    other = codes_of(400, 1, small_schema)
+    scores = scorer.score(other)
+    true = range_counts_from_codes(real, workloads["all"], small_schema)
+    released = range_counts_from_codes(other, workloads["all"], small_schema)
+    by_hand = np.abs(true - released) / np.maximum(true, 4.0)
+    assert scores["all"]["mean"] == pytest.approx(by_hand.mean())
+    assert scores["all"]["median"] == pytest.approx(np.median(by_hand))
+    assert scores["two_way_tvd_mean"] > 0 and len(scores["pair_tvd"]) == 6

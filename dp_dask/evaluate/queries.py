@@ -20,6 +20,7 @@ owner only", and none is written inside a release directory unless forced.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -54,14 +55,16 @@ STRONG_CORRELATION = 0.5  # Q2 is split at |r| >= this (r: Pearson r of the two 
 DEFAULT_Q3_SAMPLE = 100_000
 
 
+def tvd(a: np.ndarray, b: np.ndarray) -> float:
+    """Total-variation distance of two count tables (any totals) as distributions."""
+    return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())
+
+
 def marginal_distances(real: np.ndarray, synthetic: np.ndarray, schema: Schema) -> dict[str, float]:
     """Average and max total-variation distance of the 1-way and 2-way marginals.
 
     ``real`` and ``synthetic`` are d×d count matrices (see dp_dask.data.counts) of any row totals.
     """
-    def tvd(a: np.ndarray, b: np.ndarray) -> float:
-        return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())
-
     one_way = [
         tvd(np.diagonal(real)[o : o + s], np.diagonal(synthetic)[o : o + s])
         for o, s in zip(schema.offsets, schema.sizes)
@@ -195,13 +198,19 @@ class RangeQueries:
 
 
 def range_query_workload(schema: Schema, queries: int = DEFAULT_RANGE_QUERIES,
-                         attributes: int | None = None, seed: int = 0) -> RangeQueries:
+                         attributes: int | None = None, seed: int = 0,
+                         among: Sequence[int] | None = None) -> RangeQueries:
     """``queries`` random queries, a function of the public schema and ``seed`` only: each picks
-    ``attributes`` distinct attributes uniformly (None: all m), and on each a range between two
-    uniform codes of its domain (both ends included, in either order)."""
-    attributes = schema.m if attributes is None else attributes
-    if not 1 <= attributes <= schema.m:
-        raise ValueError(f"a range query constrains 1 to {schema.m} attributes, "
+    ``attributes`` distinct attributes uniformly (None: all of them) from ``among`` (attribute
+    indices; None: all m), and on each a range between two uniform codes of its domain (both ends
+    included, in either order)."""
+    pool = np.arange(schema.m) if among is None else np.asarray(among, dtype=np.int64)
+    if len(set(pool.tolist())) != len(pool) or not np.all((0 <= pool) & (pool < schema.m)):
+        raise ValueError(f"among must hold distinct attribute indices below {schema.m}, "
+                         f"got {among!r}")
+    attributes = len(pool) if attributes is None else attributes
+    if not 1 <= attributes <= len(pool):
+        raise ValueError(f"a range query constrains 1 to {len(pool)} attributes, "
                          f"got {attributes!r}")
     if queries < 1:
         raise ValueError(f"the number of range queries must be positive, got {queries!r}")
@@ -209,7 +218,7 @@ def range_query_workload(schema: Schema, queries: int = DEFAULT_RANGE_QUERIES,
     sizes = schema.sizes.astype(np.int64)
     lo = np.zeros((queries, schema.m), dtype=np.int64)
     hi = np.broadcast_to(sizes - 1, (queries, schema.m)).copy()
-    chosen = np.argsort(rng.random((queries, schema.m)), axis=1)[:, :attributes]
+    chosen = pool[np.argsort(rng.random((queries, len(pool))), axis=1)[:, :attributes]]
     ends = np.sort(np.floor(rng.random((queries, attributes, 2))
                             * sizes[chosen][..., None]).astype(np.int64), axis=2)
     rows = np.arange(queries)[:, None]
@@ -307,6 +316,67 @@ def range_fraction_errors(real: np.ndarray, synthetic: np.ndarray, schema: Schem
     true, released = (range_counts_from_codes(codes, workload, schema) / codes.shape[1]
                       for codes in (real, synthetic))
     return np.abs(true - released)
+
+
+# The DPCopula paper's sanity bound s: 0.1 % of the table's rows (Li, Xiong & Jiang, EDBT 2014,
+# experiments), so queries with tiny true counts do not dominate the mean.
+PAPER_SANITY_SHARE = 0.001
+
+
+def pair_tvds(real: np.ndarray, synthetic: np.ndarray,
+              schema: Schema) -> dict[tuple[int, int], float]:
+    """Total-variation distance of every 2-way marginal of two code arrays (m, rows), built table
+    by table with bincount: never the d×d count matrix, which large domains make costly
+    (8 attributes × 1,000 values: 512 MiB)."""
+    sizes = schema.sizes.astype(np.int64)
+
+    def table(codes: np.ndarray, i: int, j: int) -> np.ndarray:
+        keys = codes[i].astype(np.intp) * sizes[j] + codes[j]
+        return np.bincount(keys, minlength=int(sizes[i] * sizes[j]))
+
+    return {(i, j): tvd(table(real, i, j), table(synthetic, i, j))
+            for i, j in combinations(range(schema.m), 2)}
+
+
+@dataclass(frozen=True)
+class CodeScorer:
+    """Scores many releases of one table held in memory as codes (m, n): the range-query
+    workloads' true answers are computed once, then each release is scored on its own codes
+    (relative errors with one sanity bound, and 1-/2-way total-variation distances)."""
+
+    schema: Schema
+    codes: np.ndarray
+    workloads: dict[str, RangeQueries]
+    true: dict[str, np.ndarray]
+    sanity: float
+
+    @classmethod
+    def build(cls, codes: np.ndarray, schema: Schema, workloads: dict[str, RangeQueries],
+              sanity: float) -> CodeScorer:
+        true = {name: range_counts_from_codes(codes, w, schema) for name, w in workloads.items()}
+        return cls(schema, codes, workloads, true, sanity)
+
+    def score(self, synthetic: np.ndarray) -> dict[str, object]:
+        """Per workload the mean, median and 90th percentile of the relative errors; the 1-way
+        and 2-way TVD (mean, max); and every pair's 2-way TVD, keyed "i,j"."""
+        n, released_n = self.codes.shape[1], synthetic.shape[1]
+        scores: dict[str, object] = {}
+        for name, workload in self.workloads.items():
+            errors = relative_errors(self.true[name],
+                                     range_counts_from_codes(synthetic, workload, self.schema),
+                                     n, released_n, self.sanity)
+            scores[name] = {"mean": float(errors.mean()), "median": float(np.median(errors)),
+                            "p90": float(np.quantile(errors, 0.9)), "queries": len(errors)}
+        one_way = [tvd(np.bincount(self.codes[i], minlength=size),
+                       np.bincount(synthetic[i], minlength=size))
+                   for i, size in enumerate(self.schema.sizes.tolist())]
+        pairs = pair_tvds(self.codes, synthetic, self.schema)
+        scores |= {"one_way_tvd_mean": float(np.mean(one_way)),
+                   "one_way_tvd_max": float(np.max(one_way)),
+                   "two_way_tvd_mean": float(np.mean(list(pairs.values()))) if pairs else 0.0,
+                   "two_way_tvd_max": float(np.max(list(pairs.values()))) if pairs else 0.0,
+                   "pair_tvd": {f"{i},{j}": value for (i, j), value in pairs.items()}}
+        return scores
 
 
 @dataclass(frozen=True)
