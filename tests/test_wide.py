@@ -16,6 +16,7 @@ from dp_dask.methods.marginals import (
 )
 from dp_dask.methods.selection import SELECTION_SHARE, all_pairs_noise, select_tree, tree_wanted
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_rho, rho_budget
+from dp_dask.privacy.selection import calibrate_selection
 from dp_dask.synthesizer import load_model
 
 EPSILON, DELTA = 1.0, 1e-9
@@ -126,3 +127,12 @@ def test_wide_release_beats_independent_marginals(client, tmp_path):
         # independence misses the planted pair by far more than the noise; the release does not
         assert np.abs(independent - true).mean() > 3 * sigma
         assert np.abs(synthetic_table - true).mean() < 3 * sigma
+
+
+@pytest.mark.parametrize("accountant", ["exact", "zcdp"])
+@pytest.mark.parametrize("rho", [6.6e-19, 1e-12, 0.05])
+def test_a_selection_never_charges_more_than_its_rho(accountant, rho):
+    # at tiny ρ the GDP conversion loses digits (ε = 1e-9 of a whole release gave 6.6e-19)
+    selection = calibrate_selection(rho, 2.0, accountant)
+    assert 0 < selection.rho <= rho
+    assert selection.rho > rho * (1 - 1e-6)  # and wastes none of it

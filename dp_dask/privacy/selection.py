@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, logit, ndtr, ndtri
+from scipy.special import erf, erfinv
 
 from dp_dask.privacy.noise import _check_map, _check_sampler, _check_scale, _opendp
 
@@ -146,8 +146,9 @@ def noisy_min_index(scores: np.ndarray, scale: float, *, sampler: str = "opendp"
 def _gdp_charge(epsilon: float) -> float:
     """ρ = μ²/2 of the μ-GDP that an ε-DP mechanism satisfies: μ = 2Φ⁻¹(e^ε / (1 + e^ε))
     (the ε-DP trade-off curve is the chord through (α*, α*), α* = 1/(1 + e^ε), which lies above
-    the convex Gaussian curve G_μ meeting it there; Dong, Roth & Su 2022, §2)."""
-    mu = 2.0 * float(ndtri(expit(epsilon)))
+    the convex Gaussian curve G_μ meeting it there; Dong, Roth & Su 2022, §2). Written as
+    Φ⁻¹(½ + t) = √2·erfinv(2t), 2t = tanh(ε/2), which keeps its digits at tiny ε."""
+    mu = 2.0 * math.sqrt(2.0) * float(erfinv(math.tanh(epsilon / 2.0)))
     return mu * mu / 2.0
 
 
@@ -183,17 +184,22 @@ def calibrate_selection(rho: float, sensitivity: float, accountant: str) -> Sele
     if accountant == "zcdp":
         epsilon = math.sqrt(8.0 * rho)
     elif accountant == "exact":
-        epsilon = float(logit(ndtr(math.sqrt(2.0 * rho) / 2.0)))
+        # the inverse of _gdp_charge: ε = logit Φ(μ/2) = 2·atanh(erf(μ/(2√2))), μ = √(2ρ)
+        epsilon = 2.0 * math.atanh(float(erf(math.sqrt(2.0 * rho) / (2.0 * math.sqrt(2.0)))))
     else:
         raise ValueError(f"unknown accountant {accountant!r}")
     scale = 2.0 * sensitivity / epsilon * (1 + 1e-12)  # rounded towards more noise
-    selection = Selection(rho, epsilon, scale, float(sensitivity), accountant)
-    loss = float(selection.measure().map(float(sensitivity)))
-    charge = loss if accountant == "zcdp" else _gdp_charge(loss)
-    if charge > rho:
-        raise RuntimeError(f"OpenDP's map gives a charge {charge!r} > {rho!r}; refusing")
-    return replace(selection, rho=charge, epsilon=loss if accountant == "exact"
-                   else math.sqrt(8.0 * loss))
+    # Rounding may still leave the map's charge a hair above ρ: widen the scale until OpenDP's
+    # map confirms it (the charge falls as 1/scale²).
+    for _ in range(8):
+        selection = Selection(rho, epsilon, scale, float(sensitivity), accountant)
+        loss = float(selection.measure().map(float(sensitivity)))
+        charge = loss if accountant == "zcdp" else _gdp_charge(loss)
+        if charge <= rho:
+            return replace(selection, rho=charge, epsilon=loss if accountant == "exact"
+                           else math.sqrt(8.0 * loss))
+        scale *= math.sqrt(charge / rho) * (1 + 1e-9)
+    raise RuntimeError(f"OpenDP's map gives a charge {charge!r} > {rho!r}; refusing")
 
 
 def noisy_max_index(scores: np.ndarray, selection: Selection, *, sampler: str = "opendp",
