@@ -13,14 +13,15 @@ from dp_dask.synthesizer import Synthesizer, load_model
 
 
 def test_each_method_lists_its_own_parameters_only():
-    assert Synthesizer.methods["dpview"].options() == ("view_size", "tries", "layout_seed")
+    assert Synthesizer.methods["dpview"].options() == ("view_size", "rows", "tries",
+                                                       "layout_seed", "neighbours")
     assert Synthesizer.methods["dpcopula-mle"].options() == ("blocks", "k", "histograms")
     assert "epsilon" not in Synthesizer.methods["copula"].options()
 
 
 def test_create_names_the_methods_options_for_an_unknown_one():
     with pytest.raises(ValueError, match=r"'dpview' has no option 'k'; its options: view_size, "
-                                         r"tries, layout_seed"):
+                                         r"rows, tries, layout_seed, neighbours"):
         Synthesizer.create("dpview", SMALL_SCHEMA_PATH, k=4)
 
 
