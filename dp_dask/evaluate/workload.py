@@ -19,15 +19,12 @@ from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import Schema
 from dp_dask.evaluate.queries import release_labels
-from dp_dask.methods.adaptive import cells, check_workload
-from dp_dask.postprocess.rowupdate import cell_keys
+from dp_dask.methods.adaptive import cells, check_workload, group_counts
 
 
 def _partition_tables(frame: pd.DataFrame, schema: Schema,
                       groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
-    codes = encode_partition(frame, schema).T
-    return np.concatenate([np.bincount(cell_keys(codes, g, schema.sizes),
-                                       minlength=cells(schema, g)) for g in groups])
+    return group_counts(encode_partition(frame, schema).T, schema, groups)
 
 
 def workload_errors(data: TableSource, synthetic: TableSource, schema: Schema,

@@ -188,10 +188,17 @@ def partition_counts(frame: pd.DataFrame, schema: Schema,
     """Chunk step on a raw partition: its count matrix, fine histograms and the exact counts of
     ``triples`` (flattened row-major, concatenated), from one encoding of the partition."""
     codes = encode_partition(frame, schema)
-    tables = [np.bincount(cell_keys(codes.T, t, schema.sizes), minlength=cells(schema, t))
-              for t in triples]
     return (counts_from_codes(codes, schema), fine_counts(frame, codes, schema),
-            np.concatenate([np.zeros(0, dtype=np.int64), *tables]).astype(np.int64))
+            group_counts(codes.T, schema, triples))
+
+
+def group_counts(codes: np.ndarray, schema: Schema,
+                 groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """The counts of each group of attributes in ``codes`` (rows, m), flattened row-major and
+    concatenated (int64, empty without groups)."""
+    tables = [np.bincount(cell_keys(codes, g, schema.sizes), minlength=cells(schema, g))
+              for g in groups]
+    return np.concatenate([np.zeros(0, dtype=np.int64), *tables]).astype(np.int64)
 
 
 def count_graph(ddf: dd.DataFrame, schema: Schema, triples: tuple[tuple[int, ...], ...], *,
