@@ -20,14 +20,17 @@ from typing import Any
 import numpy as np
 from scipy.cluster.hierarchy import DisjointSet
 
+from dp_dask.data.counts import attribute_pairs, exact_answer
 from dp_dask.data.schema import Schema
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.selection import Selection, calibrate_selection, noisy_max_index
 
 # The all-pairs plan's noise level at which a tree measures better: the mean over its 2-way tables
 # of cells·σ/n (each table's summed noise as a fraction of n, up to √(2/π)). Generated tables
-# (benchmarks/wide.py, n = 10⁴, ε = 1) crossed over between ... ; Adult's 9 and 15 attributes
-# at ε = 1 sit at ... and ... (docs/method.md "Wide schemas").
+# (benchmarks/wide.py, n = 10⁴, ε = 1, add/remove, seed 0): all pairs better at 0.135 (m = 10);
+# the tree better on Q2/Q3 but worse on Q1 at 0.296 and 0.422 (m = 20, 30), better on Q2/Q3 at
+# 0.840 (m = 50). Adult's 9 and 15 attributes at ε = 1 sit at 0.16 and 0.33 (replace-one), 0.11
+# and 0.24 (add/remove) (docs/method.md "Wide schemas").
 TREE_ABOVE = 0.5
 # Of ρ in the tree's plan: the selection's share (the 1-way histograms keep theirs, the tables
 # get the rest). MST gives its selection a third.
@@ -79,14 +82,10 @@ def pair_scores(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray],
     ``rows``). Replacing a row moves it by at most 2, adding or removing one by 1."""
     probabilities = [np.clip(v, 0, None) / max(np.clip(v, 0, None).sum(), 1e-300)
                      for v in one_way]
-    offsets, sizes = schema.offsets, schema.sizes
-    scores = {}
-    for a in range(schema.m):
-        for b in range(a + 1, schema.m):
-            exact = counts[offsets[a]:offsets[a] + sizes[a], offsets[b]:offsets[b] + sizes[b]]
-            independent = rows * np.outer(probabilities[a], probabilities[b])
-            scores[(a, b)] = float(np.abs(exact - independent).sum())
-    return scores
+    return {(a, b): float(np.abs(exact_answer(counts, schema, (a, b))
+                                 - rows * np.outer(probabilities[a], probabilities[b]).ravel()
+                                 ).sum())
+            for a, b, _, _ in attribute_pairs(schema)}
 
 
 def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], rows: float,
