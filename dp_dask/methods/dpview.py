@@ -25,10 +25,10 @@
 Neighbouring datasets (``neighbours``): "replace" (dp_dask's notion, default: one row replaced,
 n public) gives a view's table L1 sensitivity 2 (one cell −1, one +1): Laplace bᵢ = 2/(ε·Pᵢ) per
 cell. "add_remove" (the paper's: one row added or removed, n private) gives sensitivity 1, so
-bᵢ = 1/(ε·Pᵢ); n is then estimated from the noisy view totals (:func:`estimated_rows`), and the
-ledger counts the release at its replace-one ε, 2ε (docs/privacy.md). Only
-:func:`measure_views` (and, for the guideline without a public n, one row count) reads exact
-counts.
+bᵢ = 1/(ε·Pᵢ); n is then estimated from the noisy view totals (inverse variance:
+:func:`~dp_dask.postprocess.consistency.noisy_total`), and the ledger counts the release at
+its replace-one ε, 2ε (docs/privacy.md). Only :func:`measure_views` (and, for the guideline
+without a public n, one row count) reads exact counts.
 
 Readings of the paper (its text was not at hand when this was written; each is the most
 defensible reading of what the review reported, and says why):
@@ -129,7 +129,7 @@ from dp_dask.data.counts import view_count_graph
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import check_neighbours
-from dp_dask.postprocess.consistency import ratio_or_zero
+from dp_dask.postprocess.consistency import noisy_total, ratio_or_zero
 from dp_dask.postprocess.rowupdate import round_rows, round_to_total
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.labels import NEIGHBOURING
@@ -590,14 +590,6 @@ def integer_table(table: np.ndarray, total: int) -> np.ndarray:
     return round_to_total(project_to_total(table, total).ravel(), total).reshape(table.shape)
 
 
-def estimated_rows(noisy: list[np.ndarray], scales: np.ndarray) -> int:
-    """n from the noisy view totals (add/remove: n is private): their inverse-variance average,
-    a total of sᵢ cells having variance sᵢ·2bᵢ²; at least 1. Post-processing only."""
-    weights = np.array([1.0 / (t.size * b * b) for t, b in zip(noisy, scales)])
-    totals = np.array([t.sum() for t in noisy])
-    return max(1, round(float(weights @ totals / weights.sum())))
-
-
 def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int | None,
            epsilon: float, *, upper: tuple[View | None, ...] = (), sensitivity: int = 2,
            sampler: str = "opendp", rng: np.random.Generator | None = None
@@ -614,7 +606,7 @@ def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int | None,
     noisy = measure_views(exact, scales, sensitivity=sensitivity, sampler=sampler,
                           rng=rng)  # exact counts end here
     if n_rows is None:
-        n_rows = estimated_rows(noisy, scales)
+        n_rows = noisy_total(noisy, scales)  # Laplace: variance 2b² per cell
     chain = len(noisy) - sum(v is not None for v in upper)
     every = views + tuple(v for v in upper if v is not None)
     tables, rounds, gap = post_process(noisy, every, shares, n_rows, upper)

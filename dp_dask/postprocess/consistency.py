@@ -82,8 +82,15 @@ def estimated_rows(measurements: list[Measurement]) -> int:
     """n where it is private (add/remove neighbours): the inverse-variance mean of the
     measurements' totals, each the sum of its cells (variance cells·σ²), rounded, at least 1.
     Post-processing: reads only noisy counts and their public σ."""
-    totals = np.array([m.values.sum() for m in measurements])
-    precision = np.array([1.0 / (m.values.size * m.sigma**2) for m in measurements])
+    return noisy_total([m.values for m in measurements], [m.sigma for m in measurements])
+
+
+def noisy_total(tables: list[np.ndarray], scales: list[float] | np.ndarray) -> int:
+    """The inverse-variance mean of noisy tables' totals, a table's cells having independent
+    noise of scale ``scales[i]`` (std, or Laplace b: a common factor cancels), rounded, at
+    least 1."""
+    totals = np.array([t.sum() for t in tables])
+    precision = np.array([1.0 / (t.size * s * s) for t, s in zip(tables, scales)])
     return max(1, round(float(totals @ precision / precision.sum())))
 
 
