@@ -137,7 +137,8 @@ def sketch_graph(ddf: dd.DataFrame, attributes: tuple[Attribute, ...], seed: int
                  split_every: int = 8) -> Delayed:
     """Lazy :class:`Sketch` of a table's value columns; partition p samples with its own child
     (``side``, p) of ``seed``, so the sample depends on the seed and the partitioning only."""
-    parts = ddf[[a.name for a in attributes]].to_delayed()
+    columns = list(dict.fromkeys(a.read_column(ddf.columns) for a in attributes))
+    parts = ddf[columns].to_delayed()  # a recombined timestamp: one column, several features
     chunks = [dask.delayed(sketch_partition)(
         part, attributes, np.random.SeedSequence(seed, spawn_key=(side, p)), sample_rows,
         histogram_values) for p, part in enumerate(parts)]
