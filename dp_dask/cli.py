@@ -595,7 +595,8 @@ def _schema_commands(commands: argparse._SubParsersAction) -> None:
     draft.add_argument("--public", default=None, metavar="FILE",
                        help="public codebook (JSON) or public sample file (CSV/Parquet)")
     draft.add_argument("--range", action="append", default=[], metavar="NAME=START:STOP:STEP",
-                       help="public bounds of a numeric column (repeatable)")
+                       help="public bounds of a numeric column, or public years of a datetime "
+                       "column (calendar features released as one timestamp; repeatable)")
     draft.add_argument("--max-categories", type=int, default=50, metavar="K",
                        help="from a public sample: past K levels keep the top K and 'other'")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")

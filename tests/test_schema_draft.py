@@ -153,3 +153,25 @@ def test_check_counts_outside_values_for_the_owner_only(client, tmp_path, capsys
     assert printed.startswith(NOT_PRIVATE)
     assert "a fit would stop at column(s) ['answer']" in printed
     assert sorted(tmp_path.rglob("*")) == files  # printed, nothing written
+
+
+@pytest.mark.parametrize("zone", [None, "America/New_York"])
+def test_public_years_draft_calendar_features_of_one_timestamp(tmp_path, zone):
+    """A datetime column with public years is drafted as year/month/weekday/hour features of
+    one source column, declaring the stored timestamp type; without years, month bins."""
+    when = pd.Series(pd.to_datetime(["2021-03-04 05:06", "2023-12-31 23:59"]),
+                     dtype="datetime64[ms]")
+    frame = pd.DataFrame({"when": when.dt.tz_localize(zone) if zone else when, "n": [1, 2]})
+    frame.to_parquet(tmp_path / "t.parquet")
+    draft = draft_schema(tmp_path / "t.parquet",
+                         ranges={"when": {"start": 2020, "stop": 2025, "step": 1},
+                                 "n": {"start": 0, "stop": 10, "step": 5}})
+    schema = load_schema(draft.schema)
+    assert schema.names == ["when_year", "when_month", "when_weekday", "when_hour", "n"]
+    features = schema.sources["when"]
+    assert [schema.attributes[i].unit for i in features] == ["year", "month", "weekday", "hour"]
+    assert schema["when_year"].edges == (2020, 2021, 2022, 2023, 2024, 2025)
+    stored = f"timestamp[ms{', tz=' + zone if zone else ''}]"
+    assert schema["when_year"].dtype == stored and not draft.todo
+    assert [a["type"] for a in draft_schema(frame).schema["attributes"]][0] == "datetime"
+    assert draft_schema(frame).schema["attributes"][0]["unit"] == "month"

@@ -116,6 +116,8 @@ def _arrow_of(dtype: Any) -> pa.DataType | None:
 def _output_dtype(kind: pa.DataType) -> str | None:
     if pa.types.is_dictionary(kind):
         return "category"
+    if pa.types.is_timestamp(kind):  # a recombined timestamp's type (calendar_features)
+        return f"timestamp[{kind.unit}" + (f", tz={kind.tz}" if kind.tz else "") + "]"
     if pa.types.is_integer(kind):
         return "int32" if kind.bit_width <= 32 and pa.types.is_signed_integer(kind) else "int64"
     if pa.types.is_floating(kind):
@@ -186,6 +188,21 @@ class Draft:
 
 def _with_missing_bin(spec: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
     return {**spec, "extra": [*extra, MISSING], "on_missing": MISSING}
+
+
+# The calendar features a datetime column with public years is drafted as, in recombination order.
+CALENDAR_FEATURES = ("year", "month", "weekday", "hour")
+
+
+def calendar_features(column: str, years: dict[str, float],
+                      dtype: str | None) -> list[dict[str, Any]]:
+    """Year (bins of the public ``years`` range), month, weekday and hour features of one
+    datetime column: the release recombines them into one timestamp of the stored type
+    (``dtype``; a date column keeps the default) — docs/releases.md, "Recombined timestamps"."""
+    year = {"edges": years, **({"dtype": dtype} if dtype else {})}
+    return [_with_missing_bin({"name": f"{column}_{unit}", "type": "datetime", "source": column,
+                               "unit": unit, **(year if unit == "year" else {})})
+            for unit in CALENDAR_FEATURES]
 
 
 def _with_output_dtype(spec: dict[str, Any], dtype: str | None) -> dict[str, Any]:
@@ -367,6 +384,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         spec, why = None, ""
         if column in codebook:
             spec, why = codebook[column], "from the public codebook"
+        elif column in ranges and kind == "datetime":
+            draft.schema["attributes"] += calendar_features(column, ranges[column],
+                                                            dtypes.get(column))
+            draft.notes.append(f"{column}: year, month, weekday and hour features from the public "
+                               "years given, released as one timestamp (docs/releases.md)")
+            continue
         elif column in ranges:
             spec = _with_missing_bin({"name": column, "type": "numeric",
                                       "edges": ranges[column]})
@@ -374,7 +397,9 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             spec = _with_missing_bin({"name": column, "type": "boolean"})
         elif kind == "datetime":
             spec = _with_missing_bin({"name": column, "type": "datetime", "unit": "month"})
-            why = "datetime drafted as month bins: 'unit' can be year (with edges), weekday, hour"
+            why = (f"datetime drafted as month bins (released as month names); give its public "
+                   f"years (--range {column}=2015:2025:1) for calendar features released as "
+                   "one timestamp")
         elif sample is not None and column in sample.columns:
             spec, why = _from_public_values(column, kind, sample[column].dropna(),
                                             max_categories)
