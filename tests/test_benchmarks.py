@@ -10,6 +10,10 @@ from benchmarks.run import STAGES, run, table
 from benchmarks.shapes import SHAPES, generate, schema_for
 from dp_dask.data.schema import load_schema
 
+# Each runner starts its own cluster or child processes: kept out of the default suite, run by
+# CI's .ci/harness step (as the benchmarks are scripts around the library, not the library).
+pytestmark = pytest.mark.harness
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_shape_schema_has_the_papers_d(name):

@@ -8,11 +8,14 @@ import stat
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 from dp_dask.privacy.labels import OWNER_ONLY
 
 GUIDE = ROOT / "docs" / "guide.md"
+# The guide's whole session (~1 min on 2 idle cores): CI's .ci/harness step, not the default suite.
+pytestmark = pytest.mark.harness
 
 
 def run_blocks() -> list[str]:
