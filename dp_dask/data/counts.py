@@ -42,8 +42,8 @@ def counts_from_codes(codes: np.ndarray, schema: Schema) -> np.ndarray:
     Each table is counted by the weight fit's compiled pass (:func:`add_weights`, every weight
     1: exact below 2⁵³ rows), not ``np.bincount``, which needs each pair's cell keys as a new
     array of the partition's rows: on the DSS shape (351 pairs, 250 k rows) 0.26 → 0.08 CPU s,
-    and 0.82 → 0.11 where the worker maps each new array afresh (docs/benchmarks.md, "Count
-    stage")."""
+    and 0.82 → 0.11 where the worker maps each new array afresh (docs/benchmarks.md, "The
+    workers' malloc")."""
     # here, not at the top: reweight imports the copula model, which imports this module
     from dp_dask.postprocess.reweight import KEY_CHUNK, add_weights
 
