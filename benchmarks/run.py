@@ -29,6 +29,7 @@ from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
 from benchmarks.shapes import SHAPES, generate
+from dp_dask.cluster import worker_malloc
 from dp_dask.data.counts import query_vector
 from dp_dask.data.dtypes import DECODINGS
 from dp_dask.synthesizer import Synthesizer
@@ -128,9 +129,10 @@ def table(result: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def cluster(workers: int, memory_limit: str) -> Iterator[Client]:
-    with (LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
-                       host="127.0.0.1", dashboard_address="127.0.0.1:0") as local,
-          Client(local) as client):
+    with worker_malloc():  # as dp_dask's own local clusters
+        local = LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
+                             host="127.0.0.1", dashboard_address="127.0.0.1:0")
+    with local, Client(local) as client:
         yield client
 
 

@@ -46,6 +46,14 @@ POLL_SECONDS = 0.5
 # design, since a graph survives worker loss where scattered data may not. distributed warns from
 # 10 MB; warn only past what a model of an accepted schema can weigh.
 GRAPH_WARNING_BYTES = "640MiB"
+# glibc's thresholds in the worker processes dp_dask starts. The nanny sets
+# MALLOC_TRIM_THRESHOLD_ to 64 KiB, which also fixes the mmap threshold at 128 KiB: every array
+# of 128 KiB or more is then mapped and faulted in afresh, and each free returns it. A partition's
+# arrays (counting's 2 MB keys, a typed part's 800 kB columns) paid that every time: per 250 k-row
+# DSS partition counting took 0.72 CPU s instead of 0.26, and a typed release's write 10-12 CPU s
+# more than labels (docs/benchmarks.md, "The workers' malloc"). Up to 16 MiB, memory freed
+# is kept for reuse; a worker holds at most that much unused per malloc arena.
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 16 * 2**20, "MALLOC_TRIM_THRESHOLD_": 16 * 2**20}
 
 
 class ClusterError(RuntimeError):
@@ -148,6 +156,27 @@ def _quiet_distributed() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def worker_malloc() -> Iterator[None]:
+    """Start local workers (a LocalCluster's nannies, created inside) with
+    :data:`WORKER_MALLOC` in their environment. Set in this process's environment too while
+    they start: a nanny prefers it to dask's config, and every nanny started before leaves
+    distributed's own value there."""
+    saved = {key: os.environ.get(key) for key in WORKER_MALLOC}
+    os.environ.update({key: str(value) for key, value in WORKER_MALLOC.items()})
+    environ = dask.config.get("distributed.nanny.pre-spawn-environ", {})
+    try:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": {**environ,
+                                                                       **WORKER_MALLOC}}):
+            yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
 def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
                 threads_per_worker: int = 1, memory_limit: str | int = "auto",
                 quiet: bool = False, kind: str | None = None,
@@ -194,9 +223,10 @@ def dask_client(scheduler: str | None = None, *, n_workers: int | None = None,
                 yield client
             return
         # Loopback only: the scheduler, workers and dashboard are not reachable from the network.
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                               memory_limit=memory_limit, host=LOCAL_HOST,
-                               dashboard_address=f"{LOCAL_HOST}:0")
+        with worker_malloc():
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                                   memory_limit=memory_limit, host=LOCAL_HOST,
+                                   dashboard_address=f"{LOCAL_HOST}:0")
         try:
             with Client(cluster) as client:
                 log.info("local cluster: %d workers, dashboard %s", len(cluster.workers),

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
 
+from dp_dask.cluster import worker_malloc
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import labels_of_release
 from dp_dask.synthesizer import Synthesizer
@@ -36,11 +37,10 @@ def suite_ledger(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def client():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="3GiB",
-                     host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster,
-        Client(cluster) as client,
-    ):
+    with worker_malloc():  # workers as dp_dask's own local clusters start them
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="3GiB",
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0")
+    with cluster, Client(cluster) as client:
         yield client
 
 

@@ -86,5 +86,27 @@ def test_partition_memory_is_far_below_the_dummy_matrix():
     tracemalloc.stop()
     dummy_matrix_bytes = rows * schema.d  # even as uint8
     assert counts.sum() == rows * schema.m**2
-    # intp copy of the codes (8·m bytes/row) + one key array (8 bytes/row) + a bincount
-    assert peak < 8 * rows * (schema.m + 3) < dummy_matrix_bytes
+    # a float64 weight of 1 per row, the d×d matrix and one table at a time: no array of keys
+    assert peak < 8 * rows * 2 < dummy_matrix_bytes
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+def test_counts_from_codes_equal_a_count_of_each_pair(dtype):
+    """Codes of either width (int16 beyond 127 values), tables of 2 to 450 cells each."""
+    sizes = [2, 3, 150 if dtype == np.int16 else 100]
+    schema = load_schema({"attributes": [
+        {"name": f"a{i}", "categories": [str(c) for c in range(s)]} for i, s in enumerate(sizes)]})
+    rng = np.random.default_rng(1)
+    codes = np.stack([rng.integers(0, s, size=3_001) for s in sizes]).astype(dtype)
+    counts = counts_from_codes(codes, schema)
+    offsets = schema.offsets
+    for i in range(3):
+        for j in range(3):
+            expected = np.zeros((sizes[i], sizes[j]), dtype=np.int64)
+            if i == j:
+                expected[np.diag_indices(sizes[i])] = np.bincount(codes[i], minlength=sizes[i])
+            else:
+                np.add.at(expected, (codes[i], codes[j]), 1)
+            np.testing.assert_array_equal(
+                counts[offsets[i]:offsets[i] + sizes[i], offsets[j]:offsets[j] + sizes[j]],
+                expected)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import warnings
 
 import dask
@@ -18,6 +20,7 @@ import dp_dask
 from dp_dask.cli import build_parser, main
 from dp_dask.cluster import (
     BACKENDS,
+    WORKER_MALLOC,
     ClusterError,
     backend,
     compute,
@@ -149,6 +152,20 @@ def test_local_cluster_kind_for_real():
     with dask_client(kind="local", n_workers=1, memory_limit="1GiB", quiet=True) as client:
         assert client.submit(sum, [1, 2, 3]).result() == 6
         assert client.dashboard_link.startswith("http://127.0.0.1:")
+        # glibc's thresholds reach the worker processes (set before they start) and hold:
+        # a 2 MB array made and freed 100 times is faulted in about once, not 100 times
+        environ = client.run(lambda: {key: os.environ.get(key) for key in WORKER_MALLOC})
+        assert list(environ.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
+        (faults,) = client.run(_page_faults_of_new_arrays).values()
+        assert faults < 100 * (2 * 2**20 // 4096) / 10
+
+
+def _page_faults_of_new_arrays() -> int:
+    """Minor page faults while a 2 MB array is made, written and freed 100 times."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(100):
+        np.ones(2**18)  # 2 MiB of float64
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

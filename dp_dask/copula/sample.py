@@ -290,7 +290,7 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     frame = decode_frame(codes, sampler.schema, decode, child, fine_histograms(sampler))
     # One Arrow schema for every part: the same types (a part without nulls included).
     pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial,
-                   use_dictionary=dictionary_columns(arrow))
+                   use_dictionary=dictionary_columns(arrow), compression=compression(arrow))
     put_bytes(part, partial.getvalue(), storage_options)
     # last: both outputs of the partition are in place
     put_bytes(join(markers, str(index)), b"", storage_options)
@@ -304,6 +304,14 @@ def dictionary_columns(arrow: pa.Schema) -> list[str]:
     docs/benchmarks.md) and made the part larger."""
     return [field.name for field in arrow
             if not (pa.types.is_floating(field.type) or pa.types.is_timestamp(field.type))]
+
+
+def compression(arrow: pa.Schema) -> dict[str, str]:
+    """Per column, Parquet's compression: none for floats, Parquet's default (snappy) for the
+    rest. Drawn floats are nearly random bits: snappy left a typed DSS part at 11.3 MB either
+    way and took 14 % of its Parquet write (0.080 vs 0.069 CPU s per 100 k rows)."""
+    return {field.name: "none" if pa.types.is_floating(field.type) else "snappy"
+            for field in arrow}
 
 
 def write_partitions(model: SampledModel, n_rows: int, *, seed: int, partition_rows: int,
