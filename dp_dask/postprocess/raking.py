@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dp_dask.data.cells import KEY_CHUNK, add_weights, multiply_weights
 from dp_dask.postprocess.consistency import ratio_or_zero
-from dp_dask.postprocess.reweight import KEY_CHUNK, add_weights, multiply_weights
 
 # Raking goes on while the weighted rows' summed gap to the targets fell by KEEP_RAKING over the
 # last WINDOW passes, at most MAX_PASSES. The gap of noisy targets is mostly their disagreement

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from dp_dask.data.cells import KEY_CHUNK, add_weights, chunk_keys
 from dp_dask.postprocess.consistency import Measurement
 
 # Iterations of mirror descent from the raked weights. On Adult (public, ε = 1, seeds 0–1) the
@@ -130,41 +131,7 @@ def _flatten(measurements: list[Measurement], sizes: np.ndarray) -> _Tables:
 # in cache), the loss's adds in groups of tables too (2: 1 % faster, 4: 5 % slower), the
 # gradient in groups of 8 (22 ms). Cached beside this file, so a process (a Dask worker) loads
 # them instead of compiling (~2.5 s); nogil, as numpy's loops release the GIL too.
-KEY_CHUNK = 1024  # rows a key buffer holds: 4 KiB, in L1 beside the rows it reads
 GRADIENT_GROUP = 4
-
-
-@numba.njit(cache=True, nogil=True)
-def _chunk_keys(first: np.ndarray, last: np.ndarray, stride: np.uint32, offset: np.uint32,
-                keys: np.ndarray) -> None:
-    """``keys[i] = offset + first[i] * stride + last[i]``: a chunk of rows' cells."""
-    for i in range(first.size):
-        keys[i] = offset + first[i] * stride + last[i]
-
-
-@numba.njit(cache=True, nogil=True)
-def add_weights(counts: np.ndarray, first: np.ndarray, last: np.ndarray, stride: np.uint32,
-                weights: np.ndarray, keys: np.ndarray) -> None:
-    """Adds each row's weight to its cell ``first * stride + last`` of ``counts``, rows in
-    order (the sums of ``np.bincount``). ``keys``: a uint32 buffer for a chunk's keys."""
-    for start in range(0, first.size, keys.size):
-        stop = min(start + keys.size, first.size)
-        _chunk_keys(first[start:stop], last[start:stop], stride, np.uint32(0), keys)
-        chunk = weights[start:stop]
-        for i in range(chunk.size):
-            counts[keys[i]] += chunk[i]
-
-
-@numba.njit(cache=True, nogil=True)
-def multiply_weights(weights: np.ndarray, first: np.ndarray, last: np.ndarray,
-                     stride: np.uint32, ratio: np.ndarray, keys: np.ndarray) -> None:
-    """Multiplies each row's weight by its cell ``first * stride + last`` of ``ratio``."""
-    for start in range(0, first.size, keys.size):
-        stop = min(start + keys.size, first.size)
-        _chunk_keys(first[start:stop], last[start:stop], stride, np.uint32(0), keys)
-        chunk = weights[start:stop]
-        for i in range(chunk.size):
-            chunk[i] *= ratio[keys[i]]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -198,7 +165,7 @@ def _add_cells(sums: np.ndarray, codes: np.ndarray, cells: np.ndarray, tables: _
         stop = min(start + keys.shape[1], codes.shape[0])
         for k in range(count):
             t = begin + k
-            _chunk_keys(codes[start:stop, tables.first[t]], codes[start:stop, tables.last[t]],
+            chunk_keys(codes[start:stop, tables.first[t]], codes[start:stop, tables.last[t]],
                         tables.stride[t], np.uint32(tables.offsets[t]), keys[k])
         chunk = sums[start:stop]
         for i in range(chunk.size):

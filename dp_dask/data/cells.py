@@ -1,0 +1,44 @@
+"""Compiled passes over rows that add (or multiply by) per-row values in the cells of a table,
+without an array of cell keys per table: counting (data.counts), raking and the weight fit
+(postprocess) share them. Why hand-written and how they were tuned: postprocess/reweight.py.
+Cached beside this file, so a process (a Dask worker) loads them instead of compiling."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+KEY_CHUNK = 1024  # rows a key buffer holds: 4 KiB, in L1 beside the rows it reads
+
+
+@numba.njit(cache=True, nogil=True)
+def chunk_keys(first: np.ndarray, last: np.ndarray, stride: np.uint32, offset: np.uint32,
+                keys: np.ndarray) -> None:
+    """``keys[i] = offset + first[i] * stride + last[i]``: a chunk of rows' cells."""
+    for i in range(first.size):
+        keys[i] = offset + first[i] * stride + last[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def add_weights(counts: np.ndarray, first: np.ndarray, last: np.ndarray, stride: np.uint32,
+                weights: np.ndarray, keys: np.ndarray) -> None:
+    """Adds each row's weight to its cell ``first * stride + last`` of ``counts``, rows in
+    order (the sums of ``np.bincount``). ``keys``: a uint32 buffer for a chunk's keys."""
+    for start in range(0, first.size, keys.size):
+        stop = min(start + keys.size, first.size)
+        chunk_keys(first[start:stop], last[start:stop], stride, np.uint32(0), keys)
+        chunk = weights[start:stop]
+        for i in range(chunk.size):
+            counts[keys[i]] += chunk[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def multiply_weights(weights: np.ndarray, first: np.ndarray, last: np.ndarray,
+                     stride: np.uint32, ratio: np.ndarray, keys: np.ndarray) -> None:
+    """Multiplies each row's weight by its cell ``first * stride + last`` of ``ratio``."""
+    for start in range(0, first.size, keys.size):
+        stop = min(start + keys.size, first.size)
+        chunk_keys(first[start:stop], last[start:stop], stride, np.uint32(0), keys)
+        chunk = weights[start:stop]
+        for i in range(chunk.size):
+            chunk[i] *= ratio[keys[i]]
