@@ -21,6 +21,7 @@ from dp_dask.data.io import read_table
 from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
     MAX_ESTIMATES,
+    MIN_CANDIDATES,
     MarginalModel,
     MarginalSynthesizer,
     WeightedRows,
@@ -95,18 +96,23 @@ def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
 
 
 def test_partitions_share_fits_drawn_once_per_release(client, fitted):
-    # Enough estimates that their candidates stand for the measured rows, one per partition
-    # at most: here two for three partitions, taken in turn.
+    # Enough estimates that their candidates (MIN_CANDIDATES at least) stand for the measured
+    # rows, one per partition at most: for a model of more rows than one estimate's candidates,
+    # two for three partitions, taken in turn.
     sizes = [10_000, 10_000, 5_000]
-    assert 10_000 < fitted.model.n_rows <= 20_000
-    sampler = fitted.model.sampler()
+    assert fitted.model.n_rows <= MIN_CANDIDATES
+    assert fitted.model.sampler().estimates(sizes) == 1
+    model = replace(fitted.model, n_rows=MIN_CANDIDATES + 1)
+    sampler = model.sampler()
     assert sampler.estimates(sizes) == 2
-    assert sampler.estimates([1_000] * 30) == MAX_ESTIMATES
-    assert sampler.estimates([30_000]) == 1
-    frame = fitted.sample(25_000, seed=4, partition_rows=10_000).compute()
+    assert sampler.estimates([1_000] * 30) == 2
+    assert replace(fitted.model, n_rows=10 * MIN_CANDIDATES).sampler().estimates(
+        [1_000] * 30) == MAX_ESTIMATES
+    assert sampler.estimates([2 * MIN_CANDIDATES]) == 1
+    frame = Synthesizer.from_model(model).sample(25_000, seed=4, partition_rows=10_000).compute()
     *children, first, second = np.random.SeedSequence(4).spawn(5)
     estimates = [sampler.for_release(10_000, first), sampler.for_release(10_000, second)]
-    assert len(estimates[0].shared.codes) == 10_000  # candidates for the largest partition
+    assert len(estimates[0].shared.codes) == MIN_CANDIDATES  # candidates: at least this many
     expected = np.concatenate([estimates[index % 2].draw(rows, child)[1]
                                for index, (rows, child) in enumerate(zip(sizes, children))])
     np.testing.assert_array_equal(codes_of(frame, fitted.schema), expected)
@@ -300,7 +306,8 @@ def test_a_fitted_partition_ends_on_the_mean_of_consistent_and_fitted_one_way_co
     rows, seed = 4_321, np.random.SeedSequence(7)
     _, codes = sampler.draw(rows, seed)
     # the draw's first use of its generator: the same candidates and weights
-    weighted = WeightedRows.of(*sampler.weighted_candidates(rows, np.random.default_rng(seed)),
+    weighted = WeightedRows.of(*sampler.weighted_candidates(sampler.candidate_rows(rows),
+                                                            np.random.default_rng(seed)),
                                fitted.model)
     differs = []
     for a, size in enumerate(fitted.schema.sizes):
