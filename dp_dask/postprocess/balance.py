@@ -27,6 +27,9 @@ from dp_dask.postprocess.rowupdate import cell_keys
 # 2 / 10 per row gave 3-way error 1.152 / 1.152 and 2-way 6.35 / 6.35 (the resample: 1.174, 6.70):
 # the kept swaps are few (1–2 % of the rows) and found early.
 PROPOSALS_PER_ROW = 3
+# At most this many code reads (two rows' cells in every group) per partition: about a second of
+# search on a wide schema, whose hundreds of pairs would otherwise cost several per partition.
+MAX_READS = 10**8
 
 
 def group_layout(groups: Sequence[tuple[int, ...]],
@@ -54,8 +57,8 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
                       proposals_per_row: float = PROPOSALS_PER_ROW) -> np.ndarray:
     """``rows`` rows (codes, C order) drawn from the candidates ``codes`` ∝ ``weights``, their
     tables of ``groups`` close to the weighted ones scaled to ``rows`` (``estimate``: those
-    tables, :func:`weighted_tables`, when already computed). A systematic resample, then swaps
-    (module docstring)."""
+    tables, :func:`weighted_tables`, when already computed). A systematic resample, then
+    ``proposals_per_row`` swap proposals per row, MAX_READS at most (module docstring)."""
     drawn = np.ascontiguousarray(codes[systematic_resample(weights, rows, rng)])
     if not groups or rows == 0:
         return drawn
@@ -64,7 +67,7 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
     members, starts, offsets = group_layout(groups, sizes)
     deviation = weighted_tables(drawn, np.ones(rows), groups, sizes) - estimate * (
         rows / max(float(weights.sum()), 1e-300))
-    proposals = int(proposals_per_row * rows)
+    proposals = min(int(proposals_per_row * rows), MAX_READS // (2 * len(members)))
     incoming = systematic_resample(weights, proposals, rng)
     slots = rng.integers(0, rows, proposals)
     _swap(drawn, np.ascontiguousarray(codes), incoming, slots, members, starts, offsets,
