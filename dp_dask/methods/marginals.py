@@ -9,12 +9,13 @@
               (and each fine histogram projected, bin by bin, onto its consistent 1-way
               marginal: the values ``uniform`` decoding draws within each bin)
     model     a maximum-information spanning tree of the consistent tables
-    estimate  once per release, in one to four tasks: candidate rows drawn down the tree, raked
-              towards every consistent table, their weights then fitted to the noisy
-              measurements themselves (private-pgm's objective)
-    sample    per output partition: the candidates resampled, row updates towards their
-              weighted tables kept while they gain, the consistent 1-way counts exactly
-              (dp_dask.postprocess.raking, .reweight, .rowupdate)
+    estimate  once per release, in one to four tasks: candidate rows (MIN_CANDIDATES at least)
+              drawn down the tree, raked towards every consistent table, their weights then
+              fitted to the noisy measurements themselves (private-pgm's objective)
+    sample    per output partition: the candidates resampled and balanced on their weighted
+              triples, row updates towards their weighted tables kept while they gain, the
+              consistent 1-way counts exactly (dp_dask.postprocess.raking, .reweight, .balance,
+              .rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
@@ -387,9 +388,10 @@ def one_way_targets(consistent: tuple[np.ndarray, ...], fitted: tuple[np.ndarray
 @dataclass(frozen=True)
 class MarginalSampler:
     """Draws one output partition: weighted candidates (the raked tree), their weights fitted
-    to the measurements, a resample, row updates towards the weighted tables, exact 1-way
-    counts. With ``fit_iterations`` 0 the updates aim at the consistent marginals instead: the
-    sampler before the fit, faster on wide schemas (docs/benchmarks.md).
+    to the measurements, a resample balanced on their weighted triples (postprocess.balance),
+    row updates towards the weighted tables, exact 1-way counts. With ``fit_iterations`` 0 the
+    updates aim at the consistent marginals instead: the sampler before the fit, faster on wide
+    schemas (docs/benchmarks.md).
 
     ``shared``: the weighted candidates of :meth:`for_release`, drawn and fitted once for the
     partitions of a release that read them; without them each :meth:`draw` makes its own.
