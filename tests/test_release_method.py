@@ -20,6 +20,7 @@ from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
 from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
+    CANDIDATES_PER_ROW,
     MAX_ESTIMATES,
     MIN_CANDIDATES,
     MarginalModel,
@@ -96,9 +97,9 @@ def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
 
 
 def test_partitions_share_fits_drawn_once_per_release(client, fitted):
-    # Enough estimates that their candidates (MIN_CANDIDATES at least) stand for the measured
-    # rows, one per partition at most: for a model of more rows than one estimate's candidates,
-    # two for three partitions, taken in turn.
+    # Enough estimates that their candidates (4 per measured row up to MIN_CANDIDATES) stand for
+    # the measured rows, one per partition at most: for a model of more rows than one estimate's
+    # candidates, two for three partitions, taken in turn.
     sizes = [10_000, 10_000, 5_000]
     assert fitted.model.n_rows <= MIN_CANDIDATES
     assert fitted.model.sampler().estimates(sizes) == 1
@@ -112,7 +113,9 @@ def test_partitions_share_fits_drawn_once_per_release(client, fitted):
     frame = Synthesizer.from_model(model).sample(25_000, seed=4, partition_rows=10_000).compute()
     *children, first, second = np.random.SeedSequence(4).spawn(5)
     estimates = [sampler.for_release(10_000, first), sampler.for_release(10_000, second)]
-    assert len(estimates[0].shared.codes) == MIN_CANDIDATES  # candidates: at least this many
+    assert len(estimates[0].shared.codes) == MIN_CANDIDATES
+    assert len(fitted.model.sampler().for_release(1_000, first).shared.codes) == (
+        CANDIDATES_PER_ROW * fitted.model.n_rows)
     expected = np.concatenate([estimates[index % 2].draw(rows, child)[1]
                                for index, (rows, child) in enumerate(zip(sizes, children))])
     np.testing.assert_array_equal(codes_of(frame, fitted.schema), expected)

@@ -117,10 +117,12 @@ EMPTY_WITHIN_SIGMAS = 2.0
 # 13.5 / 12.4 with 1 / 2 / 4 estimates, Q2 unchanged. Each estimate costs about two partitions'
 # draws (docs/benchmarks.md), hence the cap.
 MAX_ESTIMATES = 4
-# An estimate draws at least this many candidate rows, however few rows its partitions hold:
-# the candidates' coverage of the joint, not the output's size, limits its 3-way structure. On
-# Adult (9 attributes, 32,561 rows, ε = 1, add/remove, seed 0) the fitted weights' 3-way error
-# (95 %, unrounded) was 1.23 / 1.16 / 1.12 / 1.10 / 1.08 with 1 / 2 / 4 / 10 / 30 times the rows.
+# An estimate draws CANDIDATES_PER_ROW candidate rows per measured row, up to MIN_CANDIDATES (or
+# its partitions' rows, if more): the candidates' coverage of the joint, not the output's size,
+# limits its 3-way structure. On Adult (9 attributes, 32,561 rows, ε = 1, add/remove, seed 0)
+# the fitted weights' 3-way error (95 %, unrounded) was 1.23 / 1.16 / 1.12 / 1.10 / 1.08 with
+# 1 / 2 / 4 / 10 / 30 candidates per row; the bound keeps the fit's cost at a few partitions'.
+CANDIDATES_PER_ROW = 4
 MIN_CANDIDATES = 2**17
 
 
@@ -425,11 +427,10 @@ class MarginalSampler:
             return candidates, fit_weights(candidates, scaled, self.schema.sizes, weights,
                                            iterations=self.fit_iterations)
 
-    @staticmethod
-    def candidate_rows(rows: int) -> int:
-        """Candidates an estimate for partitions of up to ``rows`` rows draws: MIN_CANDIDATES
-        at least."""
-        return max(rows, MIN_CANDIDATES)
+    def candidate_rows(self, rows: int) -> int:
+        """Candidates an estimate for partitions of up to ``rows`` rows draws: CANDIDATES_PER_ROW
+        per measured row up to MIN_CANDIDATES, or ``rows`` if more."""
+        return max(rows, min(CANDIDATES_PER_ROW * self.model.n_rows, MIN_CANDIDATES))
 
     def estimates(self, sizes: list[int]) -> int:
         """Independent estimates for a release of partitions ``sizes``: enough candidates to
