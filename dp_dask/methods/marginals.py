@@ -125,11 +125,12 @@ MAX_ESTIMATES = 4
 CANDIDATES_PER_ROW = 4
 MIN_CANDIDATES = 2**17
 # The tree's draws behind those candidates: up to this many per candidate, while their distinct
-# rows number no more than the candidates (distinct_draws). Adult's 9 attributes (ε = 1,
-# add/remove, seeds 0–2): Q3 95 % 1.160 / 1.135 / 1.138 with up to 1 / 8 / 32 draws per
-# candidate (130,244 draws hold 26,845 distinct rows, 1 M draws 99,289); on its 15 attributes
-# the draws are nearly all distinct, and the candidates stay as they were.
-MAX_DRAWS_PER_ROW = 8
+# rows number no more than the candidates (distinct_draws). Adult's 9 attributes (add/remove,
+# seeds 0–2), up to 1 / 4 / 8 / 32 draws per candidate: ε = 1 Q1 11.16 / 11.17 / 11.31 / 11.23,
+# Q2 6.47 / 6.52 / 6.51 / 6.53, Q3 95 % 1.159 / 1.140 / 1.135 / 1.138; ε = 0.5 (1 / 4 / 8) Q2
+# 9.46 / 9.53 / 9.56, Q3 1.399 / 1.388 / 1.387 (130,244 draws hold 26,845 distinct rows, 1 M
+# draws 99,289). On its 15 attributes the draws are nearly all distinct: the candidates stay.
+MAX_DRAWS_PER_ROW = 4
 
 
 def measured_queries(schema: Schema,
