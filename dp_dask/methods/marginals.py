@@ -9,9 +9,10 @@
               (and each fine histogram projected, bin by bin, onto its consistent 1-way
               marginal: the values ``uniform`` decoding draws within each bin)
     model     a maximum-information spanning tree of the consistent tables
-    estimate  once per release, in one to four tasks: candidate rows (MIN_CANDIDATES at least)
-              drawn down the tree, raked towards every consistent table, their weights then
-              fitted to the noisy measurements themselves (private-pgm's objective)
+    estimate  once per release, in one to four tasks: candidate rows drawn down the tree (4 per
+              measured row up to MIN_CANDIDATES, the distinct rows of more draws), raked
+              towards every consistent table, their weights then fitted to the noisy
+              measurements themselves (private-pgm's objective)
     sample    per output partition: the candidates resampled and balanced on their weighted
               triples, row updates towards their weighted tables kept while they gain, the
               consistent 1-way counts exactly (dp_dask.postprocess.raking, .reweight, .balance,

@@ -34,7 +34,7 @@ PROPOSALS_PER_ROW = 3
 MAX_READS = 10**8
 
 
-def group_layout(groups: Sequence[tuple[int, ...]],
+def _group_layout(groups: Sequence[tuple[int, ...]],
                  sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The groups flattened for the compiled search: their attributes concatenated, where each
     group's attributes start (one more entry: the end), and where each group's cells start in
@@ -66,7 +66,7 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
         return drawn
     if estimate is None:
         estimate = weighted_tables(codes, weights, groups, sizes)
-    members, starts, offsets = group_layout(groups, sizes)
+    members, starts, offsets = _group_layout(groups, sizes)
     deviation = weighted_tables(drawn, np.ones(rows), groups, sizes) - estimate * (
         rows / max(float(weights.sum()), 1e-300))
     proposals = min(int(proposals_per_row * rows), MAX_READS // (2 * len(members)))
