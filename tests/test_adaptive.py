@@ -176,3 +176,26 @@ def test_evaluate_reports_the_workload_apart(client, tmp_path, capsys):
         assert "workload (2 marginals" in out
         tvd[name] = float(out.split("mean TVD ")[1].split(")")[0])
     assert tvd["same"] == 0 and tvd["broken"] > 0.15
+
+
+def test_released_rows_round_the_estimates_triples(client):
+    """The measured triple enters the estimate (the fitted weights), and a partition's rows
+    round the estimate's triples (postprocess/balance.py; a plain resample of many distinct
+    candidates would vary about them like a sample: tests/test_balance.py)."""
+    frame = xor_frame()
+    synthesizer, _ = release(frame, rounds=2)
+    rows = len(frame)
+    sampler = synthesizer.model.sampler().for_release(rows, np.random.SeedSequence(3))
+    estimate = sampler.shared
+    assert (0, 1, 2) in estimate.balanced
+    sizes = synthesizer.schema.sizes
+    weights = estimate.weights * rows / estimate.weights.sum()
+    wanted = np.bincount(cell_keys(estimate.codes, (0, 1, 2), sizes), weights=weights,
+                         minlength=8)
+    truth = np.bincount(cell_keys(encode_partition(frame, xor_schema()).T, (0, 1, 2), sizes),
+                        minlength=8)
+    assert 0.5 * np.abs(wanted - truth).sum() / rows < 0.05  # XOR: the pairs alone give 0.5
+    drawn = sampler.draw_codes(rows, np.random.SeedSequence(4))
+    # cells of ~750 rows: a sample's would move by ~√750 ≈ 27; rounding and the 1-way match
+    assert np.abs(np.bincount(cell_keys(drawn, (0, 1, 2), sizes), minlength=8)
+                  - wanted).max() <= 5

@@ -6,8 +6,9 @@ import itertools
 
 import numpy as np
 
-from dp_dask.postprocess.consistency import Marginals, ratio_or_zero
+from dp_dask.postprocess.consistency import Marginals, Measurement, ratio_or_zero
 from dp_dask.postprocess.raking import MAX_PASSES, WINDOW, rake, systematic_resample
+from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import cell_keys, sample_tree
 from dp_dask.postprocess.tree import spanning_tree
 
@@ -85,3 +86,28 @@ def test_systematic_resample_rounds_each_weight_to_a_neighbouring_integer():
     np.testing.assert_array_equal(picked, systematic_resample(weights, rows,
                                                               np.random.default_rng(7)))
     assert len(systematic_resample(weights, 0, rng)) == 0
+
+
+def test_equal_rows_are_raked_and_fitted_alike():
+    """k equal candidates of weight w and one of weight k·w give the same estimate: what lets
+    an estimate keep only the distinct rows of many draws (marginals.distinct_draws)."""
+    n = 4_000
+    rows = latent_copies(n, seed=3)
+    draws = rows[np.random.default_rng(4).integers(0, 300, 3 * n)]  # many repeats
+    targets = tables_of(rows)
+    whole = np.ascontiguousarray(draws).view(np.dtype((np.void, draws.shape[1] * draws.itemsize)))
+    _, first, inverse, counts = np.unique(whole.ravel(), return_index=True, return_inverse=True,
+                                          return_counts=True)
+    distinct = draws[first]
+    weights, passes = rake(draws, targets, SIZES, np.random.default_rng(5))
+    merged, passes_merged = rake(distinct, targets, SIZES, np.random.default_rng(5),
+                                 start=counts.astype(float))
+    assert passes == passes_merged
+    np.testing.assert_allclose(np.bincount(inverse.ravel(), weights=weights), merged, rtol=1e-9)
+    noisy = [Measurement(pair, table + np.random.default_rng(6).normal(0, 20, table.size), 20.0)
+             for pair, table in targets.items()]
+    fitted = fit_weights(draws, noisy, SIZES, weights, iterations=30)
+    fitted_merged = fit_weights(distinct, noisy, SIZES, merged, iterations=30)
+    assert not np.allclose(fitted_merged, merged)  # the fit moved the weights
+    np.testing.assert_allclose(np.bincount(inverse.ravel(), weights=fitted), fitted_merged,
+                               rtol=1e-6)

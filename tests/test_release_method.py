@@ -20,15 +20,20 @@ from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
 from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
+    CANDIDATES_PER_ROW,
+    MAX_DRAWS_PER_ROW,
     MAX_ESTIMATES,
+    MIN_CANDIDATES,
     MarginalModel,
     MarginalSynthesizer,
     WeightedRows,
     budget_shares,
+    distinct_draws,
     fit_marginals,
     measure,
     measured_queries,
     one_way_targets,
+    raked_start,
     tree_start,
 )
 from dp_dask.postprocess import reweight, rowupdate
@@ -95,18 +100,27 @@ def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
 
 
 def test_partitions_share_fits_drawn_once_per_release(client, fitted):
-    # Enough estimates that their candidates stand for the measured rows, one per partition
-    # at most: here two for three partitions, taken in turn.
+    # Enough estimates that their candidates (4 per measured row up to MIN_CANDIDATES) stand for
+    # the measured rows, one per partition at most: for a model of more rows than one estimate's
+    # candidates, two for three partitions, taken in turn.
     sizes = [10_000, 10_000, 5_000]
-    assert 10_000 < fitted.model.n_rows <= 20_000
-    sampler = fitted.model.sampler()
+    assert fitted.model.n_rows <= MIN_CANDIDATES
+    assert fitted.model.sampler().estimates(sizes) == 1
+    model = replace(fitted.model, n_rows=MIN_CANDIDATES + 1)
+    sampler = model.sampler()
     assert sampler.estimates(sizes) == 2
-    assert sampler.estimates([1_000] * 30) == MAX_ESTIMATES
-    assert sampler.estimates([30_000]) == 1
-    frame = fitted.sample(25_000, seed=4, partition_rows=10_000).compute()
+    assert sampler.estimates([1_000] * 30) == 2
+    assert replace(fitted.model, n_rows=10 * MIN_CANDIDATES).sampler().estimates(
+        [1_000] * 30) == MAX_ESTIMATES
+    assert sampler.estimates([2 * MIN_CANDIDATES]) == 1
+    frame = Synthesizer.from_model(model).sample(25_000, seed=4, partition_rows=10_000).compute()
     *children, first, second = np.random.SeedSequence(4).spawn(5)
     estimates = [sampler.for_release(10_000, first), sampler.for_release(10_000, second)]
-    assert len(estimates[0].shared.codes) == 10_000  # candidates for the largest partition
+    assert len(estimates[0].shared.codes) <= MIN_CANDIDATES  # distinct rows of the draws
+    # the candidates' weights stand for 4 per measured row (their distinct rows are fewer)
+    small = fitted.model.sampler().for_release(1_000, first).shared
+    assert small.weights.sum() == pytest.approx(CANDIDATES_PER_ROW * fitted.model.n_rows,
+                                                rel=0.01)
     expected = np.concatenate([estimates[index % 2].draw(rows, child)[1]
                                for index, (rows, child) in enumerate(zip(sizes, children))])
     np.testing.assert_array_equal(codes_of(frame, fitted.schema), expected)
@@ -300,7 +314,8 @@ def test_a_fitted_partition_ends_on_the_mean_of_consistent_and_fitted_one_way_co
     rows, seed = 4_321, np.random.SeedSequence(7)
     _, codes = sampler.draw(rows, seed)
     # the draw's first use of its generator: the same candidates and weights
-    weighted = WeightedRows.of(*sampler.weighted_candidates(rows, np.random.default_rng(seed)),
+    weighted = WeightedRows.of(*sampler.weighted_candidates(sampler.candidate_rows(rows),
+                                                            np.random.default_rng(seed)),
                                fitted.model)
     differs = []
     for a, size in enumerate(fitted.schema.sizes):
@@ -353,3 +368,14 @@ def test_the_fit_iterations_follow_the_noise_unless_given(fitted):
 def test_a_bad_fit_iterations_is_refused_before_any_work(bad):
     with pytest.raises(ValueError, match="fit_iterations must be an integer"):
         Synthesizer.create("marginals", SMALL_SCHEMA_PATH, fit_iterations=bad)
+
+
+def test_an_estimate_keeps_the_distinct_rows_of_more_draws(fitted):
+    rows = 5_000
+    candidates, counts, draws = distinct_draws(fitted.model, rows, np.random.default_rng(2))
+    # a small domain: 8 × 5,000 draws still hold fewer distinct rows than 5,000
+    assert draws == MAX_DRAWS_PER_ROW * rows and counts.sum() == draws
+    assert len(candidates) <= rows and len(np.unique(candidates, axis=0)) == len(candidates)
+    codes, weights = raked_start(fitted.model, rows, np.random.default_rng(2))
+    np.testing.assert_array_equal(codes, candidates)
+    assert weights.sum() == pytest.approx(rows, rel=0.01)

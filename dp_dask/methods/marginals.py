@@ -9,12 +9,14 @@
               (and each fine histogram projected, bin by bin, onto its consistent 1-way
               marginal: the values ``uniform`` decoding draws within each bin)
     model     a maximum-information spanning tree of the consistent tables
-    estimate  once per release, in one to four tasks: candidate rows drawn down the tree, raked
+    estimate  once per release, in one to four tasks: candidate rows drawn down the tree (4 per
+              measured row up to MIN_CANDIDATES, the distinct rows of more draws), raked
               towards every consistent table, their weights then fitted to the noisy
               measurements themselves (private-pgm's objective)
-    sample    per output partition: the candidates resampled, row updates towards their
-              weighted tables kept while they gain, the consistent 1-way counts exactly
-              (dp_dask.postprocess.raking, .reweight, .rowupdate)
+    sample    per output partition: the candidates resampled and balanced on their weighted
+              triples, row updates towards their weighted tables kept while they gain, the
+              consistent 1-way counts exactly (dp_dask.postprocess.raking, .reweight, .balance,
+              .rowupdate)
 
 Like PrivSyn (Zhang et al. 2021) it synthesises by row updates rather than from a fitted
 density; unlike it, every 2-way table is measured (on Adult, spending budget on a selected subset
@@ -56,6 +58,7 @@ from dp_dask.methods.selection import (
     select_tree,
     tree_wanted,
 )
+from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.consistency import (
     Marginals,
     Measurement,
@@ -63,7 +66,7 @@ from dp_dask.postprocess.consistency import (
     consistent_marginals,
     estimated_rows,
 )
-from dp_dask.postprocess.raking import rake, systematic_resample
+from dp_dask.postprocess.raking import rake
 from dp_dask.postprocess.reweight import (
     FIT_ITERATIONS,
     check_iterations,
@@ -115,6 +118,20 @@ EMPTY_WITHIN_SIGMAS = 2.0
 # 13.5 / 12.4 with 1 / 2 / 4 estimates, Q2 unchanged. Each estimate costs about two partitions'
 # draws (docs/benchmarks.md), hence the cap.
 MAX_ESTIMATES = 4
+# An estimate draws CANDIDATES_PER_ROW candidate rows per measured row, up to MIN_CANDIDATES (or
+# its partitions' rows, if more): the candidates' coverage of the joint, not the output's size,
+# limits its 3-way structure. On Adult (9 attributes, 32,561 rows, ε = 1, add/remove, seed 0)
+# the fitted weights' 3-way error (95 %, unrounded) was 1.23 / 1.16 / 1.12 / 1.10 / 1.08 with
+# 1 / 2 / 4 / 10 / 30 candidates per row; the bound keeps the fit's cost at a few partitions'.
+CANDIDATES_PER_ROW = 4
+MIN_CANDIDATES = 2**17
+# The tree's draws behind those candidates: up to this many per candidate, while their distinct
+# rows number no more than the candidates (distinct_draws). Adult's 9 attributes (add/remove,
+# seeds 0–2), up to 1 / 4 / 8 / 32 draws per candidate: ε = 1 Q1 11.16 / 11.17 / 11.31 / 11.23,
+# Q2 6.47 / 6.52 / 6.51 / 6.53, Q3 95 % 1.159 / 1.140 / 1.135 / 1.138; ε = 0.5 (1 / 4 / 8) Q2
+# 9.46 / 9.53 / 9.56, Q3 1.399 / 1.388 / 1.387 (130,244 draws hold 26,845 distinct rows, 1 M
+# draws 99,289). On its 15 attributes the draws are nearly all distinct: the candidates stay.
+MAX_DRAWS_PER_ROW = 4
 
 
 def measured_queries(schema: Schema,
@@ -322,12 +339,36 @@ def raked_start(model: MarginalModel, rows: int,
                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows, weighted towards every consistent 2-way table by
     raking (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
-    candidates, _ = tree_start(model, rows, rng)
+    candidates, counts, draws = distinct_draws(model, rows, rng)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
-                      model.schema.sizes, rng)
+                      model.schema.sizes, rng, start=counts * (rows / draws))
     return candidates, weights
+
+
+def distinct_draws(model: MarginalModel, rows: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """The tree's draws as distinct rows (sorted) and their counts, and the draws made: the
+    most draws, ``rows`` doubled up to MAX_DRAWS_PER_ROW times, whose distinct rows number at
+    most ``rows``. Raking and the weight fit treat equal rows alike (a row's step depends on
+    its cells only), so k equal candidates of weight w and one of weight k·w give the same
+    estimate: more draws cover more of the joint at the fit's cost of ``rows`` candidates."""
+    draws = rows
+    candidates, counts = _distinct(tree_start(model, rows, rng)[0])
+    while draws < MAX_DRAWS_PER_ROW * rows:
+        more, more_counts = _distinct(tree_start(model, 2 * draws, rng)[0])
+        if len(more) > rows:
+            break
+        candidates, counts, draws = more, more_counts, 2 * draws
+    return candidates, counts, draws
+
+
+def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``codes`` (C order, sorted) and how often each occurs."""
+    whole = np.ascontiguousarray(codes).view(np.dtype((np.void, codes.shape[1] * codes.itemsize)))
+    _, first, counts = np.unique(whole.ravel(), return_index=True, return_counts=True)
+    return np.ascontiguousarray(codes[first]), counts.astype(np.float64)
 
 
 # (model, rows, rng) -> candidate codes (k, m), row-major, in the narrowest unsigned dtype of the
@@ -344,22 +385,28 @@ def _weighted_counts(codes: np.ndarray, weights: np.ndarray, attributes: tuple[i
 @dataclass(frozen=True)
 class WeightedRows:
     """The estimate of the joint distribution a release's partitions share: candidate rows
-    (k, m), their fitted weights, and the weighted 1-way and 2-way counts the row updates aim
-    at (unrounded; each partition rounds them to its rows)."""
+    (k, m), their fitted weights, the weighted 1-way and 2-way counts the row updates aim at
+    (unrounded; each partition rounds them to its rows), and the weighted tables of the groups
+    a partition's resample is balanced on (``balanced``: every triple, or every pair on wide
+    schemas, ``adaptive.default_workload``), concatenated."""
 
     codes: np.ndarray
     weights: np.ndarray
     one_way: tuple[np.ndarray, ...]
     two_way: dict[tuple[int, int], np.ndarray]
+    balanced: tuple[tuple[int, ...], ...]
+    balanced_tables: np.ndarray
 
     @classmethod
     def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel) -> WeightedRows:
         sizes = model.schema.sizes
+        groups = adaptive.default_workload(model.schema)
         return cls(codes, weights,
                    tuple(_weighted_counts(codes, weights, (a,), sizes)
                          for a in range(model.schema.m)),
                    {pair: _weighted_counts(codes, weights, pair, sizes)
-                    for pair in model.marginals.two_way})
+                    for pair in model.marginals.two_way},
+                   groups, weighted_tables(codes, weights, groups, sizes))
 
 
 def one_way_targets(consistent: tuple[np.ndarray, ...], fitted: tuple[np.ndarray, ...],
@@ -375,9 +422,10 @@ def one_way_targets(consistent: tuple[np.ndarray, ...], fitted: tuple[np.ndarray
 @dataclass(frozen=True)
 class MarginalSampler:
     """Draws one output partition: weighted candidates (the raked tree), their weights fitted
-    to the measurements, a resample, row updates towards the weighted tables, exact 1-way
-    counts. With ``fit_iterations`` 0 the updates aim at the consistent marginals instead: the
-    sampler before the fit, faster on wide schemas (docs/benchmarks.md).
+    to the measurements, a resample balanced on their weighted triples (postprocess.balance),
+    row updates towards the weighted tables, exact 1-way counts. With ``fit_iterations`` 0 the
+    updates aim at the consistent marginals instead: the sampler before the fit, faster on wide
+    schemas (docs/benchmarks.md).
 
     ``shared``: the weighted candidates of :meth:`for_release`, drawn and fitted once for the
     partitions of a release that read them; without them each :meth:`draw` makes its own.
@@ -411,10 +459,16 @@ class MarginalSampler:
             return candidates, fit_weights(candidates, scaled, self.schema.sizes, weights,
                                            iterations=self.fit_iterations)
 
+    def candidate_rows(self, rows: int) -> int:
+        """Candidates an estimate for partitions of up to ``rows`` rows draws: CANDIDATES_PER_ROW
+        per measured row up to MIN_CANDIDATES, or ``rows`` if more."""
+        return max(rows, min(CANDIDATES_PER_ROW * self.model.n_rows, MIN_CANDIDATES))
+
     def estimates(self, sizes: list[int]) -> int:
         """Independent estimates for a release of partitions ``sizes``: enough candidates to
         stand for the measured rows, one estimate per partition at most, MAX_ESTIMATES."""
-        return max(1, min(len(sizes), MAX_ESTIMATES, math.ceil(self.model.n_rows / max(sizes))))
+        return max(1, min(len(sizes), MAX_ESTIMATES,
+                          math.ceil(self.model.n_rows / self.candidate_rows(max(sizes)))))
 
     def for_release(self, rows: int, seed: np.random.SeedSequence) -> MarginalSampler:
         """This sampler with weighted candidates for partitions of up to ``rows`` rows, drawn
@@ -427,7 +481,7 @@ class MarginalSampler:
         raised the rows' excess over their targets, as on Adult and the DSS shape), every
         partition, a resample of the same candidates, would throw its sweeps away too."""
         rng = np.random.default_rng(seed)
-        candidates, weights = self.weighted_candidates(rows, rng)
+        candidates, weights = self.weighted_candidates(self.candidate_rows(rows), rng)
         shared = replace(self, shared=WeightedRows.of(candidates, weights, self.model))
         return replace(shared, updates=shared._draw(rows, rng)[1])
 
@@ -449,11 +503,11 @@ class MarginalSampler:
         model, sizes = self.model, self.schema.sizes
         with timed(None, "estimate", cpu):
             fitted = self.shared if self.shared is not None else WeightedRows.of(
-                *self.weighted_candidates(rows, rng), model)
+                *self.weighted_candidates(self.candidate_rows(rows), rng), model)
         scale = rows / model.n_rows
         with timed(None, "resample", cpu):
-            codes = np.ascontiguousarray(
-                fitted.codes[systematic_resample(fitted.weights, rows, rng)])
+            codes = balanced_resample(fitted.codes, fitted.weights, rows, fitted.balanced, sizes,
+                                      rng, estimate=fitted.balanced_tables)
         with timed(None, "targets", cpu):
             consistent = {pair: round_to_total(table.ravel(), rows)
                           for pair, table in model.marginals.two_way.items()}

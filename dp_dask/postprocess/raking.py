@@ -34,12 +34,13 @@ MAX_PASSES = 40
 
 
 def rake(codes: np.ndarray, targets: dict[tuple[int, int], np.ndarray], sizes: np.ndarray,
-         rng: np.random.Generator, *, max_passes: int = MAX_PASSES) -> tuple[np.ndarray, int]:
+         rng: np.random.Generator, *, max_passes: int = MAX_PASSES,
+         start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Weights (one per row of ``codes``, summing to about the targets' total) whose weighted
     counts approach every target table (2-way, keyed by their two attributes), and the passes
     made. Each pass visits every table once, in random order; a cell with no row keeps its
-    gap."""
-    weights = np.ones(len(codes))
+    gap. ``start``: the weights raking starts from (default: one per row)."""
+    weights = np.ones(len(codes)) if start is None else np.array(start, dtype=np.float64)
     columns = np.asfortranarray(codes)  # each table reads two columns
     tables = [(columns[:, a], columns[:, b], np.uint32(sizes[b]),
                np.asarray(target, dtype=np.float64).ravel()) for (a, b), target in targets.items()]
