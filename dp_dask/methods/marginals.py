@@ -356,7 +356,9 @@ def distinct_draws(model: MarginalModel, rows: int,
     estimate: more draws cover more of the joint at the fit's cost of ``rows`` candidates."""
     draws = rows
     candidates, counts = _distinct(tree_start(model, rows, rng)[0])
-    while draws < MAX_DRAWS_PER_ROW * rows:
+    # every draw distinct (wide schemas): twice the draws would almost surely hold more than
+    # ``rows`` distinct rows: not drawn and sorted only to be thrown away
+    while draws < MAX_DRAWS_PER_ROW * rows and len(candidates) < rows:
         more, more_counts = _distinct(tree_start(model, 2 * draws, rng)[0])
         if len(more) > rows:
             break
