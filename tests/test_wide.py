@@ -130,6 +130,10 @@ def test_wide_release_beats_independent_marginals(client, tmp_path):
                                       neighbours="add_remove").fit(frame)
     privacy = synthesizer.model.metadata["privacy"]
     assert privacy["tables"]["tables"] == "spanning tree" and privacy["k"] == 3 * m - 1
+    # the record states the tree plan's shares, not the all-pairs plan's
+    assert f"{TREE_ONE_WAY_SHARE:g} to the histograms" in privacy["budget_split"]
+    assert synthesizer.model.metadata["model"]["budget_shares"].startswith(
+        f"{TREE_ONE_WAY_SHARE:g} of rho to the histograms, {SELECTION_SHARE:.6g} to the tree's")
     model = load_model(synthesizer.model.save(tmp_path / "model"))
     assert sorted(model.marginals.two_way) == sorted(synthesizer.model.marginals.two_way)
     synthetic = synthesizer.sample(rows, seed=0).compute()
