@@ -102,10 +102,10 @@ ONE_WAY_SHARE = 0.25
 # pairs' 2-way estimates are products of 1-way ones, so the histograms carry Q2 as well as Q1.
 # Reached by a second measurement of each histogram after the plan is chosen (the first, at
 # ONE_WAY_SHARE, decides it), averaged with the first by inverse variance. Tree plan, ε = 1,
-# add/remove, seeds 0–1, Q1 / Q2 / Q3 (95 %) at 0.25 / 0.4 / 0.5: 45-column wide Adult 34.9 / 31.0
-# / 28.5, 10.2 / 10.0 / 9.9, 1.86 / 1.83 / 1.83; generated m = 50 38.7 / 33.9 / 31.3, 21.5 / 21.5
-# / 21.9, 7.1 / 7.3 / 7.6; m = 30 28.5 / 24.3 / 22.9, 22.2 / 22.2 / 22.6, 7.9 / 8.0 / 8.2
-# (benchmarks/wide.py; docs/method.md "Wide schemas").
+# add/remove, seeds 0–3, Q1 / Q2 / Q3 (95 %) at 0.25 → 0.4: 45-column wide Adult 36.1 / 10.38 /
+# 1.87 → 32.0 / 10.10 / 1.83, generated m = 50 39.0 / 21.37 / 7.09 → 35.1 / 21.46 / 7.22; 0.5
+# (seeds 0–1) a little more Q1 but Q2/Q3 worse on generated m = 30, 50 (benchmarks/wide.py;
+# docs/method.md "Wide schemas").
 TREE_ONE_WAY_SHARE = 0.4
 # The fine histograms' share of ρ, when the schema declares fine grids (split between them ∝
 # cells^(1/3)); the 1-way and 2-way measurements share the rest as above. Chosen on Adult (public,
