@@ -66,11 +66,23 @@ PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
 # ``estimate(warm_start=...)`` (a CliqueVector, expanded to the new cliques). And it widens
 # ``Dataset.to_dict``'s columns to int64: mbi 2.0 samples into the smallest unsigned type of the
 # compressed domain (uint8 below 256 values), where mst.py's ``reverse_data`` then cannot write
-# the original codes of a larger domain (pandas refuses 999 in uint8). Nothing else changes.
+# the original codes of a larger domain (pandas refuses 999 in uint8). And it runs
+# ``MarkovRandomField.project`` with JAX's jit off: a marginal outside the model goes through
+# mbi's ``variable_elimination``, jitted with the clique static, so every new pair was one XLA
+# compilation (2–3.6 s under load); MST's selection asks for all m(m−1)/2 pairs, 990 on the
+# 45-column table (over 25 min). Eagerly each primitive is compiled once per shape and reused:
+# the same operations, ~0.5 s a pair there. Nothing else changes.
 PEER_RUNNER = """\
 import functools, os, runpy, sys
+import jax
 import numpy as np
 import mbi
+_project = mbi.MarkovRandomField.project
+@functools.wraps(_project)
+def project(self, attrs):
+    with jax.disable_jit():
+        return _project(self, attrs)
+mbi.MarkovRandomField.project = project
 if not hasattr(mbi.Domain, "attrs"):
     mbi.Domain.attrs = property(lambda self: self.attributes)
 _estimate = mbi.estimation.Estimator.estimate

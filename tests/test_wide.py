@@ -11,11 +11,19 @@ from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import (
     CELLS_EXPONENT,
     ONE_WAY_SHARE,
+    TREE_ONE_WAY_SHARE,
     MarginalSynthesizer,
+    budget_shares,
     measure_all,
+    measured_queries,
 )
 from dp_dask.methods.selection import SELECTION_SHARE, all_pairs_noise, select_tree, tree_wanted
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_rho, rho_budget
+from dp_dask.privacy.accounting import (
+    TABLE_L2_SENSITIVITY,
+    gaussian_rho,
+    gaussian_sigma,
+    rho_budget,
+)
 from dp_dask.privacy.selection import calibrate_selection
 from dp_dask.synthesizer import load_model
 
@@ -76,7 +84,16 @@ def test_the_tree_plan_spends_rho_exactly(accountant):
     measurements, _, tree = measure_all(counts, {}, schema, rho, accountant=accountant,
                                         sampler="numpy", rng=np.random.default_rng(1),
                                         neighbours="add_remove", tables="tree")
-    charges = sum(gaussian_rho(m.sigma, 1.0, accountant) for m in measurements)
+    # the histograms: drawn at ONE_WAY_SHARE before the plan, topped up to TREE_ONE_WAY_SHARE
+    # after it, the two averaged by inverse variance
+    shares = budget_shares(schema, measured_queries(schema, tree.pairs))[:12]
+    draws = [[gaussian_sigma(rho * share * part, 1.0, accountant) for share in shares]
+             for part in (1.0, TREE_ONE_WAY_SHARE / ONE_WAY_SHARE - 1)]
+    one_way = sum(gaussian_rho(sigma, 1.0, accountant) for sigmas in draws for sigma in sigmas)
+    assert one_way == pytest.approx(rho * TREE_ONE_WAY_SHARE, rel=1e-9)
+    assert [m.sigma for m in measurements[:12]] == pytest.approx(
+        [(a**-2 + b**-2) ** -0.5 for a, b in zip(*draws)], rel=1e-12)
+    charges = one_way + sum(gaussian_rho(m.sigma, 1.0, accountant) for m in measurements[12:])
     assert tree.rho <= rho * SELECTION_SHARE
     assert tree.rho == pytest.approx(rho * SELECTION_SHARE, rel=1e-9)
     assert charges + tree.rho <= rho
@@ -112,7 +129,11 @@ def test_wide_release_beats_independent_marginals(client, tmp_path):
                                       noise_sampler="numpy", noise_seed=0,
                                       neighbours="add_remove").fit(frame)
     privacy = synthesizer.model.metadata["privacy"]
-    assert privacy["tables"]["tables"] == "spanning tree" and privacy["k"] == 2 * m - 1
+    assert privacy["tables"]["tables"] == "spanning tree" and privacy["k"] == 3 * m - 1
+    # the record states the tree plan's shares, not the all-pairs plan's
+    assert f"{TREE_ONE_WAY_SHARE:g} to the histograms" in privacy["budget_split"]
+    assert synthesizer.model.metadata["model"]["budget_shares"].startswith(
+        f"{TREE_ONE_WAY_SHARE:g} of rho to the histograms, {SELECTION_SHARE:.6g} to the tree's")
     model = load_model(synthesizer.model.save(tmp_path / "model"))
     assert sorted(model.marginals.two_way) == sorted(synthesizer.model.marginals.two_way)
     synthetic = synthesizer.sample(rows, seed=0).compute()

@@ -101,6 +101,15 @@ CELLS_EXPONENT = 1.0 / 3.0
 # on Adult (public), 11 % → 27 % moved the 1-way error 20.7 → 18.1 and the 2-way 9.3 → 9.5
 # (MST gives its 1-way marginals a third). Fixed, so it does not shrink as tables grow as m².
 ONE_WAY_SHARE = 0.25
+# The histograms' share of ρ in the tree plan (dp_dask.methods.selection): with m − 1 tables, most
+# pairs' 2-way estimates are products of 1-way ones, so the histograms carry Q2 as well as Q1.
+# Reached by a second measurement of each histogram after the plan is chosen (the first, at
+# ONE_WAY_SHARE, decides it), averaged with the first by inverse variance. Tree plan, ε = 1,
+# add/remove, seeds 0–3, Q1 / Q2 / Q3 (95 %) at 0.25 → 0.4: 45-column wide Adult 36.1 / 10.38 /
+# 1.87 → 32.0 / 10.10 / 1.83, generated m = 50 39.0 / 21.37 / 7.09 → 35.1 / 21.46 / 7.22; 0.5
+# (seeds 0–1) a little more Q1 but Q2/Q3 worse on generated m = 30, 50 (benchmarks/wide.py;
+# docs/method.md "Wide schemas").
+TREE_ONE_WAY_SHARE = 0.4
 # The fine histograms' share of ρ, when the schema declares fine grids (split between them ∝
 # cells^(1/3)); the 1-way and 2-way measurements share the rest as above. Chosen on Adult (public,
 # ε = 1, seeds 0-2, benchmarks/values.py): 0.03 / 0.05 / 0.1 gave KS age 0.0100 / 0.0090 / 0.0065,
@@ -198,10 +207,11 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     exact fine histogram), charges summing to at most ``rho`` (:func:`budget_shares`).
 
     The 1-way histograms are measured first; then, from them and public quantities, whether the
-    schema is too wide for all pairs (:mod:`dp_dask.methods.selection`): if so, a spanning tree
-    of pairs is selected under DP with SELECTION_SHARE of ρ and only its tables measured, else
-    every pair; ``tables`` "all" or "tree" overrides the choice (:data:`TABLES`). The third
-    value is the tree's record (None: all pairs).
+    schema is too wide for all pairs (:mod:`dp_dask.methods.selection`): if so, the histograms
+    are measured again up to TREE_ONE_WAY_SHARE of ρ (the two averaged by inverse variance), a
+    spanning tree of pairs is selected under DP with SELECTION_SHARE of ρ and only its tables
+    measured, else every pair; ``tables`` "all" or "tree" overrides the choice
+    (:data:`TABLES`). The third value is the tree's record (None: all pairs).
 
     A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
     (a row of an extra bin is in no cell), adding or removing one moves one.
@@ -244,12 +254,14 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     tree = None
     if schema.m > 2 and check_tables(tables) != "all" and (tables == "tree"
                                                          or tree_wanted(noise)):
+        top_up = draw(one_way, shares[:schema.m] * (TREE_ONE_WAY_SHARE / ONE_WAY_SHARE - 1))
+        first = adaptive.merged(first + top_up)
         tree = select_tree(counts, schema, [m.values for m in first], rows,
                            rho * coarse * SELECTION_SHARE, sensitivity**2, accountant,
                            noise=noise, sampler=sampler, rng=rng)
         queries = measured_queries(schema, tree.pairs)
         shares = budget_shares(schema, queries, grids, share_of_fine,
-                               table_share=1 - ONE_WAY_SHARE - SELECTION_SHARE)
+                               table_share=1 - TREE_ONE_WAY_SHARE - SELECTION_SHARE)
     else:
         queries = measured_queries(schema)
     rest = draw([*queries[schema.m:], *(("fine", a) for a in grids)], shares[schema.m:])
@@ -586,8 +598,10 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
         layout = fine_layout(schema.attributes[a])
         consistent[a] = consistent_fine(measured.values, layout.first, layout.measured.start,
                                         marginals.one_way[a])
-    shares = (f"{ONE_WAY_SHARE:g} of rho to the histograms, the rest to the tables, each in "
-              f"proportion to cells^{CELLS_EXPONENT:.4g}")
+    tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
+    shares = (f"{TREE_ONE_WAY_SHARE if tree else ONE_WAY_SHARE:g} of rho to the histograms, "
+              + (f"{SELECTION_SHARE:.6g} to the tree's selection, " if tree else "")
+              + f"the rest to the tables, each in proportion to cells^{CELLS_EXPONENT:.4g}")
     if fine:
         shares = (f"{fine_share:g} of rho to the fine histograms in proportion to "
                   f"cells^{CELLS_EXPONENT:.4g}; of the rest, " + shares)
@@ -694,7 +708,8 @@ class MarginalSynthesizer(Synthesizer):
             n_rows = metadata["n_rows"] = estimated_rows(measurements)
             plan = self._ledger_plan()
             as_replace_one = {"replace_one_row": {"epsilon": plan["epsilon"], "rho": plan["rho"]}}
-        k = len(measurements)  # the one-shot measurements
+        # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
+        k = len(measurements) + (self.schema.m if tree is not None else 0)
         adaptive_record = {}
         if rounds.rounds:
             with timed(self.timings_, "adaptive_rounds"):
@@ -702,15 +717,20 @@ class MarginalSynthesizer(Synthesizer):
                     measurements, exact, rounds, n_rows, rng)
         sensitivity = TABLE_L2_SENSITIVITY[self.neighbours]
         which = "every 1-way histogram and 2-way table"
+        histograms = f"{ONE_WAY_SHARE:g} to the histograms"
         tables = "the rest to the tables"
         if tree is not None:
-            which = f"every 1-way histogram and the {len(tree.pairs)} 2-way tables of a tree"
+            which = (f"every 1-way histogram twice and the {len(tree.pairs)} 2-way tables of a "
+                     "tree")
+            histograms = (f"{TREE_ONE_WAY_SHARE:g} to the histograms ({ONE_WAY_SHARE:g} before "
+                          "the plan was chosen, the rest after; the two averaged by inverse "
+                          "variance)")
             tables = (f"{SELECTION_SHARE:.6g} to the tree's selection ({tree.rounds} "
                       f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), the rest "
                       "to the tables")
         split = (f"{k} Gaussian measurements ({which}, L2 "
                  f"sensitivity {sensitivity:.6g} each) sharing rho = {rounds.rho_one_shot:.6g}: "
-                 f"{ONE_WAY_SHARE:g} to the histograms, {tables}, each in "
+                 f"{histograms}, {tables}, each in "
                  f"proportion to cells^(1/3)")
         fine_record = {}
         if fine:
@@ -720,8 +740,8 @@ class MarginalSynthesizer(Synthesizer):
                      f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
                      f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
                      f"the rest to {k} measurements ({which}, "
-                     f"L2 sensitivity {sensitivity:.6g} each): {ONE_WAY_SHARE:g} of it to the "
-                     f"histograms, {tables}, each in proportion to cells^(1/3)")
+                     f"L2 sensitivity {sensitivity:.6g} each), of it {histograms}, {tables}, "
+                     "each in proportion to cells^(1/3)")
             fine_record = {"fine_share": self.fine_share, "fine_histograms": {
                 self.schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
                 for a, m in sorted(fine.items())}}

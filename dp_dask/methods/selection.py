@@ -27,10 +27,10 @@ from dp_dask.privacy.selection import Selection, calibrate_selection, noisy_max_
 
 # The all-pairs plan's noise level at which a tree measures better: the mean over its 2-way tables
 # of cells·σ/n (each table's summed noise as a fraction of n, up to √(2/π)). Generated tables
-# (benchmarks/wide.py, n = 10⁴, ε = 1, add/remove, seed 0): all pairs better at 0.135 (m = 10);
-# the tree better on Q2/Q3 but worse on Q1 at 0.296 and 0.422 (m = 20, 30), better on Q2/Q3 at
-# 0.840 (m = 50). Adult's 9 and 15 attributes at ε = 1 sit at 0.16 and 0.33 (replace-one), 0.11
-# and 0.24 (add/remove) (docs/method.md "Wide schemas").
+# (benchmarks/wide.py, n = 10⁴, ε = 1, add/remove, seeds 0–2): all pairs better at 0.135 (m = 10);
+# the tree better on Q2/Q3 but worse on Q1 (by 1.6 / 2.7 / 0.9) at 0.296, 0.422 and 0.840
+# (m = 20, 30, 50). Adult's 9 and 15 attributes at ε = 1 sit at 0.16 and 0.33 (replace-one), 0.11
+# and 0.24 (add/remove), kept on all pairs (docs/method.md "Wide schemas").
 TREE_ABOVE = 0.5
 # Of ρ in the tree's plan: the selection's share (the 1-way histograms keep theirs, the tables
 # get the rest). MST gives its selection a third.
