@@ -36,7 +36,7 @@ from dp_dask.synthesizer import Synthesizer
 
 # Table rows per method: (label, key in timings_). "total" is their sum.
 COUNT, NOISE = ("read+encode+count", "read_encode_count"), ("noise", "noise")
-SAMPLE_WRITE = ("sampling+write (Zarr+Parquet)", "sample_write")
+SAMPLE_WRITE = ("sampling+write", "sample_write")  # Parquet; Zarr too with --zarr
 STAGES = {
     "copula": [COUNT, NOISE, ("rho-mapping", "rho_mapping"), ("NCM", "ncm"),
                ("diagnostics (eigvalsh)", "diagnostics"), ("decode calibration", "calibration"),
