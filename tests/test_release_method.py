@@ -18,6 +18,7 @@ from dp_dask.checks import ModelError
 from dp_dask.cluster import compute
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
+from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
     CANDIDATES_PER_ROW,
@@ -27,6 +28,7 @@ from dp_dask.methods.marginals import (
     MarginalModel,
     MarginalSynthesizer,
     WeightedRows,
+    balance_groups,
     budget_shares,
     distinct_draws,
     fit_marginals,
@@ -379,3 +381,16 @@ def test_an_estimate_keeps_the_distinct_rows_of_more_draws(fitted):
     codes, weights = raked_start(fitted.model, rows, np.random.default_rng(2))
     np.testing.assert_array_equal(codes, candidates)
     assert weights.sum() == pytest.approx(rows, rel=0.01)
+
+
+def test_only_balanced_schemas_draw_more_candidates_than_partition_rows(fitted):
+    """Triples balanced: 4 candidates per measured row (up to 2¹⁷); a schema of too many
+    triples (16 booleans: 560) is resampled plainly from one candidate per partition row."""
+    model = fitted.model
+    assert {len(group) for group in balance_groups(model.schema)} == {3}
+    assert model.sampler().candidate_rows(1_000) == max(
+        1_000, min(CANDIDATES_PER_ROW * model.n_rows, MIN_CANDIDATES)) > 1_000
+    wide = load_schema({"schema_version": 1, "name": "wide", "attributes": [
+        {"name": f"b{i}", "type": "boolean"} for i in range(16)]})
+    assert balance_groups(wide) == ()
+    assert replace(model, schema=wide).sampler().candidate_rows(1_000) == 1_000
