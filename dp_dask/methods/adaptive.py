@@ -43,7 +43,7 @@ from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
-from dp_dask.postprocess.rowupdate import cell_keys
+from dp_dask.postprocess.rowupdate import cell_counts, cell_keys
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
 from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
@@ -196,8 +196,7 @@ def group_counts(codes: np.ndarray, schema: Schema,
                  groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The counts of each group of attributes in ``codes`` (rows, m), flattened row-major and
     concatenated (int64, empty without groups)."""
-    tables = [np.bincount(cell_keys(codes, g, schema.sizes), minlength=cells(schema, g))
-              for g in groups]
+    tables = [cell_counts(codes, g, schema.sizes) for g in groups]
     return np.concatenate([np.zeros(0, dtype=np.int64), *tables]).astype(np.int64)
 
 
@@ -244,16 +243,16 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
     sizes = schema.sizes
     keys = list(candidates)
     weight = np.array([candidates[c] for c in keys])
-    cell_counts = np.array([cells(schema, c) for c in keys], dtype=np.float64)
+    candidate_cells = np.array([cells(schema, c) for c in keys], dtype=np.float64)
     row_cells = [cell_keys(codes, c, sizes) for c in keys]  # the candidate rows never change
     sigma = gaussian_sigma(plan.rho_measure, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
-    bias = math.sqrt(2 / math.pi) * sigma * cell_counts
+    bias = math.sqrt(2 / math.pi) * sigma * candidate_cells
     sensitivity = SCORE_L1_SENSITIVITY[neighbours] * float(weight.max())
     selection = calibrate_selection(plan.rho_select, sensitivity, "zcdp")
     measurements, record = list(measurements), []
     for r in range(plan.rounds):
         errors = np.array([np.abs(answers[c] - np.bincount(k, weights, int(n))).sum()
-                           for c, k, n in zip(keys, row_cells, cell_counts)])
+                           for c, k, n in zip(keys, row_cells, candidate_cells)])
         chosen = keys[noisy_max_index(weight * (errors - bias), selection, sampler=sampler,
                                       rng=rng)]
         (noisy,) = gaussian_measurements(

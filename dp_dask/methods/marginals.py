@@ -74,7 +74,7 @@ from dp_dask.postprocess.reweight import (
     iterations_for,
 )
 from dp_dask.postprocess.rowupdate import (
-    cell_keys,
+    cell_counts,
     match_one_way,
     possible_cells,
     round_to_total,
@@ -390,12 +390,6 @@ def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 Start = Callable[[MarginalModel, int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
-def _weighted_counts(codes: np.ndarray, weights: np.ndarray, attributes: tuple[int, ...],
-                     sizes: np.ndarray) -> np.ndarray:
-    cells = int(np.prod(sizes[list(attributes)]))
-    return np.bincount(cell_keys(codes, attributes, sizes), weights=weights, minlength=cells)
-
-
 def balance_groups(schema: Schema) -> tuple[tuple[int, ...], ...]:
     """The tables a partition's resample is balanced on: every triple while
     ``adaptive.default_workload`` holds them, else none (a plain resample). Balancing on pairs
@@ -426,9 +420,9 @@ class WeightedRows:
         sizes = model.schema.sizes
         groups = balance_groups(model.schema)
         return cls(codes, weights,
-                   tuple(_weighted_counts(codes, weights, (a,), sizes)
+                   tuple(cell_counts(codes, (a,), sizes, weights)
                          for a in range(model.schema.m)),
-                   {pair: _weighted_counts(codes, weights, pair, sizes)
+                   {pair: cell_counts(codes, pair, sizes, weights)
                     for pair in model.marginals.two_way},
                    groups, weighted_tables(codes, weights, groups, sizes))
 

@@ -134,6 +134,14 @@ def cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray)
     return keys
 
 
+def cell_counts(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray,
+                weights: np.ndarray | None = None) -> np.ndarray:
+    """The table of ``attributes`` in ``codes`` (rows, m), flattened row-major: each cell's rows
+    (int64), or the sum of their ``weights`` (float64)."""
+    return np.bincount(cell_keys(codes, attributes, sizes), weights=weights,
+                       minlength=int(np.prod(sizes[list(attributes)])))
+
+
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, seeds: np.ndarray, rate: float,
                   duplicate_share: float, guard: _Guard, scratch: _Scratch) -> None:
