@@ -225,26 +225,26 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
     grids = tuple(sorted(fine))
     share_of_fine = check_fine_share(fine_share)
-    one_way = measured_queries(schema)[:schema.m]
-    answers: dict[tuple[Any, ...], np.ndarray] = {
-        **{q: exact_answer(counts, schema, q) for q in measured_queries(schema)},
-        **{("fine", a): np.asarray(fine[a]) for a in grids}}
+    all_pairs = measured_queries(schema)
+    one_way = all_pairs[:schema.m]
+
+    def answer(key: tuple[Any, ...]) -> np.ndarray:  # a query's exact cells, or a fine grid's
+        return np.asarray(fine[key[1]]) if key[0] == "fine" else exact_answer(counts, schema, key)
 
     def draw(keys: list[tuple[Any, ...]], shares: np.ndarray) -> list[Measurement]:
         sigmas = [gaussian_sigma(rho * share, sensitivity, accountant) for share in shares]
         scales = list(dict.fromkeys(sigmas))
         groups = [[key for key, s in zip(keys, sigmas) if s == sigma] for sigma in scales]
+        answers = [[answer(key) for key in group] for group in groups]
         drawn = gaussian_measurements(
-            [(np.concatenate([answers[key] for key in group]), sigma,
-              sensitivity * math.sqrt(len(group))) for sigma, group in zip(scales, groups)],
-            sampler=sampler, rng=rng)
+            [(np.concatenate(parts), sigma, sensitivity * math.sqrt(len(parts)))
+             for sigma, parts in zip(scales, answers)], sampler=sampler, rng=rng)
         noisy: dict[tuple[Any, ...], np.ndarray] = {}
-        for group, values in zip(groups, drawn):
-            noisy |= zip(group, np.split(values, np.cumsum([len(answers[k])
-                                                            for k in group])[:-1]))
+        for group, parts, values in zip(groups, answers, drawn):
+            noisy |= zip(group, np.split(values, np.cumsum([len(p) for p in parts])[:-1]))
         return [Measurement(key, noisy[key], s) for key, s in zip(keys, sigmas)]
 
-    shares = budget_shares(schema, measured_queries(schema), grids, share_of_fine)
+    shares = budget_shares(schema, all_pairs, grids, share_of_fine)
     first = draw(one_way, shares[:schema.m])
     rows = (rows_counted(counts, schema) if neighbours == "replace"
             else estimated_rows(first))  # under add/remove n is private: its noisy estimate
@@ -263,7 +263,7 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
         shares = budget_shares(schema, queries, grids, share_of_fine,
                                table_share=1 - TREE_ONE_WAY_SHARE - SELECTION_SHARE)
     else:
-        queries = measured_queries(schema)
+        queries = all_pairs
     rest = draw([*queries[schema.m:], *(("fine", a) for a in grids)], shares[schema.m:])
     measured = first + rest[:len(queries) - schema.m]
     return measured, {a: Measurement((a,), m.values, m.sigma)
