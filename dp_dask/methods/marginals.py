@@ -65,6 +65,7 @@ from dp_dask.postprocess.consistency import (
     consistent_fine,
     consistent_marginals,
     estimated_rows,
+    fine_bin_sums,
 )
 from dp_dask.postprocess.raking import rake
 from dp_dask.postprocess.reweight import (
@@ -112,10 +113,12 @@ ONE_WAY_SHARE = 0.25
 TREE_ONE_WAY_SHARE = 0.4
 # The fine histograms' share of ρ, when the schema declares fine grids (split between them ∝
 # cells^(1/3)); the 1-way and 2-way measurements share the rest as above. Chosen on Adult (public,
-# ε = 1, seeds 0-2, benchmarks/values.py): 0.03 / 0.05 / 0.1 gave KS age 0.0100 / 0.0090 / 0.0065,
-# hours 0.0083 / 0.0069 / 0.0053 and coarse Q1 23.6 / 23.9 / 24.1, Q2 10.4 / 10.5 / 10.6 (no grid:
-# 23.3, 10.3); docs/results-adult.md "Numeric values".
-FINE_SHARE = 0.05
+# ε = 1, seeds 0-2, benchmarks/values.py, each histogram's bin sums also in its attribute's 1-way
+# estimate): 0.02 / 0.03 / 0.05 gave KS age 0.0113 / 0.0092 / 0.0075 (seed 2 at 0.02: 0.0144,
+# over the 0.012 goal), hours 0.0097 / 0.0086 / 0.0072, coarse Q1 24.28 / 24.58 / 24.71,
+# Q2 10.39 / 10.40 / 10.50, Q3 1.316 / 1.305 / 1.321 (no grid: 24.27, 10.35, 1.313);
+# docs/results-adult.md "Numeric values".
+FINE_SHARE = 0.03
 # Row updates move no row into a cell whose consistent estimate is within this many noise σ of
 # zero: such a cell may be empty in the data (never-married husbands). On Adult (public, ε = 1)
 # 0 / 1 / 2 σ left 28–237 / 52–207 / 6–102 never-married husbands for 9 attributes at equal Q2.
@@ -583,20 +586,22 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     """
     if check_iterations(fit_iterations) is None:
         fit_iterations = iterations_for(m.sigma for m in measurements)
-    first = consistent_marginals(measurements, schema.sizes, n_rows)
+    fine = fine or {}
+    layouts = {a: fine_layout(schema.attributes[a]) for a in fine}
+    # A fine histogram's bin sums measure its attribute's histogram too.
+    sums = {a: fine_bin_sums(measured, layouts[a].first, layouts[a].measured.start,
+                             schema.sizes[a]) for a, measured in fine.items()}
+    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums)
     prior = implied_tables(first, *spanning_tree(first, schema.m))
-    marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True)
+    marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True,
+                                     extra=sums)
     order, parents = spanning_tree(marginals, schema.m)
     sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
     if any(len(m.attributes) == 3 for m in measurements):  # the adaptive rounds'
         sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
-    fine = fine or {}
-    consistent = {}
-    for a, measured in fine.items():
-        layout = fine_layout(schema.attributes[a])
-        consistent[a] = consistent_fine(measured.values, layout.first, layout.measured.start,
-                                        marginals.one_way[a])
+    consistent = {a: consistent_fine(measured.values, layouts[a].first, layouts[a].measured.start,
+                                     marginals.one_way[a]) for a, measured in fine.items()}
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
     shares = (f"{TREE_ONE_WAY_SHARE if tree else ONE_WAY_SHARE:g} of rho to the histograms, "
               + (f"{SELECTION_SHARE:.6g} to the tree's selection, " if tree else "")

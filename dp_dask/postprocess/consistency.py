@@ -56,15 +56,18 @@ class Marginals:
         return self.two_way[(a, b)] if a < b else self.two_way[(b, a)].T
 
 
-def combine_one_way(measurements: list[Measurement], sizes: np.ndarray,
-                    n_rows: int) -> tuple[np.ndarray, ...]:
+def combine_one_way(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
+                    extra: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+                    ) -> tuple[np.ndarray, ...]:
     """Each attribute's histogram: inverse-variance mean of every measured estimate of it.
 
     A table of a with b gives a's histogram as its row sums, each the sum of |A_b| cells of
-    variance σ², hence variance |A_b|·σ². The mean is projected onto {x ≥ 0, Σx = n}.
+    variance σ², hence variance |A_b|·σ². ``extra``: more estimates of some histograms, each
+    with its own variance per cell (a fine histogram's bin sums, :func:`fine_bin_sums`). The
+    mean is projected onto {x ≥ 0, Σx = n}.
     """
     weighted = [np.zeros(size) for size in sizes]
-    precision = np.zeros(len(sizes))
+    precision = [np.zeros(size) for size in sizes]
     for measurement in measurements:
         shape = [sizes[a] for a in measurement.attributes]
         values = measurement.values.reshape(shape)
@@ -73,9 +76,28 @@ def combine_one_way(measurements: list[Measurement], sizes: np.ndarray,
             variance = measurement.sigma**2 * np.prod([shape[k] for k in others])
             weighted[attribute] += values.sum(axis=others) / variance
             precision[attribute] += 1.0 / variance
-    if (precision == 0).any():
-        raise ValueError(f"attributes {np.flatnonzero(precision == 0).tolist()} are not measured")
+    for attribute, (values, variance) in (extra or {}).items():
+        weighted[attribute] += values / variance
+        precision[attribute] += 1.0 / variance
+    unmeasured = [a for a, p in enumerate(precision) if (p == 0).any()]
+    if unmeasured:
+        raise ValueError(f"attributes {unmeasured} are not measured")
     return tuple(project_to_total(w / p, n_rows) for w, p in zip(weighted, precision))
+
+
+def fine_bin_sums(measured: Measurement, first: np.ndarray, start: int,
+                  size: int) -> tuple[np.ndarray, np.ndarray]:
+    """A noisy fine histogram summed within each bin: one more estimate of its attribute's
+    histogram (``size`` cells; fine cells laid out as in :func:`consistent_fine`), and each
+    bin's variance, k·σ² for a bin of k fine cells. A bin the grid does not cover whole (an
+    open bin, an extra bin) has infinite variance: no estimate."""
+    sums, variance = np.zeros(size), np.full(size, np.inf)
+    for b in range(min(size, len(first) - 1)):
+        low, high = first[b] - start, first[b + 1] - start
+        if low >= 0 and high <= len(measured.values):
+            sums[b] = measured.values[low:high].sum()
+            variance[b] = (high - low) * measured.sigma**2
+    return sums, variance
 
 
 def estimated_rows(measurements: list[Measurement]) -> int:
@@ -184,14 +206,17 @@ def ratio_or_zero(target: np.ndarray, current: np.ndarray) -> np.ndarray:
 
 def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
                          prior: dict[tuple[int, int], np.ndarray] | None = None, *,
-                         empty_cells: bool = False) -> Marginals:
+                         empty_cells: bool = False,
+                         extra: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+                         ) -> Marginals:
     """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them.
 
     Tables shrink towards ``prior`` where given (e.g. the tables a tree fitted to a first pass
     implies, :func:`dp_dask.postprocess.tree.implied_tables`), else towards independence; with
     ``empty_cells``, likely empty cells are then pulled to zero (:func:`weigh_empty_cells`).
+    ``extra``: more estimates of some histograms (:func:`combine_one_way`).
     """
-    one_way = combine_one_way(measurements, sizes, n_rows)
+    one_way = combine_one_way(measurements, sizes, n_rows, extra)
     two_way = {}
     for measurement in measurements:
         if len(measurement.attributes) != 2:
