@@ -199,7 +199,8 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
     if mode == "label":
         return pd.Categorical.from_codes(codes, categories=labels)
     dtype, null_codes = attribute.output_dtype, _null_codes(attribute)
-    null = null_codes[codes]
+    # None where no code decodes as null: most columns, and a gather per column saved
+    null = null_codes[codes] if null_codes.any() else None
     if dtype == "category":
         kept = np.flatnonzero(~null_codes)
         position = np.full(attribute.size, -1)
@@ -213,7 +214,8 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
         return _stamps(values // (NANOSECONDS // PER_SECOND[timestamp_type(dtype)[0]]), null,
                        dtype)
     if dtype in FLOAT_DTYPES:
-        values[null] = np.nan
+        if null is not None:
+            values[null] = np.nan
         return values
     if not nullable(attribute, mode):
         return values
@@ -221,11 +223,13 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
     return masked(values, null)  # pandas' nullable Int64/Int32/boolean
 
 
-def _stamps(values: np.ndarray, null: np.ndarray, dtype: str) -> Any:
+def _stamps(values: np.ndarray, null: np.ndarray | None, dtype: str) -> Any:
     """int64 counts of the dtype's unit since 1970 (UTC where it has a zone) as its
-    timestamps, NaT where ``null``; an aware column shows each instant in its zone."""
+    timestamps, NaT where ``null`` (None: nowhere); an aware column shows each instant in its
+    zone."""
     unit, zone = timestamp_type(dtype)
-    values[null] = np.iinfo(np.int64).min  # NaT
+    if null is not None:
+        values[null] = np.iinfo(np.int64).min  # NaT
     stamps = pd.Series(values.view(f"datetime64[{unit}]"))
     return (stamps if zone is None else stamps.dt.tz_localize("UTC").dt.tz_convert(zone)).array
 
