@@ -96,8 +96,8 @@ def schema_for(shape: Shape, seed: int = 0) -> tuple[dict, list[np.ndarray]]:
             # public bounds at 6 latent σ close the open end bins for typed releases
             attributes.append({"name": f"x{i}", "type": "numeric", "edges": edges,
                                "min": -60, "max": 60})
-        else:
-            attributes.append({"name": f"c{i}", "type": "categorical",
+        else:  # written as a Categorical (dictionary-encoded): `schema draft`'s "category"
+            attributes.append({"name": f"c{i}", "type": "categorical", "dtype": "category",
                                "categories": [f"v{k}" for k in rng.permutation(int(size))]})
     return {"schema_version": 1, "name": shape.name, "attributes": attributes}, cuts
 
@@ -144,13 +144,15 @@ def generate(shape: Shape | str, out: str | Path, *, rows: int | None = None, se
     out = Path(out)
     schema, cuts = schema_for(shape, seed)
     stamp = {"shape": shape.name, "rows": rows, "seed": seed, "partition_rows": partition_rows}
+    out.mkdir(parents=True, exist_ok=True)
+    # Always: a kept dataset's schema may predate a change that leaves its rows as they are.
+    (out / "schema.json").write_text(json.dumps(schema, indent=1))
     if (out / "dataset.json").exists() and json.loads((out / "dataset.json").read_text()) == stamp:
         return out
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     for old in data.glob("part-*.parquet"):
         old.unlink()
-    (out / "schema.json").write_text(json.dumps(schema, indent=1))
     full, rest = divmod(rows, partition_rows)
     sizes = [partition_rows] * full + ([rest] if rest else [])
     children = np.random.SeedSequence(seed).spawn(len(sizes))
