@@ -39,6 +39,7 @@ from dask.delayed import Delayed
 
 from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.sample import single_threaded_blas
+from dp_dask.data.cells import table_sums
 from dp_dask.data.counts import (
     attribute_pairs,
     exact_answer,
@@ -74,7 +75,6 @@ from dp_dask.postprocess.reweight import (
     iterations_for,
 )
 from dp_dask.postprocess.rowupdate import (
-    cell_counts,
     match_one_way,
     possible_cells,
     round_to_total,
@@ -417,13 +417,11 @@ class WeightedRows:
 
     @classmethod
     def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel) -> WeightedRows:
-        sizes = model.schema.sizes
+        sizes, m = model.schema.sizes, model.schema.m
         groups = balance_groups(model.schema)
-        return cls(codes, weights,
-                   tuple(cell_counts(codes, (a,), sizes, weights)
-                         for a in range(model.schema.m)),
-                   {pair: cell_counts(codes, pair, sizes, weights)
-                    for pair in model.marginals.two_way},
+        pairs = list(model.marginals.two_way)
+        tables = table_sums(codes, [(a,) for a in range(m)] + pairs, sizes, weights)
+        return cls(codes, weights, tuple(tables[:m]), dict(zip(pairs, tables[m:])),
                    groups, weighted_tables(codes, weights, groups, sizes))
 
 
