@@ -436,6 +436,20 @@ def one_way_targets(consistent: tuple[np.ndarray, ...], fitted: tuple[np.ndarray
 
 
 @dataclass(frozen=True)
+class Aims:
+    """What a partition of ``rows`` rows aims at: the 2-way targets of its row updates (None
+    where it makes none), its 1-way counts and the cells moved rows may enter. Functions of the
+    model, the estimate and ``rows`` alone, so a release computes them once per estimate for its
+    partitions' size instead of once per partition (DSS: 351 tables rounded twice, 0.03 CPU s of
+    a partition's 0.07 s of draws)."""
+
+    rows: int
+    two_way: dict[tuple[int, int], np.ndarray] | None
+    one_way: list[np.ndarray]
+    possible: dict[tuple[int, int], np.ndarray]
+
+
+@dataclass(frozen=True)
 class MarginalSampler:
     """Draws one output partition: weighted candidates (the raked tree), their weights fitted
     to the measurements, a resample balanced on their weighted triples (postprocess.balance),
@@ -453,6 +467,8 @@ class MarginalSampler:
     shared: WeightedRows | None = None
     # False where the release's trial partition kept no row-update sweep (:meth:`for_release`)
     updates: bool = True
+    # the aims of the release's partitions, computed once per estimate (:meth:`for_release`)
+    aims: Aims | None = None
 
     @property
     def schema(self) -> Schema:
@@ -504,7 +520,11 @@ class MarginalSampler:
         rng = np.random.default_rng(seed)
         candidates, weights = self.weighted_candidates(self.candidate_rows(rows), rng)
         shared = replace(self, shared=WeightedRows.of(candidates, weights, self.model))
-        return replace(shared, updates=shared._draw(rows, rng)[1])
+        shared = replace(shared, aims=shared._aims(rows, shared.shared))
+        updates = shared._draw(rows, rng)[1]
+        # without updates the partitions need no 2-way targets: not sent to their tasks
+        return replace(shared, updates=updates,
+                       aims=shared.aims if updates else replace(shared.aims, two_way=None))
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its
@@ -525,35 +545,42 @@ class MarginalSampler:
         with timed(None, "estimate", cpu):
             fitted = self.shared if self.shared is not None else WeightedRows.of(
                 *self.weighted_candidates(self.candidate_rows(rows), rng), model)
-        scale = rows / model.n_rows
         with timed(None, "resample", cpu):
             codes = balanced_resample(fitted.codes, fitted.weights, rows, fitted.balanced, sizes,
                                       rng, estimate=fitted.balanced_tables)
         with timed(None, "targets", cpu):
-            consistent = {pair: round_to_total(table.ravel(), rows)
-                          for pair, table in model.marginals.two_way.items()}
-            if self.fit_iterations:
-                targets = {pair: round_to_total(counts, rows)
-                           for pair, counts in fitted.two_way.items()}
-                one_way = one_way_targets(model.marginals.one_way, fitted.one_way, rows)
-            else:
-                targets = consistent
-                one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
-            # The guard reads the consistent tables: their likely empty cells are pulled to zero.
-            floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
-                      for m in model.measurements if len(m.attributes) == 2}
-            possible = possible_cells(consistent, sizes, floors)
+            cached = self.aims is not None and self.aims.rows == rows and (
+                self.aims.two_way is not None or not self.updates)
+            aims = self.aims if cached else self._aims(rows, fitted)
         kept = False
         if self.updates:
             with timed(None, "row_updates", cpu):
                 start = codes.copy()
-                sweeps = update_rows(codes, targets, sizes, rng, possible=possible)
+                sweeps = update_rows(codes, aims.two_way, sizes, rng, possible=aims.possible)
                 kept = not np.array_equal(start, codes)
             if cpu is not None:
                 cpu["sweeps"] = sweeps
         with timed(None, "match_one_way", cpu):
-            match_one_way(codes, one_way, sizes, rng, possible)
+            match_one_way(codes, aims.one_way, sizes, rng, aims.possible)
         return codes, kept
+
+    def _aims(self, rows: int, fitted: WeightedRows) -> Aims:
+        """A partition's :class:`Aims`: the 2-way targets only where it makes row updates."""
+        model, sizes = self.model, self.schema.sizes
+        consistent = {pair: round_to_total(table.ravel(), rows)
+                      for pair, table in model.marginals.two_way.items()}
+        if self.fit_iterations:
+            targets = ({pair: round_to_total(counts, rows)
+                        for pair, counts in fitted.two_way.items()} if self.updates else None)
+            one_way = one_way_targets(model.marginals.one_way, fitted.one_way, rows)
+        else:
+            targets = consistent
+            one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
+        # The guard reads the consistent tables: their likely empty cells are pulled to zero.
+        scale = rows / model.n_rows
+        floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
+                  for m in model.measurements if len(m.attributes) == 2}
+        return Aims(rows, targets, one_way, possible_cells(consistent, sizes, floors))
 
 
 def one_hot(codes: np.ndarray, schema: Schema) -> np.ndarray:
