@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from conftest import correlated_frame
 
+from dp_dask.data.cells import table_sums
 from dp_dask.data.counts import (
     attribute_pairs,
     count_graph,
@@ -110,3 +111,21 @@ def test_counts_from_codes_equal_a_count_of_each_pair(dtype):
             np.testing.assert_array_equal(
                 counts[offsets[i]:offsets[i] + sizes[i], offsets[j]:offsets[j] + sizes[j]],
                 expected)
+
+
+def test_table_sums_are_bincounts_weighted_sums_to_the_bit():
+    """1- and 2-attribute tables of C-order uint8 codes: the weights summed in each cell in row
+    order, as np.bincount sums them; a 3-attribute table is refused."""
+    sizes = np.array([3, 7, 250])
+    rng = np.random.default_rng(4)
+    codes = np.stack([rng.integers(0, s, 5_003) for s in sizes], axis=1).astype(np.uint8)
+    weights = rng.exponential(size=len(codes))
+    cliques = [(0,), (2,), (0, 1), (1, 2), (0, 2)]
+    for clique, table in zip(cliques, table_sums(codes, cliques, sizes, weights)):
+        keys = codes[:, clique[0]].astype(np.int64)
+        if len(clique) == 2:
+            keys = keys * int(sizes[clique[1]]) + codes[:, clique[1]]
+        expected = np.bincount(keys, weights=weights, minlength=int(np.prod(sizes[list(clique)])))
+        assert table.tobytes() == expected.tobytes(), clique
+    with pytest.raises(ValueError, match="1- and 2-attribute"):
+        table_sums(codes, [(0, 1, 2)], sizes, weights)

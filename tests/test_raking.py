@@ -71,7 +71,22 @@ def test_rows_already_at_their_targets_keep_their_weights():
     codes = latent_copies(5_000)
     weights, passes = rake(codes, tables_of(codes), SIZES, np.random.default_rng(0))
     np.testing.assert_allclose(weights, 1.0)
-    assert passes == WINDOW + 1  # the gap does not fall: stop as soon as the window says so
+    assert passes == 2  # the gap does not fall: stop after the first pass that cannot cut it
+
+
+def test_raking_stops_early_where_its_gap_falls_slower_than_the_window_asks():
+    """A gap that falls at less than KEEP_RAKING per WINDOW passes from the first (targets
+    that disagree with each other) stops before WINDOW + 1 passes; one that falls fast goes on."""
+    codes = latent_copies(5_000)
+    rng = np.random.default_rng(8)
+    disagreeing = {pair: t * rng.uniform(0.5, 1.5, t.size)
+                   for pair, t in tables_of(latent_copies(5_000, 1)).items()}
+    _, passes = rake(codes, disagreeing, SIZES, np.random.default_rng(0))
+    assert 2 <= passes <= WINDOW
+    tree_like = np.stack([latent_copies(5_000, 2)[:, 0]] * 2 + [latent_copies(5_000, 3)[:, 0]] * 2,
+                         axis=1)
+    _, passes = rake(tree_like, tables_of(latent_copies(5_000)), SIZES, np.random.default_rng(0))
+    assert passes > WINDOW
 
 
 def test_systematic_resample_rounds_each_weight_to_a_neighbouring_integer():

@@ -296,6 +296,27 @@ def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fit
             one_way_targets(fitted.model.marginals.one_way, estimate.shared.one_way, 5_000)[a])
 
 
+def test_a_releases_partitions_aim_at_what_each_would_compute(fitted):
+    """The aims computed once per estimate (for its partitions' size) are those a partition
+    computes for itself: the same rows, with row updates kept or not; other sizes compute
+    their own; without updates no 2-way targets travel to the tasks."""
+    sampler = fitted.model.sampler()
+    for estimate in (sampler.for_release(5_000, np.random.SeedSequence(1)),
+                     replace(sampler, start=tree_start, fit_iterations=0).for_release(
+                         5_000, np.random.SeedSequence(1))):
+        assert estimate.aims.rows == 5_000
+        assert (estimate.aims.two_way is None) == (not estimate.updates and
+                                                   estimate.fit_iterations > 0)
+        alone = replace(estimate, aims=None)
+        for rows, seed in ((5_000, 2), (5_000, 3), (1_234, 4)):
+            np.testing.assert_array_equal(
+                estimate.draw_codes(rows, np.random.SeedSequence(seed)),
+                alone.draw_codes(rows, np.random.SeedSequence(seed)))
+    assert {False, True} == {sampler.for_release(5_000, np.random.SeedSequence(1)).updates,
+                             replace(sampler, start=tree_start, fit_iterations=0).for_release(
+                                 5_000, np.random.SeedSequence(1)).updates}
+
+
 def test_dummies_are_written_only_when_asked(client, fitted, tmp_path):
     plain = fitted.write(tmp_path / "plain", 5_000, seed=0, partition_rows=2_000)
     both = fitted.write(tmp_path / "both", 5_000, seed=0, partition_rows=2_000,

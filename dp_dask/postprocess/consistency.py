@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
@@ -177,25 +178,62 @@ def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.
     the non-negative orthant (hand-written: scipy has no such projection for this convex set),
     then iterative proportional fitting to make the sums exact without leaving the orthant.
     """
-    n_rows, n_cols = table.shape
+    x = np.array(table, dtype=np.float64)  # a copy the compiled sweeps update in place
+    _fit_to_margins(x, np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64),
+                    DYKSTRA_SWEEPS, IPF_SWEEPS, IPF_SEED_ROWS)
+    return x
+
+
+# Compiled: NumPy made each of a table's 150 sweeps about ten calls on a few hundred cells, so a
+# release spent its time in call overhead — the DSS shape's 351 tables, fitted twice, took 2.1 s
+# of the driver's 2.5 s of consistency (py-spy). The same sweeps, row and column sums in one
+# fused pass; sums in row order instead of NumPy's pairwise order (DSS: cells within 5e-10
+# rows of NumPy's, the same tree; Adult's releases the same byte for byte).
+@numba.njit(cache=True, nogil=True)
+def _fit_to_margins(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, dykstra_sweeps: int,
+                    ipf_sweeps: int, seed_rows: float) -> None:
+    n_rows, n_cols = x.shape
     total = rows.sum()
-    x = table.astype(np.float64)
     affine_fix = np.zeros_like(x)
     orthant_fix = np.zeros_like(x)
-    for _ in range(DYKSTRA_SWEEPS):
-        z = x + affine_fix
-        projected = (z + (rows - z.sum(axis=1))[:, None] / n_cols
-                     + (cols - z.sum(axis=0))[None, :] / n_rows
-                     - (total - z.sum()) / (n_rows * n_cols))
-        affine_fix = z - projected
-        w = projected + orthant_fix
-        x = np.maximum(w, 0.0)
-        orthant_fix = w - x
-    x += IPF_SEED_ROWS * np.outer(rows, cols) / max(total, 1.0) ** 2
-    for _ in range(IPF_SWEEPS):
-        x *= ratio_or_zero(rows, x.sum(axis=1))[:, None]
-        x *= ratio_or_zero(cols, x.sum(axis=0))[None, :]
-    return x
+    row_sums, col_sums = np.empty(n_rows), np.empty(n_cols)
+    for _ in range(dykstra_sweeps):
+        row_sums[:] = 0.0
+        col_sums[:] = 0.0
+        for i in range(n_rows):
+            for j in range(n_cols):
+                z = x[i, j] + affine_fix[i, j]
+                row_sums[i] += z
+                col_sums[j] += z
+        # the projection onto the tables with sums rows, cols (z's sum is its rows' sum)
+        shift = (total - row_sums.sum()) / (n_rows * n_cols)
+        for i in range(n_rows):
+            row_shift = (rows[i] - row_sums[i]) / n_cols - shift
+            for j in range(n_cols):
+                z = x[i, j] + affine_fix[i, j]
+                projected = z + row_shift + (cols[j] - col_sums[j]) / n_rows
+                affine_fix[i, j] = z - projected
+                w = projected + orthant_fix[i, j]
+                x[i, j] = max(w, 0.0)
+                orthant_fix[i, j] = w - x[i, j]
+    seed = seed_rows / max(total, 1.0) ** 2
+    for i in range(n_rows):
+        for j in range(n_cols):
+            x[i, j] += seed * rows[i] * cols[j]
+    for _ in range(ipf_sweeps):
+        for i in range(n_rows):
+            current = x[i].sum()
+            ratio = rows[i] / current if current > 0 else 0.0
+            x[i] *= ratio
+        col_sums[:] = 0.0
+        for i in range(n_rows):
+            for j in range(n_cols):
+                col_sums[j] += x[i, j]
+        for j in range(n_cols):
+            col_sums[j] = cols[j] / col_sums[j] if col_sums[j] > 0 else 0.0
+        for i in range(n_rows):
+            for j in range(n_cols):
+                x[i, j] *= col_sums[j]
 
 
 def ratio_or_zero(target: np.ndarray, current: np.ndarray) -> np.ndarray:
