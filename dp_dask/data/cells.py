@@ -5,13 +5,14 @@ Cached beside this file, so a process (a Dask worker) loads them instead of comp
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from dp_dask.compiled import compiled
 
 KEY_CHUNK = 1024  # rows a key buffer holds: 4 KiB, in L1 beside the rows it reads
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def chunk_keys(first: np.ndarray, last: np.ndarray, stride: np.uint32, offset: np.uint32,
                 keys: np.ndarray) -> None:
     """``keys[i] = offset + first[i] * stride + last[i]``: a chunk of rows' cells."""
@@ -19,7 +20,7 @@ def chunk_keys(first: np.ndarray, last: np.ndarray, stride: np.uint32, offset: n
         keys[i] = offset + first[i] * stride + last[i]
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def add_weights(counts: np.ndarray, first: np.ndarray, last: np.ndarray, stride: np.uint32,
                 weights: np.ndarray, keys: np.ndarray) -> None:
     """Adds each row's weight to its cell ``first * stride + last`` of ``counts``, rows in
@@ -32,7 +33,7 @@ def add_weights(counts: np.ndarray, first: np.ndarray, last: np.ndarray, stride:
             counts[keys[i]] += chunk[i]
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def multiply_weights(weights: np.ndarray, first: np.ndarray, last: np.ndarray,
                      stride: np.uint32, ratio: np.ndarray, keys: np.ndarray) -> None:
     """Multiplies each row's weight by its cell ``first * stride + last`` of ``ratio``."""

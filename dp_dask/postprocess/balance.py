@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
+from dp_dask.compiled import compiled
 from dp_dask.postprocess.raking import systematic_resample
 from dp_dask.postprocess.rowupdate import cell_counts
 
@@ -76,7 +76,7 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
     return drawn
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _cells(codes: np.ndarray, row: int, members: np.ndarray, starts: np.ndarray,
            offsets: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
     """Row ``row``'s cell in every group, as indices into the concatenated tables."""
@@ -87,7 +87,7 @@ def _cells(codes: np.ndarray, row: int, members: np.ndarray, starts: np.ndarray,
         out[g] = offsets[g] + key
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots: np.ndarray,
           members: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
           deviation: np.ndarray) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
+from dp_dask.compiled import compiled
 from dp_dask.copula.model import project_to_total
 
 # Alternating projections between the margin constraints and x ≥ 0 (Dykstra), then IPF: both
@@ -189,7 +189,7 @@ def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.
 # of the driver's 2.5 s of consistency (py-spy). The same sweeps, row and column sums in one
 # fused pass; sums in row order instead of NumPy's pairwise order (DSS: cells within 5e-10
 # rows of NumPy's, the same tree; Adult's releases the same byte for byte).
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _fit_to_margins(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, dykstra_sweeps: int,
                     ipf_sweeps: int, seed_rows: float) -> None:
     n_rows, n_cols = x.shape

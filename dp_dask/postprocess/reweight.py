@@ -20,9 +20,9 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
+from dp_dask.compiled import compiled
 from dp_dask.data.cells import KEY_CHUNK, add_weights, chunk_keys
 from dp_dask.postprocess.consistency import Measurement
 
@@ -134,7 +134,7 @@ def _flatten(measurements: list[Measurement], sizes: np.ndarray) -> _Tables:
 GRADIENT_GROUP = 4
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _loss_and_cells(codes: np.ndarray, weights: np.ndarray,
                     tables: _Tables) -> tuple[float, np.ndarray]:
     """Σ_t ‖A_t w − y_t‖² / σ_t² and its gradient in each cell, 2 (A_t w − y_t) / σ_t²
@@ -156,7 +156,7 @@ def _loss_and_cells(codes: np.ndarray, weights: np.ndarray,
     return loss, cells
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _add_cells(sums: np.ndarray, codes: np.ndarray, cells: np.ndarray, tables: _Tables,
                begin: int, count: int, keys: np.ndarray) -> None:
     """Adds to each row's sum its cells of ``cells`` in tables ``begin`` … ``begin + count − 1``
@@ -175,7 +175,7 @@ def _add_cells(sums: np.ndarray, codes: np.ndarray, cells: np.ndarray, tables: _
             chunk[i] = total
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _row_gradient(codes: np.ndarray, cells: np.ndarray, tables: _Tables) -> np.ndarray:
     """The loss's gradient in the weights: each row's sum of its cells' gradients ``cells``."""
     gradient = np.zeros(codes.shape[0])

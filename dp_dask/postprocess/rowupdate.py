@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from dp_dask.compiled import compiled
 from dp_dask.postprocess.consistency import Marginals
 
 # GUM's schedule: the share of a table's excess moved per sweep starts at 1 and decays, no lower
@@ -289,7 +290,7 @@ class _Guard:
 # rows where these loop once. On the DSS shape (99,569 rows, 351 tables, 5 sweeps) update_rows
 # takes 1.0 s instead of 3.0. Cached beside this file, so a process (a Dask worker) loads them
 # instead of compiling; nogil, as numpy's loops release the GIL too.
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _count_cells(codes: np.ndarray, first: int, last: int, stride: int, seed: np.uint64,
                  keys: np.ndarray, counts: np.ndarray, words: np.ndarray) -> None:
     """Each row's cell, ``codes[:, first] * stride + codes[:, last]``, into ``keys``, the rows
@@ -324,7 +325,7 @@ _MIX = (np.uint64(30), np.uint64(0xBF58476D1CE4E5B9), np.uint64(27),
         np.uint64(0x94D049BB133111EB), np.uint64(31))
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _splitmix(seed: np.uint64, k: int) -> np.uint64:
     """SplitMix64's k-th output from ``seed``."""
     z = seed + np.uint64(k) * _GAMMA
@@ -333,13 +334,13 @@ def _splitmix(seed: np.uint64, k: int) -> np.uint64:
     return z ^ (z >> _MIX[4])
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _uniform(seed: np.uint64, k: int) -> float:
     """A uniform on [0, 1): the top 53 bits of SplitMix64's (k + 1)-th output from ``seed``."""
     return (_splitmix(seed, k + 1) >> np.uint64(11)) * 2.0**-53
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _coins(seed: np.uint64, words: np.ndarray) -> None:
     """Two coins per word of ``words``, uniform on 0 … 2³² − 1 as its uint32 halves:
     SplitMix64's first outputs."""
@@ -347,14 +348,14 @@ def _coins(seed: np.uint64, words: np.ndarray) -> None:
         words[k] = _splitmix(seed, k + 1)
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _threshold(rate: float) -> np.uint64:
     """A rate as the number of coins (uniform on 0 … 2³² − 1) below it: a coin c is below rate
     r (c / 2³² < r) exactly when c < ⌈r · 2³²⌉; rates from 1 up take every coin."""
     return np.uint64(np.ceil(min(rate, 1.0) * 2.0**32))
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _coin_bounds(excess: np.ndarray, current: np.ndarray, rate: float, duplicate_share: float,
                  copy_bound: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Each cell's bound on its rows' coins (:func:`_threshold`) and whether rows below it
@@ -377,7 +378,7 @@ def _coin_bounds(excess: np.ndarray, current: np.ndarray, rate: float, duplicate
     return bounds, excess > 0, arrived
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _below(coins: np.ndarray, keys: np.ndarray, bounds: np.ndarray,
            leaving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows whose coin is below their cell's bound: those of cells ``leaving``, and the
@@ -393,7 +394,7 @@ def _below(coins: np.ndarray, keys: np.ndarray, bounds: np.ndarray,
     return movers[:moving].copy(), others[:staying].copy()
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _donors(coins: np.ndarray, keys: np.ndarray, movers: np.ndarray, candidates: np.ndarray,
             excess: np.ndarray, current: np.ndarray, arriving: np.ndarray,
             duplicate_share: float, copy_bound: float,
@@ -424,7 +425,7 @@ def _donors(coins: np.ndarray, keys: np.ndarray, movers: np.ndarray, candidates:
     return donors, np.maximum(rest, 0)
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _to_front(rows: np.ndarray, k: int, seed: np.uint64) -> None:
     """A uniformly random k of ``rows`` (all, if fewer) moved to the front, in place: the first
     steps of a Fisher–Yates shuffle."""
@@ -433,7 +434,7 @@ def _to_front(rows: np.ndarray, k: int, seed: np.uint64) -> None:
         rows[i], rows[j] = rows[j], rows[i]
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _nearby_cells(sources: np.ndarray, deficit: np.ndarray, seed: np.uint64) -> np.ndarray:
     """A deficient cell for each row leaving cell ``sources`` (row-major) of a 2-way table,
     changing one attribute where it can: a cell of the same row or column (a coin decides which,
@@ -462,7 +463,7 @@ def _nearby_cells(sources: np.ndarray, deficit: np.ndarray, seed: np.uint64) -> 
     return cells
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _owners(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For integer weights (2-D), the column owning each unit of each row's weight, row after
     row, and where each row's units start and how many it has."""
@@ -478,13 +479,13 @@ def _owners(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return owners, starts, totals
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _line_of(starts: np.ndarray, unit: int) -> int:
     """The row whose units (starting at ``starts``) hold ``unit``."""
     return np.searchsorted(starts, unit, side="right") - 1
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _place(codes: np.ndarray, rows: np.ndarray, cells: np.ndarray, attributes: np.ndarray,
            shape: np.ndarray, lookup: _Lookup) -> None:
     """Each of ``rows`` moved to its cell of ``cells`` (row-major, of a table of ``shape`` over
@@ -512,7 +513,7 @@ def _place(codes: np.ndarray, rows: np.ndarray, cells: np.ndarray, attributes: n
                 codes[row, attributes[j]] = values[j]
 
 
-@numba.njit(cache=True, nogil=True)
+@compiled
 def _possible_rows(lookup: _Lookup, row_codes: np.ndarray, a: int, values: np.ndarray,
                    fixed: np.ndarray) -> np.ndarray:
     """:meth:`_Guard.possible`."""
