@@ -16,8 +16,8 @@ alone leaves 0.12). :func:`settle_values` then changes single values: a row's va
 attribute is set to the one that lowers a cost summed over the cells of every group holding the
 attribute. First the squared deviation, as the swaps; then each triple cell's expected absolute
 error if the truth were Poisson about the estimate (its minimum is the posterior median, not the
-mean: a cell of estimate 0.3 is best left empty), while every 2-way cell costs nothing within
-PAIR_SLACK rows of the estimate's pair count and the square of the rest beyond it.
+mean: a cell of estimate 0.6 is best left empty, P(T = 0) = 0.55), while every 2-way cell costs
+nothing within PAIR_SLACK rows of the estimate's pair count and the square of the rest beyond.
 
 Post-processing: it reads the candidates, their weights and public sizes only.
 """
@@ -45,15 +45,18 @@ MAX_READS = 10**8
 # Value moves (:func:`settle_values`): rounds of MOVES_PER_ROW proposals per row, each a random
 # (row, attribute) set to its best value; SQUARED_ROUNDS on the squared deviation, then
 # ABSOLUTE_ROUNDS on the Poisson absolute error with the pairs' slack. Adult 9, add/remove,
-# ε = 1, seeds 0–2, 16 draws per candidate (Q3 95 % of the rows without the final 1-way match):
-# swaps alone 1.129; 3 + 0 rounds 1.105; 3 + 3 rounds without the pairs' slack term 1.094, with
-# it 1.095 (Q2 max 100.7 → 96.7: unbounded, the absolute cost lets the large cells drift).
+# ε = 1, seeds 0–2, 16 draws per candidate, the rows' Q3 95 % / Q2 max (no final 1-way match):
+# swaps alone 1.135; 3 squared rounds 1.105 / 97.3; 3 + 3 rounds 1.094 / 100.7 without the
+# pairs' slack, 1.095 / 96.7 with it; 0 + 3 1.098 / 97.7; 1 + 2 1.095 / 96.7 (kept: half the
+# cost of 3 + 3).
 MOVES_PER_ROW = 10
 SQUARED_ROUNDS = 1
 ABSOLUTE_ROUNDS = 2
-# Rows a 2-way cell may stray from the estimate's count at no cost in the absolute rounds. Same
-# runs: 5 / 10 rows gave Q3 1.097 / 1.095, Q2 max 97.3 / 96.7 (all pairs held squared, at a
-# tenth of the triples' weight: 1.102).
+# Rows a 2-way cell may stray from the estimate's count at no cost in the absolute rounds: without
+# the term the absolute cost lets the large cells drift (Q2 max 100.7). Same runs, 3 + 3 rounds:
+# 5 / 10 rows Q3 1.097 / 1.095, Q2 max 97.3 / 96.7. Holding every pair squared instead (at a
+# tenth of the triples' weight) gave 1.102, and holding the large triple cells squared (estimate
+# ≥ 10 / 40 / 300 / 1,500 rows) 1.104 / 1.105 / 1.104 / 1.102: the gain is the small cells'.
 PAIR_SLACK = 10.0
 # At most this many code reads (a row's cells in every group, for every value) per partition
 # for the value moves: Adult's 9 attributes take 1.2·10⁹ at 32,561 rows (about 1 CPU s a
