@@ -59,9 +59,10 @@ ABSOLUTE_ROUNDS = 2
 # ≥ 10 / 40 / 300 / 1,500 rows) 1.104 / 1.105 / 1.104 / 1.102: the gain is the small cells'.
 PAIR_SLACK = 10.0
 # At most this many code reads (a row's cells in every group, for every value) per partition
-# for the value moves: Adult's 9 attributes take 1.2·10⁹ at 32,561 rows (about 1 CPU s a
-# round); a 100 k-row partition of them is capped at about 5 s.
-MAX_MOVE_READS = 25 * 10**8
+# for the value moves: what Adult's 9 attributes take at 32,561 rows (1.2·10⁹, ~2 CPU s). At
+# 2.5·10⁹ a 300,000-row release of them (3 partitions) took 21.0 CPU s against 3.2 before the
+# moves; a larger partition now makes fewer moves per row (not measured for its errors).
+MAX_MOVE_READS = 125 * 10**7
 # How a cell's count is costed (:func:`_increment`).
 SQUARED, ABSOLUTE, SLACK, FREE = 0, 1, 2, 3
 # Above this estimate a cell's Poisson distribution is taken as normal (the sum's terms underflow).
