@@ -25,6 +25,7 @@ from dp_dask.methods.marginals import (
     MAX_DRAWS_PER_ROW,
     MAX_ESTIMATES,
     MIN_CANDIDATES,
+    MOVE_PARTITIONS,
     MarginalModel,
     MarginalSynthesizer,
     WeightedRows,
@@ -288,6 +289,14 @@ def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fit
     # Far from its targets (no fit, the tree's rows alone), the trial keeps its sweeps.
     far = replace(sampler, start=tree_start, fit_iterations=0)
     assert far.for_release(5_000, np.random.SeedSequence(1)).updates
+    # Value moves in releases of up to MOVE_PARTITIONS partitions, not in larger ones.
+    assert estimate.value_moves
+    releases = {k: sampler.for_release(5_000, np.random.SeedSequence(1), k * 5_000)
+                for k in (MOVE_PARTITIONS, MOVE_PARTITIONS + 1)}
+    assert releases[MOVE_PARTITIONS].value_moves and not releases[MOVE_PARTITIONS + 1].value_moves
+    settled = releases[MOVE_PARTITIONS]._draw(5_000, np.random.default_rng(3))[0]
+    unsettled = releases[MOVE_PARTITIONS + 1]._draw(5_000, np.random.default_rng(3))[0]
+    assert (settled != unsettled).any()
     # Without updates an unsettled partition still ends on its exact one-way targets; settled
     # rows keep their own, near the fit's (within the pairs' slack of value moves).
     skipping = replace(estimate, updates=False)

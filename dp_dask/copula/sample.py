@@ -135,7 +135,8 @@ class ReleaseSampler(PartitionSampler, Protocol):
     def estimates(self, sizes: list[int]) -> int:
         ...
 
-    def for_release(self, rows: int, seed: np.random.SeedSequence) -> PartitionSampler:
+    def for_release(self, rows: int, seed: np.random.SeedSequence,
+                    release_rows: int | None = None) -> PartitionSampler:
         ...
 
 
@@ -224,15 +225,16 @@ def _seeded_partitions(model: SampledModel, n_rows: int, seed: int, partition_ro
     shared = [dask.delayed(sampler, pure=True)]
     if isinstance(sampler, ReleaseSampler):
         # Spawned after the partitions' children: the partitions' seeds stay the same.
-        shared = [dask.delayed(_for_release, pure=True)(shared[0], max(sizes), release_seed)
+        shared = [dask.delayed(_for_release, pure=True)(shared[0], max(sizes), release_seed,
+                                                         sum(sizes))
                   for release_seed in root.spawn(sampler.estimates(sizes))]
     return [(start, rows, child, shared[index % len(shared)])
             for index, (start, rows, child) in enumerate(zip(starts, sizes, children))]
 
 
-def _for_release(sampler: ReleaseSampler, rows: int,
-                 seed: np.random.SeedSequence) -> PartitionSampler:
-    return sampler.for_release(rows, seed)
+def _for_release(sampler: ReleaseSampler, rows: int, seed: np.random.SeedSequence,
+                 release_rows: int) -> PartitionSampler:
+    return sampler.for_release(rows, seed, release_rows)
 
 
 def fine_histograms(sampler: PartitionSampler) -> dict[int, np.ndarray]:

@@ -123,6 +123,15 @@ FINE_SHARE = 0.03
 # zero: such a cell may be empty in the data (never-married husbands). On Adult (public, ε = 1)
 # 0 / 1 / 2 σ left 28–237 / 52–207 / 6–102 never-married husbands for 9 attributes at equal Q2.
 EMPTY_WITHIN_SIGMAS = 2.0
+# Value moves (postprocess.balance.settle_values) only in releases of at most this many
+# partitions: a partition's moves cost more than the rest of it (Adult shape, 14 attributes,
+# 100 k rows: 6.0 of 6.3 CPU s, against 0.6 without them), so a 1 M-row release of that shape
+# took 40.4 s with every partition's moves against 12.2 s before them (write 72.7 vs 19.1 CPU
+# s), and sharing 4 partitions' moves among 10 still 24.6-26.1 s. Adult-sized releases (up to
+# 400 k rows at the default partitions, 4 here) keep every move; larger ones sample as before
+# them, their own sampling error already small against the measured rows' (benchmarks.run
+# --shape adult --rows 1000000, 2 workers, quiet machine).
+MOVE_PARTITIONS = 4
 # A release's partitions share up to MAX_ESTIMATES independent estimates (candidates drawn and
 # fitted), so that together they hold about as many candidates as the measured rows: one
 # partition-sized estimate resampled into n rows repeats its candidates' sampling error in the
@@ -483,6 +492,9 @@ class MarginalSampler:
     updates: bool = True
     # the aims of the release's partitions, computed once per estimate (:meth:`for_release`)
     aims: Aims | None = None
+    # whether partitions make value moves (postprocess.balance.settle_values): not in releases
+    # of more than MOVE_PARTITIONS partitions (:meth:`for_release`)
+    value_moves: bool = True
 
     @property
     def schema(self) -> Schema:
@@ -521,7 +533,8 @@ class MarginalSampler:
         return max(1, min(len(sizes), MAX_ESTIMATES,
                           math.ceil(self.model.n_rows / self.candidate_rows(max(sizes)))))
 
-    def for_release(self, rows: int, seed: np.random.SeedSequence) -> MarginalSampler:
+    def for_release(self, rows: int, seed: np.random.SeedSequence,
+                    release_rows: int | None = None) -> MarginalSampler:
         """This sampler with weighted candidates for partitions of up to ``rows`` rows, drawn
         once from ``seed``: the start and the fit are the same estimate of the joint for every
         partition, so one release makes them once instead of once per partition (on the DSS
@@ -530,14 +543,18 @@ class MarginalSampler:
         A trial partition drawn from them (the same generator, after the candidates) decides
         whether the partitions make row updates at all: where the trial kept no sweep (each
         raised the rows' excess over their targets, as on Adult and the DSS shape), every
-        partition, a resample of the same candidates, would throw its sweeps away too."""
+        partition, a resample of the same candidates, would throw its sweeps away too.
+
+        A release of ``release_rows`` rows makes value moves only where it is at most
+        MOVE_PARTITIONS partitions of ``rows``."""
         rng = np.random.default_rng(seed)
         candidates, weights = self.weighted_candidates(self.candidate_rows(rows), rng)
         shared = replace(self, shared=WeightedRows.of(candidates, weights, self.model))
         shared = replace(shared, aims=shared._aims(rows, shared.shared))
         updates = shared._draw(rows, rng, value_moves=False)[1]
         # without updates the partitions need no 2-way targets: not sent to their tasks
-        return replace(shared, updates=updates,
+        moves = release_rows is None or release_rows <= MOVE_PARTITIONS * rows
+        return replace(shared, updates=updates, value_moves=moves,
                        aims=shared.aims if updates else replace(shared.aims, two_way=None))
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
@@ -565,7 +582,7 @@ class MarginalSampler:
             codes = balanced_resample(fitted.codes, fitted.weights, rows, fitted.balanced, sizes,
                                       rng, estimate=fitted.balanced_tables,
                                       pairs=list(fitted.two_way), pair_estimate=fitted.pair_tables,
-                                      value_moves=value_moves)
+                                      value_moves=value_moves and self.value_moves)
         with timed(None, "targets", cpu):
             cached = self.aims is not None and self.aims.rows == rows and (
                 self.aims.two_way is not None or not self.updates)
@@ -582,7 +599,8 @@ class MarginalSampler:
         # counts, close to the fit's: matching them to the targets moved values that undid the
         # settling (Adult 9, add/remove, ε = 1, seeds 0–2: Q3 95 % 1.095 → 1.101, Q1 10.91 →
         # 11.18, Q2 6.40 → 6.44).
-        settled = value_moves and bool(fitted.balanced) and self.fit_iterations > 0
+        settled = (value_moves and self.value_moves and bool(fitted.balanced)
+                   and self.fit_iterations > 0)
         if kept or not settled:
             with timed(None, "match_one_way", cpu):
                 match_one_way(codes, aims.one_way, sizes, rng, aims.possible)
