@@ -70,8 +70,9 @@ def test_stage_profile_times_every_stage_and_its_floor(tmp_path):
     model.save(tmp_path / "model")
     profiled = profile(load_model(tmp_path / "model"), 1_500, repeat=1)
     cpu = profiled["cpu_s"]
-    for stage in ("resample", "match_one_way", "decode (uniform)", "parquet part (label)",
-                  "zarr chunk", "floor: one numpy pass over the codes"):
+    # the 1-way match is timed only where a partition is not settled by value moves
+    for stage in ("resample", "decode (uniform)", "parquet part (label)", "zarr chunk",
+                  "floor: one numpy pass over the codes"):
         assert cpu[stage] >= 0
     assert cpu["estimate: whole (tree, raking, weight fit, trial)"] > cpu["estimate: tree start"]
     assert "µs/row" in stage_table(profiled)
