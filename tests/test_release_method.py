@@ -26,6 +26,7 @@ from dp_dask.methods.marginals import (
     MAX_ESTIMATES,
     MIN_CANDIDATES,
     MOVE_PARTITIONS,
+    UNSETTLED_DRAWS_PER_ROW,
     MarginalModel,
     MarginalSynthesizer,
     WeightedRows,
@@ -297,6 +298,10 @@ def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fit
     settled = releases[MOVE_PARTITIONS]._draw(5_000, np.random.default_rng(3))[0]
     unsettled = releases[MOVE_PARTITIONS + 1]._draw(5_000, np.random.default_rng(3))[0]
     assert (settled != unsettled).any()
+    # without the moves, fewer tree draws per candidate: the sampler before them
+    assert releases[MOVE_PARTITIONS].start is sampler.start
+    assert releases[MOVE_PARTITIONS + 1].start.keywords == {
+        "draws_per_row": UNSETTLED_DRAWS_PER_ROW}
     # Without updates an unsettled partition still ends on its exact one-way targets; settled
     # rows keep their own, near the fit's (within the pairs' slack of value moves).
     skipping = replace(estimate, updates=False)
@@ -418,6 +423,8 @@ def test_an_estimate_keeps_the_distinct_rows_of_more_draws(fitted):
     codes, weights = raked_start(fitted.model, rows, np.random.default_rng(2))
     np.testing.assert_array_equal(codes, candidates)
     assert weights.sum() == pytest.approx(rows, rel=0.01)
+    fewer = distinct_draws(fitted.model, rows, np.random.default_rng(2), UNSETTLED_DRAWS_PER_ROW)
+    assert fewer[2] == UNSETTLED_DRAWS_PER_ROW * rows < draws
 
 
 def test_only_balanced_schemas_draw_more_candidates_than_partition_rows(fitted):

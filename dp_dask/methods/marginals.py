@@ -27,6 +27,7 @@ threshold: then a DP spanning tree of them (dp_dask.methods.selection, docs/meth
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -157,6 +158,11 @@ MIN_CANDIDATES = 2**17
 # 1.098 and of the rows 1.105 / 1.095 (Q2 6.43 / 6.40, Q2 max 99.0 / 96.7); the fit then takes
 # 3.3 instead of 1.2 CPU s (about 100 k distinct candidates instead of 66 k).
 MAX_DRAWS_PER_ROW = 16
+# Up to this many draws per candidate where the partitions make no value moves (releases of more
+# than MOVE_PARTITIONS partitions): the sampler's choice before the moves (above). With 16 a
+# 1 M-row release of Adult's 9 attributes took 10.6 s (18.0 CPU s) against 7.2 s (11.2) before
+# (benchmarks.peers --data adult-1M.csv, quiet machine): four estimates' larger fits.
+UNSETTLED_DRAWS_PER_ROW = 4
 
 
 def measured_queries(schema: Schema,
@@ -363,11 +369,12 @@ def tree_start(model: MarginalModel, rows: int,
     return sample_tree(model.marginals, model.order, model.parents, rows, rng), np.ones(rows)
 
 
-def raked_start(model: MarginalModel, rows: int,
-                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The default start: the tree's rows, weighted towards every consistent 2-way table by
-    raking (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
-    candidates, counts, draws = distinct_draws(model, rows, rng)
+def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
+                draws_per_row: int = MAX_DRAWS_PER_ROW) -> tuple[np.ndarray, np.ndarray]:
+    """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
+    :func:`distinct_draws`), weighted towards every consistent 2-way table by raking
+    (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
+    candidates, counts, draws = distinct_draws(model, rows, rng, draws_per_row)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
@@ -375,10 +382,10 @@ def raked_start(model: MarginalModel, rows: int,
     return candidates, weights
 
 
-def distinct_draws(model: MarginalModel, rows: int,
-                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+def distinct_draws(model: MarginalModel, rows: int, rng: np.random.Generator,
+                   draws_per_row: int = MAX_DRAWS_PER_ROW) -> tuple[np.ndarray, np.ndarray, int]:
     """The tree's draws as distinct rows (sorted) and their counts, and the draws made: the
-    most draws, ``rows`` doubled up to MAX_DRAWS_PER_ROW times, whose distinct rows number at
+    most draws, ``rows`` doubled up to ``draws_per_row`` times, whose distinct rows number at
     most ``rows``. Raking and the weight fit treat equal rows alike (a row's step depends on
     its cells only), so k equal candidates of weight w and one of weight k·w give the same
     estimate: more draws cover more of the joint at the fit's cost of ``rows`` candidates."""
@@ -386,7 +393,7 @@ def distinct_draws(model: MarginalModel, rows: int,
     candidates, counts = _distinct(tree_start(model, rows, rng)[0])
     # every draw distinct (wide schemas): twice the draws would almost surely hold more than
     # ``rows`` distinct rows: not drawn and sorted only to be thrown away
-    while draws < MAX_DRAWS_PER_ROW * rows and len(candidates) < rows:
+    while draws < draws_per_row * rows and len(candidates) < rows:
         more, more_counts = _distinct(tree_start(model, 2 * draws, rng)[0])
         if len(more) > rows:
             break
@@ -546,16 +553,25 @@ class MarginalSampler:
         partition, a resample of the same candidates, would throw its sweeps away too.
 
         A release of ``release_rows`` rows makes value moves only where it is at most
-        MOVE_PARTITIONS partitions of ``rows``."""
+        MOVE_PARTITIONS partitions of ``rows``; otherwise its estimates draw fewer candidates
+        (:meth:`_start_for`)."""
+        moves = release_rows is None or release_rows <= MOVE_PARTITIONS * rows
+        sampler = replace(self, start=self._start_for(moves))
         rng = np.random.default_rng(seed)
-        candidates, weights = self.weighted_candidates(self.candidate_rows(rows), rng)
-        shared = replace(self, shared=WeightedRows.of(candidates, weights, self.model))
+        candidates, weights = sampler.weighted_candidates(sampler.candidate_rows(rows), rng)
+        shared = replace(sampler, shared=WeightedRows.of(candidates, weights, self.model))
         shared = replace(shared, aims=shared._aims(rows, shared.shared))
         updates = shared._draw(rows, rng, value_moves=False)[1]
         # without updates the partitions need no 2-way targets: not sent to their tasks
-        moves = release_rows is None or release_rows <= MOVE_PARTITIONS * rows
         return replace(shared, updates=updates, value_moves=moves,
                        aims=shared.aims if updates else replace(shared.aims, two_way=None))
+
+    def _start_for(self, moves: bool) -> Start:
+        """A release's start: the default one draws up to UNSETTLED_DRAWS_PER_ROW per candidate
+        where the partitions make no value moves."""
+        if moves or self.start is not raked_start:
+            return self.start
+        return functools.partial(raked_start, draws_per_row=UNSETTLED_DRAWS_PER_ROW)
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its
