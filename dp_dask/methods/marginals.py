@@ -594,11 +594,14 @@ class MarginalSampler:
         with timed(None, "estimate", cpu):
             fitted = self.shared if self.shared is not None else WeightedRows.of(
                 *self.weighted_candidates(self.candidate_rows(rows), rng), model)
+        moves = value_moves and self.value_moves
         with timed(None, "resample", cpu):
+            # the pairs' tables only where they are read: every table of a wide schema otherwise
             codes = balanced_resample(fitted.codes, fitted.weights, rows, fitted.balanced, sizes,
                                       rng, estimate=fitted.balanced_tables,
-                                      pairs=list(fitted.two_way), pair_estimate=fitted.pair_tables,
-                                      value_moves=value_moves and self.value_moves)
+                                      pairs=list(fitted.two_way) if moves else (),
+                                      pair_estimate=fitted.pair_tables if moves else None,
+                                      value_moves=moves)
         with timed(None, "targets", cpu):
             cached = self.aims is not None and self.aims.rows == rows and (
                 self.aims.two_way is not None or not self.updates)
@@ -615,8 +618,7 @@ class MarginalSampler:
         # counts, close to the fit's: matching them to the targets moved values that undid the
         # settling (Adult 9, add/remove, ε = 1, seeds 0–2: Q3 95 % 1.095 → 1.101, Q1 10.91 →
         # 11.18, Q2 6.40 → 6.44).
-        settled = (value_moves and self.value_moves and bool(fitted.balanced)
-                   and self.fit_iterations > 0)
+        settled = moves and bool(fitted.balanced) and self.fit_iterations > 0
         if kept or not settled:
             with timed(None, "match_one_way", cpu):
                 match_one_way(codes, aims.one_way, sizes, rng, aims.possible)

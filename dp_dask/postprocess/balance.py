@@ -106,8 +106,8 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
     if estimate is None:
         estimate = weighted_tables(codes, weights, groups, sizes)
     members, starts, offsets = _group_layout(groups, sizes)
-    deviation = weighted_tables(drawn, np.ones(rows), groups, sizes) - estimate * (
-        rows / max(float(weights.sum()), 1e-300))
+    scale = rows / max(float(weights.sum()), 1e-300)  # the estimate's tables to ``rows``
+    deviation = weighted_tables(drawn, np.ones(rows), groups, sizes) - estimate * scale
     proposals = min(int(proposals_per_row * rows), MAX_READS // (2 * len(members)))
     incoming = systematic_resample(weights, proposals, rng)
     slots = rng.integers(0, rows, proposals)
@@ -115,7 +115,6 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
           sizes.astype(np.intp), deviation)
     if not value_moves:
         return drawn
-    scale = rows / max(float(weights.sum()), 1e-300)
     if pairs and pair_estimate is None:
         pair_estimate = weighted_tables(codes, weights, pairs, sizes)
     settle_values(drawn, groups, estimate * scale, sizes, rng, pairs=pairs,
