@@ -35,6 +35,7 @@ from dask.delayed import Delayed
 from threadpoolctl import threadpool_limits
 
 from dp_dask.copula.correlation import times_lower_factor
+from dp_dask.copula.normals import fill_standard_normal
 from dp_dask.data.decode import decode_latent
 from dp_dask.data.io import Location, join, put_bytes
 from dp_dask.data.schema import Schema
@@ -162,42 +163,51 @@ class Sampler:
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and decoded codes (rows, m) of one partition."""
+        binary = np.empty((rows, self.schema.d), dtype=np.uint8)
+        codes = self._draw_into(rows, seed, binary)
+        return binary, codes
+
+    def draw_codes(self, rows: int, seed: np.random.SeedSequence) -> np.ndarray:
+        """The codes :meth:`draw` gives, without thresholding the dummies (a release without
+        Zarr reads only the codes)."""
+        return self._draw_into(rows, seed, None)
+
+    def _draw_into(self, rows: int, seed: np.random.SeedSequence,
+                   binary: np.ndarray | None) -> np.ndarray:
         d = self.schema.d
-        binary = np.empty((rows, d), dtype=np.uint8)
         codes = np.empty((rows, self.schema.m), dtype=np.int16)
         if self.device == "gpu":
             import cupy
 
             # CuPy seeds from an integer; the child seed's first word keeps partitions apart.
             rng = cupy.random.default_rng(int(seed.generate_state(1, np.uint64)[0]))
-            arrays = [cupy.asarray(a) for a in (self.factor, self.thresholds, self.offsets)]
+            factor, thresholds, offsets = (cupy.asarray(a) for a in (self.factor,
+                                                                      self.thresholds,
+                                                                      self.offsets))
             for start, stop in _blocks(rows, GPU_BLOCK_BYTES // (4 * d)):
-                block = _draw_block(cupy, rng, stop - start, *arrays, self.schema)
-                binary[start:stop], codes[start:stop] = (a.get() for a in block)
-            return binary, codes
-        rng = np.random.default_rng(seed)
+                normals = rng.standard_normal((stop - start, d), dtype=cupy.float32)
+                # CuPy has no trmm, and its GEMM is not what limits the GPU path
+                # (docs/benchmarks.md, "Device runs").
+                latent = normals @ factor.T
+                if binary is not None:
+                    binary[start:stop] = (latent > thresholds).get()
+                codes[start:stop] = decode_latent(latent, offsets, self.schema, xp=cupy).get()
+            return codes
+        bits = np.random.PCG64(seed)
         with single_threaded_blas():
             for start, stop in _blocks(rows, LATENT_BLOCK_BYTES // (4 * d)):
-                binary[start:stop], codes[start:stop] = _draw_block(
-                    np, rng, stop - start, self.factor, self.thresholds, self.offsets,
-                    self.schema)
-        return binary, codes
+                normals = fill_standard_normal(bits, np.empty((stop - start, d), np.float32))
+                latent = times_lower_factor(normals, self.factor)
+                if binary is not None:
+                    np.greater(latent, self.thresholds, out=binary[start:stop])
+                codes[start:stop] = decode_latent(latent, self.offsets, self.schema)
+        return codes
 
 
 def _blocks(rows: int, block: int) -> Iterator[tuple[int, int]]:
     block = max(1, block)
     for start in range(0, rows, block):
         yield start, min(rows, start + block)
-
-
-def _draw_block(xp: Any, rng: Any, rows: int, factor: Any, thresholds: Any, offsets: Any,
-                schema: Schema) -> tuple[Any, Any]:
-    """One block's dummies and codes, on NumPy or CuPy arrays (``xp``): one code for both."""
-    normals = rng.standard_normal((rows, schema.d), dtype=xp.float32)
-    # The CPU applies the factor as the triangular matrix it is; CuPy has no trmm, and its GEMM
-    # is not what limits the GPU path (docs/benchmarks.md, "Device runs").
-    latent = times_lower_factor(normals, factor) if xp is np else normals @ factor.T
-    return latent > thresholds, decode_latent(latent, offsets, schema, xp=xp)
 
 
 def partition_sizes(n_rows: int, partition_rows: int) -> list[int]:
