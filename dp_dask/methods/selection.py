@@ -8,7 +8,9 @@ mechanism over how far each pair's exact table lies from the independence of the
 histograms (L1), one edge per round among those joining two components (Kruskal), then measured
 with the tables' share. The threshold is a function of public quantities only: the schema's
 domain sizes, ρ, the sensitivity and n (public under replace-one neighbours; under add/remove
-the estimate from the noisy 1-way histograms, measured first).
+the estimate from the noisy 1-way histograms, measured first). After the tree, a refinement
+(:func:`refine`) measures a few more tables, chosen as AIM chooses: the pairs the tree's model
+gets most wrong.
 """
 
 from __future__ import annotations
