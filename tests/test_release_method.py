@@ -26,6 +26,7 @@ from dp_dask.methods.marginals import (
     MAX_ESTIMATES,
     MIN_CANDIDATES,
     MOVE_PARTITIONS,
+    UNBALANCED_CANDIDATES_PER_ROW,
     UNSETTLED_DRAWS_PER_ROW,
     MarginalModel,
     MarginalSynthesizer,
@@ -427,9 +428,10 @@ def test_an_estimate_keeps_the_distinct_rows_of_more_draws(fitted):
     assert fewer[2] == UNSETTLED_DRAWS_PER_ROW * rows < draws
 
 
-def test_only_balanced_schemas_draw_more_candidates_than_partition_rows(fitted):
+def test_balanced_and_unbalanced_schemas_draw_their_candidates(fitted):
     """Triples balanced: 4 candidates per measured row (up to 2¹⁷); a schema of too many
-    triples (16 booleans: 560) is resampled plainly from one candidate per partition row."""
+    triples (16 booleans: 560) is resampled plainly from UNBALANCED_CANDIDATES_PER_ROW per
+    partition row, up to 2¹⁷ (larger partitions: one per row)."""
     model = fitted.model
     assert {len(group) for group in balance_groups(model.schema)} == {3}
     assert model.sampler().candidate_rows(1_000) == max(
@@ -437,4 +439,7 @@ def test_only_balanced_schemas_draw_more_candidates_than_partition_rows(fitted):
     wide = load_schema({"schema_version": 1, "name": "wide", "attributes": [
         {"name": f"b{i}", "type": "boolean"} for i in range(16)]})
     assert balance_groups(wide) == ()
-    assert replace(model, schema=wide).sampler().candidate_rows(1_000) == 1_000
+    plain = replace(model, schema=wide).sampler()
+    assert plain.candidate_rows(1_000) == UNBALANCED_CANDIDATES_PER_ROW * 1_000
+    assert plain.candidate_rows(100_000) == MIN_CANDIDATES
+    assert plain.candidate_rows(200_000) == 200_000

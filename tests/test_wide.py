@@ -17,7 +17,16 @@ from dp_dask.methods.marginals import (
     measure_all,
     measured_queries,
 )
-from dp_dask.methods.selection import SELECTION_SHARE, all_pairs_noise, select_tree, tree_wanted
+from dp_dask.methods.selection import (
+    REFINE_ROUNDS,
+    REFINE_SHARE,
+    SELECTION_SHARE,
+    all_pairs_noise,
+    refine,
+    select_tree,
+    tree_wanted,
+)
+from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.accounting import (
     TABLE_L2_SENSITIVITY,
     gaussian_rho,
@@ -94,11 +103,18 @@ def test_the_tree_plan_spends_rho_exactly(accountant):
     assert [m.sigma for m in measurements[:12]] == pytest.approx(
         [(a**-2 + b**-2) ** -0.5 for a, b in zip(*draws)], rel=1e-12)
     charges = one_way + sum(gaussian_rho(m.sigma, 1.0, accountant) for m in measurements[12:])
-    assert tree.rho <= rho * SELECTION_SHARE
-    assert tree.rho == pytest.approx(rho * SELECTION_SHARE, rel=1e-9)
+    assert tree.rounds * tree.selection.rho == pytest.approx(rho * SELECTION_SHARE, rel=1e-9)
+    refined = tree.refinement
+    assert len(refined.pairs) == REFINE_ROUNDS
+    spent = refined.rho_select + REFINE_ROUNDS * gaussian_rho(refined.sigma, 1.0, accountant)
+    assert spent <= rho * REFINE_SHARE
+    assert spent == pytest.approx(rho * REFINE_SHARE, rel=1e-9)
     assert charges + tree.rho <= rho
     assert charges + tree.rho == pytest.approx(rho, rel=1e-9)
-    assert [m.attributes for m in measurements[12:]] == tree.pairs
+    assert [m.attributes for m in measurements[12:-REFINE_ROUNDS]] == tree.pairs
+    # the refinement measures pairs outside the tree, each once
+    assert [m.attributes for m in measurements[-REFINE_ROUNDS:]] == refined.pairs
+    assert not set(refined.pairs) & set(tree.pairs) and len(set(refined.pairs)) == REFINE_ROUNDS
     # a spanning tree: m - 1 distinct pairs joining every attribute
     assert len(set(tree.pairs)) == 11
     assert {a for pair in tree.pairs for a in pair} == set(range(12))
@@ -118,6 +134,34 @@ def test_selection_is_seeded_and_finds_planted_pairs():
     assert set(pairs) <= set(choose(3))  # the planted pairs far outscore the selection's noise
 
 
+def test_refinement_scores_pairs_against_the_tree_not_independence():
+    """1, 2 and 3 copy 0 (90 %), 5 copies 4, 6 is free; the tree holds 0's copies but links 4
+    and 5 only through 6. Against independence (the tree's selection) the copies' pairs (1, 2),
+    (1, 3), (2, 3) score ~4,900, close to (4, 5)'s ~5,400; against the tree's model they are
+    near 0. So the rounds pick (4, 5), then no copy pair (Gumbel scale ~35)."""
+    rows = 4_000
+    schema = schema_of([4] * 7)
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 4, (rows, 7))
+    for a, source in ((1, 0), (2, 0), (3, 0), (5, 4)):
+        codes[:, a] = np.where(rng.random(rows) < 0.9, codes[:, source], codes[:, a])
+    counts = count_matrix(codes, schema)
+    tree = [(0, 1), (0, 2), (0, 3), (3, 4), (4, 6), (5, 6)]
+    exact = [Measurement(q, exact_answer(counts, schema, q).astype(float), 1.0)
+             for q in [(a,) for a in range(7)] + tree]
+
+    def chosen(seed: int) -> list[tuple[int, int]]:
+        measured, refinement = refine(counts, schema, exact, rows, 0.05, 1.0, "exact",
+                                      sampler="numpy", rng=np.random.default_rng(seed))
+        assert [m.attributes for m in measured[len(exact):]] == refinement.pairs
+        return refinement.pairs
+
+    for seed in range(3):
+        assert chosen(seed) == chosen(seed)
+        assert chosen(seed)[0] == (4, 5)
+        assert not {(1, 2), (1, 3), (2, 3)} & set(chosen(seed))
+
+
 def test_wide_release_beats_independent_marginals(client, tmp_path):
     m, rows = 30, 3_000
     schema = schema_of([4] * m)
@@ -129,7 +173,8 @@ def test_wide_release_beats_independent_marginals(client, tmp_path):
                                       noise_sampler="numpy", noise_seed=0,
                                       neighbours="add_remove").fit(frame)
     privacy = synthesizer.model.metadata["privacy"]
-    assert privacy["tables"]["tables"] == "spanning tree" and privacy["k"] == 3 * m - 1
+    assert privacy["tables"]["tables"] == "spanning tree"
+    assert privacy["k"] == 3 * m - 1 + REFINE_ROUNDS
     # the record states the tree plan's shares, not the all-pairs plan's
     assert f"{TREE_ONE_WAY_SHARE:g} to the histograms" in privacy["budget_split"]
     assert synthesizer.model.metadata["model"]["budget_shares"].startswith(

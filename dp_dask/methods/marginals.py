@@ -53,10 +53,12 @@ from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.methods import adaptive
 from dp_dask.methods.selection import (
+    REFINE_SHARE,
     SELECTION_SHARE,
     TreeChoice,
     all_pairs_noise,
     check_tables,
+    refine,
     select_tree,
     tree_wanted,
 )
@@ -163,6 +165,15 @@ MAX_DRAWS_PER_ROW = 16
 # 1 M-row release of Adult's 9 attributes took 10.6 s (18.0 CPU s) against 7.2 s (11.2) before
 # (benchmarks.peers --data adult-1M.csv, quiet machine): four estimates' larger fits.
 UNSETTLED_DRAWS_PER_ROW = 4
+# Candidates per partition row where the resample is not balanced (balance_groups: wide
+# schemas), up to MIN_CANDIDATES. Tables measured beyond the tree (a tree plan's refinement,
+# every pair of an all-pairs plan) close cycles the tree's draws do not hold, so raking to them
+# concentrates the weights: 45-column wide Adult, ε = 1, seed 0, raked / fitted effective rows
+# 11,888 / 9,120 of 12,000 for the tree alone, 7,444 / 5,941 with 2 refined tables. Generated
+# tables (benchmarks/wide.py, ε = 1, add/remove, seeds 0–2), 1 → 2 per row: m = 30 (all pairs)
+# Q2 / Q3 95 % 26.65 / 11.31 → 25.99 / 10.83; 4 per row lost on wide Adult (Q2 95 % 9.61 →
+# 10.15, Q3 1.71 → 1.86; docs/method.md).
+UNBALANCED_CANDIDATES_PER_ROW = 2
 
 
 def measured_queries(schema: Schema,
@@ -232,8 +243,10 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     schema is too wide for all pairs (:mod:`dp_dask.methods.selection`): if so, the histograms
     are measured again up to TREE_ONE_WAY_SHARE of ρ (the two averaged by inverse variance), a
     spanning tree of pairs is selected under DP with SELECTION_SHARE of ρ and only its tables
-    measured, else every pair; ``tables`` "all" or "tree" overrides the choice
-    (:data:`TABLES`). The third value is the tree's record (None: all pairs).
+    measured, then a few more tables chosen against the tree's model and measured with
+    REFINE_SHARE (:func:`~dp_dask.methods.selection.refine`), else every pair; ``tables``
+    "all" or "tree" overrides the choice (:data:`TABLES`). The third value is the tree's record
+    (None: all pairs).
 
     A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
     (a row of an extra bin is in no cell), adding or removing one moves one.
@@ -283,11 +296,15 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
                            noise=noise, sampler=sampler, rng=rng)
         queries = measured_queries(schema, tree.pairs)
         shares = budget_shares(schema, queries, grids, share_of_fine,
-                               table_share=1 - TREE_ONE_WAY_SHARE - SELECTION_SHARE)
+                               table_share=1 - TREE_ONE_WAY_SHARE - SELECTION_SHARE - REFINE_SHARE)
     else:
         queries = all_pairs
     rest = draw([*queries[schema.m:], *(("fine", a) for a in grids)], shares[schema.m:])
     measured = first + rest[:len(queries) - schema.m]
+    if tree is not None:
+        measured, refinement = refine(counts, schema, measured, rows, rho * coarse * REFINE_SHARE,
+                                      sensitivity, accountant, sampler=sampler, rng=rng)
+        tree = replace(tree, refinement=refinement)
     return measured, {a: Measurement((a,), m.values, m.sigma)
                       for a, m in zip(grids, rest[len(queries) - schema.m:])}, tree
 
@@ -529,9 +546,11 @@ class MarginalSampler:
         per measured row up to MIN_CANDIDATES, or ``rows`` if more; ``rows`` where the resample
         is not balanced (:func:`balance_groups`: wide schemas), as the extra candidates serve the
         triples the balance rounds — without it they cost the 45-column wide table Q2 95 % 10.1
-        → 10.7 and Q3 1.8 → 2.0 (ε = 1, add/remove, seeds 0–2; docs/results-adult.md)."""
+        → 10.7 and Q3 1.8 → 2.0 (ε = 1, add/remove, seeds 0–2; docs/results-adult.md), but
+        UNBALANCED_CANDIDATES_PER_ROW per row pay there (up to MIN_CANDIDATES: large
+        partitions keep their cost)."""
         if not balance_groups(self.schema):
-            return rows
+            return max(rows, min(UNBALANCED_CANDIDATES_PER_ROW * rows, MIN_CANDIDATES))
         return max(rows, min(CANDIDATES_PER_ROW * self.model.n_rows, MIN_CANDIDATES))
 
     def estimates(self, sizes: list[int]) -> int:
@@ -686,7 +705,8 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                      marginals.one_way[a]) for a, measured in fine.items()}
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
     shares = (f"{TREE_ONE_WAY_SHARE if tree else ONE_WAY_SHARE:g} of rho to the histograms, "
-              + (f"{SELECTION_SHARE:.6g} to the tree's selection, " if tree else "")
+              + (f"{SELECTION_SHARE:.6g} to the tree's selection, {REFINE_SHARE:.6g} to "
+                 "tables chosen against the tree, " if tree else "")
               + f"the rest to the tables, each in proportion to cells^{CELLS_EXPONENT:.4g}")
     if fine:
         shares = (f"{fine_share:g} of rho to the fine histograms in proportion to "
@@ -806,14 +826,18 @@ class MarginalSynthesizer(Synthesizer):
         histograms = f"{ONE_WAY_SHARE:g} to the histograms"
         tables = "the rest to the tables"
         if tree is not None:
-            which = (f"every 1-way histogram twice and the {len(tree.pairs)} 2-way tables of a "
-                     "tree")
+            refined = tree.refinement
+            which = (f"every 1-way histogram twice, the {len(tree.pairs)} 2-way tables of a "
+                     f"tree and {len(refined.pairs)} more chosen against it")
             histograms = (f"{TREE_ONE_WAY_SHARE:g} to the histograms ({ONE_WAY_SHARE:g} before "
                           "the plan was chosen, the rest after; the two averaged by inverse "
                           "variance)")
             tables = (f"{SELECTION_SHARE:.6g} to the tree's selection ({tree.rounds} "
-                      f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), the rest "
-                      "to the tables")
+                      f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), "
+                      f"{REFINE_SHARE:.6g} to {len(refined.pairs)} refinement rounds (each an "
+                      f"exponential-mechanism selection of rho {refined.selection.rho:.6g} and "
+                      f"a table measured with rho {refined.rho_measure:.6g}), the rest to the "
+                      "tree's tables")
         split = (f"{k} Gaussian measurements ({which}, L2 "
                  f"sensitivity {sensitivity:.6g} each) sharing rho = {rounds.rho_one_shot:.6g}: "
                  f"{histograms}, {tables}, each in "

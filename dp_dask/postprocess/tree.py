@@ -8,6 +8,8 @@ tables towards.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
@@ -40,10 +42,12 @@ def spanning_tree(marginals: Marginals, m: int) -> tuple[np.ndarray, np.ndarray]
     return order, parents
 
 
-def implied_tables(marginals: Marginals, order: np.ndarray,
-                   parents: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """Every pair's table under the tree: P(a, b) = Σ_c P(c) P(a | c) P(b | c), c the lowest
-    common ancestor, each conditional a product of the tables' conditionals along the path."""
+def implied_tables(marginals: Marginals, order: np.ndarray, parents: np.ndarray,
+                   pairs: Iterable[tuple[int, int]] | None = None
+                   ) -> dict[tuple[int, int], np.ndarray]:
+    """Each pair's table under the tree (``pairs``, default the measured ones): P(a, b) =
+    Σ_c P(c) P(a | c) P(b | c), c the lowest common ancestor, each conditional a product of the
+    tables' conditionals along the path."""
     depth = np.zeros(len(order), dtype=np.int64)
     for child in order[1:]:
         depth[child] = depth[parents[child]] + 1
@@ -63,7 +67,7 @@ def implied_tables(marginals: Marginals, order: np.ndarray,
         return conditional
 
     tables = {}
-    for a, b in marginals.two_way:
+    for a, b in marginals.two_way if pairs is None else pairs:
         x, y = a, b
         while x != y:  # climb the deeper one until they meet: the lowest common ancestor
             if depth[x] >= depth[y]:
