@@ -194,9 +194,11 @@ class Sampler:
                 codes[start:stop] = decode_latent(latent, offsets, self.schema, xp=cupy).get()
             return codes
         bits = np.random.PCG64(seed)
+        block_rows = max(1, min(rows, LATENT_BLOCK_BYTES // (4 * d)))
+        buffer = np.empty((block_rows, d), np.float32)  # one for every block: no page faults
         with single_threaded_blas():
-            for start, stop in _blocks(rows, LATENT_BLOCK_BYTES // (4 * d)):
-                normals = fill_standard_normal(bits, np.empty((stop - start, d), np.float32))
+            for start, stop in _blocks(rows, block_rows):
+                normals = fill_standard_normal(bits, buffer[: stop - start])
                 latent = times_lower_factor(normals, self.factor)
                 if binary is not None:
                     np.greater(latent, self.thresholds, out=binary[start:stop])
