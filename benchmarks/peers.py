@@ -211,6 +211,7 @@ OURS: dict[str, tuple[str, Release]] = {
     "marginals-add-remove-tree": ("dp_dask marginals, add/remove, tree",
                                   dp_dask_release("marginals", neighbours="add_remove",
                                                   tables="tree")),
+    "marginals-all": ("dp_dask marginals, all pairs", dp_dask_release("marginals", tables="all")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
     "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),
