@@ -15,8 +15,8 @@ checkout (``--private-pgm``), with their default parameters, run by the Python o
 virtual env that holds ``mbi==2.0.0`` (``--peer-python``). Nothing of private-pgm is part of this
 repository. Their results are slow to get, so each one is cached as one JSON line in ``--cache``
 keyed by (peer, attribute set, ε, δ, seed, neighbouring notion), and reused unless
-``--rerun-peers``. dp_dask rows are
-recomputed on every run; a new method is one more entry in ``OURS``.
+``--rerun-peers``. dp_dask rows are recomputed on every run; a new method is one more entry in
+``OURS``.
 
 See benchmarks/PEERS.md for how to get the peers and for the measured table.
 """
@@ -63,7 +63,7 @@ PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
          "aim": ("AIM (private-pgm)", "mechanisms/aim.py")}  # run in this order (MST is fast)
 
 # Neighbouring notions a peer can be run under (dp_dask's names, as in ``neighbours=``). The
-# scripts are calibrated for add/remove-one; "replace" runs them at the ε′ of PEER_EPSILON.
+# scripts are calibrated for add/remove-one; "replace" runs them at the ε′ of ``peer_epsilon``.
 ADD_REMOVE, REPLACE = "add_remove", "replace"
 NEIGHBOURS = (ADD_REMOVE, REPLACE)
 NEIGHBOURS_LABEL = {ADD_REMOVE: "", REPLACE: ", replace-one"}
@@ -487,6 +487,7 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     Where a peer ran at another ε than the stated one (replace-one), the script's ε′ is shown."""
     lines = []
     order = {}
+    moved = any("peer_epsilon" in r and r["peer_epsilon"] != r["epsilon"] for r in rows)
     for row in rows:
         order.setdefault(row["release"], len(order))
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
@@ -496,7 +497,7 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
                                             key=lambda kv: (kv[0][1], order[kv[0][0]])):
         ok = [r for r in group if r["status"] == "ok"]
         line: dict[str, Any] = {"release": release, "ε": f"{epsilon:g}", "seeds": len(group)}
-        if any("peer_epsilon" in r and r["peer_epsilon"] != r["epsilon"] for r in rows):
+        if moved:
             line["script's ε′"] = f"{group[0].get('peer_epsilon', epsilon):.4g}"
         for workload in WORKLOADS:
             for stat, title in (("avg95", "95 %"), ("max", "max")):
