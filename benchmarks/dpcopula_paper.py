@@ -38,6 +38,7 @@ from benchmarks.dpcopula_sweep import EPSILONS  # the paper's ε grid, as on Adu
 from benchmarks.hybrid import census_frame, census_schema
 from benchmarks.peers import (
     DELTA,
+    cache_key,
     export_codes,
     fitted_release,
     machine,
@@ -174,7 +175,7 @@ def run_mst(shape: str, rows: int, epsilon: float, seed: int, work: Path, schema
     csv, domain = data / "data.csv", data / "domain.json"
     if not csv.exists():
         export_codes(frame, schema, data)
-    row = run_peer(("mst", f"{shape}-{rows}", epsilon, DELTA, seed),
+    row = run_peer(cache_key("mst", f"{shape}-{rows}", epsilon, DELTA, seed),
                    checkout=args.private_pgm.resolve(), python=args.peer_python, options={},
                    data_csv=csv, domain_json=domain, work=work, frame=frame, schema=schema,
                    q3_sample=0, timeout=args.peer_timeout,

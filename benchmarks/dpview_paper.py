@@ -36,6 +36,7 @@ import pandas as pd
 
 from benchmarks.peers import (
     DELTA,
+    cache_key,
     export_codes,
     peer_versions,
     read_codes,
@@ -145,9 +146,10 @@ def run(args: argparse.Namespace) -> None:
         label = f"{peer.upper()} (private-pgm)"
         if (label, epsilon, seed) in cache:
             continue
-        row = run_peer((peer, "all", epsilon, DELTA, seed), checkout=Path(args.private_pgm),
-                       python=args.peer_python, options={}, data_csv=data_csv,
-                       domain_json=domain_json, work=work, frame=frame, schema=schema,
+        row = run_peer(cache_key(peer, "all", epsilon, DELTA, seed),
+                       checkout=Path(args.private_pgm), python=args.peer_python, options={},
+                       data_csv=data_csv, domain_json=domain_json, work=work, frame=frame,
+                       schema=schema,
                        q3_sample=1_000, timeout=args.peer_timeout, versions=versions)
         result = {"release": label, "epsilon": epsilon, "seed": seed, "status": row["status"],
                   "release_s": row["wall_s"]}

@@ -14,8 +14,9 @@ The peers are the authors' own scripts ``mechanisms/mst.py`` and ``mechanisms/ai
 checkout (``--private-pgm``), with their default parameters, run by the Python of a separate
 virtual env that holds ``mbi==2.0.0`` (``--peer-python``). Nothing of private-pgm is part of this
 repository. Their results are slow to get, so each one is cached as one JSON line in ``--cache``
-keyed by (peer, attribute set, ε, δ, seed), and reused unless ``--rerun-peers``. dp_dask rows are
-recomputed on every run; a new method is one more entry in ``OURS``.
+keyed by (peer, attribute set, ε, δ, seed, neighbouring notion), and reused unless
+``--rerun-peers``. dp_dask rows are recomputed on every run; a new method is one more entry in
+``OURS``.
 
 See benchmarks/PEERS.md for how to get the peers and for the measured table.
 """
@@ -37,12 +38,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import brentq
 
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE, evaluate_release, range_query_errors
 from dp_dask.evaluate.tables import markdown_table
+from dp_dask.privacy.accounting import zcdp_rho_for
 
 DELTA = 1e-9
 DEFAULT_DATA = "/work/shared/data/adult/adult.csv"
@@ -58,6 +61,12 @@ LOAD_POLL_S = 5.0
 # The peers: the authors' scripts, run as they are (their argparse defaults) on our code table.
 PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
          "aim": ("AIM (private-pgm)", "mechanisms/aim.py")}  # run in this order (MST is fast)
+
+# Neighbouring notions a peer can be run under (dp_dask's names, as in ``neighbours=``). The
+# scripts are calibrated for add/remove-one; "replace" runs them at the ε′ of ``peer_epsilon``.
+ADD_REMOVE, REPLACE = "add_remove", "replace"
+NEIGHBOURS = (ADD_REMOVE, REPLACE)
+NEIGHBOURS_LABEL = {ADD_REMOVE: "", REPLACE: ", replace-one"}
 
 # Runs a peer script in the peers' env. It seeds numpy's global generator (the scripts and mbi's
 # sampler draw all their noise and choices from it) and maps two names the scripts still use and
@@ -204,6 +213,7 @@ OURS: dict[str, tuple[str, Release]] = {
     "marginals-add-remove-tree": ("dp_dask marginals, add/remove, tree",
                                   dp_dask_release("marginals", neighbours="add_remove",
                                                   tables="tree")),
+    "marginals-all": ("dp_dask marginals, all pairs", dp_dask_release("marginals", tables="all")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
     "dpcopula-mle": ("DPCopula-MLE (k = 8)", dp_dask_release("dpcopula-mle")),
@@ -263,6 +273,26 @@ def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
             "load_max": round(max(loads + [os.getloadavg()[0]]), 2)}
 
 
+# --- a peer under replace-one ------------------------------------------------------------------
+
+def peer_epsilon(epsilon: float, delta: float, neighbours: str = ADD_REMOVE) -> float:
+    """The ε to pass a peer script so that its Gaussian measurements are (ε, δ)-DP under
+    ``neighbours``. The scripts turn ε into ρ with private-pgm's ``cdp_rho`` (the CKS 2020
+    Cor. 13 bound, which ``zcdp_rho_for`` computes too) and calibrate every marginal to
+    add/remove-one, L2 sensitivity 1. Replacing a row changes two cells (sensitivity² 2), so the
+    same noise is 2ρ-zCDP: under replace-one the script gets the ε′ with ρ(ε′) = ρ(ε)/2.
+    MST's and AIM's exponential-mechanism selections (L1 scores, sensitivity 1 → 2) cost 4× ρ
+    under replace-one, which this halving does not cover: the peer keeps the edge there."""
+    if neighbours not in NEIGHBOURS:
+        raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours!r}")
+    if neighbours == ADD_REMOVE:
+        return float(epsilon)
+    target = zcdp_rho_for(epsilon, delta) / 2
+    # ρ(ε) grows like ε² for small ε and like ε for large: half of it lies in (ε/4, ε)
+    return float(brentq(lambda e: zcdp_rho_for(e, delta) - target, epsilon / 4, epsilon,
+                        xtol=1e-300, rtol=4 * np.finfo(float).eps))
+
+
 # --- the cache of peer results ------------------------------------------------------------------
 
 def peer_name(peer: str, options: dict[str, Any] | None = None) -> str:
@@ -273,16 +303,23 @@ def peer_name(peer: str, options: dict[str, Any] | None = None) -> str:
     return peer + "[" + ",".join(f"{k}={v:g}" for k, v in sorted(options.items())) + "]"
 
 
-def cache_key(peer: str, columns: str, epsilon: float, delta: float,
-              seed: int) -> tuple[str, str, float, float, int]:
-    return (str(peer), str(columns), float(epsilon), float(delta), int(seed))
+CacheKey = tuple[str, str, float, float, int, str]
 
 
-def row_key(row: dict[str, Any]) -> tuple[str, str, float, float, int]:
-    return cache_key(row["peer"], row["columns"], row["epsilon"], row["delta"], row["seed"])
+def cache_key(peer: str, columns: str, epsilon: float, delta: float, seed: int,
+              neighbours: str = ADD_REMOVE) -> CacheKey:
+    """A peer run: ``epsilon`` is the stated guarantee under ``neighbours``, not the ε′ passed
+    to the script, so the notion must be part of the key."""
+    return (str(peer), str(columns), float(epsilon), float(delta), int(seed), str(neighbours))
 
 
-def load_cache(path: Path) -> dict[tuple[str, str, float, float, int], dict[str, Any]]:
+def row_key(row: dict[str, Any]) -> CacheKey:
+    """The key of a cached row; rows cached before the notion was recorded are add/remove."""
+    return cache_key(row["peer"], row["columns"], row["epsilon"], row["delta"], row["seed"],
+                     row.get("neighbours", ADD_REMOVE))
+
+
+def load_cache(path: Path) -> dict[CacheKey, dict[str, Any]]:
     """Cached peer rows by key; a later line for the same key replaces an earlier one."""
     if not path.exists():
         return {}
@@ -302,15 +339,15 @@ def reusable(row: dict[str, Any]) -> bool:
 
 
 def plan_peers(peers: Iterable[str], columns: str, epsilons: Iterable[float], delta: float,
-               seeds: Iterable[int], cache: dict, rerun: bool = False
-               ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float, float, int]]]:
+               seeds: Iterable[int], cache: dict, rerun: bool = False,
+               neighbours: str = ADD_REMOVE) -> tuple[list[dict[str, Any]], list[CacheKey]]:
     """(cached rows to reuse, keys to run) for every peer × ε × seed, in run order. Failed rows
     are run again; timeouts are kept (``--rerun-peers`` runs everything again)."""
     reused, todo = [], []
     for epsilon in epsilons:
         for peer in peers:
             for seed in seeds:
-                key = cache_key(peer, columns, epsilon, delta, seed)
+                key = cache_key(peer, columns, epsilon, delta, seed, neighbours)
                 if key in cache and reusable(cache[key]) and not rerun:
                     reused.append(cache[key])
                 else:
@@ -361,28 +398,32 @@ def peer_versions(python: str) -> dict[str, str]:
     return json.loads(result.stdout)
 
 
-def run_peer(key: tuple, *, checkout: Path, python: str, options: dict[str, Any],
+def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, Any],
              data_csv: Path, domain_json: Path, work: Path, frame: pd.DataFrame, schema: Schema,
              q3_sample: int, timeout: float | None, versions: dict[str, str],
              score: Callable[[np.ndarray], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One peer release, measured; scored by :func:`evaluate` on its labels, or by ``score``
-    on its codes (m, rows) when given."""
-    peer, columns, epsilon, delta, seed = key
+    """One peer release (``key`` from :func:`cache_key`), measured; scored by :func:`evaluate`
+    on its labels, or by ``score`` on its codes (m, rows) when given."""
+    peer, columns, epsilon, delta, seed, neighbours = key
     base = peer.split("[")[0]
     label, script = PEERS[base]
-    save = work / f"{peer}-{columns}-eps{epsilon:g}-seed{seed}.csv"
+    run_epsilon = peer_epsilon(epsilon, delta, neighbours)
+    notion = "" if neighbours == ADD_REMOVE else f"-{neighbours}"
+    save = work / f"{peer}{notion}-{columns}-eps{epsilon:g}-seed{seed}.csv"
     argv = [python, "-c", PEER_RUNNER, str(seed), str(checkout / script), "--dataset",
-            str(data_csv), "--domain", str(domain_json), "--epsilon", repr(epsilon),
+            str(data_csv), "--domain", str(domain_json), "--epsilon", repr(run_epsilon),
             "--delta", repr(delta), "--save", str(save)]
     for name, value in sorted(options.items()):
         argv += [f"--{name}", str(value)]
     # mbi from the peers' env, never a checkout's src/; the log written as it goes
     env = {**os.environ, "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"}
-    print(f"running {label} ({peer}) on {columns}, ε = {epsilon:g}, seed {seed} ...", flush=True)
+    print(f"running {label} ({peer}) on {columns}, ε = {epsilon:g} under {neighbours} "
+          f"(script's ε {run_epsilon:.6g}), seed {seed} ...", flush=True)
     measured = measured_run(argv, cwd=checkout / "mechanisms", env=env,
                             log=save.with_suffix(".log"), timeout=timeout)
-    row = {"kind": "peer", "release": label + (peer[len(base):] if peer != base else ""),
+    row = {"kind": "peer", "release": label + peer[len(base):] + NEIGHBOURS_LABEL[neighbours],
            "peer": peer, "columns": columns, "epsilon": epsilon, "delta": delta, "seed": seed,
+           "neighbours": neighbours, "peer_epsilon": run_epsilon,
            "command": shlex.join(["python", "-c", "<PEER_RUNNER>"] + argv[3:]),
            "private_pgm_commit": git_commit(checkout), "versions": versions,
            "machine": machine(), **measured}
@@ -448,9 +489,11 @@ def machine() -> dict[str, Any]:
 
 def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One line per release and ε, averaged over seeds (errors, wall, CPU, RSS, load). ``load``
-    is the machine's 1-minute load average during the run (2 cores: above 2, runs queued)."""
+    is the machine's 1-minute load average during the run (2 cores: above 2, runs queued).
+    Where a peer ran at another ε than the stated one (replace-one), the script's ε′ is shown."""
     lines = []
     order = {}
+    moved = any("peer_epsilon" in r and r["peer_epsilon"] != r["epsilon"] for r in rows)
     for row in rows:
         order.setdefault(row["release"], len(order))
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
@@ -460,6 +503,8 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
                                             key=lambda kv: (kv[0][1], order[kv[0][0]])):
         ok = [r for r in group if r["status"] == "ok"]
         line: dict[str, Any] = {"release": release, "ε": f"{epsilon:g}", "seeds": len(group)}
+        if moved:
+            line["script's ε′"] = f"{group[0].get('peer_epsilon', epsilon):.4g}"
         for workload in WORKLOADS:
             for stat, title in (("avg95", "95 %"), ("max", "max")):
                 values = [r["errors"][workload][stat] for r in ok if workload in r["errors"]]
@@ -554,6 +599,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--aim-max-model-size", type=float, default=None,
                         help="AIM's --max_model_size (MB); default: the authors' (80). A value "
                              "here is cached as a peer of its own, aim[max_model_size=...]")
+    parser.add_argument("--peer-neighbours", choices=NEIGHBOURS, default=ADD_REMOVE,
+                        help="the neighbouring notion the peers' ε is stated under: add_remove "
+                             "(the scripts' own) or replace (one row replaced: the script is "
+                             "run at the ε′ with half the zCDP ρ, cached as rows of their own)")
     parser.add_argument("--peer-timeout", type=float, default=None,
                         help="seconds before a peer run is stopped (recorded as a timeout)")
     parser.add_argument("--rerun-peers", action="store_true", help="ignore cached peer rows")
@@ -586,7 +635,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     names = [peer_name(p, options if p == "aim" else None) for p in args.peers]
     cache = load_cache(args.cache)
     reused, todo = plan_peers(names, table_name, args.epsilons, args.delta, seeds, cache,
-                              args.rerun_peers)
+                              args.rerun_peers, args.peer_neighbours)
     if todo and args.private_pgm is None:
         shown = [cache[key] for key in todo if key in cache]  # failed or stopped: shown as such
         print(f"not run (no --private-pgm): {len(todo)} peer release(s) without a finished "
@@ -631,6 +680,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             else f"{table_name} ({args.data})")
     title = (f"{what} (m = {schema.m}, d = {schema.d}), "
              f"δ = {args.delta:g}, {len(frame):,} rows")
+    if args.peer_neighbours != ADD_REMOVE and names:
+        title += f"; peers' ε under {args.peer_neighbours} (script run at ε′)"
     table = markdown_table(results_table(rows))
     print(f"\n{title}\n\n{table}")
     args.out.mkdir(parents=True, exist_ok=True)

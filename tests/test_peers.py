@@ -11,13 +11,16 @@ import pandas as pd
 import pytest
 
 from benchmarks.peers import (
+    ADD_REMOVE,
     CATEGORICAL,
+    REPLACE,
     append_cache,
     cache_key,
     codes_release,
     export_codes,
     load_cache,
     measured_run,
+    peer_epsilon,
     peer_name,
     plan_peers,
     read_codes,
@@ -27,6 +30,7 @@ from benchmarks.peers import (
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
+from dp_dask.privacy.accounting import zcdp_rho_for
 
 
 def raw_frame(schema, rows=500, seed=0):
@@ -104,9 +108,12 @@ def test_cache_reuses_rows_by_key_unless_rerun(tmp_path):
 
     reused, todo = plan_peers(["mst", "aim"], "categorical", [1.0, 2.0], 1e-9, [0, 1], cache)
     assert [(r["peer"], r["seed"]) for r in reused] == [("mst", 0), ("aim", 0)]
-    assert todo == [("mst", "categorical", 1.0, 1e-9, 1), ("aim", "categorical", 1.0, 1e-9, 1),
-                    ("mst", "categorical", 2.0, 1e-9, 0), ("mst", "categorical", 2.0, 1e-9, 1),
-                    ("aim", "categorical", 2.0, 1e-9, 0), ("aim", "categorical", 2.0, 1e-9, 1)]
+    assert todo == [cache_key("mst", "categorical", 1.0, 1e-9, 1),
+                    cache_key("aim", "categorical", 1.0, 1e-9, 1),
+                    cache_key("mst", "categorical", 2.0, 1e-9, 0),
+                    cache_key("mst", "categorical", 2.0, 1e-9, 1),
+                    cache_key("aim", "categorical", 2.0, 1e-9, 0),
+                    cache_key("aim", "categorical", 2.0, 1e-9, 1)]
     # another δ, or another attribute set, is another key
     assert plan_peers(["mst"], "categorical", [1], 2e-9, [0], cache)[0] == []
     assert plan_peers(["mst"], "all", [1], 1e-9, [0], cache)[1] == []
@@ -121,7 +128,42 @@ def test_cache_runs_failed_peers_again_but_keeps_timeouts(tmp_path):
     reused, todo = plan_peers(["mst", "aim"], "categorical", [1], 1e-9, [0],
                               load_cache(cache_path))
     assert [r["peer"] for r in reused] == ["aim"]
-    assert todo == [("mst", "categorical", 1.0, 1e-9, 0)]
+    assert todo == [cache_key("mst", "categorical", 1.0, 1e-9, 0)]
+
+
+def test_cache_keeps_the_two_neighbouring_notions_apart(tmp_path):
+    cache_path = tmp_path / "peers.jsonl"
+    append_cache(cache_path, peer_row("mst", 1, wall=50.0))  # cached before the notion was kept
+    append_cache(cache_path, {**peer_row("mst", 1, wall=70.0), "neighbours": REPLACE,
+                              "peer_epsilon": peer_epsilon(1, 1e-9, REPLACE)})
+    cache = load_cache(cache_path)
+    assert len(cache) == 2
+    assert cache[cache_key("mst", "categorical", 1, 1e-9, 0)]["wall_s"] == 50.0
+    assert cache[cache_key("mst", "categorical", 1, 1e-9, 0, ADD_REMOVE)]["wall_s"] == 50.0
+    assert cache[cache_key("mst", "categorical", 1, 1e-9, 0, REPLACE)]["wall_s"] == 70.0
+    reused, todo = plan_peers(["mst"], "categorical", [1, 2], 1e-9, [0], cache,
+                              neighbours=REPLACE)
+    assert [r["wall_s"] for r in reused] == [70.0]
+    assert todo == [cache_key("mst", "categorical", 2, 1e-9, 0, REPLACE)]
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 2.0, 5.0, 20.0])
+def test_a_replace_one_peer_runs_at_half_the_rho(epsilon):
+    run = peer_epsilon(epsilon, 1e-9, REPLACE)
+    assert run < epsilon
+    assert zcdp_rho_for(run, 1e-9) == pytest.approx(zcdp_rho_for(epsilon, 1e-9) / 2, rel=1e-9)
+    assert peer_epsilon(epsilon, 1e-9, ADD_REMOVE) == epsilon
+    with pytest.raises(ValueError, match="neighbours"):
+        peer_epsilon(epsilon, 1e-9, "replace_one")
+
+
+def test_the_rho_is_private_pgms():
+    # private-pgm's mechanisms/cdp2adp.py (commit 361705d): cdp_rho(1, 1e-9), cdp_rho(ε′, 1e-9)
+    # at the ε′ that peer_epsilon gives for ε = 1 under replace-one
+    assert zcdp_rho_for(1.0, 1e-9) == pytest.approx(0.014973057673588523, rel=1e-8)
+    run = peer_epsilon(1.0, 1e-9, REPLACE)
+    assert run == pytest.approx(0.6968239584827284, rel=1e-12)
+    assert zcdp_rho_for(run, 1e-9) == pytest.approx(0.007486528836794265, rel=1e-8)
 
 
 def test_peer_name_marks_non_default_options():
@@ -141,6 +183,15 @@ def test_results_table_averages_seeds_and_shows_timeouts():
     assert mst["load"] == "2.0"  # no load_mean: between before and after
     aim = table[table["release"] == "AIM"].iloc[0]
     assert aim["wall s"] == "timeout after 2400 s" and aim["Q1 95 %"] == "—"
+    assert "script's ε′" not in table.columns
+
+
+def test_results_table_shows_the_epsilon_a_replace_one_peer_ran_at():
+    replace = {**peer_row("mst", 1), "release": "MST, replace-one", "neighbours": REPLACE,
+               "peer_epsilon": peer_epsilon(1, 1e-9, REPLACE)}
+    table = results_table([peer_row("mst", 1), replace]).set_index("release")
+    assert table.loc["MST", "script's ε′"] == "1"
+    assert table.loc["MST, replace-one", "script's ε′"] == "0.6968"
 
 
 def test_measured_run_reports_time_memory_and_exit(tmp_path):
