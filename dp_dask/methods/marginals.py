@@ -547,10 +547,11 @@ class MarginalSampler:
         is not balanced (:func:`balance_groups`: wide schemas), as the extra candidates serve the
         triples the balance rounds — without it they cost the 45-column wide table Q2 95 % 10.1
         → 10.7 and Q3 1.8 → 2.0 (ε = 1, add/remove, seeds 0–2; docs/results-adult.md), but
-        UNBALANCED_CANDIDATES_PER_ROW per row pay there (up to MIN_CANDIDATES: large
-        partitions keep their cost)."""
+        UNBALANCED_CANDIDATES_PER_ROW per row pay there, up to half MIN_CANDIDATES: larger
+        partitions keep one per row (the DSS shape's 100 k-row partitions took 22.2 s end to end
+        with 2 per row up to MIN_CANDIDATES, against 19.0 s; their errors were not measured)."""
         if not balance_groups(self.schema):
-            return max(rows, min(UNBALANCED_CANDIDATES_PER_ROW * rows, MIN_CANDIDATES))
+            return max(rows, min(UNBALANCED_CANDIDATES_PER_ROW * rows, MIN_CANDIDATES // 2))
         return max(rows, min(CANDIDATES_PER_ROW * self.model.n_rows, MIN_CANDIDATES))
 
     def estimates(self, sizes: list[int]) -> int:
