@@ -199,13 +199,13 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
     if mode == "label":
         return pd.Categorical.from_codes(codes, categories=labels)
     dtype, null_codes = attribute.output_dtype, _null_codes(attribute)
-    # None where no code decodes as null: most columns, and a gather per column saved
-    null = null_codes[codes] if null_codes.any() else None
     if dtype == "category":
         kept = np.flatnonzero(~null_codes)
         position = np.full(attribute.size, -1)
         position[kept] = np.arange(len(kept))
         return pd.Categorical.from_codes(position[codes], categories=[labels[i] for i in kept])
+    # None where no code decodes as null: most columns, and a gather per column saved
+    null = null_codes[codes] if null_codes.any() else None
     if dtype == "string":  # Arrow's take: ten times faster than through Python strings
         text = pc.take(pa.array(labels, pa.large_string()), pa.array(codes, mask=null))
         return pd.array(text, dtype="str")

@@ -167,8 +167,8 @@ def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], 
     already links through others (workclass and occupation, through their copies) is never a
     candidate there, however badly the path between them models it. Returns the measurements
     with the rounds' appended."""
-    pairs = [(a, b) for a, b, _, _ in attribute_pairs(schema)
-             if (a, b) not in {m.attributes for m in measurements}]
+    measured_pairs = {m.attributes for m in measurements}
+    pairs = [(a, b) for a, b, _, _ in attribute_pairs(schema) if (a, b) not in measured_pairs]
     rounds = min(REFINE_ROUNDS, len(pairs))
     selection = calibrate_selection(rho / rounds * SELECT_SHARE, sensitivity**2, accountant)
     rho_measure = rho / rounds - selection.rho
