@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,10 +40,13 @@ from typing import Any
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import psutil
+import pyarrow.dataset as pads
 from scipy.optimize import brentq
 
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
+from dp_dask.data.io import TableSource
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE, evaluate_release, range_query_errors
 from dp_dask.evaluate.tables import markdown_table
@@ -58,6 +62,8 @@ WORKLOADS = ("Q1", "Q2", "Q3")
 RANGE_QUERIES, RANGE_ATTRIBUTES = 1_000, 3
 RANGE_KEY = "range3"  # mean relative error of the range-count queries
 LOAD_POLL_S = 5.0
+POLL_S = 0.05  # a measured run's memory, and whether it is done
+MEMORY_STOP = "stopped at the memory limit"  # a run's status, see measured_run
 
 # The peers: the authors' scripts, run as they are (their argparse defaults) on our code table.
 PEERS = {"mst": ("MST (private-pgm)", "mechanisms/mst.py"),
@@ -160,6 +166,12 @@ def read_codes(csv: Path, schema: Schema) -> np.ndarray:
     missing = [name for name in schema.names if name not in frame.columns]
     if missing:
         raise ValueError(f"{csv}: no column(s) {missing}")
+    return checked_codes(frame, schema, csv)
+
+
+def checked_codes(frame: pd.DataFrame, schema: Schema, csv: Path) -> np.ndarray:
+    """The schema's columns of a block of a code CSV as codes (rows, m), checked against the
+    domain."""
     codes = frame[schema.names].to_numpy(dtype=np.int64)
     bad = (codes < 0) | (codes >= schema.sizes[None, :])
     if bad.any():
@@ -168,14 +180,31 @@ def read_codes(csv: Path, schema: Schema) -> np.ndarray:
     return codes
 
 
-def codes_release(csv: Path, schema: Schema) -> pd.DataFrame:
-    """A code CSV decoded to schema labels, the form ``evaluate_release`` reads."""
-    return codes_to_frame(read_codes(csv, schema), schema)
+def codes_release(csv: Path, schema: Schema) -> dd.DataFrame:
+    """A code CSV decoded to schema labels, the form ``evaluate_release`` reads: lazily, in
+    blocks, so a peer's 100 M-row output is never held whole; codes outside the domain raise
+    when computed."""
+    codes = dd.read_csv(csv, usecols=schema.names, dtype=np.int64, blocksize="64MB")
+    return codes.map_partitions(lambda block: codes_to_frame(checked_codes(block, schema, csv),
+                                                             schema),
+                                meta=codes_to_frame(np.zeros((0, schema.m), np.int64), schema))
+
+
+def table_rows(data: TableSource) -> int:
+    """Rows of a frame, or of a Parquet file or directory from its metadata (nothing read)."""
+    if isinstance(data, pd.DataFrame | dd.DataFrame):
+        return len(data)
+    return pads.dataset(data, format="parquet").count_rows()
+
+
+def is_parquet(data: str | Path) -> bool:
+    """Whether ``--data`` names Parquet (a directory of parts or a ``.parquet`` file)."""
+    return Path(data).is_dir() or str(data).endswith(".parquet")
 
 
 # --- dp_dask's side: pluggable ------------------------------------------------------------------
 
-Release = Callable[[Schema, pd.DataFrame, float, float, int], dd.DataFrame]
+Release = Callable[[Schema, TableSource, float, float, int], dd.DataFrame]
 
 
 def dp_dask_release(method: str, **options: Any) -> Release:
@@ -183,22 +212,22 @@ def dp_dask_release(method: str, **options: Any) -> Release:
     lazy on the cluster. Seeded numpy noise, as in the data owner's evaluation (a real release
     uses OpenDP's samplers, same scale); Adult is public, so nothing goes to the privacy ledger."""
 
-    def release(schema: Schema, frame: pd.DataFrame, epsilon: float, delta: float,
+    def release(schema: Schema, data: TableSource, epsilon: float, delta: float,
                 seed: int) -> dd.DataFrame:
-        synthesizer = fitted(method, schema, frame, epsilon, delta, seed, **options)
-        return synthesizer.sample(len(frame), seed=seed)
+        synthesizer = fitted(method, schema, data, epsilon, delta, seed, **options)
+        return synthesizer.sample(table_rows(data), seed=seed)
 
     return release
 
 
-def fitted(method: str, schema: Schema, frame: pd.DataFrame, epsilon: float, delta: float,
+def fitted(method: str, schema: Schema, data: TableSource, epsilon: float, delta: float,
            seed: int, **options: Any) -> Any:
-    """dp_dask's ``method`` fitted to ``frame`` with seeded noise."""
+    """dp_dask's ``method`` fitted to ``data`` with seeded noise."""
     from dp_dask.synthesizer import Synthesizer
 
     return Synthesizer.create(method, schema, epsilon=epsilon, delta=delta,
                               noise_sampler="numpy", noise_seed=seed, ledger=False,
-                              **options).fit(frame)
+                              **options).fit(data)
 
 
 def fitted_release(method: str, schema: Schema, frame: pd.DataFrame, epsilon: float,
@@ -233,12 +262,13 @@ OURS: dict[str, tuple[str, Release]] = {
 def run_ours_child(name: str, columns: str, data: str, epsilon: float, delta: float, seed: int,
                    save: Path) -> None:
     """In the child process: one dp_dask release, written as Parquet parts (labels) under
-    ``save``; its seconds, writing included, beside it."""
+    ``save``; its seconds, writing included, beside it. A CSV is read into memory first (as
+    every tool in the harness gets it); Parquet is read by the release, out of core."""
     schema = table_schema(columns)
     # The schema's columns only, as a peer reads only its exported codes.
-    frame = read_data(data, schema.names)
+    source = data if is_parquet(data) else read_data(data, schema.names)
     start = time.perf_counter()
-    synthetic = OURS[name][1](schema, frame, epsilon, delta, seed)
+    synthetic = OURS[name][1](schema, source, epsilon, delta, seed)
     # Written by the workers, as a release writes its parts, not gathered on the driver first
     # (at 10 M rows gathering and writing there took 4 s more); labels as Parquet dictionaries,
     # read back by the parent as strings. Converting them to Python strings here took 14 CPU s.
@@ -250,36 +280,108 @@ def run_ours_child(name: str, columns: str, data: str, epsilon: float, delta: fl
 # --- measuring a child process ------------------------------------------------------------------
 
 def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-                 log: Path, timeout: float | None = None) -> dict[str, Any]:
-    """Run ``argv``; its wall and CPU seconds and peak RSS (from wait4), and the load around it."""
+                 log: Path, timeout: float | None = None,
+                 memory_limit_gib: float | None = None) -> dict[str, Any]:
+    """Run ``argv``; its wall and CPU seconds (from wait4), its peak RSS and the load around it.
+
+    The peak is the largest VmHWM seen (:func:`tree_peak`, polled every POLL_S), not wait4's
+    ``ru_maxrss``: Linux carries the parent's RSS at fork into the child's ``ru_maxrss`` (``python
+    -c pass`` from a parent of 2 GiB reports 2.3 GiB), so that counted this harness's own memory
+    (a 10 M-row frame) as the child's. Growth in a run's last POLL_S is not seen.
+
+    With ``memory_limit_gib`` the run is stopped once its processes hold more than that,
+    before the machine runs out, and where it stood (py-spy's dump of its stacks,
+    where py-spy is installed) goes to the end of its log; the kernel's OOM killer is told to
+    take it first should it outgrow the limit between two polls."""
     load_before = os.getloadavg()
     loads = [load_before[0]]  # 1-minute load average, sampled every LOAD_POLL_S during the run
     start = polled = time.perf_counter()
     with log.open("wb") as out:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        timed_out = False
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   preexec_fn=_oom_first if memory_limit_gib else None)
+        timed_out = memory_stopped = False
+        peak = 0
         while True:
+            peak = max(peak, tree_peak(process.pid))
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
             if time.perf_counter() - polled >= LOAD_POLL_S:
                 loads.append(os.getloadavg()[0])
                 polled = time.perf_counter()
-            if timeout and time.perf_counter() - start > timeout:
+            timed_out = bool(timeout) and time.perf_counter() - start > timeout
+            memory_stopped = (memory_limit_gib is not None
+                              and tree_rss(process.pid) > memory_limit_gib * 2**30)
+            if timed_out or memory_stopped:
+                if memory_stopped:
+                    out.write(stacks(process.pid))
+                    out.flush()
                 process.kill()
                 _, status, usage = os.wait4(process.pid, 0)
-                timed_out = True
                 break
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     return {"returncode": process.returncode, "timed_out": timed_out,
+            "memory_stopped": memory_stopped,
             "wall_s": round(time.perf_counter() - start, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+            "peak_rss_mib": round(peak / 2**20, 1), "peak_rss": "VmHWM",
             "load_before": [round(x, 2) for x in load_before],
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "load_mean": round(float(np.mean(loads + [os.getloadavg()[0]])), 2),
             "load_max": round(max(loads + [os.getloadavg()[0]]), 2)}
+
+
+def _oom_first() -> None:
+    """In the child before it runs: the kernel's first choice if memory runs out (where the
+    system lets a process say so; the watchdog does not depend on it)."""
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its descendants now (0 once it is gone)."""
+    return sum(_tree_values(pid, lambda process: process.memory_info().rss))
+
+
+def tree_peak(pid: int) -> int:
+    """Peak resident bytes of a process and its descendants: each one's VmHWM, the high-water
+    mark of its own memory since its exec, summed (an upper bound when there are several);
+    0 once it is gone."""
+    return sum(_tree_values(pid, lambda process: _vm_hwm(process.pid)))
+
+
+def _vm_hwm(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024  # kB
+    return 0  # a zombie has no memory left
+
+
+def _tree_values(pid: int, value: Callable[[psutil.Process], int]) -> list[int]:
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    values = []
+    for process in processes:
+        try:
+            values.append(value(process))
+        except (psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
+            pass
+    return values
+
+
+def stacks(pid: int) -> bytes:
+    """py-spy's dump of a running process's Python stacks, for the log."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        return b"\n[stopped at the memory limit; py-spy not installed: no stacks]\n"
+    dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, timeout=60)
+    return b"\n[stopped at the memory limit; its stacks then]\n" + dump.stdout + dump.stderr
 
 
 # --- a peer under replace-one ------------------------------------------------------------------
@@ -329,11 +431,12 @@ def row_key(row: dict[str, Any]) -> CacheKey:
 
 
 def load_cache(path: Path) -> dict[CacheKey, dict[str, Any]]:
-    """Cached peer rows by key; a later line for the same key replaces an earlier one."""
+    """Cached peer rows by key; a later line for the same key replaces an earlier one. dp_dask's
+    rows in the same file (a record of both sides) are left out."""
     if not path.exists():
         return {}
     rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return {row_key(row): row for row in rows}
+    return {row_key(row): row for row in rows if row["kind"] == "peer"}
 
 
 def append_cache(path: Path, row: dict[str, Any]) -> None:
@@ -343,8 +446,9 @@ def append_cache(path: Path, row: dict[str, Any]) -> None:
 
 
 def reusable(row: dict[str, Any]) -> bool:
-    """A finished run (or one stopped at its time limit) is kept; a crashed one is run again."""
-    return row["status"] == "ok" or row["status"].startswith("timeout")
+    """A finished run (or one stopped at its time or memory limit) is kept; a crashed one is
+    run again."""
+    return row["status"] == "ok" or row["status"].startswith(("timeout", MEMORY_STOP))
 
 
 def plan_peers(peers: Iterable[str], columns: str, epsilons: Iterable[float], delta: float,
@@ -380,7 +484,7 @@ def error_summary(records: pd.DataFrame) -> dict[str, dict[str, float]]:
     return summary
 
 
-def evaluate(frame: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, method: str,
+def evaluate(frame: TableSource, synthetic: TableSource, schema: Schema, method: str,
              q3_sample: int) -> tuple[dict[str, Any], str]:
     """Q1–Q3, and the DPCopula/DPView papers' metric: the relative error (sanity bound 1) of
     RANGE_QUERIES random range-count queries on RANGE_ATTRIBUTES attributes each (seed 0)."""
@@ -408,11 +512,13 @@ def peer_versions(python: str) -> dict[str, str]:
 
 
 def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, Any],
-             data_csv: Path, domain_json: Path, work: Path, frame: pd.DataFrame, schema: Schema,
-             q3_sample: int, timeout: float | None, versions: dict[str, str],
-             score: Callable[[np.ndarray], dict[str, Any]] | None = None) -> dict[str, Any]:
+             data_csv: Path, domain_json: Path, work: Path, frame: TableSource,
+             schema: Schema, q3_sample: int, timeout: float | None, versions: dict[str, str],
+             score: Callable[[np.ndarray], dict[str, Any]] | None = None,
+             memory_limit_gib: float | None = None) -> dict[str, Any]:
     """One peer release (``key`` from :func:`cache_key`), measured; scored by :func:`evaluate`
-    on its labels, or by ``score`` on its codes (m, rows) when given."""
+    on its labels against ``frame`` (the raw rows, or their Parquet), or by ``score`` on its
+    codes (m, rows) when given. ``memory_limit_gib``: see :func:`measured_run`."""
     peer, columns, epsilon, delta, seed, neighbours = key
     base = peer.split("[")[0]
     label, script = PEERS[base]
@@ -429,7 +535,8 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
     print(f"running {label} ({peer}) on {columns}, ε = {epsilon:g} under {neighbours} "
           f"(script's ε {run_epsilon:.6g}), seed {seed} ...", flush=True)
     measured = measured_run(argv, cwd=checkout / "mechanisms", env=env,
-                            log=save.with_suffix(".log"), timeout=timeout)
+                            log=save.with_suffix(".log"), timeout=timeout,
+                            memory_limit_gib=memory_limit_gib)
     row = {"kind": "peer", "release": label + peer[len(base):] + NEIGHBOURS_LABEL[neighbours],
            "peer": peer, "columns": columns, "epsilon": epsilon, "delta": delta, "seed": seed,
            "neighbours": neighbours, "peer_epsilon": run_epsilon,
@@ -438,6 +545,9 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
            "machine": machine(), **measured}
     if measured["timed_out"]:
         row["status"] = f"timeout after {timeout:g} s"
+    elif measured["memory_stopped"]:
+        row["status"] = f"{MEMORY_STOP} ({memory_limit_gib:g} GiB) after {row['wall_s']:g} s"
+        row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-4000:]
     elif measured["returncode"] < 0:  # killed by a signal: by hand, or for memory
         row["status"] = f"stopped (signal {-measured['returncode']}) after {row['wall_s']:g} s"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
@@ -450,7 +560,7 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
     else:
         synthetic = codes_release(save, schema)
         row["status"] = "ok"
-        row["rows_released"] = len(synthetic)
+        row["rows_released"] = len(synthetic)  # one pass over the CSV
         row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
     print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
           f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
@@ -458,8 +568,10 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
 
 
 def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float, seed: int,
-             work: Path, frame: pd.DataFrame, schema: Schema, q3_sample: int,
+             work: Path, frame: TableSource, schema: Schema, q3_sample: int,
              schema_argument: str) -> dict[str, Any]:
+    """One dp_dask release in a child (:func:`run_ours_child`), measured, and evaluated against
+    ``frame`` (the raw rows, or their Parquet) from its Parquet parts, out of core."""
     label = OURS[name][0]
     save = work / f"ours-{name}-{columns}-eps{epsilon:g}-seed{seed}.parquet"
     argv = [sys.executable, "-m", "benchmarks.peers", "--child", name,
@@ -475,10 +587,9 @@ def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float
         row["status"] = f"failed (exit {measured['returncode']})"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
     else:
-        synthetic = pd.read_parquet(save).astype(str)
         row.update(json.loads(save.with_suffix(".json").read_text()), status="ok",
-                   rows_released=len(synthetic))
-        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
+                   rows_released=table_rows(save))
+        row["errors"], row["q3"] = evaluate(frame, save, schema, label, q3_sample)
         from dp_dask.synthesizer import library_versions
 
         row["versions"] = library_versions()

@@ -249,7 +249,11 @@ def test_report_command_on_a_small_frame(client, tmp_path, capsys):
 
 # --- range-count queries (the DPCopula paper's metric) -----------------------------------------
 
-def test_range_counts_by_hand(small_schema):
+@pytest.mark.parametrize("table_cells", [1, 1 << 22])  # by rows; by contingency tables
+def test_range_counts_by_hand(small_schema, monkeypatch, table_cells):
+    import dp_dask.evaluate.queries as evaluate
+
+    monkeypatch.setattr(evaluate, "RANGE_TABLE_CELLS", table_cells)
     # rows (colour, size, flag, city) as codes; sizes 3, 4, 2, 6
     codes = np.array([[0, 0, 1, 0], [1, 2, 0, 3], [2, 3, 1, 5], [1, 1, 1, 1], [0, 3, 0, 2]]).T
     full = small_schema.sizes - 1
@@ -280,11 +284,14 @@ def test_range_workload_depends_on_schema_and_seed_only(small_schema):
         range_query_workload(small_schema, attributes=5)
 
 
-def test_range_answers_match_pandas_in_small_batches(client, frame, monkeypatch):
-    """The Dask reduction (3 partitions) with batches of a few queries against pandas."""
+@pytest.mark.parametrize("table_cells", [1, 30, 1 << 22])  # by rows, both, tables
+def test_range_answers_match_pandas_in_small_batches(client, frame, monkeypatch, table_cells):
+    """The Dask reduction (3 partitions) with batches of a few queries against pandas; queries
+    answered from contingency tables up to ``table_cells`` cells, the rest row by row."""
     import dp_dask.evaluate.queries as evaluate
 
     monkeypatch.setattr(evaluate, "RANGE_BATCH_CELLS", 1_000)  # 5 queries per 200-row partition
+    monkeypatch.setattr(evaluate, "RANGE_TABLE_CELLS", table_cells)
     schema = load_schema(SMALL_SCHEMA_PATH)
     workload = range_query_workload(schema, queries=60, attributes=3, seed=1)
     (answers,) = compute(evaluate.range_query_graph(dd.from_pandas(frame, npartitions=3),

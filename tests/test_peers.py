@@ -13,6 +13,7 @@ import pytest
 from benchmarks.peers import (
     ADD_REMOVE,
     CATEGORICAL,
+    DEFAULT_DATA,
     REPLACE,
     append_cache,
     cache_key,
@@ -24,9 +25,12 @@ from benchmarks.peers import (
     peer_name,
     plan_peers,
     read_codes,
+    read_data,
     results_table,
+    table_rows,
     table_schema,
 )
+from benchmarks.peers_scale import generate
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
@@ -68,8 +72,8 @@ def test_code_table_round_trips(tmp_path, columns):
     assert list(json.loads(domain.read_text())) == schema.names  # order kept
     codes = read_codes(csv, schema)
     np.testing.assert_array_equal(codes, encode_partition(frame, schema).T)
-    decoded = codes_release(csv, schema)
-    pd.testing.assert_frame_equal(decoded, codes_to_frame(codes, schema))
+    decoded = codes_release(csv, schema).compute()  # lazy: in blocks
+    pd.testing.assert_frame_equal(decoded.reset_index(drop=True), codes_to_frame(codes, schema))
     # decoded labels encode back to the same codes (what evaluate_release counts)
     np.testing.assert_array_equal(encode_partition(decoded, schema.as_labels()).T, codes)
 
@@ -85,6 +89,8 @@ def test_read_codes_rejects_codes_outside_the_domain(tmp_path):
                                                                   index=False)
     with pytest.raises(ValueError, match="income"):
         read_codes(tmp_path / "short.csv", schema)
+    with pytest.raises(ValueError, match="sex"):  # the lazy decoding checks each block
+        codes_release(tmp_path / "bad.csv", schema).compute()
 
 
 def peer_row(peer, epsilon, seed=0, wall=10.0, columns="categorical"):
@@ -195,7 +201,8 @@ def test_results_table_shows_the_epsilon_a_replace_one_peer_ran_at():
 
 
 def test_measured_run_reports_time_memory_and_exit(tmp_path):
-    work = "x = bytearray(50 * 2**20); sum(range(10**6))"
+    work = "import time; x = bytearray(50 * 2**20); x[::4096] = b'1' * len(x[::4096]); " \
+           "time.sleep(0.5)"
     result = measured_run([sys.executable, "-c", work], log=tmp_path / "log")
     assert result["returncode"] == 0 and not result["timed_out"]
     assert result["peak_rss_mib"] >= 50 and result["cpu_s"] >= 0 and result["wall_s"] > 0
@@ -204,6 +211,55 @@ def test_measured_run_reports_time_memory_and_exit(tmp_path):
     slow = measured_run([sys.executable, "-c", "import time; time.sleep(30)"],
                         log=tmp_path / "log", timeout=0.5)
     assert slow["timed_out"] and slow["wall_s"] < 10
+
+
+def test_measured_run_stops_a_run_at_its_memory_limit(tmp_path):
+    grow = "import time\nx = bytearray(400 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\n" \
+           "time.sleep(30)"
+    stopped = measured_run([sys.executable, "-c", grow], log=tmp_path / "log",
+                           memory_limit_gib=0.2)
+    assert stopped["memory_stopped"] and not stopped["timed_out"]
+    assert stopped["returncode"] < 0 and stopped["wall_s"] < 20
+    assert stopped["peak_rss_mib"] > 0.2 * 1024  # it did outgrow the limit
+    assert "stopped at the memory limit" in (tmp_path / "log").read_text()
+    within = measured_run([sys.executable, "-c", "x = bytearray(20 * 2**20)"],
+                          log=tmp_path / "log", memory_limit_gib=0.2)
+    assert within["returncode"] == 0 and not within["memory_stopped"]
+
+
+def test_measured_peak_is_the_child_s_own_not_the_harness_s(tmp_path):
+    held = bytearray(600 * 2**20)  # the harness holding a large frame
+    held[::4096] = b"1" * len(held[::4096])
+    idle = measured_run([sys.executable, "-c", "import time; time.sleep(0.5)"],
+                        log=tmp_path / "log")
+    assert 0 < idle["peak_rss_mib"] < 300  # wait4's ru_maxrss says > 600 here
+    del held
+
+
+def test_generated_scale_input_holds_the_same_rows_in_both_formats(tmp_path):
+    schema = table_schema("categorical")
+    data, csv, domain = generate(1_000, tmp_path / "a", chunk_rows=300)
+    assert len(list(data.glob("part-*.parquet"))) == 4 and table_rows(data) == 1_000
+    labels = pd.read_parquet(data)
+    codes = read_codes(csv, schema)
+    assert codes.shape == (1_000, schema.m)
+    np.testing.assert_array_equal(encode_partition(labels, schema.as_labels()).T, codes)
+    assert json.loads(domain.read_text()) == dict(zip(schema.names, schema.sizes.tolist()))
+    # every row is one of Adult's: its 9 categorical codes
+    adult = encode_partition(read_data(DEFAULT_DATA, schema.names), schema).T
+    assert set(map(tuple, codes)) <= set(map(tuple, adult))
+    stamp = (data / "part-00000.parquet").stat().st_mtime_ns
+    generate(1_000, tmp_path / "a", chunk_rows=300)  # complete: kept
+    assert (data / "part-00000.parquet").stat().st_mtime_ns == stamp
+    other, _, _ = generate(1_000, tmp_path / "b", chunk_rows=300, seed=1)
+    assert not pd.read_parquet(other).equals(labels)
+
+
+def test_cache_leaves_our_rows_out(tmp_path):
+    record = tmp_path / "record.jsonl"
+    append_cache(record, peer_row("mst", 1))
+    append_cache(record, {"kind": "ours", "release": "dp_dask marginals", "status": "ok"})
+    assert list(load_cache(record)) == [cache_key("mst", "categorical", 1, 1e-9, 0)]
 
 
 @pytest.mark.parametrize("name", ["bank.json", "flights.json"])

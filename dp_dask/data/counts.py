@@ -139,14 +139,23 @@ def view_counts_from_codes(codes: np.ndarray, schema: Schema,
                            views: Sequence[tuple[int, ...]]) -> np.ndarray:
     """Chunk step for views (attribute tuples, e.g. DPView's): each view's contingency table of
     one partition's codes (m, rows), flattened in C order over the view's attributes, all views
-    concatenated into one int64 vector. A bincount on each view's combined code."""
-    wide = codes.astype(np.intp)
-    tables = []
-    for view in views:
-        dims = tuple(int(schema.sizes[a]) for a in view)
-        keys = np.ravel_multi_index(tuple(wide[a] for a in view), dims)
-        tables.append(np.bincount(keys, minlength=math.prod(dims)))
-    return np.concatenate(tables).astype(np.int64)
+    concatenated into one int64 vector."""
+    return np.concatenate([contingency_table(codes, view, schema.sizes).ravel()
+                           for view in views])
+
+
+def contingency_table(codes: np.ndarray, attributes: Sequence[int],
+                      sizes: np.ndarray) -> np.ndarray:
+    """Joint counts of ``attributes`` in codes (m, rows): an int64 table of shape
+    ``sizes[attributes]``, from one bincount of their combined code (C order); no attributes:
+    the row count, a 0-d table. Only the rows of ``attributes`` are read."""
+    shape = tuple(int(sizes[a]) for a in attributes)
+    keys = np.zeros(codes.shape[1], dtype=np.intp)
+    for a, size in zip(attributes, shape):
+        keys *= size
+        keys += codes[a]
+    table = np.bincount(keys, minlength=math.prod(shape))
+    return table.astype(np.int64, copy=False).reshape(shape)
 
 
 def partition_view_counts(frame: pd.DataFrame, schema: Schema,

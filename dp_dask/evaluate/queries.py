@@ -35,6 +35,7 @@ from dask.delayed import Delayed
 from dp_dask.cluster import compute
 from dp_dask.data.counts import (
     attribute_pairs,
+    contingency_table,
     count_graph,
     query_vector,
     reduction_graph,
@@ -153,15 +154,12 @@ def three_way_counts_from_codes(codes: np.ndarray, workload: ThreeWayWorkload,
                                 schema: Schema) -> np.ndarray:
     """Chunk step: the answers (N,) int64 of one partition's codes (m, rows).
 
-    One bincount of a combined integer key per triple, as counts.py does for pairs.
+    One contingency table per triple, as counts.py does for pairs.
     """
-    sizes = schema.sizes
-    wide = codes.astype(np.intp)
     answers = np.empty(len(workload.cells), dtype=np.int64)
-    for (i, j, k), lo, hi in zip(workload.triples, workload.bounds[:-1], workload.bounds[1:]):
-        keys = (wide[i] * sizes[j] + wide[j]) * sizes[k] + wide[k]
-        table = np.bincount(keys, minlength=sizes[i] * sizes[j] * sizes[k])
-        answers[lo:hi] = table[workload.cells[lo:hi]]
+    for triple, lo, hi in zip(workload.triples, workload.bounds[:-1], workload.bounds[1:]):
+        table = contingency_table(codes, triple, schema.sizes)
+        answers[lo:hi] = table.ravel()[workload.cells[lo:hi]]
     return answers
 
 
@@ -179,6 +177,10 @@ def three_way_graph(ddf: dd.DataFrame, schema: Schema, workload: ThreeWayWorkloa
 
 DEFAULT_RANGE_QUERIES = 1_000
 RANGE_BATCH_CELLS = 1 << 24  # queries × rows of one partition tested at once: ≤ 16 MiB of bools
+# Queries on the same attributes share their contingency table up to this many cells (32 MiB of
+# int64): Adult's 3-attribute queries then cost one bincount each per partition, not one pass of
+# every query over the rows (a 250 k-row partition: 3.5 s → ~0.2 s for 1,000 queries).
+RANGE_TABLE_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -230,20 +232,43 @@ def range_counts_from_codes(codes: np.ndarray, workload: RangeQueries,
                             schema: Schema) -> np.ndarray:
     """Chunk step: the answers (Q,) int64 of one partition's codes (m, rows).
 
-    Queries are tested a batch at a time (a batch × rows boolean mask, at most
-    RANGE_BATCH_CELLS), never a rows × Q matrix; attributes no query of the batch constrains
-    are skipped.
+    Queries that constrain the same attributes share the contingency table of those attributes
+    (up to RANGE_TABLE_CELLS cells), each answered as the sum of its box. The others are tested
+    a batch at a time (a batch × rows boolean mask, at most RANGE_BATCH_CELLS), never a rows × Q
+    matrix; attributes no query of the batch constrains are skipped.
     """
-    rows = codes.shape[1]
     answers = np.zeros(len(workload.lo), dtype=np.int64)
-    batch = max(1, RANGE_BATCH_CELLS // max(rows, 1))
     full = (workload.lo == 0) & (workload.hi == schema.sizes - 1)
+    groups, group_of = np.unique(~full, axis=0, return_inverse=True)
+    by_rows = []
+    for g, constrained in enumerate(groups):
+        members = np.flatnonzero(group_of.ravel() == g)
+        attributes = np.flatnonzero(constrained)
+        if math.prod(schema.sizes[attributes].tolist()) > RANGE_TABLE_CELLS:
+            by_rows.append(members)
+            continue
+        table = contingency_table(codes, attributes, schema.sizes)
+        for q in members:
+            answers[q] = table[tuple(slice(workload.lo[q, a], workload.hi[q, a] + 1)
+                                     for a in attributes)].sum()
+    if by_rows:
+        rest = np.concatenate(by_rows)
+        answers[rest] = _range_counts_by_rows(codes, workload.lo[rest], workload.hi[rest],
+                                              full[rest])
+    return answers
+
+
+def _range_counts_by_rows(codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                          full: np.ndarray) -> np.ndarray:
+    rows = codes.shape[1]
+    answers = np.zeros(len(lo), dtype=np.int64)
+    batch = max(1, RANGE_BATCH_CELLS // max(rows, 1))
     for start in range(0, len(answers), batch):
         span = slice(start, start + batch)
         inside = np.ones((len(answers[span]), rows), dtype=bool)
         for a in np.flatnonzero(~full[span].all(axis=0)):
-            inside &= workload.lo[span, a, None] <= codes[a]
-            inside &= codes[a] <= workload.hi[span, a, None]
+            inside &= lo[span, a, None] <= codes[a]
+            inside &= codes[a] <= hi[span, a, None]
         answers[span] = inside.sum(axis=1)
     return answers
 
