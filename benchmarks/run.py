@@ -2,7 +2,7 @@
 
     python -m benchmarks.run --shape dss [--rows N] [--workers 2] [--memory-limit 4GiB]
         [--method dpview --method-options '{"view_size": 4}'] [--sampling-device gpu]
-        [--noise-sampler numpy]
+        [--noise-sampler numpy] [--decode label] [--target s3]
 
 The input is generated (or reused) under ``--root``, a LocalCluster is started (not timed), and
 ``fit`` then ``write`` run on it; the stage times come from ``synthesizer.timings_``. Peak RSS of
@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import numpy as np
 import psutil
 from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
+from benchmarks.s3_server import BUCKET, moto_server
 from benchmarks.shapes import SHAPES, generate
 from dp_dask.cluster import worker_malloc
 from dp_dask.data.counts import query_vector
@@ -114,7 +116,8 @@ def table(result: dict[str, Any]) -> str:
     rate = rates(result)
     lines = [f"shape {result['shape']} ({result['method']}): {result['rows']:,} rows, "
              f"m={result['m']}, d={result['d']}, "
-             f"{result['workers']} worker(s), load {result['load_before']} -> "
+             f"{result['workers']} worker(s), written to {result.get('target', 'local')}, "
+             f"load {result['load_before']} -> "
              f"{result['load_after']}",
              f"{'stage':32s} {'seconds':>9s}  rate"]
     lines += [f"{label:32s} {t[key]:9.2f}  {rate.get(key, '')}"
@@ -141,21 +144,29 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         blas_threads: int | None = None, keep_output: bool = False,
         method: str = "marginals", method_options: dict[str, Any] | None = None,
         noise_sampler: str = "opendp", sampling_device: str = "cpu", decode: str = "uniform",
-        return_model: bool = False, with_binary: bool = False) -> dict[str, Any]:
+        return_model: bool = False, with_binary: bool = False,
+        target: str = "local") -> dict[str, Any]:
     """Generate/reuse the input, run fit (and write unless sample_rows == 0), return results
     (with the fitted model under "model" if ``return_model``).
 
     ``noise_sampler`` "numpy" (seeded) is for machines without OpenDP: the noise stage's time is
     then not the release's. ``decode``: the release's values ("uniform", "midpoint") or its bin
     labels ("label"), to time typed output against labels. ``with_binary``: write the Zarr
-    dummies too (the release's default until 2026-11-26)."""
+    dummies too (the release's default until 2026-11-26). ``target`` "s3": the release is
+    written to an S3 server on 127.0.0.1 (moto, its own process, started untimed; its peak RSS
+    and CPU seconds counted with the rest) instead of under ``root``."""
     rows = rows or SHAPES[shape].rows
     data = generate(shape, root / f"{shape}-{rows}", rows=rows, processes=os.cpu_count() or 2)
     sample_rows = rows if sample_rows is None else sample_rows
-    out = root / f"out-{shape}-{rows}"
-    with cluster(workers, memory_limit) as client:
+    out: str | Path = root / f"out-{shape}-{rows}"
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(cluster(workers, memory_limit))
         pids = {"driver": os.getpid(), **{f"worker{i}": pid for i, pid in
                                           enumerate(client.run(os.getpid).values())}}
+        options = None
+        if target == "s3":
+            options, pids["s3 server"] = stack.enter_context(moto_server(log=root / "moto.log"))
+            out = f"s3://{BUCKET}/out-{shape}-{rows}"
         load_before = os.getloadavg()[0]
         # The driver's BLAS (eigh, Cholesky) only; workers are single-threaded by Dask.
         with PeakMemory(pids) as memory, threadpool_limits(blas_threads, user_api="blas"):
@@ -169,10 +180,11 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
             fitted = memory.cpu_seconds()
             if sample_rows:
                 synthesizer.write(out, sample_rows, device=sampling_device, decode=decode,
-                                  with_binary=with_binary)
+                                  with_binary=with_binary, storage_options=options)
             cpu = {"fit": fitted - started, "write": memory.cpu_seconds() - fitted}
         load_after = os.getloadavg()[0]
-    if not keep_output:
+        written = bytes_under(out, options) if sample_rows else 0
+    if not keep_output and target == "local":  # the S3 server's objects went with it
         shutil.rmtree(out, ignore_errors=True)
     schema = synthesizer.schema
     timings = synthesizer.timings_
@@ -186,7 +198,8 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
             "cells": int(query_vector(np.zeros((schema.d, schema.d)), schema).size),
             "timings": {key: timings[key] for _, key in stages if key in timings},
             "total_s": sum(timings[key] for _, key in stages if key in timings),
-            "with_binary": with_binary, "cpu_s": cpu,
+            "with_binary": with_binary, "target": target, "bytes_written": written,
+            "cpu_s": cpu,
             "peak_rss_gib": {k: v / 2**30 for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(load_after, 2),
             "machine": machine(), **({"model": synthesizer.model} if return_model else {})}
@@ -214,6 +227,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="the release's values (uniform, midpoint) or its bin labels")
     parser.add_argument("--zarr", action="store_true",
                         help="write the dummy-coded rows as Zarr too (off by default)")
+    parser.add_argument("--target", choices=("local", "s3"), default="local",
+                        help="write the release under --root, or to an S3 server (moto) on "
+                             "127.0.0.1")
     parser.add_argument("--json", type=Path, help="append the result as one JSON line")
     args = parser.parse_args(argv)
     result = run(args.shape, rows=args.rows, workers=args.workers,
@@ -221,10 +237,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  blas_threads=args.blas_threads, keep_output=args.keep_output,
                  method=args.method, method_options=args.method_options,
                  noise_sampler=args.noise_sampler, sampling_device=args.sampling_device,
-                 decode=args.decode, with_binary=args.zarr)
+                 decode=args.decode, with_binary=args.zarr, target=args.target)
     print(table(result))
     append_json_line(args.json, result)
     return result
+
+
+def bytes_under(location: str | Path, options: dict[str, Any] | None) -> int:
+    """Bytes of every file under a local directory or an object-storage prefix."""
+    fs, root = fsspec.core.url_to_fs(str(location), **(options or {}))
+    return sum(fs.du(root, total=False).values())
 
 
 def append_json_line(path: Path | None, result: dict[str, Any]) -> None:

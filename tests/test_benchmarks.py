@@ -56,7 +56,19 @@ def test_runner_counts_cpu_seconds_and_writes_zarr_only_when_asked(tmp_path):
                      keep_output=True, with_binary=zarr)
         assert result["cpu_s"]["fit"] > 0 and result["cpu_s"]["write"] > 0
         assert (tmp_path / "out-adult-2000" / "synthetic.zarr").exists() == zarr
+        assert result["bytes_written"] > 0
         assert "CPU s (driver + workers)" in table(result)
+
+
+def test_runner_writes_a_release_to_an_s3_server(tmp_path):
+    pytest.importorskip("moto.server")
+    result = run("adult", rows=2_000, workers=1, memory_limit="2GiB", root=tmp_path,
+                 target="s3", keep_output=True, noise_sampler="numpy")
+    assert result["target"] == "s3" and "written to s3" in table(result)
+    assert result["bytes_written"] > 2_000  # the release's objects, listed on the server
+    assert result["peak_rss_gib"]["s3 server"] > 0  # the server's memory is counted
+    assert not (tmp_path / "out-adult-2000").exists()  # nothing written locally
+    assert (tmp_path / "moto.log").exists()
 
 
 def test_stage_profile_times_every_stage_and_its_floor(tmp_path):
