@@ -569,9 +569,10 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
 
 def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float, seed: int,
              work: Path, frame: TableSource, schema: Schema, q3_sample: int,
-             schema_argument: str) -> dict[str, Any]:
+             schema_argument: str, scored: bool = True) -> dict[str, Any]:
     """One dp_dask release in a child (:func:`run_ours_child`), measured, and evaluated against
-    ``frame`` (the raw rows, or their Parquet) from its Parquet parts, out of core."""
+    ``frame`` (the raw rows, or their Parquet) from its Parquet parts, out of core (unless not
+    ``scored``)."""
     label = OURS[name][0]
     save = work / f"ours-{name}-{columns}-eps{epsilon:g}-seed{seed}.parquet"
     argv = [sys.executable, "-m", "benchmarks.peers", "--child", name,
@@ -589,7 +590,8 @@ def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float
     else:
         row.update(json.loads(save.with_suffix(".json").read_text()), status="ok",
                    rows_released=table_rows(save))
-        row["errors"], row["q3"] = evaluate(frame, save, schema, label, q3_sample)
+        if scored:
+            row["errors"], row["q3"] = evaluate(frame, save, schema, label, q3_sample)
         from dp_dask.synthesizer import library_versions
 
         row["versions"] = library_versions()

@@ -22,6 +22,7 @@ from disk (Q1, Q2, a Q3 sample, the range queries), against the Parquet input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -54,14 +55,15 @@ COLUMNS = "categorical"
 
 
 def generate(rows: int, out: Path, *, seed: int = 0, source: str = DEFAULT_DATA,
-             chunk_rows: int = PARTITION_ROWS) -> tuple[Path, Path, Path]:
+             chunk_rows: int = PARTITION_ROWS, codes: bool = True) -> tuple[Path, Path, Path]:
     """Adult's categorical attributes resampled to ``rows``: ``out/data/part-*.parquet``
-    (labels, dictionary-encoded) and ``out/codes.csv`` with ``out/domain.json`` (MST's format),
-    the same rows in both. Returns (parquet directory, codes CSV, domain JSON); an input already
-    complete for (rows, seed, chunk_rows) is kept."""
+    (labels, dictionary-encoded) and, if ``codes``, ``out/codes.csv`` with ``out/domain.json``
+    (MST's format), the same rows in both. Returns (parquet directory, codes CSV, domain JSON);
+    an input already complete for (rows, seed, chunk_rows, codes) is kept."""
     schema = table_schema(COLUMNS)
     data, csv, domain = out / "data", out / "codes.csv", out / "domain.json"
-    stamp = {"rows": rows, "seed": seed, "chunk_rows": chunk_rows, "source": str(source)}
+    stamp = {"rows": rows, "seed": seed, "chunk_rows": chunk_rows, "source": str(source),
+             **({} if codes else {"codes": False})}
     stamp_path = out / "dataset.json"
     if stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
         return data, csv, domain
@@ -73,12 +75,14 @@ def generate(rows: int, out: Path, *, seed: int = 0, source: str = DEFAULT_DATA,
     sizes = [chunk_rows] * full + ([rest] if rest else [])
     children = np.random.SeedSequence(seed).spawn(len(sizes))
     header = pa.schema([(name, pa.int16()) for name in schema.names])
-    with pacsv.CSVWriter(csv, header) as writer:
+    with contextlib.ExitStack() as stack:
+        writer = stack.enter_context(pacsv.CSVWriter(csv, header)) if codes else None
         for k, (size, child) in enumerate(zip(sizes, children)):
-            codes = adult[:, np.random.default_rng(child).integers(0, adult.shape[1], size)]
-            writer.write_table(pa.table(dict(zip(schema.names, codes.astype(np.int16))),
-                                        schema=header))
-            labels = codes_to_frame(codes.T, schema)
+            chunk = adult[:, np.random.default_rng(child).integers(0, adult.shape[1], size)]
+            if writer is not None:
+                writer.write_table(pa.table(dict(zip(schema.names, chunk.astype(np.int16))),
+                                            schema=header))
+            labels = codes_to_frame(chunk.T, schema)
             pq.write_table(pa.Table.from_pandas(labels, preserve_index=False),
                            data / f"part-{k:05d}.parquet")
     domain.write_text(json.dumps(dict(zip(schema.names, schema.sizes.tolist()))))
@@ -117,7 +121,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="GiB at which a run is stopped (default 20: this machine has 23.5)")
     parser.add_argument("--peer-timeout", type=float, default=None)
     parser.add_argument("--rerun-peers", action="store_true")
-    parser.add_argument("--no-peer", action="store_true", help="dp_dask only")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="dp_dask only (MST's code CSV is not written)")
+    parser.add_argument("--no-errors", action="store_true",
+                        help="time and memory only: the errors are not computed (at 1 B rows "
+                             "the evaluation reads 2 B rows)")
     parser.add_argument("--ours", default="marginals")
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0, help="the releases' seed")
@@ -131,12 +139,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         raise SystemExit("--private-pgm and --peer-python are needed to run MST (or --no-peer)")
     schema = table_schema(COLUMNS)
     args.work.mkdir(parents=True, exist_ok=True)
-    data, csv, domain = generate(args.rows, args.work / "input")
+    data, csv, domain = generate(args.rows, args.work / "input", codes=not args.no_peer)
     rows = [] if args.no_peer else [run_mst(args, schema, data, csv, domain)]
     ours = run_ours(args.ours, columns=f"{COLUMNS}-{args.rows}", data=str(data),
                     epsilon=args.epsilon, delta=DELTA, seed=args.seed, work=args.work,
                     frame=data, schema=schema, q3_sample=args.q3_sample,
-                    schema_argument=COLUMNS)
+                    schema_argument=COLUMNS, scored=not args.no_errors)
     append_cache(args.record, ours)
     rows.append(ours)
     for row in rows:

@@ -253,6 +253,9 @@ def test_generated_scale_input_holds_the_same_rows_in_both_formats(tmp_path):
     assert (data / "part-00000.parquet").stat().st_mtime_ns == stamp
     other, _, _ = generate(1_000, tmp_path / "b", chunk_rows=300, seed=1)
     assert not pd.read_parquet(other).equals(labels)
+    alone, no_csv, _ = generate(1_000, tmp_path / "c", chunk_rows=300, codes=False)
+    assert not no_csv.exists()  # dp_dask's input only
+    pd.testing.assert_frame_equal(pd.read_parquet(alone), labels)  # the same rows
 
 
 def test_cache_leaves_our_rows_out(tmp_path):
