@@ -166,10 +166,7 @@ def _cells(codes: np.ndarray, row: int, members: np.ndarray, starts: np.ndarray,
            offsets: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> None:
     """Row ``row``'s cell in every group, as indices into the concatenated tables."""
     for g in range(starts.size - 1):
-        key = 0
-        for k in range(starts[g], starts[g + 1]):
-            key = key * sizes[members[k]] + codes[row, members[k]]
-        out[g] = offsets[g] + key
+        out[g] = _key(codes, row, g, -1, 0, members, starts, offsets, sizes)  # no attribute -1
 
 
 @compiled
