@@ -31,17 +31,13 @@ from typing import Any
 
 import psutil
 
-from benchmarks.run import PeakMemory, append_json_line, cluster, machine
+from benchmarks.run import PeakMemory, append_json_line, bytes_under, cluster, machine
 from benchmarks.s3_server import BUCKET, moto_server
 from dp_dask.data.demo import generate_census
 from dp_dask.release import verify_release
 from dp_dask.synthesizer import Synthesizer
 
 WARM_UP_ROWS = 10_000
-
-
-def _size(fs: Any, path: str) -> int:
-    return sum(fs.du(path, total=False).values())
 
 
 def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str, Any] | None,
@@ -68,7 +64,8 @@ def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str,
     return {"target": "s3" if options else "local", "wall_s": round(wall, 2),
             "sample_write_s": round(synthesizer.timings_["sample_write"], 2),
             "read_back_s": round(read_back, 2),
-            "bytes": (written := _size(fs, root)), "mib_per_s": round(written / 2**20 / wall, 1),
+            "bytes": (written := bytes_under(out, options)),
+            "mib_per_s": round(written / 2**20 / wall, 1),
             "server_cpu_s": cpu["s3 server"], "cpu_s": cpu,
             "peak_rss_gib": {k: round(v / 2**30, 3) for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),

@@ -50,7 +50,7 @@ def s3_options() -> dict:
     ``dp-dask``; passed explicitly, they travel with the tasks to the suite's workers."""
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from benchmarks.object_storage import moto_server
+    from benchmarks.s3_server import moto_server
 
     with moto_server("dp-dask") as (options, _):
         yield options

@@ -201,4 +201,3 @@ def check_tables(tables: object) -> str:
 def tree_wanted(noise: float) -> bool:
     """Whether the all-pairs plan's noise level (:func:`all_pairs_noise`) calls for a tree."""
     return noise > TREE_ABOVE and math.isfinite(noise)
-
