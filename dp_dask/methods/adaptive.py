@@ -46,7 +46,12 @@ from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import cell_counts, cell_keys
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
-from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
+from dp_dask.privacy.selection import (
+    Selection,
+    calibrate_selection,
+    noisy_max_index,
+    selection_scores,
+)
 
 # The share of ρ the rounds spend, and of each round's ρ the selection's (AIM: 0.1).
 ADAPTIVE_SHARE = 0.3
@@ -189,6 +194,10 @@ class RoundPlan:
     def rho_measure(self) -> float:
         return self.rho_rounds / self.rounds - self.rho_select
 
+    def selection(self, sensitivity: float) -> Selection:
+        """Each round's selection, over scores of L∞ ``sensitivity`` (zCDP)."""
+        return calibrate_selection(self.rho_select, sensitivity, "zcdp")
+
 
 def partition_counts(frame: pd.DataFrame, schema: Schema,
                      triples: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, ...]:
@@ -255,13 +264,13 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
     sigma = gaussian_sigma(plan.rho_measure, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
     bias = math.sqrt(2 / math.pi) * sigma * candidate_cells
     sensitivity = SCORE_L1_SENSITIVITY[neighbours] * float(weight.max())
-    selection = calibrate_selection(plan.rho_select, sensitivity, "zcdp")
+    selection = plan.selection(sensitivity)
     measurements, record = list(measurements), []
     for r in range(plan.rounds):
-        errors = np.array([np.abs(answers[c] - np.bincount(k, weights, int(n))).sum()
-                           for c, k, n in zip(keys, row_cells, candidate_cells)])
-        chosen = keys[noisy_max_index(weight * (errors - bias), selection, sampler=sampler,
-                                      rng=rng)]
+        scores = selection_scores([answers[c] for c in keys],
+                                  [np.bincount(k, weights, int(n))
+                                   for k, n in zip(row_cells, candidate_cells)], bias, weight)
+        chosen = keys[noisy_max_index(scores, selection, sampler=sampler, rng=rng)]
         (noisy,) = gaussian_measurements(
             [(answers[chosen], sigma, TABLE_L2_SENSITIVITY[neighbours])], sampler=sampler,
             rng=rng)

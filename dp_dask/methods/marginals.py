@@ -60,6 +60,7 @@ from dp_dask.methods.selection import (
     check_tables,
     refine,
     select_tree,
+    tree_plan_selections,
     tree_wanted,
 )
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
@@ -90,6 +91,7 @@ from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, epsilon_spent, gaussian_sigma
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.noise import gaussian_measurements
+from dp_dask.privacy.selection import Selection, replace_one_rho
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
 
@@ -781,13 +783,35 @@ class MarginalSynthesizer(Synthesizer):
                 "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
 
     def _ledger_plan(self) -> dict[str, Any]:
-        """The plan as replace-one-row DP: under add/remove the same noise meets a replacement
-        moving two cells per table, twice the squared sensitivity, hence twice the charge ρ."""
+        """The plan as replace-one-row DP, mechanism by mechanism: under add/remove the same
+        noise meets a replacement moving two cells per table, twice a measurement's squared
+        sensitivity, hence twice its charge, and twice each selection's score sensitivity
+        (privacy.selection.replace_one_rho)."""
         plan = self._privacy_plan()
         if self.rows_public:
             return plan
-        rho = 2 * plan["rho"]
+        rho = replace_one_rho(plan["rho"], self._selections(plan["rho"]))
         return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
+
+    @property
+    def _tree_possible(self) -> bool:
+        return self.schema.m > 2 and self.tables != "all"
+
+    def _selections(self, rho: float) -> list[tuple[Selection, int]]:
+        """The exponential-mechanism steps the release may take, calibrated to add/remove
+        scores, from public inputs: a tree plan's unless ``tables`` is "all" (or m ≤ 2); under
+        "auto" the tree is chosen after the noisy n, so its steps are counted whichever plan
+        the noise picks (the charge must hold for both); then the adaptive rounds'."""
+        rounds = adaptive.RoundPlan(self.rounds, self.adaptive_share, rho)
+        steps = []
+        if self._tree_possible:
+            coarse = 1.0 - self.fine_share if self.schema.fine_grids else 1.0
+            steps += tree_plan_selections(self.schema, rounds.rho_one_shot * coarse,
+                                          TABLE_L2_SENSITIVITY["add_remove"], self.accountant)
+        if rounds.rounds:
+            steps.append((rounds.selection(adaptive.SCORE_L1_SENSITIVITY["add_remove"]),
+                          rounds.rounds))
+        return steps
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
@@ -862,6 +886,13 @@ class MarginalSynthesizer(Synthesizer):
                       f"{rounds.rho_select:.6g} to an exponential-mechanism selection and "
                       f"{rounds.rho_measure:.6g} to a Gaussian measurement of the marginal "
                       "selected (privacy.adaptive)")
+        if as_replace_one:
+            charged = as_replace_one["replace_one_row"]["rho"]
+            split += (f"; rho {charged:.6g} as replace one row (the ledger's notion): the "
+                      "Gaussian measurements at twice their rho, each exponential-mechanism "
+                      "selection at twice its score sensitivity (4 times its rho in zCDP)"
+                      + ("; a tree's selections included, which tables='auto' may choose after "
+                         "the noisy n" if tree is None and self._tree_possible else ""))
         metadata |= {
             "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
             "privacy": self._privacy_record(

@@ -29,7 +29,12 @@ from dp_dask.postprocess.consistency import Measurement, consistent_marginals
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
-from dp_dask.privacy.selection import Selection, calibrate_selection, noisy_max_index
+from dp_dask.privacy.selection import (
+    Selection,
+    calibrate_selection,
+    noisy_max_index,
+    selection_scores,
+)
 
 # The all-pairs plan's noise level at which a tree measures better: the mean over its 2-way tables
 # of cells·σ/n (each table's summed noise as a fraction of n, up to √(2/π)). Generated tables
@@ -125,13 +130,41 @@ def pair_scores(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray],
                 rows: float) -> dict[tuple[int, int], float]:
     """Each pair's L1 distance between its exact table (from the d×d count matrix) and the
     independence table of the noisy 1-way histograms ``one_way`` (clipped at 0, scaled to
-    ``rows``). Replacing a row moves it by at most 2, adding or removing one by 1."""
+    ``rows``), computed exactly (:func:`~dp_dask.privacy.selection.selection_scores`).
+    Replacing a row moves it by at most 2, adding or removing one by 1."""
     probabilities = [np.clip(v, 0, None) / max(np.clip(v, 0, None).sum(), 1e-300)
                      for v in one_way]
-    return {(a, b): float(np.abs(exact_answer(counts, schema, (a, b))
-                                 - rows * np.outer(probabilities[a], probabilities[b]).ravel()
-                                 ).sum())
-            for a, b, _, _ in attribute_pairs(schema)}
+    pairs = [(a, b) for a, b, _, _ in attribute_pairs(schema)]
+    scores = selection_scores(
+        [exact_answer(counts, schema, p) for p in pairs],
+        [rows * np.outer(probabilities[a], probabilities[b]).ravel() for a, b in pairs])
+    return dict(zip(pairs, scores.tolist()))
+
+
+def tree_selection(schema: Schema, rho: float, l1_sensitivity: float,
+                   accountant: str) -> Selection:
+    """The selection of each of :func:`select_tree`'s m − 1 rounds: ``rho`` shared equally."""
+    return calibrate_selection(rho / (schema.m - 1), l1_sensitivity, accountant)
+
+
+def refine_selection(rho: float, rounds: int, sensitivity: float,
+                     accountant: str) -> tuple[Selection, float]:
+    """The selection of each of :func:`refine`'s ``rounds`` (SELECT_SHARE of its share of
+    ``rho``, scores of L1 sensitivity ``sensitivity``²) and the ρ left to its measurement."""
+    selection = calibrate_selection(rho / rounds * SELECT_SHARE, sensitivity**2, accountant)
+    return selection, rho / rounds - selection.rho
+
+
+def tree_plan_selections(schema: Schema, rho: float, sensitivity: float,
+                         accountant: str) -> list[tuple[Selection, int]]:
+    """The exponential-mechanism steps of a tree plan whose tables share ``rho``
+    (:func:`~dp_dask.methods.marginals.measure_all`), from public inputs alone: the tree's
+    selection and its rounds, the refinement's (REFINE_ROUNDS, fewer where fewer pairs lie
+    outside the tree)."""
+    rounds = min(REFINE_ROUNDS, (schema.m - 1) * (schema.m - 2) // 2)
+    return [(tree_selection(schema, rho * SELECTION_SHARE, sensitivity**2, accountant),
+             schema.m - 1),
+            (refine_selection(rho * REFINE_SHARE, rounds, sensitivity, accountant)[0], rounds)]
 
 
 def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], rows: float,
@@ -141,7 +174,7 @@ def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], r
     each round picks, by the exponential mechanism, one pair joining two components. Reads the
     exact counts; returns only the chosen pairs."""
     rounds = schema.m - 1
-    selection = calibrate_selection(rho / rounds, l1_sensitivity, accountant)
+    selection = tree_selection(schema, rho, l1_sensitivity, accountant)
     scores = pair_scores(counts, schema, one_way, rows)
     components = DisjointSet(range(schema.m))
     chosen: list[tuple[int, int]] = []
@@ -170,16 +203,16 @@ def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], 
     measured_pairs = {m.attributes for m in measurements}
     pairs = [(a, b) for a, b, _, _ in attribute_pairs(schema) if (a, b) not in measured_pairs]
     rounds = min(REFINE_ROUNDS, len(pairs))
-    selection = calibrate_selection(rho / rounds * SELECT_SHARE, sensitivity**2, accountant)
-    rho_measure = rho / rounds - selection.rho
+    selection, rho_measure = refine_selection(rho, rounds, sensitivity, accountant)
     sigma = gaussian_sigma(rho_measure, sensitivity, accountant)
     measured, chosen = list(measurements), []
     for _ in range(rounds):
         marginals = consistent_marginals(measured, schema.sizes, rows)
         model = implied_tables(marginals, *spanning_tree(marginals, schema.m), pairs)
-        scores = [np.abs(exact_answer(counts, schema, p) - model[p].ravel()).sum()
-                  - math.sqrt(2 / math.pi) * sigma * model[p].size for p in pairs]
-        pick = pairs.pop(noisy_max_index(np.array(scores), selection, sampler=sampler, rng=rng))
+        scores = selection_scores(
+            [exact_answer(counts, schema, p) for p in pairs], [model[p].ravel() for p in pairs],
+            [math.sqrt(2 / math.pi) * sigma * model[p].size for p in pairs])
+        pick = pairs.pop(noisy_max_index(scores, selection, sampler=sampler, rng=rng))
         (noisy,) = gaussian_measurements([(exact_answer(counts, schema, pick), sigma,
                                            sensitivity)], sampler=sampler, rng=rng)
         measured.append(Measurement(pick, noisy, sigma))

@@ -29,7 +29,7 @@ calibration: reproducible, for tests only, not private (see :mod:`dp_dask.privac
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -174,6 +174,14 @@ class Selection:
                   else dp.max_divergence())
         return dp.m.make_noisy_max(*space, output, scale=self.scale)
 
+    @property
+    def doubled_rho(self) -> float:
+        """The charge when the scores move by twice the calibrated sensitivity, as scores of
+        sensitivity Δ under add/remove neighbours do when a row is replaced (one removal and
+        one addition): OpenDP's map at 2Δ, zCDP (2ε)²/8 = 4ρ, exact the GDP bound of 2ε."""
+        loss = float(self.measure().map(2.0 * self.sensitivity))
+        return loss if self.accountant == "zcdp" else _gdp_charge(loss)
+
 
 def calibrate_selection(rho: float, sensitivity: float, accountant: str) -> Selection:
     """The selection whose charge under ``accountant`` is at most ``rho`` (checked against
@@ -212,3 +220,50 @@ def noisy_max_index(scores: np.ndarray, selection: Selection, *, sampler: str = 
     if sampler == "numpy":
         return int(np.argmax(scores + rng.gumbel(0.0, selection.scale, scores.size)))
     return int(selection.measure()(scores.tolist()))
+
+
+def replace_one_rho(rho: float, selections: Sequence[tuple[Selection, int]]) -> float:
+    """The replace-one-row charge of a release spending ``rho`` under add/remove neighbours
+    on Gaussian measurements and ``selections`` ((selection, how many), calibrated to add/remove
+    scores): a replaced row moves each table's two cells by 1 (L2 √2 for 1), twice each
+    measurement's charge, and each score by twice its sensitivity (:attr:`Selection.doubled_rho`;
+    4× ρ in zCDP, not 2×). Its actual selections' ρ leave the rest of ``rho`` to the
+    measurements, at most what they spend."""
+    selected = sum(count * selection.rho for selection, count in selections)
+    return 2.0 * (rho - selected) + sum(count * selection.doubled_rho
+                                        for selection, count in selections)
+
+
+# Scores are computed in fixed point, in units of 1/SCORE_UNITS, then held exactly by float64.
+SCORE_UNITS = 2**10
+_EXACT_FLOAT = 2**53
+
+
+def selection_scores(exact: Sequence[np.ndarray], model: Sequence[np.ndarray],
+                     bias: Sequence[float] | None = None,
+                     weight: Sequence[int] | None = None) -> np.ndarray:
+    """w·(‖exact − model‖₁ − bias) per candidate, exactly as its sensitivity says: w times the
+    change in the exact counts' L1 (1 for a row added or removed, 2 for one replaced), with
+    ``model``, ``bias`` and the integer weights ``weight`` fixed between neighbours (noisy
+    outputs, public values).
+
+    In floats, each |count − model| and the sum would round, and neighbours' scores could differ
+    by a few ulp more than the sensitivity the selection is calibrated to (issue 54). So the
+    model and bias are rounded to multiples of 1/SCORE_UNITS (a change of at most cells/2048 in
+    a score), the rest is integer arithmetic in those units, each cell clipped so that the
+    int64 sum cannot overflow and the score clipped to ±2⁵³ units, which a float64 holds
+    exactly; clipping is 1-Lipschitz, so no step widens a neighbour's difference."""
+    scores = []
+    for k, (counts, estimate) in enumerate(zip(exact, model)):
+        counts, estimate = np.asarray(counts), np.asarray(estimate, dtype=np.float64)
+        bound = 2**61 // max(counts.size, 1)  # Σ|a − b| ≤ cells·2·bound ≤ 2⁶²
+        a = np.clip(counts.astype(np.int64), -bound // SCORE_UNITS, bound // SCORE_UNITS)
+        b = np.rint(np.clip(estimate * SCORE_UNITS, -bound, bound)).astype(np.int64)
+        error = int(np.abs(a * SCORE_UNITS - b).sum())
+        offset = 0 if bias is None else round(float(bias[k]) * SCORE_UNITS)
+        w = 1 if weight is None else weight[k]
+        if w != int(w):
+            raise ValueError(f"selection weights must be integers, not {w!r}")
+        score = int(w) * (error - offset)
+        scores.append(min(max(score, -_EXACT_FLOAT), _EXACT_FLOAT))
+    return np.array(scores, dtype=np.float64) / SCORE_UNITS
