@@ -59,9 +59,12 @@ def integers_in(document: object) -> set[int]:
 
 def test_an_add_remove_release_records_only_the_estimated_count(client, data, tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
+    # every pair: no selection (tables="auto" is charged as the tree it may choose, in
+    # test_selection_sensitivity.py)
     synthesizer = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
                                      neighbours="add_remove", noise_sampler="numpy",
-                                     noise_seed=3, ledger=ledger, dataset_name="small").fit(data)
+                                     noise_seed=3, ledger=ledger, dataset_name="small",
+                                     tables="all").fit(data)
     model = synthesizer.model
     estimate = estimated_rows(list(model.measurements))
     assert model.n_rows == model.metadata["n_rows"] == estimate != CORRELATED_ROWS
@@ -73,7 +76,7 @@ def test_an_add_remove_release_records_only_the_estimated_count(client, data, tm
     privacy = model.metadata["privacy"]
     assert privacy["neighbouring"].startswith("add or remove one row; n private")
     assert "L2 sensitivity 1 each" in privacy["budget_split"]
-    # The ledger sums replace-one ε: the same noise is twice the charge there.
+    # The ledger sums replace-one ε: the same Gaussian noise is twice the charge there.
     as_replace = epsilon_spent(2 * privacy["rho"], synthesizer.delta, "exact")
     assert privacy["replace_one_row"] == {"epsilon": as_replace, "rho": 2 * privacy["rho"]}
     (entry,) = ledger.entries("small")

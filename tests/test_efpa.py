@@ -89,6 +89,40 @@ def test_rounded_coefficients_and_scores_respect_their_sensitivities():
     assert worst_score > 1.0  # neighbours come near the bound
 
 
+def test_scores_as_computed_move_by_at_most_the_sensitivity_selected_with(monkeypatch):
+    """Issue 54: in floats, neighbours' scores moved by up to √2 + 7·10⁻¹⁰ while the selection
+    was calibrated to √2. Every score vector the mechanism selects from, and the sensitivity it
+    selects with, on neighbours made to attain √2: one row moved from cell a to cell b of a
+    histogram k·(e_b − e_a) + base."""
+    seen = []
+    select = efpa.select
+
+    def spy(utility, epsilon_s, *sensitivity, **options):  # before issue 54: Δu implied
+        seen.append((np.array(utility), (*sensitivity, efpa.SCORE_SENSITIVITY)[0]))
+        return select(utility, epsilon_s, *sensitivity, **options)
+
+    monkeypatch.setattr(efpa, "select", spy)
+    rng = np.random.default_rng(0)
+    excess = []
+    for _ in range(300):
+        size, k = int(rng.integers(2, 64)), int(rng.integers(1, 10**6))
+        a, b = rng.choice(size, 2, replace=False)
+        x = np.full(size, k + int(rng.integers(0, 10**6)), dtype=np.int64)
+        x[a] -= k
+        x[b] += k
+        moved = x.copy()
+        moved[a] -= 1
+        moved[b] += 1
+        seen.clear()
+        for counts in (x, moved):
+            efpa_histogram(counts, int(x.sum()), 1.0, sampler="numpy",
+                           rng=np.random.default_rng(0))
+        (before, sensitivity), (after, _) = seen
+        excess.append(np.abs(after - before).max() - sensitivity)
+    assert max(excess) <= 0
+    assert max(excess) > -1e-3  # the padding is small: ≤ 10⁻³ of √2 here
+
+
 @pytest.mark.parametrize("sampler", ["numpy", "opendp"])
 def test_huge_epsilon_returns_the_histogram(sampler):
     counts = np.array([500, 300, 0, 120, 60, 7, 0, 3, 1])
