@@ -82,7 +82,7 @@ def test_rounded_coefficients_and_scores_respect_their_sensitivities():
                 for kappa in candidates(size)[1:]:
                     moved = np.abs(np.rint(QUANTUM * y2[1:kappa])
                                    - np.rint(QUANTUM * y[1:kappa])).sum()
-                    assert moved <= integer_sensitivity(size, kappa)
+                    assert moved <= integer_sensitivity(size, kappa, int(x.sum()))
                 change = np.abs(scores(y2, 0.7) - scores(y, 0.7)).max()
                 assert change <= math.sqrt(2) + 1e-9
                 worst_score = max(worst_score, change)

@@ -50,7 +50,7 @@ neighbours' computed scores differed by up to √2 + 7·10⁻¹⁰ (n ~ 10⁶, t
 selection is calibrated to Δu + 2E, E a bound on |computed u(κ) − u(κ)| that depends only on N,
 the public n and the public noise terms (:func:`score_error`), with the scores' coefficients
 computed by explicit sums (:func:`fourier_by_sums`), whose error, unlike the FFT's, is bounded
-here. u = 2⁻⁵³; x ≥ 0, Σx = n, ‖x‖₂ ≤ n.
+here (the perturbation rounds the same coefficients). u = 2⁻⁵³; x ≥ 0, Σx = n, ‖x‖₂ ≤ n.
 
 * The table cos, sin(2πr/N), r = 0 .. N − 1: the angle is rounded 3 times from 2π·r/N < 2π
   (< 19u) and numpy's cos/sin are within 4 ulp (≤ 4u for values in [−1, 1], its SIMD paths
@@ -58,8 +58,8 @@ here. u = 2⁻⁵³; x ≥ 0, Σx = n, ‖x‖₂ ≤ n.
 * Each coefficient is s·Σ_j t_j·x_j, s = 1/√N or √(2/N) (rounded twice), t the table's entries:
   the dot product's rounding is ≤ γ_N·Σ|t_j|x_j ≤ γ_N(1 + α)n in any summation order (Higham,
   Thm. 3.5; FMA only removes roundings), the table's ≤ α·n, the scaling's ≤ 3u·s·n: each
-  coordinate within √(2/N)·n·(N + 40)·u·1.02, all N of them within √2·n·(N + 40)·u·1.02 in ℓ2,
-  which bounds the change of every tail norm.
+  coordinate within e = √(2/N)·n·(N + 40)·u·1.02 (:func:`coefficient_error`), all N of them
+  within √2·n·(N + 40)·u·1.02 in ℓ2, which bounds the change of every tail norm.
 * The tail norms (squares, suffix sums of non-negative terms, square root): relative error
   ≤ γ_{N+2}, of a norm ≤ ‖y‖₂ ≤ n(1 + 10⁻³); then the noise term c(κ) added (one rounding of
   u·(n + c)) and negated (exact). c(κ) is computed alike for both neighbours.
@@ -70,7 +70,8 @@ In all E ≤ u·(2.5·(N + 40)·n + max c): about 10⁻⁷ at n = 10⁶, N = 100
 rounded to the grid 1/Q (Q = ``QUANTUM``) first, as dp_dask.methods.dpcopula_mle does: rounding
 moves each neighbour's coordinate by < 1/2 and their difference by < 1, so round(Q·y) has integer
 L1 sensitivity ⌈Q·Δ₁(κ)⌉ + κ − 1, and that is what the discrete Laplace is calibrated to
-(an extra ≤ (κ − 1)/(Q·Δ₁) of noise, under 10⁻³ for Q = 2¹⁶).
+(an extra ≤ (κ − 1)/(Q·Δ₁) of noise, under 10⁻³ for Q = 2¹⁶). The y rounded are the computed
+ones, each within e of the exact ("Floating point", above), so Δ₁ is taken as Δ₁ + 2(κ − 1)·e.
 """
 
 from __future__ import annotations
@@ -140,9 +141,18 @@ def perturbation_sensitivity(size: int, kappa: int) -> float:
     return _sensitivities(size)[kappa - 1]
 
 
-def integer_sensitivity(size: int, kappa: int) -> int:
-    """L1 sensitivity of round(Q·y) on coefficients 1 .. κ−1 (rounding adds < 1 per coefficient)."""
-    return math.ceil(QUANTUM * perturbation_sensitivity(size, kappa)) + kappa - 1
+def coefficient_error(size: int, n_rows: int) -> float:
+    """A bound on each coefficient's error in :func:`fourier_by_sums` for a histogram of
+    ``n_rows`` rows in ``size`` cells: √(2/N)·n·(N + 40)·u·1.02 (module docstring)."""
+    return math.sqrt(2.0 / size) * n_rows * (size + 40) * 2.0**-53 * 1.02
+
+
+def integer_sensitivity(size: int, kappa: int, n_rows: int) -> int:
+    """L1 sensitivity of round(Q·y) on coefficients 1 .. κ−1, y from :func:`fourier_by_sums`:
+    each computed coefficient within e of the exact, rounding adds < 1 per coefficient."""
+    moved = perturbation_sensitivity(size, kappa) + 2 * (kappa - 1) * coefficient_error(
+        size, n_rows)
+    return math.ceil(QUANTUM * moved) + kappa - 1
 
 
 def fourier_by_sums(x: np.ndarray) -> np.ndarray:
@@ -183,8 +193,7 @@ def noise_terms(size: int, epsilon_p: float) -> np.ndarray:
 def score_error(size: int, n_rows: int, epsilon_p: float) -> float:
     """E: a bound on |u(κ) as :func:`scores` computes it from :func:`fourier_by_sums` − u(κ)|
     for every histogram of ``n_rows`` rows in ``size`` cells (module docstring)."""
-    unit = 2.0**-53
-    return unit * (2.5 * (size + 40) * n_rows + float(noise_terms(size, epsilon_p).max()))
+    return 2.0**-53 * (2.5 * (size + 40) * n_rows + float(noise_terms(size, epsilon_p).max()))
 
 
 def select(utility: np.ndarray, epsilon_s: float, sensitivity: float, *, sampler: str,
@@ -217,7 +226,7 @@ def efpa_histogram(counts: np.ndarray, n_rows: int, epsilon: float, *,
     ε/2 to perturb. ``counts``: the exact histogram."""
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    y = real_fourier(np.asarray(counts, dtype=np.float64))
+    y = fourier_by_sums(counts)
     size = len(y)
     epsilon_s = SELECTION_SHARE * epsilon
     epsilon_p = epsilon - epsilon_s
@@ -226,13 +235,13 @@ def efpa_histogram(counts: np.ndarray, n_rows: int, epsilon: float, *,
     # the scores from the bounded sums, the selection calibrated to them as computed
     sensitivity = math.nextafter(SCORE_SENSITIVITY + 2 * score_error(size, n_rows, epsilon_p),
                                  math.inf)
-    utility = scores(fourier_by_sums(counts), epsilon_p)
+    utility = scores(y, epsilon_p)
     kappa = int(candidates(size)[select(utility, epsilon_s, sensitivity, sampler=sampler,
                                         rng=rng)])
     kept = np.zeros(size)
     kept[0] = n_rows / math.sqrt(size)  # y_0 from the public n, not from the counts
     if kappa > 1:
-        sensitivity = integer_sensitivity(size, kappa)
+        sensitivity = integer_sensitivity(size, kappa, n_rows)
         noisy = laplace_noise(np.rint(QUANTUM * y[1:kappa]).astype(np.int64),
                               sensitivity / epsilon_p, sensitivity=sensitivity,
                               sampler=sampler, rng=rng)
