@@ -11,7 +11,10 @@ counts that reached the driver (never the raw rows) and return only what they se
   with ``negate``, report-noisy-max with Gumbel noise = the exponential mechanism).
 * :func:`noisy_max_index` with :func:`calibrate_selection`: the exponential mechanism over
   float scores (e.g. which 2-way tables to measure, :mod:`dp_dask.methods.selection`), charged
-  to a Gaussian budget ρ under either accountant.
+  to a Gaussian budget ρ under either accountant. The scores must move by at most the
+  sensitivity as computed: :func:`selection_scores` computes L1 errors exactly.
+  :func:`replace_one_rho` charges such a release, calibrated to add/remove neighbours, as
+  replace-one.
 * :func:`quantile_scores`: the score of OpenDP's ``make_quantile_score_candidates`` computed from
   counts rather than from the raw vector (which ``make_private_quantile`` would need on the
   driver, and which never leaves the workers here).
