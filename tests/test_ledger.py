@@ -330,3 +330,25 @@ def test_cli_synth_retry_and_ledger_list(client, data, tmp_path, capsys):
             and "1 non-private test run(s) not counted" in listing)
     assert main(["ledger", "list", "--ledger", ledger, "--dataset", "nobody"]) == 0
     assert "no entries for dataset 'nobody'" in capsys.readouterr().out
+
+
+def test_a_retried_run_id_with_other_accounting_is_refused(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    recorded = entry(1.0, 1e-6, rho=0.05, run="nightly")
+    first = ledger.reserve(recorded)
+    ledger.mark_spent(first.entry.id)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.json").write_text("{}")
+    ledger.set_paths(first.entry.id, model_path=model)
+    assert ledger.reserve(recorded).reused
+    for change, field in (({"accountant": "exact"}, "accountant"), ({"rho": 0.04}, "rho"),
+                          ({"notion": "dependent-DP"}, "notion")):
+        with pytest.raises(LedgerError, match=f"recorded with {field}=.*use a new run id"):
+            ledger.reserve(replace(recorded, **change))
+    # the same for an unfinished entry that a retry would take over
+    held = ledger.reserve(entry(0.5, 0.0, run="killed"))
+    ledger._store.release(held.entry.id)  # as if its process had died
+    with pytest.raises(LedgerError, match="recorded with accountant="):
+        ledger.reserve(replace(entry(0.5, 0.0, run="killed"), accountant="other"))
+    assert len(ledger.entries()) == 2

@@ -333,8 +333,10 @@ class Ledger:
         """Check and record a fit in one transaction, before it reads any data.
 
         If ``(dataset, schema, run id)`` is already recorded and its model exists, that entry is
-        returned to be reused (nothing is recorded). If it is recorded ``reserved`` (unfinished:
-        its fit never marked it spent) and no process holds it any more (the fit was killed),
+        returned to be reused (nothing is recorded); a request whose ε, δ, mechanism,
+        accountant, ρ, notion or sampler differ from the recorded ones is refused. If it is
+        recorded ``reserved`` (unfinished: its fit never marked it spent) and no process holds
+        it any more (the fit was killed),
         this fit takes it over: the entry, already counted, is returned to be fitted and spent
         (sound because callers write nothing before :meth:`mark_spent`). If a live process still
         holds it, or it is spent without a model, or the new entry would take the dataset past
@@ -483,7 +485,9 @@ def _run(connection: Connection, request: Entry) -> Entry | None:
 
 
 def _check_same_settings(prior: Entry, request: Entry) -> None:
-    keys = ("epsilon", "delta", "mechanism", "private", "sampler")
+    """A retry reuses or takes over ``prior`` only for the same charge: any field the ledger
+    composes or labels by (dataset, schema and run id are the lookup's key)."""
+    keys = ("epsilon", "delta", "mechanism", "accountant", "rho", "notion", "private", "sampler")
     differ = [k for k in keys if getattr(prior, k) != getattr(request, k)]
     if differ:
         was = ", ".join(f"{k}={getattr(prior, k)!r}" for k in differ)
