@@ -73,6 +73,7 @@ from dp_dask.privacy.ledger import (
     DEPENDENT_DP,
     Entry,
     Ledger,
+    charging,
     dataset_name_for,
     new_run_id,
 )
@@ -285,16 +286,11 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
         None if ledger in (None, True) else ledger)
     entries = _reserve(book, data, schema, mechanism, hist_epsilon, tables_epsilon,
                        noise_sampler, dataset_name, run_id or new_run_id(), budget_epsilon, force)
-    try:
+    # cancelled on a failure before the first noise draw; spent (failed) after it
+    with charging(book, entries):
         release = _release(data, schema, epsilon, mechanism, k, column_chunks, public_network,
                            tables_epsilon, hist_epsilon, smoothing, noise_sampler, rng,
                            timings, show_progress)
-    except BaseException:
-        for entry in entries:  # nothing was released
-            book.cancel(entry.id)
-        raise
-    for entry in entries:
-        book.mark_spent(entry.id)
     if entries:
         release.metadata["ledger"] = {"dataset_name": entries[0].dataset_name,
                                       "run_ids": [e.run_id for e in entries]}

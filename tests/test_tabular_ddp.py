@@ -14,7 +14,7 @@ from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
 from dp_dask.network import Network, chunks, dependent_sensitivity, edge_rho, network_from_json
-from dp_dask.privacy.ledger import APPROX_DP, DEPENDENT_DP, BudgetExceededError, Ledger
+from dp_dask.privacy.ledger import APPROX_DP, DEPENDENT_DP, FAILED, BudgetExceededError, Ledger
 from dp_dask.stats import (
     DDP_STATEMENT,
     DependentPrivacyWarning,
@@ -142,6 +142,22 @@ def test_ledger_counts_dp_parts_and_lists_dependent_dp_apart(client, data, tmp_p
     release = release_stats(data, SCHEMA, epsilon=0.2, ledger=ledger, dataset_name="people")
     assert release.metadata["privacy"]["differentially_private"] is True
     assert ledger.total("people").epsilon == pytest.approx(0.45)
+
+
+def test_stats_interrupted_after_their_noise_keep_their_charge(client, data, tmp_path,
+                                                              monkeypatch):
+    from dp_dask import stats
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+
+    def interrupted(*_):  # the metadata, after the noise: post-processing
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stats, "stats_metadata", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        release_stats(data, SCHEMA, epsilon=0.5, ledger=ledger, dataset_name="people")
+    (kept,) = ledger.entries()
+    assert kept.status == FAILED and ledger.total("people").epsilon == 0.5
 
 
 @pytest.fixture(scope="module")

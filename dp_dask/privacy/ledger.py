@@ -21,10 +21,11 @@ two parts. Test runs (seeded noise) and entries under other notions (e.g. "depen
 listed but never summed into the DP total.
 
 An entry is ``reserved`` from the budget check until its fit has drawn its noise (``spent``). A
-fit killed in between leaves it *unfinished*: counted in the total (its noise may have been
-drawn), listed as UNFINISHED, and taken over by a retry with the same run id once the killed
-process is gone (see :meth:`Ledger.reserve`). ``export``/``import_`` move a ledger between
-SQLite and PostgreSQL, ids and run ids kept.
+fit that fails before its first noise draw drops its entry; one that fails after keeps it
+(``failed``, counted: see :func:`charging`). A fit killed in between leaves it *unfinished*:
+counted in the total (its noise may have been drawn), listed as UNFINISHED, and taken over by a
+retry with the same run id once the killed process is gone (see :meth:`Ledger.reserve`).
+``export``/``import_`` move a ledger between SQLite and PostgreSQL, ids and run ids kept.
 
 Where: ``Ledger(location)`` (a path, ``sqlite:///PATH`` or ``postgresql://user@host:port/db``),
 else ``$DP_DASK_LEDGER``, else ``$XDG_CONFIG_HOME/dp_dask/ledger.sqlite``
@@ -38,7 +39,7 @@ import datetime as dt
 import math
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,13 @@ from dp_dask.data.io import filesystem, join, remote
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
 from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
+from dp_dask.privacy.noise import DrawWatch, watch_draws
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
 DEPENDENT_DP = "dependent-DP"  # Tabular-DDP (dp_dask.stats): listed, never summed
 RESERVED, SPENT = "reserved", "spent"
+FAILED = "failed"  # spent: its noise was drawn, then its work failed; counted, nothing released
 UNFINISHED = "UNFINISHED (reserved)"  # how `ledger list` shows a reserved entry
 DRAFT_MECHANISM = "schema-draft"  # a schema's categories/bins drafted under DP
 IN_MEMORY = "in-memory"  # dataset name of an unnamed in-memory frame: all such fits sum together
@@ -336,9 +339,9 @@ class Ledger:
         returned to be reused (nothing is recorded); a request whose ε, δ, mechanism,
         accountant, ρ, notion or sampler differ from the recorded ones is refused. If it is
         recorded ``reserved`` (unfinished: its fit never marked it spent) and no process holds
-        it any more (the fit was killed),
-        this fit takes it over: the entry, already counted, is returned to be fitted and spent
-        (sound because callers write nothing before :meth:`mark_spent`). If a live process still
+        it any more (the fit was killed), this fit takes it over: the entry, already counted, is
+        returned to be fitted and spent (sound because callers write nothing before
+        :meth:`mark_spent`). If a live process still
         holds it, or it is spent without a model, or the new entry would take the dataset past
         its budget (the stored one, and ``budget_epsilon`` at the stored δ or else the request's
         δ), :class:`LedgerError` / :class:`BudgetExceededError` is raised, unless ``force``.
@@ -380,13 +383,14 @@ class Ledger:
             connection.execute(releases.update().where(releases.c.id == entry_id)
                                .values(**values))
 
-    def mark_spent(self, entry_id: int) -> None:
-        """The fit drew its noise and built its model."""
-        self._update(entry_id, status=SPENT)
+    def mark_spent(self, entry_id: int, *, failed: bool = False) -> None:
+        """The fit drew its noise and built its model (``failed``: drew its noise, then
+        failed; still counted)."""
+        self._update(entry_id, status=FAILED if failed else SPENT)
         self._store.release(entry_id)
 
     def cancel(self, entry_id: int) -> None:
-        """The fit failed before releasing anything: drop its reservation."""
+        """The fit failed before drawing any noise: drop its reservation."""
         with self._transaction() as connection:
             connection.execute(releases.delete().where(releases.c.id == entry_id,
                                                        releases.c.status == RESERVED))
@@ -454,6 +458,39 @@ class Ledger:
                                   f"({self.path}); nothing was imported. First: {conflicts[0]}")
             self._store.fix_ids(connection)
         return added
+
+
+class Charge:
+    """The reservations of one release while its work runs (see :func:`charging`)."""
+
+    def __init__(self, watch: DrawWatch) -> None:
+        self._watch = watch
+
+    @property
+    def noise_drawn(self) -> bool:
+        return self._watch.drawn
+
+
+@contextlib.contextmanager
+def charging(ledger: Ledger | None, entries: Sequence[Entry]) -> Iterator[Charge]:
+    """The reserved ``entries`` of one release while its work (counting, noise, the model) runs
+    in the block: spent when it ends. If it fails (any exception, Ctrl-C included) before any
+    noise is drawn (every sampler reports its draws: dp_dask.privacy.noise.watch_draws), the
+    entries are cancelled; after, they stay, ``failed`` and counted, as the noise exists (it
+    may sit on objects and in messages)."""
+    with watch_draws() as watch:
+        charge = Charge(watch)
+        try:
+            yield charge
+        except BaseException:
+            for entry in entries:
+                if charge.noise_drawn:
+                    ledger.mark_spent(entry.id or 0, failed=True)
+                else:
+                    ledger.cancel(entry.id or 0)
+            raise
+    for entry in entries:
+        ledger.mark_spent(entry.id or 0)
 
 
 def _entries(connection: Connection, dataset_name: str | None) -> list[Entry]:
@@ -563,4 +600,7 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
         lines.append(f"{UNFINISHED}: reserved by a fit that has not drawn its noise yet: still "
                      "running, or killed. Counted, as its noise may have been drawn; a retry "
                      "with its run id takes it over once that process has ended")
+    if any(e.status == FAILED for e in entries):
+        lines.append(f"{FAILED}: its noise was drawn, then its fit failed. Counted; nothing was "
+                     "released, and a retry with its run id is refused unless forced")
     return "\n".join(lines)
