@@ -18,7 +18,8 @@ dataset name too (mechanism ``schema-draft``), summed like a Laplace release.
 Composition (see :func:`compose`): Gaussian releases add their ρ (zCDP) and convert once;
 Laplace releases (pure or advanced composition) add ε and δ (basic composition); a mix adds the
 two parts. Test runs (seeded noise) and entries under other notions (e.g. "dependent-DP") are
-listed but never summed into the DP total.
+listed but never summed into the DP total; dp_dask.stats counts a Tabular-DDP release at its
+plain-DP ε too, as a DP entry of its own (run id ``<run id>-dp``), so that the budget bounds it.
 
 An entry is ``reserved`` from the budget check until its fit has drawn its noise (``spent``). A
 fit that fails before its first noise draw drops its entry; one that fails after keeps it
@@ -383,10 +384,16 @@ class Ledger:
             connection.execute(releases.update().where(releases.c.id == entry_id)
                                .values(**values))
 
-    def mark_spent(self, entry_id: int, *, failed: bool = False) -> None:
+    def mark_spent(self, entry_id: int, *, failed: bool = False,
+                   epsilon: float | None = None) -> None:
         """The fit drew its noise and built its model (``failed``: drew its noise, then
-        failed; still counted)."""
-        self._update(entry_id, status=FAILED if failed else SPENT)
+        failed; still counted). ``epsilon``: the charge where it is known only now, kept only
+        if below the reserved one (which the budget check used)."""
+        values: dict[str, Any] = {"status": FAILED if failed else SPENT}
+        if epsilon is not None:
+            values["epsilon"] = sa.case((releases.c.epsilon > epsilon, float(epsilon)),
+                                        else_=releases.c.epsilon)
+        self._update(entry_id, **values)
         self._store.release(entry_id)
 
     def cancel(self, entry_id: int) -> None:
@@ -465,10 +472,15 @@ class Charge:
 
     def __init__(self, watch: DrawWatch) -> None:
         self._watch = watch
+        self.epsilon: dict[int, float] = {}  # charges known only once the work has run
 
     @property
     def noise_drawn(self) -> bool:
         return self._watch.drawn
+
+    def settle(self, entry: Entry, epsilon: float) -> None:
+        """``entry``'s charge, where known only now: recorded if below the reserved one."""
+        self.epsilon[entry.id or 0] = epsilon
 
 
 @contextlib.contextmanager
@@ -485,12 +497,13 @@ def charging(ledger: Ledger | None, entries: Sequence[Entry]) -> Iterator[Charge
         except BaseException:
             for entry in entries:
                 if charge.noise_drawn:
-                    ledger.mark_spent(entry.id or 0, failed=True)
+                    ledger.mark_spent(entry.id or 0, failed=True,
+                                      epsilon=charge.epsilon.get(entry.id or 0))
                 else:
                     ledger.cancel(entry.id or 0)
             raise
     for entry in entries:
-        ledger.mark_spent(entry.id or 0)
+        ledger.mark_spent(entry.id or 0, epsilon=charge.epsilon.get(entry.id or 0))
 
 
 def _entries(connection: Connection, dataset_name: str | None) -> list[Entry]:
@@ -563,6 +576,16 @@ def _number(value: float | None, spec: str = ".4g") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _plain_dp_counted(entries: list[Entry]) -> str:
+    """Of the entries under other notions, which are counted at their plain-DP ε by a DP entry
+    of run id ``<run id>-dp`` (dp_dask.stats' Tabular-DDP)."""
+    others = [e for e in entries if e.private and e.notion != APPROX_DP]
+    counted = {(e.schema_sha256, e.run_id) for e in entries if e.counted}
+    plain = [e for e in others if (e.schema_sha256, f"{e.run_id}-dp") in counted]
+    return (f" (ε={math.fsum(e.epsilon for e in others):.6g} under their notions; {len(plain)} "
+            "counted above at their plain-DP ε, as DP entries '<run id>-dp')")
+
+
 def report(ledger: Ledger, dataset_name: str | None = None) -> str:
     """A plain-text table of the entries and, per dataset name, the composed total."""
     entries = ledger.entries(dataset_name)
@@ -593,6 +616,7 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
             line += f"; {total.test_runs} non-private test run(s) not counted"
         if total.other_notions:
             line += f"; {total.other_notions} entry(ies) under other notions not summed"
+            line += _plain_dp_counted([e for e in entries if e.dataset_name == name])
         if total.unfinished:
             line += f"; {total.unfinished} UNFINISHED entry(ies) counted"
         lines.append(line)
