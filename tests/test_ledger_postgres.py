@@ -23,6 +23,7 @@ from ledger_processes import SHA, laplace, race, reserve_and_hang
 
 from dp_dask.cli import main
 from dp_dask.privacy.ledger import (
+    FAILED,
     RESERVED,
     SPENT,
     UNFINISHED,
@@ -145,6 +146,14 @@ def test_budget_retries_and_composition(location, tmp_path):
     ledger.cancel(forced.entry.id)
     assert [e.run_id for e in ledger.entries()] == ["g1", "t"]
     assert ledger.datasets() == ["people"] and ledger.budget("people").epsilon == 1.5
+
+
+def test_a_charge_known_only_at_the_spend_may_only_lower_it(location):
+    ledger = Ledger(location)
+    lower, higher = ledger.reserve(laplace(0.5, "lower")), ledger.reserve(laplace(0.5, "higher"))
+    ledger.mark_spent(lower.entry.id, epsilon=0.125)
+    ledger.mark_spent(higher.entry.id, failed=True, epsilon=2.0)  # the reserved 0.5 stays
+    assert [(e.epsilon, e.status) for e in ledger.entries()] == [(0.125, SPENT), (0.5, FAILED)]
 
 
 def test_twenty_processes_race_and_exactly_five_pass(location):
