@@ -342,10 +342,10 @@ class Ledger:
         recorded ``reserved`` (unfinished: its fit never marked it spent) and no process holds
         it any more (the fit was killed), this fit takes it over: the entry, already counted, is
         returned to be fitted and spent (sound because callers write nothing before
-        :meth:`mark_spent`). If a live process still
-        holds it, or it is spent without a model, or the new entry would take the dataset past
-        its budget (the stored one, and ``budget_epsilon`` at the stored δ or else the request's
-        δ), :class:`LedgerError` / :class:`BudgetExceededError` is raised, unless ``force``.
+        :meth:`mark_spent`). If a live process still holds it, or it is spent without a model,
+        or the new entry would take the dataset past its budget (the stored one, and
+        ``budget_epsilon`` at the stored δ or else the request's δ), :class:`LedgerError` /
+        :class:`BudgetExceededError` is raised, unless ``force``.
         Test runs are never refused for budget. The new entry is ``reserved`` until
         :meth:`mark_spent` or :meth:`cancel`.
         """
