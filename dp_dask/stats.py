@@ -36,6 +36,11 @@ Network sources (dp_dask.network): a public network file, a public sample, or ou
 2-way tables. The last spends ``network_share``·ε (pure DP, Laplace) on every within-chunk 2-way
 table and each column's histogram, and the rest on the histograms under dependent DP; the ledger
 counts the first part in the dataset's DP total and lists the second apart, never summed.
+
+The ledger still counts a Tabular-DDP release against the dataset's DP budget, at its ε without
+the assumption (a DP entry of its own, refused past the budget unless forced): checked before
+the data is read, exactly for a public network, and for a network learnt from noisy tables at the
+most any network could give (Σ_c k_c²·ε/m), lowered to its own once the network is known.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from dp_dask.privacy.ledger import (
     DEPENDENT_DP,
     Entry,
     Ledger,
+    charging,
     dataset_name_for,
     new_run_id,
 )
@@ -260,7 +266,8 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
 
     Options, the network file or sample and the ledger's budget are checked before the private
     data is read. The ledger (as for ``Synthesizer``: None = default, False = none) counts DP
-    spending and lists the dependent-DP release apart.
+    spending, lists the dependent-DP release apart, and counts it at its plain-DP ε too
+    (:func:`_reserve`): past the budget it is refused unless ``force``.
     """
     schema = load_schema(schema)
     sources = {"--network": network, "--public-sample": public_sample,
@@ -283,29 +290,48 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
 
     book = None if ledger is False else ledger if isinstance(ledger, Ledger) else Ledger(
         None if ledger in (None, True) else ledger)
+    plain_epsilon = (None if mechanism == "laplace" else
+                     plain_dp_epsilon(schema, hist_epsilon, k, public_network, smoothing))
     entries = _reserve(book, data, schema, mechanism, hist_epsilon, tables_epsilon,
-                       noise_sampler, dataset_name, run_id or new_run_id(), budget_epsilon, force)
-    try:
+                       plain_epsilon, noise_sampler, dataset_name, run_id or new_run_id(),
+                       budget_epsilon, force)
+    # cancelled on a failure before the first noise draw; spent (failed) after it
+    with charging(book, entries) as charge:
         release = _release(data, schema, epsilon, mechanism, k, column_chunks, public_network,
                            tables_epsilon, hist_epsilon, smoothing, noise_sampler, rng,
                            timings, show_progress)
-    except BaseException:
-        for entry in entries:  # nothing was released
-            book.cancel(entry.id)
-        raise
-    for entry in entries:
-        book.mark_spent(entry.id)
+        for entry in entries:  # a network learnt from the data: its own plain-DP ε, not the bound
+            if entry.mechanism == "tabular-ddp" and entry.notion == APPROX_DP:
+                charge.settle(entry, release.metadata["privacy"]["dp_without_assumption"]
+                              ["epsilon"] - tables_epsilon)
     if entries:
         release.metadata["ledger"] = {"dataset_name": entries[0].dataset_name,
                                       "run_ids": [e.run_id for e in entries]}
     return release
 
 
+def plain_dp_epsilon(schema: Schema, epsilon: float, k: int, network: Network | None,
+                     smoothing: float) -> float:
+    """The ε-DP of Tabular-DDP's histograms at ``epsilon`` without the network assumption
+    (Σ_c 2·k_c/b_c): exact for a known network; for one still to be learnt from the data, the
+    most any network can give (DS_c = 0, floored at 1, in every chunk: Σ_c k_c²·ε/m)."""
+    if network is not None:
+        return math.fsum(c.dp_epsilon for c in plan_chunks(
+            schema, epsilon, "tabular-ddp", k=k, network=network, smoothing=smoothing))
+    return math.fsum(
+        HISTOGRAM_L1_SENSITIVITY * len(chunk) / tabular_ddp_scale(schema.m, len(chunk), 0.0,
+                                                                  epsilon)[0]
+        for chunk in chunks(schema.m, k))
+
+
 def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: str,
-             hist_epsilon: float, tables_epsilon: float, sampler: str, dataset_name: str | None,
-             run_id: str, budget_epsilon: float | None, force: bool) -> list[Entry]:
+             hist_epsilon: float, tables_epsilon: float, plain_epsilon: float | None,
+             sampler: str, dataset_name: str | None, run_id: str, budget_epsilon: float | None,
+             force: bool) -> list[Entry]:
     """Ledger entries, reserved before any private data is read: the DP part (laplace, or the
-    noisy tables) counted and budget-checked; the dependent-DP part under its own notion."""
+    noisy tables) counted and budget-checked; the dependent-DP part under its own notion, and
+    counted and checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP
+    entry of its own, run id ``<run id>-dp``: what it costs if the network is wrong."""
     if book is None:
         return []
     common = {"dataset_name": dataset_name_for(data, dataset_name),
@@ -320,6 +346,9 @@ def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: 
             requests.append(Entry(run_id=f"{run_id}-tables", epsilon=tables_epsilon,
                                   mechanism="laplace", accountant=BASIC_COMPOSITION,
                                   notion=APPROX_DP, **common))
+        requests.append(Entry(run_id=f"{run_id}-dp", epsilon=plain_epsilon,
+                              mechanism="tabular-ddp", accountant=BASIC_COMPOSITION,
+                              notion=APPROX_DP, **common))
         requests.append(Entry(run_id=run_id, epsilon=hist_epsilon, mechanism="tabular-ddp",
                               accountant=DDP_ACCOUNTANT, notion=DEPENDENT_DP, **common))
     entries: list[Entry] = []

@@ -46,7 +46,14 @@ from dp_dask.data.io import (
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
-from dp_dask.privacy.ledger import Entry, Ledger, Reservation, dataset_name_for, new_run_id
+from dp_dask.privacy.ledger import (
+    Entry,
+    Ledger,
+    Reservation,
+    charging,
+    dataset_name_for,
+    new_run_id,
+)
 from dp_dask.release import (
     COMPLETE,
     RECORD_FORMAT,
@@ -211,23 +218,20 @@ class Synthesizer:
         """Count exactly on Dask, add noise once on the driver, fit the model to noisy counts.
 
         With a ledger, the fit is first checked against the dataset's budget and recorded, before
-        any data is read; a run id already recorded with a saved model reuses that model.
+        any data is read; a run id already recorded with a saved model reuses that model. A fit
+        that fails before drawing noise drops its entry; after, the entry stays, counted.
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
         reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "", storage_options)
             return self
-        try:
+        # cancelled on a failure before the first noise draw; spent (failed) after it
+        with charging(self.ledger, [] if reservation is None else [reservation.entry]):
             self._fit(data, storage_options)
-        except BaseException:
-            if reservation is not None:  # nothing was released
-                self.ledger.cancel(reservation.entry.id)
-            raise
-        privacy = self.model.metadata["privacy"]
-        privacy.update(privacy_claim(self.noise_sampler, privacy))
+            privacy = self.model.metadata["privacy"]
+            privacy.update(privacy_claim(self.noise_sampler, privacy))
         if reservation is not None:
-            self.ledger.mark_spent(reservation.entry.id)
             self.model.metadata["ledger"] = {"dataset_name": reservation.entry.dataset_name,
                                              "run_id": reservation.entry.run_id}
         return self

@@ -15,9 +15,11 @@ from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
+from dp_dask.methods.dpcopula_hybrid import DPCopulaHybridSynthesizer
 from dp_dask.privacy import epsilon_spent, rho_budget, zcdp_rho_for
 from dp_dask.privacy.ledger import (
     APPROX_DP,
+    FAILED,
     IN_MEMORY,
     SPENT,
     BudgetExceededError,
@@ -28,8 +30,9 @@ from dp_dask.privacy.ledger import (
     composed,
     dataset_name_for,
     default_ledger_path,
+    report,
 )
-from dp_dask.synthesizer import load_model
+from dp_dask.synthesizer import Synthesizer, load_model
 
 SHA = load_schema(SMALL_SCHEMA_PATH).sha256()
 
@@ -238,6 +241,88 @@ def test_a_failed_fit_releases_its_reservation(client, tmp_path):
     assert ledger.entries() == []
 
 
+@pytest.fixture
+def subclass():
+    """A test's subclass of a real method, under its own name, out of the registry afterwards
+    (every subclass registers itself under its ``name``)."""
+    made: list[str] = []
+
+    def make(base: type[Synthesizer], name: str, **methods) -> type[Synthesizer]:
+        made.append(name)
+        return type(f"Test{base.__name__}", (base,), {"name": name, **methods})
+
+    yield make
+    for name in made:
+        Synthesizer.methods.pop(name, None)
+
+
+def test_a_fit_interrupted_after_its_noise_keeps_its_charge(client, data, tmp_path, subclass):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+
+    def interrupted(self, exact, n_rows, metadata):
+        GaussianCopulaSynthesizer._fit_counts(self, exact, n_rows, metadata)  # noise drawn
+        raise KeyboardInterrupt  # Ctrl-C during the model's post-processing
+
+    after = subclass(GaussianCopulaSynthesizer, "test-after-noise", _fit_counts=interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        after(SMALL_SCHEMA_PATH, epsilon=0.5, delta=1e-6, ledger=ledger, run_id="ctrl-c",
+              calibration_draws=2_000).fit(data)
+    (kept,) = ledger.entries()
+    assert (kept.run_id, kept.status, kept.counted) == ("ctrl-c", FAILED, True)
+    assert ledger.total("people").epsilon == pytest.approx(0.5, rel=1e-6)
+    assert "failed: its noise was drawn" in report(ledger)
+    # its retry cannot take it over or reuse a model: refused unless forced
+    with pytest.raises(LedgerError, match="its model is not at"):
+        GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=0.5, delta=1e-6, ledger=ledger,
+                                  run_id="ctrl-c").fit(data)
+    # interrupted before any noise (while counting): nothing was drawn, the entry goes
+    before = subclass(GaussianCopulaSynthesizer, "test-before-noise",
+                      _rows_counted=lambda self, exact: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        before(SMALL_SCHEMA_PATH, epsilon=0.5, delta=1e-6, ledger=ledger).fit(data)
+    assert [e.run_id for e in ledger.entries()] == ["ctrl-c"]
+
+
+def test_a_method_that_draws_noise_while_counting_keeps_its_charge(client, data, tmp_path,
+                                                                   subclass):
+    """DPCopula-Hybrid draws its stratum counts' noise between its two passes over the data:
+    the boundary is the first draw, not the start of ``_fit_counts``."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+
+    def interrupted(self, exact):
+        raise KeyboardInterrupt  # after pass 2, before the fit: the stratum counts are noisy
+
+    hybrid = subclass(DPCopulaHybridSynthesizer, "test-hybrid-after-noise",
+                      _rows_counted=interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        hybrid(SMALL_SCHEMA_PATH, epsilon=1.0, small_domain=3, ledger=ledger).fit(data)
+    (kept,) = ledger.entries()
+    assert kept.status == FAILED and ledger.total("people").epsilon == pytest.approx(1.0)
+
+
+def test_a_schema_draft_interrupted_after_its_noise_keeps_its_charge(client, tmp_path,
+                                                                     monkeypatch):
+    from dp_dask.data import draft
+
+    path = tmp_path / "people.parquet"
+    correlated_frame(500, seed=2).to_parquet(path)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+
+    def interrupted(*_):  # rounding the first noisy quantile: post-processing, after noise
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(draft, "_round", interrupted)
+    options = {"dp_epsilon": 0.5, "dp_delta": 1e-6, "dp_columns": ["size"], "ledger": ledger}
+    with pytest.raises(KeyboardInterrupt):
+        draft.draft_schema(path, **options)
+    (kept,) = ledger.entries()
+    assert kept.status == FAILED and ledger.total("people").pure_epsilon == 0.5
+    monkeypatch.setattr(draft, "read_table", interrupted)  # before any noise: dropped
+    with pytest.raises(KeyboardInterrupt):
+        draft.draft_schema(path, **options)
+    assert ledger.entries() == [kept]
+
+
 def test_ledger_false_records_nothing(client, data, tmp_path, suite_ledger):
     before = Ledger(suite_ledger).entries()
     GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, ledger=False, noise_sampler="numpy",
@@ -330,3 +415,25 @@ def test_cli_synth_retry_and_ledger_list(client, data, tmp_path, capsys):
             and "1 non-private test run(s) not counted" in listing)
     assert main(["ledger", "list", "--ledger", ledger, "--dataset", "nobody"]) == 0
     assert "no entries for dataset 'nobody'" in capsys.readouterr().out
+
+
+def test_a_retried_run_id_with_other_accounting_is_refused(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    recorded = entry(1.0, 1e-6, rho=0.05, run="nightly")
+    first = ledger.reserve(recorded)
+    ledger.mark_spent(first.entry.id)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.json").write_text("{}")
+    ledger.set_paths(first.entry.id, model_path=model)
+    assert ledger.reserve(recorded).reused
+    for change, field in (({"accountant": "exact"}, "accountant"), ({"rho": 0.04}, "rho"),
+                          ({"notion": "dependent-DP"}, "notion")):
+        with pytest.raises(LedgerError, match=f"recorded with {field}=.*use a new run id"):
+            ledger.reserve(replace(recorded, **change))
+    # the same for an unfinished entry that a retry would take over
+    held = ledger.reserve(entry(0.5, 0.0, run="killed"))
+    ledger._store.release(held.entry.id)  # as if its process had died
+    with pytest.raises(LedgerError, match="recorded with accountant="):
+        ledger.reserve(replace(entry(0.5, 0.0, run="killed"), accountant="other"))
+    assert len(ledger.entries()) == 2

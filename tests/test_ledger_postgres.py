@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from ledger_processes import SHA, laplace, race, reserve_and_hang
 
 from dp_dask.cli import main
 from dp_dask.privacy.ledger import (
+    FAILED,
     RESERVED,
     SPENT,
     UNFINISHED,
@@ -146,7 +148,66 @@ def test_budget_retries_and_composition(location, tmp_path):
     assert ledger.datasets() == ["people"] and ledger.budget("people").epsilon == 1.5
 
 
+def test_a_charge_known_only_at_the_spend_may_only_lower_it(location):
+    ledger = Ledger(location)
+    lower, higher = ledger.reserve(laplace(0.5, "lower")), ledger.reserve(laplace(0.5, "higher"))
+    ledger.mark_spent(lower.entry.id, epsilon=0.125)
+    ledger.mark_spent(higher.entry.id, failed=True, epsilon=2.0)  # the reserved 0.5 stays
+    assert [(e.epsilon, e.status) for e in ledger.entries()] == [(0.125, SPENT), (0.5, FAILED)]
+
+
 def test_twenty_processes_race_and_exactly_five_pass(location):
+    twenty_race(location)
+
+
+def test_the_race_on_a_server_whose_default_is_repeatable_read(pg_url):
+    """Under REPEATABLE READ the snapshot is taken by the statement that waits for the dataset's
+    lock: every waiter would check the budget against the total from before it waited."""
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        name = pg_url.rsplit("/", 1)[1]
+        connection.execute(f'ALTER DATABASE "{name}" SET default_transaction_isolation '
+                           "TO 'repeatable read'")
+    with psycopg.connect(pg_url) as connection:  # new sessions take it
+        assert connection.execute("SHOW transaction_isolation").fetchone() == ("repeatable read",)
+    twenty_race(pg_url)
+
+
+def test_two_fits_that_waited_for_the_lock_see_each_other_under_repeatable_read(pg_url):
+    """The race above made deterministic: both fits start their budget check while the dataset's
+    lock is held elsewhere, so both snapshots (REPEATABLE READ) predate either's reservation."""
+    name = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        connection.execute(f'ALTER DATABASE "{name}" SET default_transaction_isolation '
+                           "TO 'repeatable read'")
+    Ledger(pg_url).set_budget("people", 1.0, 1e-6)
+    outcomes: list[str] = []
+
+    def attempt(run: str) -> None:
+        try:
+            Ledger(pg_url).reserve(laplace(0.75, run))
+            outcomes.append("recorded")
+        except BudgetExceededError:
+            outcomes.append("refused")
+
+    fits = [threading.Thread(target=attempt, args=(run,)) for run in ("a", "b")]
+    with psycopg.connect(pg_url) as holder:  # the dataset's lock, as a third fit would hold it
+        holder.execute("SELECT pg_advisory_xact_lock(hashtextextended('people', 0))")
+        for fit in fits:
+            fit.start()
+        waiting, deadline = 0, time.monotonic() + 30
+        while waiting < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            with psycopg.connect(pg_url, autocommit=True) as probe:
+                waiting = probe.execute("SELECT count(*) FROM pg_locks WHERE locktype = "
+                                        "'advisory' AND NOT granted").fetchone()[0]
+        assert waiting == 2
+    for fit in fits:  # the holder committed: the two go one after the other
+        fit.join(timeout=30)
+    assert sorted(outcomes) == ["recorded", "refused"]
+    assert Ledger(pg_url).total("people").pure_epsilon == 0.75
+
+
+def twenty_race(location: str) -> None:
     ledger = Ledger(location)
     ledger.set_budget("people", 1.25, 1e-6)  # five releases of ε=0.25, exactly
     start, results = PROCESSES.Barrier(20), PROCESSES.Queue()

@@ -14,12 +14,20 @@ from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
 from dp_dask.network import Network, chunks, dependent_sensitivity, edge_rho, network_from_json
-from dp_dask.privacy.ledger import APPROX_DP, DEPENDENT_DP, BudgetExceededError, Ledger
+from dp_dask.privacy.ledger import (
+    APPROX_DP,
+    DEPENDENT_DP,
+    FAILED,
+    BudgetExceededError,
+    Ledger,
+    report,
+)
 from dp_dask.stats import (
     DDP_STATEMENT,
     DependentPrivacyWarning,
     add_noise,
     laplace_scale,
+    plain_dp_epsilon,
     plan_chunks,
     release_stats,
     tabular_ddp_scale,
@@ -77,6 +85,15 @@ def test_noise_scales_laplace_baseline_tabular_ddp_and_fallback():
     assert fell[0].scale == pytest.approx(laplace_scale(4, 1.0))
 
 
+def test_plain_dp_epsilon_of_a_known_network_and_the_bound_for_any():
+    plan = plan_chunks(SCHEMA, 2.0, "tabular-ddp", k=3, network=HAND, smoothing=0)
+    exact = plain_dp_epsilon(SCHEMA, 2.0, 3, HAND, 0)
+    # chunk {0, 1, 2} falls back (its ε_c = 1.5); chunk {3}: DS floored at 1, 2·1/b = 0.5
+    assert exact == pytest.approx(sum(c.dp_epsilon for c in plan)) == pytest.approx(2.0)
+    # a network still to be learnt: every chunk at DS ≤ 1, Σ k_c²·ε/m = (9 + 1)·2/4
+    assert plain_dp_epsilon(SCHEMA, 2.0, 3, None, 0) == pytest.approx(5.0)
+
+
 def test_laplace_baseline_draws_noise_of_scale_2m_over_epsilon():
     plan = plan_chunks(SCHEMA, 0.5, "laplace")
     assert len(plan) == 1 and plan[0].scale == pytest.approx(16.0)  # 2·4/0.5
@@ -122,7 +139,8 @@ def test_end_to_end_tabular_ddp_from_noisy_tables_on_the_cluster(client, data, t
     assert histograms["notion"] == DDP_STATEMENT
     assert list(histograms["columns"]["flag"]) == ["no", "yes"]
     # seeded numpy noise: recorded, never counted
-    assert [e.notion for e in ledger.entries("people")] == [APPROX_DP, DEPENDENT_DP]
+    assert [e.notion for e in ledger.entries("people")] == [APPROX_DP, APPROX_DP, DEPENDENT_DP]
+    assert ledger.total("people").releases == 0
 
 
 def test_ledger_counts_dp_parts_and_lists_dependent_dp_apart(client, data, tmp_path):
@@ -131,17 +149,66 @@ def test_ledger_counts_dp_parts_and_lists_dependent_dp_apart(client, data, tmp_p
         release_stats(data, SCHEMA, epsilon=1.0, mechanism="tabular-ddp", k=2,
                       network_share=0.25, ledger=ledger, dataset_name="people")  # OpenDP noise
     total = ledger.total("people")
-    # only the noisy tables (0.25·ε, pure DP) are in the DP total; the 0.75 under DDP is not
-    assert total.epsilon == pytest.approx(0.25) and total.releases == 1
+    # the noisy tables (0.25·ε, pure DP) and the histograms at their plain-DP ε are in the DP
+    # total; the 0.75 under DDP is listed apart
+    plain = next(e.epsilon for e in ledger.entries("people") if e.run_id.endswith("-dp"))
+    assert total.epsilon == pytest.approx(0.25 + plain) and total.releases == 2
     assert total.other_notions == 1
-    ledger.set_budget("people", 0.5, 1e-9)
+    ledger.set_budget("people", total.epsilon + 0.25, 1e-9)
     # a DP release past the budget is refused before any data is read (the input is missing)
     with pytest.raises(BudgetExceededError, match="would bring the total"):
         release_stats(tmp_path / "missing.parquet", SCHEMA, epsilon=0.3, ledger=ledger,
                       dataset_name="people")
     release = release_stats(data, SCHEMA, epsilon=0.2, ledger=ledger, dataset_name="people")
     assert release.metadata["privacy"]["differentially_private"] is True
-    assert ledger.total("people").epsilon == pytest.approx(0.45)
+    assert ledger.total("people").epsilon == pytest.approx(total.epsilon + 0.2)
+
+
+def test_tabular_ddp_counts_at_its_plain_dp_epsilon_and_is_refused_past_the_budget(
+        client, data, tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 1.0, 1e-9)
+    ddp = {"epsilon": 1.0, "mechanism": "tabular-ddp", "k": 2, "network_share": 0.25,
+           "ledger": ledger, "dataset_name": "people"}
+    # Before the data is read, a network learnt from it could give any DS: the histograms'
+    # ε = 0.75 may be worth Σ_c k_c²·ε/m = 1.5 as plain DP, with the tables' 0.25 past 1.
+    with pytest.warns(DependentPrivacyWarning), pytest.raises(
+            BudgetExceededError, match="budget of ε=1 .*tabular-ddp"):
+        release_stats(tmp_path / "missing.parquet", SCHEMA, **ddp)
+    assert ledger.entries() == []  # nothing read, nothing kept
+    with pytest.warns(DependentPrivacyWarning):
+        release = release_stats(data, SCHEMA, **ddp, force=True)  # OpenDP noise
+    plain = release.metadata["privacy"]["dp_without_assumption"]["epsilon"]
+    tables, counted, dependent = ledger.entries("people")
+    assert (tables.epsilon, tables.notion) == (0.25, APPROX_DP)
+    # counted at its own plain-DP ε once the network was known (at most the bound)
+    assert counted.notion == APPROX_DP and counted.run_id == f"{dependent.run_id}-dp"
+    assert counted.epsilon == pytest.approx(plain - 0.25) and counted.epsilon <= 1.5
+    assert (dependent.epsilon, dependent.notion) == (0.75, DEPENDENT_DP)  # listed apart
+    total = ledger.total("people")
+    assert total.epsilon == pytest.approx(plain) and total.other_notions == 1
+    listing = report(ledger)
+    assert "1 entry(ies) under other notions not summed (ε=0.75 under their notions; 1 " \
+           "counted above at their plain-DP ε" in listing
+    # spent now: any further DP release is past the budget, a dependent-DP one too
+    with pytest.warns(DependentPrivacyWarning), pytest.raises(BudgetExceededError):
+        release_stats(tmp_path / "missing.parquet", SCHEMA, **{**ddp, "epsilon": 0.01})
+
+
+def test_stats_interrupted_after_their_noise_keep_their_charge(client, data, tmp_path,
+                                                              monkeypatch):
+    from dp_dask import stats
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+
+    def interrupted(*_):  # the metadata, after the noise: post-processing
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stats, "stats_metadata", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        release_stats(data, SCHEMA, epsilon=0.5, ledger=ledger, dataset_name="people")
+    (kept,) = ledger.entries()
+    assert kept.status == FAILED and ledger.total("people").epsilon == 0.5
 
 
 @pytest.fixture(scope="module")

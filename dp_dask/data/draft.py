@@ -49,7 +49,7 @@ from dp_dask.data.schema import (
 )
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
-from dp_dask.privacy.ledger import Entry, Ledger, dataset_name_for, new_run_id
+from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
 from dp_dask.privacy.selection import (
     calibrate_threshold,
@@ -513,8 +513,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       (``-inf``/``inf``), missing values in ``missing``.
 
     δ is recorded as stated even when no text column uses it. The ledger entry is reserved
-    (checked against the dataset's budget) before any data is read, cancelled if the counting
-    fails, and spent once noise is drawn.
+    (checked against the dataset's budget) before any data is read, cancelled if the work fails
+    before any noise is drawn, and spent otherwise.
     """
     if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"--dp-epsilon must be a finite number > 0, got {epsilon!r}")
@@ -559,7 +559,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         request_sha256=hashlib.sha256(request.encode()).hexdigest(), run_id=new_run_id(),
         epsilon=float(epsilon), delta=float(delta), sampler=sampler,
         private=sampler in PRIVATE_SAMPLERS))
-    try:
+    mechanisms: dict[str, Any] = {}
+    specs: dict[str, dict[str, Any]] = {}
+    # cancelled on a failure before the first noise draw; spent (failed) after it
+    with charging(book, [] if reservation is None else [reservation.entry]):
         # read_table reads the columns its schema names: these, each as plain text/numbers.
         reading = load_schema({"attributes": [{"name": c, "categories": ["_"]}
                                               for c in columns]})
@@ -568,47 +571,40 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values)
                   for part in parts]
         (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
-    except BaseException:
-        if reservation is not None:  # no noise was drawn: nothing was released
-            book.cancel(reservation.entry.id)
-        raise
-    mechanisms: dict[str, Any] = {}
-    specs: dict[str, dict[str, Any]] = {}
-    for column in columns:  # noise drawn once per measurement, after the reduction
-        counts, grid = exact[column], candidates[column]
-        if grid is None:
-            released = threshold_keys(counts.to_dict(), threshold, sampler=sampler, rng=rng)
-            other = _free_label(OTHER, released)
-            missing = _free_label(MISSING, released + [other])
-            specs[column] = {"name": column, "type": "categorical", "categories": released,
-                             "extra": [other, missing], "on_missing": missing,
-                             "on_unknown": other}
-            mechanisms[column] = {**threshold.to_json(), "released": len(released),
-                                  "rest": f"values below the threshold go to {other!r}"}
-            draft.notes.append(f"{column}: {len(released)} categories released under DP "
-                               f"(noisy count >= {threshold.threshold}); the rest in {other!r}"
-                               + ("" if released else "; if it is numeric, give it a public "
-                                  "grid (--dp-grid) for DP quantile bins"))
-        else:
-            below, above = counts
-            chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
-                                           sampler=sampler, rng=rng)] for i in levels]
-            edges = sorted({_round(float(v)) for v in chosen})
-            specs[column] = _with_missing_bin({"name": column, "type": "numeric",
-                                               "edges": ["-inf", *edges, "inf"]})
-            mechanisms[column] = {
-                "mechanism": "noisy-max quantiles", "epsilon": share,
-                "quantiles": [f"{i}/{bins}" for i in levels],
-                "epsilon_each": share / len(levels), "sensitivity": bins, "scale": scale,
-                "grid": grids.get(column, f"default {kinds[column]} grid 0, ±{{1,2,3,5,7}}·10^j"),
-                "candidates": len(grid),
-                "opendp": "make_noisy_max(negate=True) over LInfDistance(u64, monotonic=False) "
-                          "of make_quantile_score_candidates' score with alpha = i/bins, "
-                          "computed from counts below/above each candidate"}
-            draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
-                               f"{edges}), open at both ends")
-    if reservation is not None:
-        book.mark_spent(reservation.entry.id)
+        for column in columns:  # noise drawn once per measurement, after the reduction
+            counts, grid = exact[column], candidates[column]
+            if grid is None:
+                released = threshold_keys(counts.to_dict(), threshold, sampler=sampler, rng=rng)
+                other = _free_label(OTHER, released)
+                missing = _free_label(MISSING, released + [other])
+                specs[column] = {"name": column, "type": "categorical", "categories": released,
+                                 "extra": [other, missing], "on_missing": missing,
+                                 "on_unknown": other}
+                mechanisms[column] = {**threshold.to_json(), "released": len(released),
+                                      "rest": f"values below the threshold go to {other!r}"}
+                draft.notes.append(f"{column}: {len(released)} categories released under DP "
+                                   f"(noisy count >= {threshold.threshold}); the rest in {other!r}"
+                                   + ("" if released else "; if it is numeric, give it a public "
+                                      "grid (--dp-grid) for DP quantile bins"))
+            else:
+                below, above = counts
+                chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
+                                               sampler=sampler, rng=rng)] for i in levels]
+                edges = sorted({_round(float(v)) for v in chosen})
+                specs[column] = _with_missing_bin({"name": column, "type": "numeric",
+                                                   "edges": ["-inf", *edges, "inf"]})
+                mechanisms[column] = {
+                    "mechanism": "noisy-max quantiles", "epsilon": share,
+                    "quantiles": [f"{i}/{bins}" for i in levels],
+                    "epsilon_each": share / len(levels), "sensitivity": bins, "scale": scale,
+                    "grid": grids.get(column,
+                                      f"default {kinds[column]} grid 0, ±{{1,2,3,5,7}}·10^j"),
+                    "candidates": len(grid),
+                    "opendp": "make_noisy_max(negate=True) over LInfDistance(u64, "
+                              "monotonic=False) of make_quantile_score_candidates' score with "
+                              "alpha = i/bins, computed from counts below/above each candidate"}
+                draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
+                                   f"{edges}), open at both ends")
     draft.schema["attributes"] = [specs.get(a["name"], a) for a in draft.schema["attributes"]]
     for column in columns:
         draft.todo.pop(column)

@@ -18,13 +18,15 @@ dataset name too (mechanism ``schema-draft``), summed like a Laplace release.
 Composition (see :func:`compose`): Gaussian releases add their ρ (zCDP) and convert once;
 Laplace releases (pure or advanced composition) add ε and δ (basic composition); a mix adds the
 two parts. Test runs (seeded noise) and entries under other notions (e.g. "dependent-DP") are
-listed but never summed into the DP total.
+listed but never summed into the DP total; dp_dask.stats counts a Tabular-DDP release at its
+plain-DP ε too, as a DP entry of its own (run id ``<run id>-dp``), so that the budget bounds it.
 
 An entry is ``reserved`` from the budget check until its fit has drawn its noise (``spent``). A
-fit killed in between leaves it *unfinished*: counted in the total (its noise may have been
-drawn), listed as UNFINISHED, and taken over by a retry with the same run id once the killed
-process is gone (see :meth:`Ledger.reserve`). ``export``/``import_`` move a ledger between
-SQLite and PostgreSQL, ids and run ids kept.
+fit that fails before its first noise draw drops its entry; one that fails after keeps it
+(``failed``, counted: see :func:`charging`). A fit killed in between leaves it *unfinished*:
+counted in the total (its noise may have been drawn), listed as UNFINISHED, and taken over by a
+retry with the same run id once the killed process is gone (see :meth:`Ledger.reserve`).
+``export``/``import_`` move a ledger between SQLite and PostgreSQL, ids and run ids kept.
 
 Where: ``Ledger(location)`` (a path, ``sqlite:///PATH`` or ``postgresql://user@host:port/db``),
 else ``$DP_DASK_LEDGER``, else ``$XDG_CONFIG_HOME/dp_dask/ledger.sqlite``
@@ -38,7 +40,7 @@ import datetime as dt
 import math
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -50,11 +52,13 @@ from dp_dask.data.io import filesystem, join, remote
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
 from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
+from dp_dask.privacy.noise import DrawWatch, watch_draws
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
 DEPENDENT_DP = "dependent-DP"  # Tabular-DDP (dp_dask.stats): listed, never summed
 RESERVED, SPENT = "reserved", "spent"
+FAILED = "failed"  # spent: its noise was drawn, then its work failed; counted, nothing released
 UNFINISHED = "UNFINISHED (reserved)"  # how `ledger list` shows a reserved entry
 DRAFT_MECHANISM = "schema-draft"  # a schema's categories/bins drafted under DP
 IN_MEMORY = "in-memory"  # dataset name of an unnamed in-memory frame: all such fits sum together
@@ -333,13 +337,15 @@ class Ledger:
         """Check and record a fit in one transaction, before it reads any data.
 
         If ``(dataset, schema, run id)`` is already recorded and its model exists, that entry is
-        returned to be reused (nothing is recorded). If it is recorded ``reserved`` (unfinished:
-        its fit never marked it spent) and no process holds it any more (the fit was killed),
-        this fit takes it over: the entry, already counted, is returned to be fitted and spent
-        (sound because callers write nothing before :meth:`mark_spent`). If a live process still
-        holds it, or it is spent without a model, or the new entry would take the dataset past
-        its budget (the stored one, and ``budget_epsilon`` at the stored δ or else the request's
-        δ), :class:`LedgerError` / :class:`BudgetExceededError` is raised, unless ``force``.
+        returned to be reused (nothing is recorded); a request whose ε, δ, mechanism,
+        accountant, ρ, notion or sampler differ from the recorded ones is refused. If it is
+        recorded ``reserved`` (unfinished: its fit never marked it spent) and no process holds
+        it any more (the fit was killed), this fit takes it over: the entry, already counted, is
+        returned to be fitted and spent (sound because callers write nothing before
+        :meth:`mark_spent`). If a live process still holds it, or it is spent without a model,
+        or the new entry would take the dataset past its budget (the stored one, and
+        ``budget_epsilon`` at the stored δ or else the request's δ), :class:`LedgerError` /
+        :class:`BudgetExceededError` is raised, unless ``force``.
         Test runs are never refused for budget. The new entry is ``reserved`` until
         :meth:`mark_spent` or :meth:`cancel`.
         """
@@ -378,13 +384,20 @@ class Ledger:
             connection.execute(releases.update().where(releases.c.id == entry_id)
                                .values(**values))
 
-    def mark_spent(self, entry_id: int) -> None:
-        """The fit drew its noise and built its model."""
-        self._update(entry_id, status=SPENT)
+    def mark_spent(self, entry_id: int, *, failed: bool = False,
+                   epsilon: float | None = None) -> None:
+        """The fit drew its noise and built its model (``failed``: drew its noise, then
+        failed; still counted). ``epsilon``: the charge where it is known only now, kept only
+        if below the reserved one (which the budget check used)."""
+        values: dict[str, Any] = {"status": FAILED if failed else SPENT}
+        if epsilon is not None:
+            values["epsilon"] = sa.case((releases.c.epsilon > epsilon, float(epsilon)),
+                                        else_=releases.c.epsilon)
+        self._update(entry_id, **values)
         self._store.release(entry_id)
 
     def cancel(self, entry_id: int) -> None:
-        """The fit failed before releasing anything: drop its reservation."""
+        """The fit failed before drawing any noise: drop its reservation."""
         with self._transaction() as connection:
             connection.execute(releases.delete().where(releases.c.id == entry_id,
                                                        releases.c.status == RESERVED))
@@ -454,6 +467,45 @@ class Ledger:
         return added
 
 
+class Charge:
+    """The reservations of one release while its work runs (see :func:`charging`)."""
+
+    def __init__(self, watch: DrawWatch) -> None:
+        self._watch = watch
+        self.epsilon: dict[int, float] = {}  # charges known only once the work has run
+
+    @property
+    def noise_drawn(self) -> bool:
+        return self._watch.drawn
+
+    def settle(self, entry: Entry, epsilon: float) -> None:
+        """``entry``'s charge, where known only now: recorded if below the reserved one."""
+        self.epsilon[entry.id or 0] = epsilon
+
+
+@contextlib.contextmanager
+def charging(ledger: Ledger | None, entries: Sequence[Entry]) -> Iterator[Charge]:
+    """The reserved ``entries`` of one release while its work (counting, noise, the model) runs
+    in the block: spent when it ends. If it fails (any exception, Ctrl-C included) before any
+    noise is drawn (every sampler reports its draws: dp_dask.privacy.noise.watch_draws), the
+    entries are cancelled; after, they stay, ``failed`` and counted, as the noise exists (it
+    may sit on objects and in messages)."""
+    with watch_draws() as watch:
+        charge = Charge(watch)
+        try:
+            yield charge
+        except BaseException:
+            for entry in entries:
+                if charge.noise_drawn:
+                    ledger.mark_spent(entry.id or 0, failed=True,
+                                      epsilon=charge.epsilon.get(entry.id or 0))
+                else:
+                    ledger.cancel(entry.id or 0)
+            raise
+    for entry in entries:
+        ledger.mark_spent(entry.id or 0, epsilon=charge.epsilon.get(entry.id or 0))
+
+
 def _entries(connection: Connection, dataset_name: str | None) -> list[Entry]:
     query = sa.select(releases).order_by(releases.c.id)
     if dataset_name is not None:
@@ -483,7 +535,9 @@ def _run(connection: Connection, request: Entry) -> Entry | None:
 
 
 def _check_same_settings(prior: Entry, request: Entry) -> None:
-    keys = ("epsilon", "delta", "mechanism", "private", "sampler")
+    """A retry reuses or takes over ``prior`` only for the same charge: any field the ledger
+    composes or labels by (dataset, schema and run id are the lookup's key)."""
+    keys = ("epsilon", "delta", "mechanism", "accountant", "rho", "notion", "private", "sampler")
     differ = [k for k in keys if getattr(prior, k) != getattr(request, k)]
     if differ:
         was = ", ".join(f"{k}={getattr(prior, k)!r}" for k in differ)
@@ -522,6 +576,16 @@ def _number(value: float | None, spec: str = ".4g") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _plain_dp_counted(entries: list[Entry]) -> str:
+    """Of the entries under other notions, which are counted at their plain-DP ε by a DP entry
+    of run id ``<run id>-dp`` (dp_dask.stats' Tabular-DDP)."""
+    others = [e for e in entries if e.private and e.notion != APPROX_DP]
+    counted = {(e.schema_sha256, e.run_id) for e in entries if e.counted}
+    plain = [e for e in others if (e.schema_sha256, f"{e.run_id}-dp") in counted]
+    return (f" (ε={math.fsum(e.epsilon for e in others):.6g} under their notions; {len(plain)} "
+            "counted above at their plain-DP ε, as DP entries '<run id>-dp')")
+
+
 def report(ledger: Ledger, dataset_name: str | None = None) -> str:
     """A plain-text table of the entries and, per dataset name, the composed total."""
     entries = ledger.entries(dataset_name)
@@ -552,6 +616,7 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
             line += f"; {total.test_runs} non-private test run(s) not counted"
         if total.other_notions:
             line += f"; {total.other_notions} entry(ies) under other notions not summed"
+            line += _plain_dp_counted([e for e in entries if e.dataset_name == name])
         if total.unfinished:
             line += f"; {total.unfinished} UNFINISHED entry(ies) counted"
         lines.append(line)
@@ -559,4 +624,7 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
         lines.append(f"{UNFINISHED}: reserved by a fit that has not drawn its noise yet: still "
                      "running, or killed. Counted, as its noise may have been drawn; a retry "
                      "with its run id takes it over once that process has ended")
+    if any(e.status == FAILED for e in entries):
+        lines.append(f"{FAILED}: its noise was drawn, then its fit failed. Counted; nothing was "
+                     "released, and a retry with its run id is refused unless forced")
     return "\n".join(lines)

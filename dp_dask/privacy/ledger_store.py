@@ -5,7 +5,9 @@ Both hold the same two tables, ``releases`` and ``budgets``. They differ in two 
 - How a budget check and its reservation become one atomic step. SQLite: ``BEGIN IMMEDIATE``
   takes the database's write lock when a write transaction starts. PostgreSQL: each write
   transaction first takes ``pg_advisory_xact_lock`` on a hash of each dataset name it touches,
-  so reservations of one dataset queue up and see each other's rows. (A ``SELECT ... FOR UPDATE``
+  so reservations of one dataset queue up and see each other's rows: each statement reads what
+  was committed before it started, so the engine pins READ COMMITTED (a server defaulting to
+  REPEATABLE READ would fix the snapshot before the lock is granted). (A ``SELECT ... FOR UPDATE``
   on the budget row locks nothing when the dataset has no stored budget, e.g. with
   ``--budget-epsilon`` alone; SERIALIZABLE would abort one of two concurrent fits and need a
   retry loop around the whole check. The advisory lock waits instead, and only on one dataset.)
@@ -127,7 +129,11 @@ class Store:
                 sa.event.listen(self._engine, "connect", _sqlite_manual_transactions)
                 sa.event.listen(self._engine, "begin", _sqlite_begin)
             else:
+                # READ COMMITTED whatever the server's default: under REPEATABLE READ the
+                # snapshot is taken by the statement that waits for the dataset's lock, so the
+                # budget check would miss reservations committed meanwhile.
                 self._engine = sa.create_engine(self.url, poolclass=NullPool,
+                                                isolation_level="READ COMMITTED",
                                                 connect_args={"connect_timeout": 10})
         connection = self._engine.connect()
         if not self._ready:

@@ -13,8 +13,10 @@ have not (yet) completed its own vetting process; see docs/privacy.md.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,13 +38,39 @@ def _check_counts(counts: Any) -> np.ndarray:
     return np.ascontiguousarray(counts, dtype=np.int64)
 
 
+class DrawWatch:
+    """Whether noise was drawn while this watch was open (see :func:`watch_draws`)."""
+
+    drawn = False
+
+
+_watches: set[DrawWatch] = set()
+
+
+@contextlib.contextmanager
+def watch_draws() -> Iterator[DrawWatch]:
+    """A watch that every noise draw in this process marks, on any thread, until the block ends
+    (dp_dask.privacy.ledger.charging: a release that fails after its first draw keeps its
+    charge). Two releases watched at once mark each other: only ever keeping a charge."""
+    watch = DrawWatch()
+    _watches.add(watch)
+    try:
+        yield watch
+    finally:
+        _watches.discard(watch)
+
+
 def _check_sampler(sampler: str, rng: np.random.Generator | None) -> None:
+    """Every sampler (here, dp_dask.privacy.selection and .efpa) calls this right before it
+    draws: it also marks the open :func:`watch_draws` watches."""
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")
     if sampler == "opendp" and rng is not None:
         raise ValueError("the opendp sampler uses OS entropy and cannot be seeded")
     if sampler == "numpy" and not isinstance(rng, np.random.Generator):
         raise ValueError("the numpy sampler needs rng=np.random.default_rng(seed)")
+    for watch in list(_watches):
+        watch.drawn = True
 
 
 def _check_scale(name: str, value: float) -> None:
