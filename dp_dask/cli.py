@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dask
+
 import dp_dask
 from dp_dask.checks import (
     EPSILON_WARN_HIGH,
@@ -44,6 +46,7 @@ from dp_dask.config import (
 from dp_dask.copula.sample import SAMPLING_DEVICES, choose_device, resolve_device
 from dp_dask.data.counts import count_graph
 from dp_dask.data.dtypes import DECODINGS
+from dp_dask.data.encode import SHOW_VALUES
 from dp_dask.data.io import (
     Location,
     load_schema_from,
@@ -128,6 +131,10 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                        help="memory limit per local worker: auto, a size (4GiB; 0 for none) or "
                        "a fraction of RAM")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage logs")
+    parser.add_argument("--show-values", action="store_true",
+                        help="errors show the first raw value outside the schema (default: the "
+                        "column, count and rule only); for your own machine: it reaches the "
+                        "local workers this command starts, whose logs then hold the value")
     parser.add_argument("--log-format", choices=["text", "json"], default="text",
                         help="stage logs as text, or one JSON object per line")
 
@@ -987,9 +994,10 @@ def main(argv: list[str] | None = None) -> int:
                     args.run(args)
                     return 0
                 preflight(args)
-                with dask_client(args.scheduler, n_workers=args.workers,
-                                 memory_limit=args.memory_limit, quiet=args.quiet,
-                                 kind=args.cluster_kind, options=args.cluster_options):
+                with (dask.config.set({SHOW_VALUES: getattr(args, "show_values", False)}),
+                      dask_client(args.scheduler, n_workers=args.workers,
+                                  memory_limit=args.memory_limit, quiet=args.quiet,
+                                  kind=args.cluster_kind, options=args.cluster_options)):
                     args.run(args)
             except UnicodeDecodeError as exc:
                 _say("error", _undecodable(args, exc))
