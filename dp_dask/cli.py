@@ -573,7 +573,8 @@ def run_schema_draft(args: argparse.Namespace) -> None:
             dp_delta=args.dp_delta, dp_columns=args.dp_columns,
             dp_grids=dict(parse_range(g, "--dp-grid") for g in args.dp_grid) or None,
             dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
-            noise_sampler=args.noise_sampler, noise_seed=args.noise_seed)
+            noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
+            public_types=args.public_types)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")
@@ -606,6 +607,10 @@ def _schema_commands(commands: argparse._SubParsersAction) -> None:
                        "column (calendar features released as one timestamp; repeatable)")
     draft.add_argument("--max-categories", type=int, default=50, metavar="K",
                        help="from a public sample: past K levels keep the top K and 'other'")
+    draft.add_argument("--public-types", action="store_true",
+                       help="the input's storage types (Parquet schema) are public, fixed by the "
+                       "pipeline that wrote it: draft output dtypes from them (default: they are "
+                       "data, as one null turns pandas' int64 into float64; marked so)")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
     draft.add_argument("--force", action="store_true", help="overwrite --out")
     dp = draft.add_argument_group(
