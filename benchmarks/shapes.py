@@ -96,7 +96,7 @@ def schema_for(shape: Shape, seed: int = 0) -> tuple[dict, list[np.ndarray]]:
             # public bounds at 6 latent σ close the open end bins for typed releases
             attributes.append({"name": f"x{i}", "type": "numeric", "edges": edges,
                                "min": -60, "max": 60})
-        else:  # written as a Categorical (dictionary-encoded): `schema draft`'s "category"
+        else:  # written as a Categorical: `schema draft --public-types`' "category"
             attributes.append({"name": f"c{i}", "type": "categorical", "dtype": "category",
                                "categories": [f"v{k}" for k in rng.permutation(int(size))]})
     return {"schema_version": 1, "name": shape.name, "attributes": attributes}, cuts

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dask
+
 import dp_dask
 from dp_dask.checks import (
     EPSILON_WARN_HIGH,
@@ -44,6 +46,7 @@ from dp_dask.config import (
 from dp_dask.copula.sample import SAMPLING_DEVICES, choose_device, resolve_device
 from dp_dask.data.counts import count_graph
 from dp_dask.data.dtypes import DECODINGS
+from dp_dask.data.encode import SHOW_VALUES
 from dp_dask.data.io import (
     Location,
     load_schema_from,
@@ -128,6 +131,10 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
                        help="memory limit per local worker: auto, a size (4GiB; 0 for none) or "
                        "a fraction of RAM")
     parser.add_argument("--quiet", action="store_true", help="no progress bars or stage logs")
+    parser.add_argument("--show-values", action="store_true",
+                        help="errors show the first raw value outside the schema (default: the "
+                        "column, count and rule only); for your own machine: it reaches the "
+                        "local workers this command starts, whose logs then hold the value")
     parser.add_argument("--log-format", choices=["text", "json"], default="text",
                         help="stage logs as text, or one JSON object per line")
 
@@ -566,7 +573,8 @@ def run_schema_draft(args: argparse.Namespace) -> None:
             dp_delta=args.dp_delta, dp_columns=args.dp_columns,
             dp_grids=dict(parse_range(g, "--dp-grid") for g in args.dp_grid) or None,
             dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
-            noise_sampler=args.noise_sampler, noise_seed=args.noise_seed)
+            noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
+            public_types=args.public_types)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")
@@ -599,6 +607,10 @@ def _schema_commands(commands: argparse._SubParsersAction) -> None:
                        "column (calendar features released as one timestamp; repeatable)")
     draft.add_argument("--max-categories", type=int, default=50, metavar="K",
                        help="from a public sample: past K levels keep the top K and 'other'")
+    draft.add_argument("--public-types", action="store_true",
+                       help="the input's storage types (Parquet schema) are public, fixed by the "
+                       "pipeline that wrote it: draft output dtypes from them (default: they are "
+                       "data, as one null turns pandas' int64 into float64; marked so)")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
     draft.add_argument("--force", action="store_true", help="overwrite --out")
     dp = draft.add_argument_group(
@@ -987,9 +999,10 @@ def main(argv: list[str] | None = None) -> int:
                     args.run(args)
                     return 0
                 preflight(args)
-                with dask_client(args.scheduler, n_workers=args.workers,
-                                 memory_limit=args.memory_limit, quiet=args.quiet,
-                                 kind=args.cluster_kind, options=args.cluster_options):
+                with (dask.config.set({SHOW_VALUES: getattr(args, "show_values", False)}),
+                      dask_client(args.scheduler, n_workers=args.workers,
+                                  memory_limit=args.memory_limit, quiet=args.quiet,
+                                  kind=args.cluster_kind, options=args.cluster_options)):
                     args.run(args)
             except UnicodeDecodeError as exc:
                 _say("error", _undecodable(args, exc))

@@ -239,6 +239,12 @@ class Synthesizer:
     def _fit(self, data: TableSource, storage_options: dict[str, Any] | None = None) -> None:
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is read
         check_cost(self.schema, self.name)  # warn, or refuse a schema too costly to fit
+        if self.schema.types_from_data:  # never silently: the release records them too
+            warnings.warn(f"schema {self.schema.name!r}: the types of "
+                          f"{self.schema.types_from_data} were taken from the data's storage "
+                          "types (dtype_source 'data'), which one null or non-integer can "
+                          "change; if the storage schema is public, draft with --public-types, "
+                          "else declare the types", DpDaskWarning, stacklevel=3)
         unused = [self.schema.names[a] for a in self.schema.fine_grids]
         if unused and not self.fine_grids:
             warnings.warn(f"method {self.name!r} does not measure fine grids: 'fine' of "
@@ -317,6 +323,8 @@ class Synthesizer:
                   "noise_sampler": self.noise_sampler,
                   "noise_seeded": self.noise_seed is not None,
                   "neighbouring": neighbouring}
+        if self.schema.types_from_data:  # see _fit's warning
+            record["schema_types_from_data"] = self.schema.types_from_data
         drafted = self.schema.drafted_under_dp
         if drafted:  # the schema itself was read from the data, under DP: say so, and the sum
             record["schema_drafted_under_dp"] = {

@@ -60,7 +60,7 @@ def test_fit_then_sample_without_the_data(client, adult_csv, tmp_path):
 
 @pytest.mark.parametrize("problem, message", [
     ("missing-file", "does not exist"),
-    ("unknown-category", "column 'sex': out-of-domain value 'Robot'"),
+    ("unknown-category", "column 'sex': 1 out-of-domain value(s) (not among its"),
     ("missing-column", "missing column(s) ['income']"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(client, adult_csv, tmp_path, capsys,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dp_dask.data.encode import EncodingError, encode_partition
+from dp_dask.data.encode import SHOW_VALUES, EncodingError, encode_partition
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import load_schema
 from dp_dask.data.text import category_text, value_text
@@ -253,25 +253,29 @@ def test_object_columns_mixing_types_are_converted_value_by_value():
 
 
 @pytest.mark.parametrize("values, message", [
-    ([3.0, 2.5, 1.0, 3.0], "out-of-domain value 2.5 (1 row(s))"),
-    ([3.0, INF, 1.0], "out-of-domain value inf (1 row(s))"),
-    ([3.0, 1.0, -INF], "out-of-domain value -inf (1 row(s))"),
-    ([1, 2, 7, 8], "out-of-domain value 7 (2 row(s))"),
-    (["1", 3.0, "3.0"], "out-of-domain value '3.0' (1 row(s))"),
-    ([True, 1.0], "out-of-domain value True (1 row(s))"),
+    ([3.0, 2.5, 1.0, 3.0], "1 out-of-domain value(s) ({rule}), the first 2.5"),
+    ([3.0, INF, 1.0], "1 out-of-domain value(s) ({rule}), the first inf"),
+    ([3.0, 1.0, -INF], "1 out-of-domain value(s) ({rule}), the first -inf"),
+    ([1, 2, 7, 8], "2 out-of-domain value(s) ({rule}), the first 7"),
+    (["1", 3.0, "3.0"], "1 out-of-domain value(s) ({rule}), the first '3.0'"),
+    ([True, 1.0], "1 out-of-domain value(s) ({rule}), the first True"),
 ])
-def test_error_names_the_offending_value(values, message):
+def test_error_names_the_offending_value_when_asked(values, message):
     schema = load_schema({"attributes": [{"name": "grade", "categories": ["1", "2", "3"]}]})
     frame = pd.DataFrame({"grade": pd.Series(values, dtype=object if len(
         {type(v) for v in values}) > 1 else None)})
-    with pytest.raises(EncodingError, match=re.escape(f"column 'grade': {message}")):
+    message = message.format(rule="not among its categories ['1', '2', '3']")
+    with dask.config.set({SHOW_VALUES: True}), pytest.raises(
+            EncodingError, match=re.escape(f"column 'grade': {message}")):
         encode_partition(frame, schema)
+    with pytest.raises(EncodingError, match=re.escape(message.split(", the first")[0])):
+        encode_partition(frame, schema)  # by default: the count and the rule, no value
 
 
 def test_error_shows_the_text_a_number_was_compared_as():
     schema = load_schema({"attributes": [{"name": "grade", "categories": ["1.0", "2.0"]}]})
-    with pytest.raises(EncodingError, match=re.escape(
-            "out-of-domain value 1.0, compared with the categories as '1' (2 row(s))")):
+    with dask.config.set({SHOW_VALUES: True}), pytest.raises(EncodingError, match=re.escape(
+            "the first 1.0, compared with the categories as '1' and its rule")):
         encode_partition(pd.DataFrame({"grade": [1.0, 1.0]}), schema)
 
 

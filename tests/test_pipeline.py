@@ -147,8 +147,9 @@ def test_unknown_category_on_a_worker_reaches_the_caller(client, small_schema):
     frame = correlated_frame(1_000)
     frame.loc[777, "colour"] = "purple"
     ddf = dd.from_pandas(frame, npartitions=4)
-    with pytest.raises(EncodingError, match="column 'colour': out-of-domain value 'purple'"):
+    with pytest.raises(EncodingError, match="column 'colour': 1 out-of-domain value") as error:
         GaussianCopulaSynthesizer(small_schema).fit(ddf)
+    assert "purple" not in str(error.value)
 
 
 def test_missing_column_fails_before_any_work(client, small_schema):

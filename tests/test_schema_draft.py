@@ -44,8 +44,8 @@ def test_draft_reads_metadata_only(tmp_path):
 
 
 def test_draft_states_the_stored_types_as_output_types(tmp_path):
-    """Integer and float widths and categorical storage become the attributes' dtype, from the
-    Parquet schema or the frame's dtypes alone; a CSV states none."""
+    """With --public-types, integer and float widths and categorical storage become the
+    attributes' dtype, from the Parquet schema or the frame's dtypes alone; a CSV states none."""
     frame = pd.DataFrame({"age": np.array([30, 40], dtype="int64"),
                           "rooms": pd.array([2, None], dtype="Int32"),
                           "score": np.array([0.5, 1.5], dtype="float32"),
@@ -55,11 +55,14 @@ def test_draft_states_the_stored_types_as_output_types(tmp_path):
     expected = {"age": "int64", "rooms": "int32", "score": "float32", "city": "category",
                 "note": None}
     for source in (tmp_path / "t.parquet", frame):
-        draft = draft_schema(source, ranges=ranges)
+        draft = draft_schema(source, ranges=ranges, public_types=True)
         assert {a["name"]: a.get("dtype") for a in draft.schema["attributes"]} == expected
-    filled = draft_schema(tmp_path / "t.parquet", ranges=ranges, public=_codebook(
-        tmp_path, {"city": ["a", "b"], "note": ["x", "y"]}))
+        assert {a["dtype_source"] for a in draft.schema["attributes"]} == {
+            "public-storage-schema"}
+    filled = draft_schema(tmp_path / "t.parquet", ranges=ranges, public_types=True,
+                          public=_codebook(tmp_path, {"city": ["a", "b"], "note": ["x", "y"]}))
     assert load_schema(filled.schema)["rooms"].dtype == "int32"
+    assert load_schema(filled.schema)["rooms"].dtype_source == "public-storage-schema"
     frame.to_csv(tmp_path / "t.csv", index=False)
     assert all("dtype" not in a for a in draft_schema(tmp_path / "t.csv").schema["attributes"])
 
@@ -165,7 +168,7 @@ def test_public_years_draft_calendar_features_of_one_timestamp(tmp_path, zone):
     frame.to_parquet(tmp_path / "t.parquet")
     draft = draft_schema(tmp_path / "t.parquet",
                          ranges={"when": {"start": 2020, "stop": 2025, "step": 1},
-                                 "n": {"start": 0, "stop": 10, "step": 5}})
+                                 "n": {"start": 0, "stop": 10, "step": 5}}, public_types=True)
     schema = load_schema(draft.schema)
     assert schema.names == ["when_year", "when_month", "when_weekday", "when_hour", "n"]
     features = schema.sources["when"]
@@ -175,3 +178,85 @@ def test_public_years_draft_calendar_features_of_one_timestamp(tmp_path, zone):
     assert schema["when_year"].dtype == stored and not draft.todo
     assert [a["type"] for a in draft_schema(frame).schema["attributes"]][0] == "datetime"
     assert draft_schema(frame).schema["attributes"][0]["unit"] == "month"
+
+
+def _neighbours(tmp_path) -> dict[str, list]:
+    """Two tables that differ in one row: an integer column with and without a null (pandas
+    stores it as float64 then), as frames and as pandas-written Parquet."""
+    base = table(1, rows=60)
+    near = base.copy()
+    near["age"] = near["age"].astype("float64")
+    near.loc[5, "age"] = np.nan
+    assert base["age"].dtype == "int64" and near["age"].dtype == "float64"
+    for name, frame in (("base", base), ("near", near)):
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+    return {"frames": [base, near],
+            "parquet": [tmp_path / "base.parquet", tmp_path / "near.parquet"]}
+
+
+def test_neighbours_storage_types_draft_the_same_schema(tmp_path):
+    """Without --public-types the storage types are data: one null in an integer column must
+    not change the drafted output types or the DP grid (pandas turns int64 into float64)."""
+    ranges = {"age": {"start": 0, "stop": 100, "step": 10}}
+    for sources in _neighbours(tmp_path).values():
+        drafts = [draft_schema(source, ranges=ranges, name="t") for source in sources]
+        assert drafts[0].schema == drafts[1].schema and drafts[0].todo == drafts[1].todo
+        ages = [load_schema({"attributes": [a for a in d.schema["attributes"]
+                                            if a["name"] == "age"]})["age"] for d in drafts]
+        assert [a.output_dtype for a in ages] == ["float64", "float64"]
+        placeholders = [draft_schema(source, name="t") for source in sources]
+        assert placeholders[0].schema == placeholders[1].schema  # "age" to fill in
+        assert any("dtype_source" in note and "--public-types" in note
+                   for note in drafts[0].notes)
+    # The boolean and datetime columns' types came from the storage types: marked as data.
+    sources = {a["name"]: a["dtype_source"] for a in drafts[0].schema["attributes"]}
+    assert sources == {"answer": "data", "age": "declared", "income": "data", "when": "data",
+                       "ok": "data", "zip": "data"}
+
+
+def test_public_types_are_taken_and_recorded_as_public(tmp_path):
+    parquet = _neighbours(tmp_path)["parquet"]
+    drafts = [draft_schema(p, public_types=True, ranges={"age": {"start": 0, "stop": 100,
+                                                                 "step": 10}}) for p in parquet]
+    ages = [next(a for a in d.schema["attributes"] if a["name"] == "age") for d in drafts]
+    assert [a["dtype"] for a in ages] == ["int64", "float64"]
+    assert {a["dtype_source"] for a in ages} == {"public-storage-schema"}
+    assert any("--public-types" in note and "public" in note for note in drafts[0].notes)
+    out = tmp_path / "schema.json"
+    assert main(["schema", "draft", str(parquet[0]), "--out", str(out), "--public-types",
+                 "--range", "age=0:100:10"]) == 0
+    written = {a["name"]: a for a in json.loads(out.read_text())["attributes"]}
+    assert written["age"]["dtype"] == "int64"
+    assert written["ok"]["dtype_source"] == "public-storage-schema"
+
+
+def test_a_release_warns_of_types_taken_from_the_data(client, tmp_path):
+    """A schema whose types came from the data's storage types is never used silently: the fit
+    warns and the release's privacy metadata names the columns."""
+    from dp_dask.checks import DpDaskWarning
+    from dp_dask.synthesizer import Synthesizer
+
+    parquet = _neighbours(tmp_path)["parquet"][0]
+    codebook = _codebook(tmp_path, {"answer": ["yes", "no", "NA"], "zip": {
+        "type": "categorical", "categories": ["10000"], "extra": ["other"],
+        "on_unknown": "other"}})
+    ranges = {"age": {"start": 0, "stop": 100, "step": 10},
+              "income": {"start": 0, "stop": 200_000, "step": 20_000, "open_above": True}}
+    for public_types, flagged in ((False, ["when", "ok"]), (True, [])):
+        draft = draft_schema(parquet, public=codebook, ranges=ranges, public_types=public_types)
+        schema = load_schema(draft.schema)
+        assert schema.types_from_data == flagged
+        synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False)
+        if flagged:
+            with pytest.warns(DpDaskWarning, match=r"\['when', 'ok'\].*--public-types"):
+                synthesizer.fit(parquet)
+            assert synthesizer.model.metadata["privacy"]["schema_types_from_data"] == flagged
+            (tmp_path / "schema.json").write_text(schema.dumps())
+            assert main(["synth", "--data", str(parquet), "--schema", str(tmp_path / "schema.json"),
+                         "--out", str(tmp_path / "release"), "--scheduler",
+                         client.scheduler.address, "--quiet"]) == 0
+            metadata = json.loads((tmp_path / "release" / "metadata.json").read_text())
+            assert metadata["privacy"]["schema_types_from_data"] == flagged
+        else:
+            synthesizer.fit(parquet)
+            assert "schema_types_from_data" not in synthesizer.model.metadata["privacy"]

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from test_ingest import survey_csv
 
+from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
 from dp_dask.data.draft import _partition_counts, default_grid, draft_schema
 from dp_dask.data.schema import load_schema
@@ -86,7 +87,9 @@ def test_default_opendp_draft_composes_with_the_release(client, parquet, tmp_pat
     inner = np.array(schema["age"].edges[1:-1])
     assert np.all(np.diff(inner) > 0) and np.isin(inner, default_grid("integer")).all()
     assert draft.schema["drafted_under_dp"]["differentially_private"] is True
-    synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=ledger).fit(parquet)
+    with pytest.warns(DpDaskWarning, match=r"\['answer', 'age'\] were taken from the data"):
+        synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0,
+                                         ledger=ledger).fit(parquet)
     privacy = synthesizer.model.metadata["privacy"]
     drafted = privacy["schema_drafted_under_dp"]
     assert (drafted["epsilon"], drafted["delta"]) == (2.0, 1e-6)
@@ -211,3 +214,20 @@ def test_from_csv_doc_dp_section_runs_as_written(client, tmp_path, monkeypatch, 
     assert schema["age"].kind == schema["income"].kind == "numeric"
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries("survey")
     assert (entry.epsilon, entry.delta, entry.private) == (1.0, 1e-6, True)
+
+
+def test_one_null_does_not_change_the_default_grid(client, tmp_path):
+    """pandas stores an integer column with one null as float64: without --public-types the
+    storage type is data, so both neighbours get the same default grid (and a data-typed mark)."""
+    near = people(600)
+    near["age"] = near["age"].astype("float64")
+    near.loc[3, "age"] = np.nan
+    records = []
+    for name, frame in (("base", people(600)), ("near", near)):
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+        draft = draft_schema(tmp_path / f"{name}.parquet", dp_epsilon=1.0, dp_delta=1e-6,
+                             ledger=False, noise_sampler="numpy", noise_seed=1)
+        age = draft.schema["drafted_under_dp"]["mechanisms"]["age"]
+        records.append((age["grid"], age["candidates"], draft.schema["attributes"][1]))
+    assert records[0][:2] == records[1][:2]
+    assert records[0][2]["dtype_source"] == records[1][2]["dtype_source"] == "data"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import re
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SMALL_SCHEMA
+from conftest import SMALL_SCHEMA, SMALL_SCHEMA_PATH, correlated_frame
 
+from dp_dask.cli import main
 from dp_dask.data.encode import EncodingError, encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
+from dp_dask.synthesizer import Synthesizer
 
 
 def test_schema_round_trips_through_json(small_schema, tmp_path):
@@ -67,18 +70,79 @@ def test_numbers_match_string_categories():
 
 
 @pytest.mark.parametrize("column, values, message", [
-    ("colour", ["red", "purple", "blue"], "column 'colour': out-of-domain value 'purple'"),
+    ("colour", ["red", "purple", "blue"],
+     "column 'colour': 1 out-of-domain value(s) (not among its categories ['red', 'green', "
+     "'blue'])"),
     ("colour", ["red", None, "blue"], "column 'colour': 1 missing value(s)"),
     ("size", [1.0, np.nan, 3.0], "column 'size': 1 missing value(s)"),
-    ("size", [1.0, -5.0, 3.0], "column 'size': out-of-domain value -5.0"),
-    ("size", ["1", "lots", "3"], "column 'size': out-of-domain value 'lots'"),
+    ("size", [1.0, -5.0, -3.0], "column 'size': 2 out-of-domain value(s) (no number within "
+                                "its bins [0, inf))"),
+    ("size", ["1", "lots", "3"], "column 'size': 1 out-of-domain value(s) (no number"),
 ])
-def test_values_outside_domain_fail_with_column_and_value(small_schema, column, values, message):
+def test_values_outside_domain_fail_with_column_count_and_rule(small_schema, column, values,
+                                                               message):
     frame = pd.DataFrame({"colour": ["red"] * 3, "size": [1.0] * 3, "flag": ["no"] * 3,
                           "city": ["a"] * 3})
     frame[column] = values
-    with pytest.raises(EncodingError, match=re.escape(message)):
+    with pytest.raises(EncodingError, match=re.escape(message)) as error:
         encode_partition(frame, small_schema)
+    assert "rule is 'error'" in str(error.value)
+    assert not {"purple", "-5", "lots"} & set(re.findall(r"[\w-]+", str(error.value)))
+
+
+SECRETS = ("SECRET-VALUE-123", 987654321)
+
+
+def _secret_input(tmp_path) -> str:
+    """The small schema's data as Parquet, with one secret category and one secret size."""
+    frame = correlated_frame(400)
+    frame.loc[123, "colour"] = SECRETS[0]
+    frame.loc[321, "size"] = -SECRETS[1]  # below the first bin [0, 10)
+    frame.to_parquet(tmp_path / "secret.parquet")
+    return str(tmp_path / "secret.parquet")
+
+
+def _named(text: str) -> bool:
+    return any(str(secret) in text for secret in SECRETS)
+
+
+def test_errors_name_no_value_unless_asked(small_schema):
+    frame = pd.DataFrame({"colour": [SECRETS[0], "red"], "size": [1.0, 2.0],
+                          "flag": ["no", "no"], "city": ["a", "a"]})
+    with pytest.raises(EncodingError, match=r"column 'colour': 1 out-of-domain") as error:
+        encode_partition(frame, small_schema)
+    assert not _named(str(error.value)) and not _named(repr(error.value))
+    frame["colour"] = "red"
+    frame.loc[0, "size"] = float(SECRETS[1]) * -1
+    with pytest.raises(EncodingError, match=r"column 'size': 1 out-of-domain") as error:
+        encode_partition(frame, small_schema)
+    assert not _named(str(error.value))
+    with dask.config.set({"dp-dask.show-values": True}):  # the data owner's own machine, asked for
+        with pytest.raises(EncodingError, match=r"the first -987654321\.0"):
+            encode_partition(frame, small_schema)
+
+
+def test_a_fit_on_a_cluster_logs_no_value(client, tmp_path, small_schema):
+    """Through the Python API on a LocalCluster: the exception, the driver's log and the workers'
+    logs (Dask logs a failed task's exception there) hold no raw value."""
+    data = _secret_input(tmp_path)
+    with pytest.raises(EncodingError, match="column 'colour': 1 out-of-domain") as error:
+        Synthesizer.create("marginals", small_schema, epsilon=1.0, ledger=False).fit(data)
+    assert not _named(str(error.value)) and not _named(repr(error.value))
+    logs = client.get_worker_logs()
+    assert "out-of-domain" in str(logs) and not _named(str(logs))
+
+
+def test_cli_shows_values_only_with_show_values(client, tmp_path, capsys):
+    data = _secret_input(tmp_path)
+    command = ["synth", "--data", data, "--schema", str(SMALL_SCHEMA_PATH),
+               "--out", str(tmp_path / "out"), "--quiet"]
+    assert main([*command, "--scheduler", client.scheduler.address]) == 2
+    err = capsys.readouterr().err
+    assert "column 'colour': 1 out-of-domain value(s)" in err and not _named(err)
+    # Asked for, on local workers this command starts (this machine): the value is shown.
+    assert main([*command, "--workers", "1", "--memory-limit", "0", "--show-values"]) == 2
+    assert f"the first {SECRETS[0]!r}" in capsys.readouterr().err
 
 
 def test_missing_column_is_named(small_schema):

@@ -7,6 +7,14 @@ public codebook or a public sample file (``public``), or else stays a placeholde
 key that :func:`dp_dask.data.schema.load_schema` refuses, naming the attribute) for the user to
 fill.
 
+Storage types are data unless the user states them public (``public_types``, ``--public-types``:
+the storage schema is fixed by the producing pipeline): a pandas frame's or pandas-written
+Parquet's dtypes follow its values (one null turns int64 into float64). Without it no output
+``dtype`` is drafted from them, integer and float columns share one kind (``number``: one
+placeholder text, one DP grid), and each attribute records where its type came from
+(``"dtype_source"``: ``declared``, ``public-storage-schema`` or ``data``); a fit of a schema with
+``data`` types warns and records them in the release.
+
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`draft_under_dp` read values, under
 DP with the user's budget: categories by thresholded noisy counts, numeric bins at DP quantiles
 over a public grid. The spend is recorded in the privacy ledger, in the schema
@@ -38,8 +46,11 @@ from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import domain_codes
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import (
+    DECLARED,
     ERROR,
     FALSE_VALUES,
+    FROM_DATA,
+    PUBLIC_STORAGE,
     SCHEMA_VERSION,
     TODO,
     TRUE_VALUES,
@@ -65,6 +76,18 @@ NOT_PRIVATE = ("NOT PRIVATE: exact counts of the raw data, for the data owner on
 DEFAULT_MAX_CATEGORIES = 50
 NUMERIC_BINS = 10  # bins of a numeric attribute drafted from a public sample's range
 DP_BINS = 10  # under DP: edges at the 1/10, ..., 9/10 quantiles (at most 10 bins)
+# Storage kinds of a number; "number": integer or float, when the storage types are data.
+NUMBER_KINDS = ("integer", "float", "number")
+DATA_TYPES_NOTE = (
+    "types: the input's storage types are taken as data, not public (one null turns a pandas "
+    "int64 column into float64): no output \"dtype\" is drafted from them (releases hold each "
+    "attribute's default type), integer and float columns are one kind (one DP grid), and the "
+    "attributes whose type they chose say \"dtype_source\": \"data\", which a fit warns about "
+    "and records in the release; if the storage schema is public (fixed by the producing "
+    "pipeline), draft with --public-types")
+PUBLIC_TYPES_NOTE = (
+    "types: the input's storage schema is stated public (--public-types): the output \"dtype\" "
+    "and kinds taken from it say \"dtype_source\": \"public-storage-schema\"")
 
 
 def _is_csv(source: TableSource) -> bool:
@@ -92,8 +115,9 @@ def storage_types(source: TableSource) -> dict[str, str]:
 def storage_dtypes(source: TableSource) -> dict[str, str]:
     """Column → the release's output type that holds its stored values (dp_dask.data.dtypes),
     for the columns whose storage says one: integers and floats by width, dictionary-encoded
-    or categorical text as ``category``. Metadata only, as :func:`storage_types`; a CSV states
-    none (give ``dtype`` in the schema)."""
+    or categorical text as ``category``. Metadata only, as :func:`storage_types`, but public only
+    if the storage schema is (:func:`draft_schema`'s ``public_types``); a CSV states none (give
+    ``dtype`` in the schema)."""
     if isinstance(source, pd.DataFrame | dd.DataFrame):
         types = {str(name): (pa.dictionary(pa.int32(), pa.string())
                              if isinstance(dtype, pd.CategoricalDtype) else _arrow_of(dtype))
@@ -215,8 +239,19 @@ def _with_output_dtype(spec: dict[str, Any], dtype: str | None) -> dict[str, Any
     return {**spec, "dtype": dtype}
 
 
+def _sourced(spec: dict[str, Any], dtype: str | None, declared: bool,
+             storage: str) -> dict[str, Any]:
+    """The attribute with the stored output ``dtype`` (given only when the storage schema is
+    public) and where its type came from: ``storage`` if the storage types chose its kind or
+    dtype, else the spec's own (a public codebook's) or ``declared``."""
+    typed = _with_output_dtype(spec, dtype)
+    if not declared or typed is not spec:
+        return {**typed, "dtype_source": storage}
+    return {**typed, "dtype_source": spec.get("dtype_source", DECLARED)}
+
+
 def _placeholder(name: str, kind: str) -> tuple[dict[str, Any], str]:
-    if kind in ("integer", "float"):
+    if kind in NUMBER_KINDS:
         what = (f"numeric ({kind}): give public bounds as \"edges\": {{\"start\": 0, "
                 f"\"stop\": 100, \"step\": 5}} (or --range {name}=0:100:5), then delete \"todo\"")
         return {"name": name, "type": "numeric",
@@ -257,7 +292,7 @@ def _from_public_values(name: str, kind: str, values: pd.Series,
                     "datetime (the public sample's values are ISO 8601): month bins; 'unit' "
                     "can be year (with edges), weekday, hour")
     numbers = pd.to_numeric(values, errors="coerce")
-    numeric = kind in ("integer", "float") or (
+    numeric = kind in NUMBER_KINDS or (
         kind == "unknown" and numbers.notna().all() and values.nunique() > max_categories)
     if numeric:
         numbers = numbers.dropna()
@@ -331,7 +366,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  dp_bins: int = DP_BINS,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
-                 noise_seed: int | None = None, show_progress: bool = False) -> Draft:
+                 noise_seed: int | None = None, show_progress: bool = False,
+                 public_types: bool = False) -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
 
@@ -346,6 +382,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     The spend is recorded in ``ledger`` (as for a fit: a :class:`Ledger`, a path, None for the
     default ledger, False for none) under ``dataset_name`` (default: the input's stem) and in
     the schema's ``"drafted_under_dp"``. Without ``dp_epsilon`` no value of the data is read.
+
+    ``public_types``: the input's storage types (Parquet schema, frame dtypes) are public, fixed
+    by the producing pipeline: output dtypes are drafted from them, recorded as
+    ``"dtype_source": "public-storage-schema"``. Without it they are data (the module docstring).
     """
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
@@ -355,7 +395,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         raise ValueError(f"{', '.join(given)}: only with --dp-epsilon (dp_epsilon); without "
                          "it the draft reads no value of the data")
     kinds = storage_types(source)
-    dtypes = storage_dtypes(source)
+    storage = PUBLIC_STORAGE if public_types else FROM_DATA
+    dtypes = storage_dtypes(source) if public_types else {}
+    if not public_types:  # one null makes a pandas int64 column float64: one kind for both
+        kinds = {c: "number" if k in NUMBER_KINDS else k for c, k in kinds.items()}
     ranges = dict(ranges or {})
     unknown = sorted(set(ranges) - set(kinds))
     if unknown:
@@ -380,13 +423,20 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         draft.schema["missing_values"] = [""]
         draft.notes.append('CSV cells are text: the empty cell is listed as missing '
                            '("missing_values": [""]); NA, null etc. are text unless listed too')
+    else:
+        draft.notes.append(PUBLIC_TYPES_NOTE if public_types else DATA_TYPES_NOTE)
     for column, kind in kinds.items():
         spec, why = None, ""
+        # Declared: the type comes from public sources, or the storage states none (a CSV).
+        declared = column in codebook or column in ranges or kind == "unknown"
         if column in codebook:
             spec, why = codebook[column], "from the public codebook"
         elif column in ranges and kind == "datetime":
-            draft.schema["attributes"] += calendar_features(column, ranges[column],
-                                                            dtypes.get(column))
+            stored = dtypes.get(column)
+            source_of_type = storage if stored else DECLARED
+            draft.schema["attributes"] += [
+                {**feature, "dtype_source": source_of_type}
+                for feature in calendar_features(column, ranges[column], stored)]
             draft.notes.append(f"{column}: year, month, weekday and hour features from the public "
                                "years given, released as one timestamp (docs/releases.md)")
             continue
@@ -407,7 +457,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             spec, draft.todo[column] = _placeholder(column, kind)
         elif why:
             draft.notes.append(f"{column}: {why}")
-        draft.schema["attributes"].append(_with_output_dtype(spec, dtypes.get(column)))
+        draft.schema["attributes"].append(_sourced(spec, dtypes.get(column), declared, storage))
     if dp_epsilon is not None:
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
@@ -420,7 +470,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
 
 def default_grid(kind: str) -> np.ndarray:
     """A wide public grid for a numeric storage type: 0 and ±{1, 2, 3, 5, 7}·10^j, j = 0..9 for
-    integers, j = −3..9 for floats. DP quantiles are chosen among these candidates."""
+    integers, j = −3..9 for floats and numbers of either (storage types that are data). DP
+    quantiles are chosen among these candidates."""
     low = 0 if kind == "integer" else -3
     steps = [round(m * 10.0**j, 12) for j in range(low, 10) for m in (1, 2, 3, 5, 7)]
     return np.array(sorted({0.0, *steps, *(-v for v in steps)}))
@@ -540,7 +591,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                          f"in --dp-columns {columns}")
     candidates: dict[str, np.ndarray | None] = {
         c: _grid(c, grids[c]) if c in grids else
-        default_grid(kinds[c]) if kinds[c] in ("integer", "float") else None for c in columns}
+        default_grid(kinds[c]) if kinds[c] in NUMBER_KINDS else None for c in columns}
     texts = [c for c in columns if candidates[c] is None]
     share = epsilon / len(columns)
     # Calibrated before any data is read: bad budgets fail here.
@@ -561,6 +612,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         private=sampler in PRIVATE_SAMPLERS))
     mechanisms: dict[str, Any] = {}
     specs: dict[str, dict[str, Any]] = {}
+    # A grid is declared; else the storage kind chose numbers or text, as for the placeholder.
+    typed_by = {a["name"]: DECLARED if a["name"] in grids else a.get("dtype_source", DECLARED)
+                for a in draft.schema["attributes"]}
     # cancelled on a failure before the first noise draw; spent (failed) after it
     with charging(book, [] if reservation is None else [reservation.entry]):
         # read_table reads the columns its schema names: these, each as plain text/numbers.
@@ -579,7 +633,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 missing = _free_label(MISSING, released + [other])
                 specs[column] = {"name": column, "type": "categorical", "categories": released,
                                  "extra": [other, missing], "on_missing": missing,
-                                 "on_unknown": other}
+                                 "on_unknown": other, "dtype_source": typed_by[column]}
                 mechanisms[column] = {**threshold.to_json(), "released": len(released),
                                       "rest": f"values below the threshold go to {other!r}"}
                 draft.notes.append(f"{column}: {len(released)} categories released under DP "
@@ -592,7 +646,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                                sampler=sampler, rng=rng)] for i in levels]
                 edges = sorted({_round(float(v)) for v in chosen})
                 specs[column] = _with_missing_bin({"name": column, "type": "numeric",
-                                                   "edges": ["-inf", *edges, "inf"]})
+                                                   "edges": ["-inf", *edges, "inf"],
+                                                   "dtype_source": typed_by[column]})
                 mechanisms[column] = {
                     "mechanism": "noisy-max quantiles", "epsilon": share,
                     "quantiles": [f"{i}/{bins}" for i in levels],

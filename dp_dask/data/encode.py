@@ -12,10 +12,18 @@ parsed value by value with ``pd.to_numeric(errors="coerce")``, boolean values by
 datetime values with the schema's public format. A value is missing if it is a real null or its
 text is in the attribute's ``missing_values``: the same rule for CSV, Parquet, pandas and Dask
 input (a CSV cell is text, never a null).
+
+An :class:`EncodingError` names the column, the number of values and the rule, never a value: it
+is raised on the workers, whose logs may be a shared cluster's. The data owner can ask for the
+first offending value on their own machine (``dask.config.set({"dp-dask.show-values": True})``
+before starting a LocalCluster, or ``--show-values``): it is read where the encoding runs, so the
+setting of the process that starts local workers reaches them, and a remote cluster's workers keep
+their own (off).
 """
 
 from __future__ import annotations
 
+import dask
 import numpy as np
 import pandas as pd
 
@@ -23,9 +31,12 @@ from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.schema import ERROR, Attribute, Schema
 from dp_dask.data.text import category_text, value_text
 
+# Dask config key: errors show the first offending raw value (the data owner's own machine only).
+SHOW_VALUES = "dp-dask.show-values"
+
 
 class EncodingError(ValueError):
-    """The input does not fit the public schema."""
+    """The input does not fit the public schema (named by column, count and rule, not value)."""
 
 
 def code_dtype(schema: Schema) -> np.dtype:
@@ -135,6 +146,33 @@ CODERS = {"categorical": _categorical_codes, "boolean": _boolean_codes,
           "datetime": _datetime_codes}
 
 
+def _span(edges: tuple[float, ...]) -> str:
+    return f"[{edges[0]:g}, {edges[-1]:g})"
+
+
+def domain_rule(attribute: Attribute) -> str:
+    """The public rule a value must meet to have a bin of its own (for messages)."""
+    if attribute.kind == "categorical":
+        listed = list(attribute.categories)
+        return (f"not among its categories {listed}" if len(listed) <= 10
+                else f"not among its {len(listed)} categories")
+    if attribute.kind == "numeric":
+        return f"no number within its bins {_span(attribute.edges)}"
+    if attribute.kind == "boolean":
+        return "neither in its true_values nor its false_values"
+    within = f" within its year bins {_span(attribute.edges)}" if attribute.unit == "year" else ""
+    return f"no time in format {attribute.format!r}{within}"
+
+
+def _first_value(values: pd.Series, where: np.ndarray, attribute: Attribute) -> str:
+    example = values.iloc[int(np.flatnonzero(where)[0])]  # the first offending row's
+    example = example.item() if isinstance(example, np.generic) else example
+    compared = ""
+    if attribute.kind != "numeric" and value_text(example) != str(example):
+        compared = f", compared with the categories as {value_text(example)!r}"
+    return f"the first {example!r}{compared}"
+
+
 def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attribute,
                 values: pd.Series, what: str) -> None:
     if not where.any():
@@ -146,16 +184,13 @@ def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attr
             problem = f"{int(where.sum())} missing value(s) (null{listed})"
             remedy = "on_missing"
         else:
-            example = values.iloc[int(np.flatnonzero(where)[0])]  # the first offending row's
-            example = example.item() if isinstance(example, np.generic) else example
-            compared = ""
-            if attribute.kind != "numeric" and value_text(example) != str(example):
-                compared = f", compared with the categories as {value_text(example)!r}"
-            problem = f"out-of-domain value {example!r}{compared} ({int(where.sum())} row(s))"
+            problem = f"{int(where.sum())} out-of-domain value(s) ({domain_rule(attribute)})"
+            if dask.config.get(SHOW_VALUES, default=False):  # asked for, on one's own machine
+                problem += f", {_first_value(values, where, attribute)}"
             remedy = "on_unknown"
         raise EncodingError(
-            f"column {attribute.name!r}: {problem} and its rule is 'error'; add the value to the "
-            f"schema or map it to a public bin with {remedy}"
+            f"column {attribute.name!r}: {problem} and its rule is 'error'; add the values to "
+            f"the schema from public sources or map them to a public bin with {remedy}"
         )
     codes[where] = attribute.rule_code(rule)
 

@@ -43,6 +43,13 @@ float64, boolean → bool, datetime year → timestamp[ns], other calendar units
 hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
 their sha256.
 
+``"dtype_source"`` (optional; :data:`DTYPE_SOURCES`, set by ``schema draft``): where the
+attribute's type came from: ``declared`` (a public codebook or sample, ``--range``, the user),
+``public-storage-schema`` (the input's storage types, stated public with ``--public-types``) or
+``data`` (the input's storage types, which a pandas frame's or pandas-written Parquet's values
+decide: one null turns int64 into float64). A fit of a schema with ``data`` types warns and names
+those attributes in the release's privacy metadata (:attr:`Schema.types_from_data`).
+
 Fine grid (optional, public; numeric and datetime ``year``): ``"fine"``, edges in the same list
 or range form as ``edges``, finer than the bins: the marginals method measures each attribute's
 histogram over it and ``uniform`` decoding draws from it (:mod:`dp_dask.data.dtypes`,
@@ -86,6 +93,8 @@ SCHEMA_VERSION = 1
 ERROR = "error"
 BUILTIN_SCHEMAS = ("adult", "demo")
 TODO = "todo"  # key of a drafted attribute the user still has to fill in
+DECLARED, PUBLIC_STORAGE, FROM_DATA = "declared", "public-storage-schema", "data"
+DTYPE_SOURCES = (DECLARED, PUBLIC_STORAGE, FROM_DATA)  # an attribute's "dtype_source"
 KINDS = ("categorical", "numeric", "boolean", "datetime")
 TRUE_VALUES = ("True", "true", "TRUE", "T", "t", "1", "yes", "Yes", "YES", "y", "Y")
 FALSE_VALUES = ("False", "false", "FALSE", "F", "f", "0", "no", "No", "NO", "n", "N")
@@ -210,11 +219,15 @@ class Attribute:
     maximum: float | None = None
     fine: tuple[float, ...] = ()  # public fine grid within the bins (numeric, datetime year)
     source: str = ""  # datetime: the input column it is a calendar feature of ("": its own)
+    dtype_source: str = ""  # one of DTYPE_SOURCES ("": not stated)
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
         if self.kind not in KINDS:
             raise SchemaError(f"{where}: type must be one of {', '.join(KINDS)}")
+        if self.dtype_source and self.dtype_source not in DTYPE_SOURCES:
+            raise SchemaError(f"{where}: dtype_source must be one of {', '.join(DTYPE_SOURCES)}, "
+                              f"got {self.dtype_source!r}")
         if self.source and self.kind != "datetime":
             raise SchemaError(f"{where}: 'source' names the datetime column a calendar feature "
                               f"is read from; a {self.kind} attribute reads its own column")
@@ -309,6 +322,7 @@ class Attribute:
             "maximum": None if spec.get("max") is None else _edge(spec["max"], where),
             "fine": () if spec.get("fine") is None else _edges(spec["fine"], f"{where} fine"),
             "source": str(spec.get("source", "")),
+            "dtype_source": str(spec.get("dtype_source", "")),
         }
         if kind == "categorical":
             if "categories" not in spec:
@@ -358,8 +372,8 @@ class Attribute:
         if self.missing_values:  # absent when empty: older schemas keep their sha256
             spec["missing_values"] = list(self.missing_values)
         # The output choices too are absent when not declared, for the same reason.
-        spec |= {key: value for key, value in (("dtype", self.dtype), ("decode", self.decode))
-                 if value}
+        spec |= {key: value for key, value in (("dtype", self.dtype), ("decode", self.decode),
+                                               ("dtype_source", self.dtype_source)) if value}
         spec |= {key: _edge_json(value) for key, value in (("min", self.minimum),
                                                           ("max", self.maximum))
                  if value is not None}
@@ -457,6 +471,11 @@ class Schema:
     @property
     def names(self) -> list[str]:
         return [a.name for a in self.attributes]
+
+    @property
+    def types_from_data(self) -> list[str]:
+        """The attributes whose type a draft took from the data's storage types (not public)."""
+        return [a.name for a in self.attributes if a.dtype_source == FROM_DATA]
 
     @property
     def sizes(self) -> np.ndarray:
