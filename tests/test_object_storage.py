@@ -16,11 +16,15 @@ from pathlib import Path
 
 import dask.dataframe as dd
 import fsspec
+import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
 
+from dp_dask import release as releases
 from dp_dask.cli import main
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.release import (
     COMPLETE,
@@ -29,6 +33,7 @@ from dp_dask.release import (
     VERSIONS,
     ReleaseError,
     checked_table,
+    published_location,
     verify_release,
 )
 from dp_dask.synthesizer import Synthesizer, load_model
@@ -167,8 +172,9 @@ def test_synth_releases_to_s3(client, s3, tmp_path, capsys):
                 str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
                 "--q3-sample", "10", *scheduler(client)]
     capsys.readouterr()
-    assert main([*evaluate, "--synthetic", out]) == 0, capsys.readouterr().err
-    assert "Q3:" in capsys.readouterr().out
+    for synthetic in (out, f"{out}/synthetic.parquet"):  # the local forms, through the pointer
+        assert main([*evaluate, "--synthetic", synthetic]) == 0, capsys.readouterr().err
+        assert "Q3:" in capsys.readouterr().out
     fs.pipe(f"{BUCKET}/unpublished/_v/0123/metadata.json", b"{}")  # staged, never published
     assert main([*evaluate, "--synthetic", f"s3://{BUCKET}/unpublished"]) == 2
     assert f"s3://{BUCKET}/unpublished is not a complete dp_dask release: it has no " \
@@ -349,3 +355,53 @@ def test_file_urls_are_local_paths(client, tmp_path, capsys):
     assert verify_release(tmp_path / "release")["rows"] == 300
     assert (tmp_path / "ledger.sqlite").is_file()
     assert json.loads((tmp_path / "release" / "metadata.json").read_text())["n_rows"] == ROWS
+
+
+@pytest.fixture(scope="module")
+def fitted(client) -> Synthesizer:
+    return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, noise_sampler="numpy",
+                              noise_seed=7, ledger=False).fit(correlated_frame(ROWS, seed=7))
+
+
+def release_target(store: str, s3, tmp_path: Path) -> tuple[str | Path, dict | None]:
+    if store == "disk":
+        return tmp_path / "release", None
+    return f"s3://{BUCKET}/{tmp_path.name}", s3[1]
+
+
+@pytest.mark.parametrize("store", ["disk", "s3"])
+def test_a_slow_reader_reads_the_version_it_verified(client, s3, fitted, tmp_path, store):
+    """A reader verifies version 1, another job publishes version 2 to the same target (same
+    part names), then the reader reads: exactly version 1's rows."""
+    out, options = release_target(store, s3, tmp_path)
+    fitted.write(out, 900, seed=1, partition_rows=300, storage_options=options)
+    first = dd.read_parquet(f"{published_location(out, options)}/synthetic.parquet",
+                            storage_options=options).compute()
+    reader = read_table(checked_table(out, options), load_schema(SMALL_SCHEMA_PATH),
+                        storage_options=options)  # verified, not yet read
+    fitted.write(out, 900, seed=2, partition_rows=300, storage_options=options)
+    rows = reader.compute()
+    pd.testing.assert_frame_equal(rows.reset_index(drop=True), first.reset_index(drop=True))
+    assert not rows.equals(dd.read_parquet(f"{published_location(out, options)}/synthetic"
+                                           ".parquet", storage_options=options).compute())
+
+
+@pytest.mark.parametrize("store", ["disk", "s3"])
+def test_a_superseded_version_is_kept_for_the_grace_period(client, s3, fitted, tmp_path,
+                                                           monkeypatch, store):
+    out, options = release_target(store, s3, tmp_path)
+    fs, _ = fsspec.core.url_to_fs(str(out), **(options or {}))
+    monkeypatch.setattr(releases, "RELEASE_GRACE_SECONDS", 3.0, raising=False)
+    versions = []
+    for seed in (1, 2, 3):
+        started = time.time()
+        fitted.write(out, 600, seed=seed, partition_rows=300, storage_options=options)
+        versions.append(str(published_location(out, options)))
+        fs.invalidate_cache()
+        if seed == 2:  # version 1 was superseded just now: still there, whole
+            assert json.loads(fs.cat(f"{versions[0]}/{COMPLETE}"))["seed"] == 1
+            time.sleep(max(0.0, 3.5 - (time.time() - started)))
+    # version 3's publish found version 1 past its grace period: deleted; version 2 kept
+    assert not fs.exists(versions[0])
+    assert json.loads(fs.cat(f"{versions[1]}/{COMPLETE}"))["seed"] == 2
+    assert verify_release(out, storage_options=options)["seed"] == 3
