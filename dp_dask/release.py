@@ -499,8 +499,7 @@ def _version(target: Location, key: str) -> Location:
 
 def _versions(target: Location, storage_options: dict[str, Any] | None) -> list[Location]:
     if isinstance(target, Path):
-        return [entry for entry in target.parent.iterdir()
-                if entry.name.startswith(f".{target.name}.v-") and not entry.is_symlink()]
+        return [entry for entry in _beside(target, ("v",)) if not entry.is_symlink()]
     fs, versions = filesystem(join(target, VERSIONS), storage_options)
     try:
         return [join(target, VERSIONS, entry.rstrip("/").rsplit("/", 1)[-1])
@@ -547,10 +546,8 @@ def stage_release(target: Location, plan: dict[str, Any],
     plan = {**plan, "key": key}
     staged = StagedRelease(target, _version(target, key), plan, storage_options)
     if isinstance(target, Path):  # a new link not yet renamed, older dp_dasks' copies
-        prefixes = tuple(f".{target.name}.{kind}-" for kind in ("link", "staging", "old"))
-        for leftover in target.parent.iterdir():
-            if leftover.name.startswith(prefixes):
-                _remove(leftover, None)
+        for leftover in _beside(target, ("link", "staging", "old")):
+            _remove(leftover, None)
     _prune(target, {staged.path, _published_version(target, storage_options)}, storage_options)
     plan_file = join(staged.path, BOOKKEEPING, "plan.json")
     if staged.complete and _record_key(staged.path, storage_options) == key:
@@ -563,6 +560,24 @@ def stage_release(target: Location, plan: dict[str, Any],
         staged.markers.mkdir(parents=True)
     put_bytes(plan_file, json.dumps(plan, sort_keys=True, default=str).encode(), storage_options)
     return staged
+
+
+def _beside(target: Path, kinds: tuple[str, ...]) -> list[Path]:
+    """The entries ``.<name>.<kind>-*`` beside ``target``."""
+    prefixes = tuple(f".{target.name}.{kind}-" for kind in kinds)
+    return [entry for entry in target.parent.iterdir() if entry.name.startswith(prefixes)]
+
+
+def delete_release(out: str | Path, storage_options: dict[str, Any] | None = None) -> None:
+    """Delete the release at ``out`` and every version of it (``rm -r`` of the link would leave
+    the versions): on disk the link and ``.<name>.v-*`` (and leftovers) beside it, in an object
+    store the whole prefix."""
+    target = resolve_target(out)
+    if isinstance(target, Path):
+        for entry in [target, *_beside(target, ("v", "link", "staging", "old"))]:
+            _remove(entry, None)
+    else:
+        _remove(target, storage_options)
 
 
 def _record_key(path: Location, storage_options: dict[str, Any] | None) -> str | None:

@@ -34,6 +34,7 @@ from dp_dask.release import (
     VERSIONS,
     ReleaseError,
     checked_table,
+    delete_release,
     published_location,
     verify_release,
 )
@@ -406,3 +407,6 @@ def test_a_superseded_version_is_kept_for_the_grace_period(client, s3, fitted, t
     assert not fs.exists(versions[0])
     assert json.loads(fs.cat(f"{versions[1]}/{COMPLETE}"))["seed"] == 2
     assert verify_release(out, storage_options=options)["seed"] == 3
+    delete_release(out, options)  # the link (or pointer) and every version
+    fs.invalidate_cache()
+    assert not fs.exists(str(out)) and not any(tmp_path.iterdir())
