@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import tempfile
 import time
@@ -34,7 +33,7 @@ import psutil
 from benchmarks.run import PeakMemory, append_json_line, bytes_under, cluster, machine
 from benchmarks.s3_server import BUCKET, moto_server
 from dp_dask.data.demo import generate_census
-from dp_dask.release import verify_release
+from dp_dask.release import delete_release, verify_release
 from dp_dask.synthesizer import Synthesizer
 
 WARM_UP_ROWS = 10_000
@@ -54,9 +53,6 @@ def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str,
     # CPU seconds (user + system) per process: the work done, whatever the machine's load
     cpu = {name: round(sum(p.cpu_times()[:2]) - cpu_before[name], 1)
            for name, p in processes.items()}
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(out, **(options or {}))
     # what the record's SHA-256 costs: the driver reads every file back (in the write, too)
     started = time.perf_counter()
     verify_release(out, checksums=True, storage_options=options)
@@ -69,7 +65,7 @@ def write_once(synthesizer: Synthesizer, out: str, rows: int, options: dict[str,
             "server_cpu_s": cpu["s3 server"], "cpu_s": cpu,
             "peak_rss_gib": {k: round(v / 2**30, 3) for k, v in memory.peak.items()},
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
-            "parquet": str(paths["parquet"]), "fs": fs, "root": root}
+            "parquet": str(paths["parquet"])}
 
 
 def put_alone(local: Path, options: dict[str, Any], server: psutil.Process) -> dict[str, Any]:
@@ -109,7 +105,7 @@ def benchmark(rows: int, *, runs: int = 2, fit_rows: int = 1_000_000, workers: i
         synthesizer.fit(generate_census(fit_rows, seed=0))
         # untimed: the workers compile the row passes (numba) on their first sampling task
         synthesizer.write(str(local_out), WARM_UP_ROWS, seed=0)
-        shutil.rmtree(local_out)
+        delete_release(local_out)
         # local, s3, s3, local, local, s3, ...: each target first as often as the other
         order = [("local", "s3")[(i + i // 2) % 2] for i in range(2 * runs)]
         writes = []
@@ -117,10 +113,9 @@ def benchmark(rows: int, *, runs: int = 2, fit_rows: int = 1_000_000, workers: i
             out = f"s3://{BUCKET}/release" if target == "s3" else str(local_out)
             write = write_once(synthesizer, out, rows, options if target == "s3" else None,
                                pids)
-            fs, written = write.pop("fs"), write.pop("root")
             if target == "local":  # the same bytes, PUT by s3fs alone
                 write["put_alone"] = put_alone(local_out, options, server)
-            fs.rm(written, recursive=True)
+            delete_release(out, options if target == "s3" else None)
             writes.append({"order": index, **write})
             print(f"{target:5s} write {index}: {write['wall_s']:.1f} s "
                   f"({write['mib_per_s']} MiB/s), server CPU {write['server_cpu_s']} s",

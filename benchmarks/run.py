@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import platform
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from benchmarks.shapes import SHAPES, generate
 from dp_dask.cluster import worker_malloc
 from dp_dask.data.counts import query_vector
 from dp_dask.data.dtypes import DECODINGS
+from dp_dask.release import delete_release
 from dp_dask.synthesizer import Synthesizer
 
 # Table rows per method: (label, key in timings_). "total" is their sum.
@@ -185,7 +185,7 @@ def run(shape: str, *, rows: int | None = None, workers: int = 2, memory_limit: 
         load_after = os.getloadavg()[0]
         written = bytes_under(out, options) if sample_rows else 0
     if not keep_output and target == "local":  # the S3 server's objects went with it
-        shutil.rmtree(out, ignore_errors=True)
+        delete_release(out)
     schema = synthesizer.schema
     timings = synthesizer.timings_
     stages = STAGES[method]

@@ -70,7 +70,13 @@ from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import LEDGER_ENV, Ledger, LedgerError
 from dp_dask.privacy.ledger import report as ledger_report
 from dp_dask.privacy.ledger_store import database_url
-from dp_dask.release import check_target, checked_table, release_lock, resolve_target
+from dp_dask.release import (
+    check_target,
+    checked_table,
+    pinned_table,
+    release_lock,
+    resolve_target,
+)
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer, load_model
 
 log = logging.getLogger("dp_dask")
@@ -460,6 +466,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
                                              force=args.force)
         records, workload, values = comparison.records, comparison.workload, comparison.values
     else:
+        synthetic = pinned_table(synthetic)  # both reads see one version of a release
         records, workload = evaluate_release(data, synthetic, schema,
                                              q3_sample=args.q3_sample, seed=args.seed)
         values = compare_values(data, synthetic, schema, seed=args.seed)

@@ -1,14 +1,16 @@
 """How a release is written and trusted, on disk or in an object store (docs/releases.md).
 
-A release is written into a staging location named by its plan key (a hash of the model and the
+A release is written into a version named by its plan key (a hash of the model and the
 sampling arguments), gets a completion record (``_COMPLETE.json``: rows, partitions, columns,
-privacy, every file's size and SHA-256) written last, and is published. On disk the staging
-directory ``.<name>.staging-<key>`` beside the target is renamed onto it. In an object store,
-which has no rename, the staging prefix ``<out>/_v/<key>/`` stays where it is and a pointer
-object ``<out>/_CURRENT.json`` naming it is written in one PUT. Readers trust only a release
-whose completion record matches its files, so a stopped job can never be mistaken for one. One
-job at a time writes a target: it holds ``.<name>.lock`` beside it, or the object
-``<out>/_LOCK.json`` created with a conditional PUT.
+privacy, every file's size and SHA-256) written last, and is published by switching a pointer
+to it: on disk the target is a symbolic link to the version directory ``.<name>.v-<key>``
+beside it, replaced by one rename; in an object store the pointer object ``<out>/_CURRENT.json``
+names the version prefix ``<out>/_v/<key>/`` and is written in one PUT. Readers resolve the
+pointer once, trust only a version whose completion record matches its files (a stopped job can
+never be mistaken for one), and read the files that record lists from that version. The
+version a publish supersedes is kept for RELEASE_GRACE_SECONDS, so such a reader finishes what
+it verified. One job at a time writes a target: it holds ``.<name>.lock`` beside it, or the
+object ``<out>/_LOCK.json`` created with a conditional PUT.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dask.dataframe as dd
 import numpy as np
 
 from dp_dask.data.io import (
     Location,
+    TableSource,
     filesystem,
     join,
     location,
@@ -47,6 +51,7 @@ COMPLETE = "_COMPLETE.json"
 RECORD_FORMAT = 1
 BOOKKEEPING = "_staging"  # inside a staging directory only: the plan and per-partition markers
 MARKS_OF_A_RELEASE = (COMPLETE, "metadata.json", "synthetic.zarr")  # beside synthetic.parquet
+TABLES = ("synthetic.parquet", "synthetic.zarr")
 LOCK_HEARTBEAT_SECONDS = 30.0
 # A lock whose holder has not refreshed it for this long is stale, wherever the holder runs.
 LOCK_STALE_SECONDS = 600.0
@@ -56,6 +61,12 @@ VERSIONS = "_v"
 LOCK = "_LOCK.json"
 HEARTBEAT = "_LOCK.heartbeat"
 POINTER_FORMAT = 1
+# A superseded version stays this long after the publish that replaced it (a reader that verified
+# it before the switch reads it whole); the first publish after that deletes it. The environment
+# variable GRACE_ENV overrides it.
+RELEASE_GRACE_SECONDS = 3600.0
+GRACE_ENV = "DP_DASK_RELEASE_GRACE_SECONDS"
+SUPERSEDED = "_SUPERSEDED.json"  # in a superseded version: when, and by which version
 
 
 class ReleaseError(ValueError):
@@ -374,7 +385,10 @@ def _exists(where: Location, storage_options: dict[str, Any] | None) -> bool:
 
 def _remove(where: Location, storage_options: dict[str, Any] | None) -> None:
     if isinstance(where, Path):
-        shutil.rmtree(where, ignore_errors=True)
+        if where.is_symlink() or where.is_file():
+            where.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(where, ignore_errors=True)
         return
     fs, path = filesystem(where, storage_options)
     with contextlib.suppress(FileNotFoundError):
@@ -383,8 +397,8 @@ def _remove(where: Location, storage_options: dict[str, Any] | None) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class StagedRelease:
-    """The staging location of ``target`` for one plan (model + sampling arguments): a
-    directory beside it, or the version prefix ``<out>/_v/<key>`` in an object store."""
+    """The version of ``target`` for one plan (model + sampling arguments), written in place:
+    the directory ``.<name>.v-<key>`` beside it, or the prefix ``<out>/_v/<key>`` in a store."""
 
     target: Location
     path: Location
@@ -421,64 +435,120 @@ class StagedRelease:
         return record
 
     def publish(self) -> Location:
-        """Make the staged release the target's; returns where its files now are.
+        """Make the staged version the target's; returns where its files are read from (the
+        target on disk, the version prefix in a store).
 
-        On disk, rename the staging directory onto the target. An empty target directory is
-        replaced by one rename. An earlier release is renamed aside first
-        (``.<name>.old-<uuid>``), the new one renamed in, then the old one deleted: the target
-        is always either the old release or the new one, never a mix.
-
-        In an object store, write the pointer ``<out>/_CURRENT.json`` naming this version (one
-        PUT: readers see the old pointer or the new), then delete the version it named before.
+        The version is verified against its record, the one it supersedes marked with the time
+        (``_SUPERSEDED.json``), then the pointer switched: on disk a new symbolic link to the
+        version is renamed onto the target, in a store ``<out>/_CURRENT.json`` is written in one
+        PUT; either way readers see the old version or the new, never a mix. Superseded versions
+        older than :func:`release_grace_seconds` are then deleted.
         """
         _verify_at(self.path, False, self.storage_options)
-        target = self.target
+        target, options = self.target, self.storage_options
+        previous = _published_version(target, options)
+        _remove(join(self.path, SUPERSEDED), options)  # a superseded version published again
+        if previous not in (None, self.path) and _exists(join(previous, COMPLETE), options):
+            write_json(join(previous, SUPERSEDED), {
+                "at": time.time(), "by": str(self.path).rsplit("/", 1)[-1]}, options)
         if isinstance(target, str):
-            previous = _pointer(target, self.storage_options, missing_ok=True)
-            version = f"{VERSIONS}/{self.plan['key']}"
             write_json(join(target, CURRENT), {
-                "format": POINTER_FORMAT, "version": version, "plan_key": self.plan["key"],
-                "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")},
-                self.storage_options)
-            if previous is not None and previous.get("version") != version:
-                _remove(join(target, previous["version"]), self.storage_options)
-            return self.path
-        if target.is_dir() and any(target.iterdir()):
-            aside = _sibling(target, f"old-{uuid.uuid4().hex[:12]}")
-            os.rename(target, aside)
-            os.rename(self.path, target)
-            shutil.rmtree(aside)
+                "format": POINTER_FORMAT, "version": f"{VERSIONS}/{self.plan['key']}",
+                "plan_key": self.plan["key"],
+                "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}, options)
         else:
-            os.rename(self.path, target)
-        return target
+            _link(target, self.path)
+        _prune(target, {self.path}, options)
+        return self.path if isinstance(target, str) else target
+
+
+def _link(target: Path, version: Path) -> None:
+    """Point ``target`` at its sibling ``version`` by renaming a new relative symbolic link onto
+    it: an atomic replacement of the old link. A directory there (empty, or a release of an
+    older dp_dask) cannot be replaced by a link: it is renamed aside, then deleted."""
+    link = _sibling(target, f"link-{uuid.uuid4().hex[:12]}")
+    os.symlink(version.name, link)
+    if target.is_dir() and not target.is_symlink():
+        aside = _sibling(target, f"old-{uuid.uuid4().hex[:12]}")
+        os.rename(target, aside)
+        os.rename(link, target)
+        shutil.rmtree(aside)
+    else:
+        os.rename(link, target)
+
+
+def release_grace_seconds() -> float:
+    """How long a superseded version is kept: ``$DP_DASK_RELEASE_GRACE_SECONDS``, else
+    RELEASE_GRACE_SECONDS."""
+    value = os.environ.get(GRACE_ENV)
+    if not value:
+        return RELEASE_GRACE_SECONDS
+    try:
+        grace = float(value)
+    except ValueError:
+        grace = -1.0
+    if not grace >= 0:
+        raise ReleaseError(f"{GRACE_ENV}={value!r} is not a number of seconds")
+    return grace
+
+
+def _version(target: Location, key: str) -> Location:
+    """The version directory (prefix) of plan ``key``: ``.<name>.v-<key>``, ``<out>/_v/<key>``."""
+    return join(target, VERSIONS, key) if isinstance(target, str) else _sibling(target, f"v-{key}")
+
+
+def _versions(target: Location, storage_options: dict[str, Any] | None) -> list[Location]:
+    if isinstance(target, Path):
+        return [entry for entry in _beside(target, ("v",)) if not entry.is_symlink()]
+    fs, versions = filesystem(join(target, VERSIONS), storage_options)
+    try:
+        return [join(target, VERSIONS, entry.rstrip("/").rsplit("/", 1)[-1])
+                for entry in fs.ls(versions, detail=False)]
+    except FileNotFoundError:
+        return []
+
+
+def _published_version(target: Location,
+                       storage_options: dict[str, Any] | None) -> Location | None:
+    """The version the target's pointer names (None when none does, or on disk when the target
+    is a directory: a release of an older dp_dask)."""
+    if isinstance(target, Path):
+        return target.parent / os.readlink(target) if target.is_symlink() else None
+    pointer = _pointer(target, storage_options, missing_ok=True)
+    return None if pointer is None else join(target, pointer["version"])
+
+
+def _prune(target: Location, keep: set[Location | None],
+           storage_options: dict[str, Any] | None) -> None:
+    """Delete every version but ``keep`` that is unpublished or superseded longer ago than the
+    grace period."""
+    grace, now = release_grace_seconds(), time.time()
+    for version in _versions(target, storage_options):
+        if version in keep:
+            continue
+        try:
+            since = float(json.loads(read_bytes(join(version, SUPERSEDED), storage_options))["at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            since = None  # never published (another plan's, or a stopped job's)
+        if since is None or now - since >= grace:
+            _remove(version, storage_options)
 
 
 def stage_release(target: Location, plan: dict[str, Any],
                   storage_options: dict[str, Any] | None = None) -> StagedRelease:
-    """The staging location of ``plan``: resumed if an earlier job left one for the same plan,
-    else created fresh. Call with the target's lock held.
+    """The version of ``plan``, to write into: resumed if an earlier job left it (or published
+    it), else created fresh. Call with the target's lock held.
 
-    Staging locations of other plans and copies renamed aside by an interrupted publish are
-    deleted: only the latest arguments can resume. In a store the published version stays.
+    Versions of other plans are deleted unless published, or superseded within the grace
+    period: only the latest arguments can resume. So are leftovers of an interrupted publish.
     """
     key = hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()[:20]
     plan = {**plan, "key": key}
-    if isinstance(target, str):
-        staged = StagedRelease(target, join(target, VERSIONS, key), plan, storage_options)
-        published = (_pointer(target, storage_options, missing_ok=True) or {}).get("version")
-        fs, versions = filesystem(join(target, VERSIONS), storage_options)
-        with contextlib.suppress(FileNotFoundError):
-            for entry in fs.ls(versions, detail=False):
-                name = entry.rstrip("/").rsplit("/", 1)[-1]
-                if name != key and f"{VERSIONS}/{name}" != published:
-                    _remove(join(target, VERSIONS, name), storage_options)
-    else:
-        staged = StagedRelease(target, _sibling(target, f"staging-{key}"), plan)
-        prefixes = (f".{target.name}.staging-", f".{target.name}.old-")
-        for leftover in target.parent.iterdir():
-            if leftover.name.startswith(prefixes) and leftover.is_dir() \
-                    and leftover != staged.path:
-                shutil.rmtree(leftover)
+    staged = StagedRelease(target, _version(target, key), plan, storage_options)
+    if isinstance(target, Path):  # a new link not yet renamed, older dp_dasks' copies
+        for leftover in _beside(target, ("link", "staging", "old")):
+            _remove(leftover, None)
+    _prune(target, {staged.path, _published_version(target, storage_options)}, storage_options)
     plan_file = join(staged.path, BOOKKEEPING, "plan.json")
     if staged.complete and _record_key(staged.path, storage_options) == key:
         return staged
@@ -490,6 +560,24 @@ def stage_release(target: Location, plan: dict[str, Any],
         staged.markers.mkdir(parents=True)
     put_bytes(plan_file, json.dumps(plan, sort_keys=True, default=str).encode(), storage_options)
     return staged
+
+
+def _beside(target: Path, kinds: tuple[str, ...]) -> list[Path]:
+    """The entries ``.<name>.<kind>-*`` beside ``target``."""
+    prefixes = tuple(f".{target.name}.{kind}-" for kind in kinds)
+    return [entry for entry in target.parent.iterdir() if entry.name.startswith(prefixes)]
+
+
+def delete_release(out: str | Path, storage_options: dict[str, Any] | None = None) -> None:
+    """Delete the release at ``out`` and every version of it (``rm -r`` of the link would leave
+    the versions): on disk the link and ``.<name>.v-*`` (and leftovers) beside it, in an object
+    store the whole prefix."""
+    target = resolve_target(out)
+    if isinstance(target, Path):
+        for entry in [target, *_beside(target, ("v", "link", "staging", "old"))]:
+            _remove(entry, None)
+    else:
+        _remove(target, storage_options)
 
 
 def _record_key(path: Location, storage_options: dict[str, Any] | None) -> str | None:
@@ -524,10 +612,10 @@ def _pointer(target: str, storage_options: dict[str, Any] | None,
 
 def published_location(release: str | Path,
                        storage_options: dict[str, Any] | None = None) -> Location:
-    """Where the files of the release at ``release`` are: the directory itself on disk, the
-    version its pointer names in an object store."""
+    """Where the files of the release at ``release`` are: the version its link (on disk) or its
+    pointer (in an object store) names; on disk a directory that is no link is itself."""
     if not remote(release):
-        return Path(release)
+        return _published_version(location(release), None) or location(release)
     release = str(release).rstrip("/")
     return join(release, _pointer(release, storage_options)["version"])
 
@@ -537,9 +625,9 @@ def verify_release(path: str | Path, *, checksums: bool = False,
     """The completion record of the release at ``path``, after checking its files are there
     with the recorded sizes (and, with ``checksums``, SHA-256). Raises :class:`ReleaseError`.
 
-    In an object store ``path`` is the release's prefix: its pointer names the version checked.
-    Files added after publishing (e.g. a forced evaluation) are not part of the release and
-    are ignored.
+    ``path`` is the release's directory (its link names the version checked) or prefix (its
+    pointer does), or a version itself on disk. Files added after publishing (e.g. a forced
+    evaluation) are not part of the release and are ignored.
     """
     return _verify_at(published_location(path, storage_options), checksums, storage_options)
 
@@ -574,7 +662,8 @@ def _verify_at(root: Location, checksums: bool,
 
 def _looks_like_release(directory: Path) -> bool:
     return (any((directory / name).exists() for name in MARKS_OF_A_RELEASE)
-            or directory.name.startswith(".") and ".staging-" in directory.name)
+            or directory.name.startswith(".") and (".staging-" in directory.name
+                                                   or ".v-" in directory.name))
 
 
 def release_directory(path: str | Path,
@@ -582,36 +671,80 @@ def release_directory(path: str | Path,
     """The release ``path`` belongs to, or None for a table that is not part of one.
 
     A release directory holds ``_COMPLETE.json``, ``metadata.json`` or ``synthetic.zarr`` (a
-    killed older job left the last two without the first), or is a staging directory; ``path``
-    is one, or its ``synthetic.parquet``/``synthetic.zarr``, or a part inside those. In an
-    object store a release is a prefix holding ``_CURRENT.json``, ``_v/`` or ``_LOCK.json`` (a
-    stopped job left the last two without the first), or ``path`` is inside one of its
-    versions (``<release>/_v/...``).
+    killed older job left the last two without the first), or is a version or staging directory
+    (``.<name>.v-<key>``, ``.<name>.staging-<key>``); ``path`` is one (or the link to one), or
+    its ``synthetic.parquet``/``synthetic.zarr``, or a part inside those. In an object store a
+    release is a prefix holding ``_CURRENT.json``, ``_v/`` or ``_LOCK.json`` (a stopped job left
+    the last two without the first), and ``path`` is one, or its ``synthetic.parquet`` or
+    ``synthetic.zarr`` (or a part inside those), or inside one of its versions
+    (``<release>/_v/...``).
     """
     path = resolve_target(path)
     if isinstance(path, str):
         head, inside, _ = path.partition(f"/{VERSIONS}/")
-        if inside or store_entries(path, storage_options, "input") & {CURRENT, VERSIONS, LOCK}:
+        if inside:
             return head
+        names = path.split("/")
+        for candidate in [path, *("/".join(names[:up]) for up in (-1, -2) if names[up] in TABLES)]:
+            if store_entries(candidate, storage_options, "input") & {CURRENT, VERSIONS, LOCK}:
+                return candidate
         return None
     if path.is_dir() and _looks_like_release(path):
         return path
     for candidate in (path, path.parent):
-        if candidate.name in ("synthetic.parquet", "synthetic.zarr") \
-                and _looks_like_release(candidate.parent):
+        if candidate.name in TABLES and _looks_like_release(candidate.parent):
             return candidate.parent
     return None
 
 
-def checked_table(path: str | Path,
-                  storage_options: dict[str, Any] | None = None) -> Location:
-    """The decoded table to read for ``path``: a release (directory, prefix or one of its files)
-    only once its completion record checks out, then its ``synthetic.parquet``; any other table
-    as given."""
+def release_version(path: str | Path, storage_options: dict[str, Any] | None = None
+                    ) -> tuple[Location, str] | None:
+    """Where the files of the release ``path`` belongs to are, resolved once, and ``path``
+    relative to them ("" for the release itself); None for a table that is not part of one.
+
+    The release's link (on disk) or pointer (in a store) names the version, unless ``path`` lies
+    inside a version (``.<name>.v-<key>/...``, ``<release>/_v/<key>/...``): then that one.
+    """
     release = release_directory(path, storage_options)
     if release is None:
+        return None
+    path = resolve_target(path)
+    if isinstance(path, str):
+        inside = path[len(release):].strip("/")
+        if inside.startswith(f"{VERSIONS}/"):
+            key, _, rest = inside[len(VERSIONS) + 1:].partition("/")
+            return join(release, VERSIONS, key), rest
+        return published_location(release, storage_options), inside
+    inside = path.relative_to(release).as_posix()
+    return published_location(release), "" if inside == "." else inside
+
+
+def pinned_table(table: TableSource,
+                 storage_options: dict[str, Any] | None = None) -> TableSource:
+    """``table`` inside the version its release publishes now (any other table as given): the
+    readers of a pinned path all read that one version, whatever is published meanwhile."""
+    found = release_version(table, storage_options) if isinstance(table, str | Path) else None
+    if found is None:
+        return table
+    root, inside = found
+    return join(root, inside) if inside else root
+
+
+def checked_table(path: str | Path,
+                  storage_options: dict[str, Any] | None = None) -> Location | dd.DataFrame:
+    """The decoded table to read for ``path``. A release (its directory, prefix or
+    ``synthetic.parquet``) is resolved once to a version (:func:`release_version`) and read only
+    once that version's completion record checks out: exactly the Parquet parts the record
+    lists, by their paths in that version, never a listing (a lazy frame), so a publish
+    meanwhile changes nothing for this reader within the grace period. Another file of a
+    release is its path in that version; any other table is returned as given."""
+    found = release_version(path, storage_options)
+    if found is None:
         return path if remote(path) else Path(path)
-    verify_release(release, storage_options=storage_options)
-    if resolve_target(path) == release:
-        return join(published_location(release, storage_options), "synthetic.parquet")
-    return path if remote(path) else Path(path)
+    root, inside = found
+    record = _verify_at(root, False, storage_options)
+    if inside not in ("", "synthetic.parquet"):
+        return join(root, inside)
+    parts = [str(join(root, name)) for name in sorted(record["files"])
+             if name.startswith("synthetic.parquet/")]
+    return dd.read_parquet(parts, storage_options=storage_options if remote(root) else None)

@@ -16,19 +16,26 @@ from pathlib import Path
 
 import dask.dataframe as dd
 import fsspec
+import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
 
+from dp_dask import release as releases
 from dp_dask.cli import main
+from dp_dask.data.io import read_table
+from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.release import (
     COMPLETE,
     CURRENT,
     LOCK,
+    SUPERSEDED,
     VERSIONS,
     ReleaseError,
     checked_table,
+    delete_release,
+    published_location,
     verify_release,
 )
 from dp_dask.synthesizer import Synthesizer, load_model
@@ -156,9 +163,8 @@ def test_synth_releases_to_s3(client, s3, tmp_path, capsys):
     assert "model/model.npz" in record["files"]
     assert objects(fs, f"{BUCKET}/synth-release") == sorted(
         [CURRENT] + [f"{pointer['version']}/{name}" for name in objects(fs, version)])  # no lock
-    table = checked_table(out, options)
-    assert table == f"s3://{version}/synthetic.parquet"
-    rows = dd.read_parquet(table, storage_options=options).compute()
+    # the parts the record lists, read from the version the pointer names
+    rows = checked_table(out, options).compute()
     assert len(rows) == 700 and list(rows.columns) == record["columns"]
     summary = json.loads(fs.cat(f"{BUCKET}/synth-release.run.json"))
     assert summary["release"]["rows"] == 700 and summary["paths"]["record"].startswith("s3://")
@@ -167,8 +173,9 @@ def test_synth_releases_to_s3(client, s3, tmp_path, capsys):
                 str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options),
                 "--q3-sample", "10", *scheduler(client)]
     capsys.readouterr()
-    assert main([*evaluate, "--synthetic", out]) == 0, capsys.readouterr().err
-    assert "Q3:" in capsys.readouterr().out
+    for synthetic in (out, f"{out}/synthetic.parquet"):  # the local forms, through the pointer
+        assert main([*evaluate, "--synthetic", synthetic]) == 0, capsys.readouterr().err
+        assert "Q3:" in capsys.readouterr().out
     fs.pipe(f"{BUCKET}/unpublished/_v/0123/metadata.json", b"{}")  # staged, never published
     assert main([*evaluate, "--synthetic", f"s3://{BUCKET}/unpublished"]) == 2
     assert f"s3://{BUCKET}/unpublished is not a complete dp_dask release: it has no " \
@@ -195,8 +202,8 @@ def test_config_releases_to_s3_with_its_summary_beside(client, s3, tmp_path, cap
 
 def test_fit_and_sample_through_s3(client, s3, tmp_path, capsys):
     """fit saves the model under a URL; sample loads it from there and releases twice to one
-    target: the second release replaces the first, whose version is deleted after the pointer
-    moved."""
+    target: the second release replaces the first, whose version is kept for the grace period
+    after the pointer moved."""
     fs, options = s3
     model, out = f"s3://{BUCKET}/model", f"s3://{BUCKET}/sampled"
     ledger = tmp_path / "ledger.sqlite"
@@ -220,9 +227,10 @@ def test_fit_and_sample_through_s3(client, s3, tmp_path, capsys):
         assert verify_release(out, storage_options=options)["rows"] == rows
         versions.append(json.loads(fs.cat(f"{BUCKET}/sampled/{CURRENT}"))["version"])
     assert versions[0] != versions[1]
-    assert objects(fs, f"{BUCKET}/sampled/{VERSIONS}")[0].startswith(versions[1][3:])
+    # the superseded version stays for the grace period, marked with when it was superseded
     assert {name.split("/")[0] for name in objects(fs, f"{BUCKET}/sampled/{VERSIONS}")} == \
-        {versions[1][3:]}
+        {versions[0][3:], versions[1][3:]}
+    assert fs.exists(f"{BUCKET}/sampled/{versions[0]}/{SUPERSEDED}")
 
 
 def test_second_writer_fails_fast_and_stale_locks_are_broken(client, s3, tmp_path, capsys):
@@ -323,7 +331,7 @@ def test_memory_release_in_process(threads):
     paths = synthesizer.write(out, 1_500, partition_rows=500, with_model=True)
     record = verify_release(out, checksums=True)
     assert record["rows"] == 1_500 and record["partitions"] == 3
-    frame = dd.read_parquet(checked_table(out)).compute()
+    frame = checked_table(out).compute()
     assert len(frame) == 1_500
     assert load_model(paths["model"]).n_rows == synthesizer.model.n_rows
     memory = fsspec.filesystem("memory")
@@ -336,7 +344,7 @@ def test_memory_release_in_process(threads):
         verify_release(out, checksums=True)
     synthesizer.write(out, 600, partition_rows=500)  # replaces the altered release
     assert verify_release(out, checksums=True)["rows"] == 600
-    assert len(memory.ls(f"{out}/{VERSIONS}")) == 1
+    assert len(memory.ls(f"{out}/{VERSIONS}")) == 2  # the superseded one, for the grace period
 
 
 def test_file_urls_are_local_paths(client, tmp_path, capsys):
@@ -349,3 +357,56 @@ def test_file_urls_are_local_paths(client, tmp_path, capsys):
     assert verify_release(tmp_path / "release")["rows"] == 300
     assert (tmp_path / "ledger.sqlite").is_file()
     assert json.loads((tmp_path / "release" / "metadata.json").read_text())["n_rows"] == ROWS
+
+
+@pytest.fixture(scope="module")
+def fitted(client) -> Synthesizer:
+    return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, noise_sampler="numpy",
+                              noise_seed=7, ledger=False).fit(correlated_frame(ROWS, seed=7))
+
+
+def release_target(store: str, s3, tmp_path: Path) -> tuple[str | Path, dict | None]:
+    if store == "disk":
+        return tmp_path / "release", None
+    return f"s3://{BUCKET}/{tmp_path.name}", s3[1]
+
+
+@pytest.mark.parametrize("store", ["disk", "s3"])
+def test_a_slow_reader_reads_the_version_it_verified(client, s3, fitted, tmp_path, store):
+    """A reader verifies version 1, another job publishes version 2 to the same target (same
+    part names), then the reader reads: exactly version 1's rows."""
+    out, options = release_target(store, s3, tmp_path)
+    fitted.write(out, 900, seed=1, partition_rows=300, storage_options=options)
+    first = dd.read_parquet(f"{published_location(out, options)}/synthetic.parquet",
+                            storage_options=options).compute()
+    reader = read_table(checked_table(out, options), load_schema(SMALL_SCHEMA_PATH),
+                        storage_options=options)  # verified, not yet read
+    fitted.write(out, 900, seed=2, partition_rows=300, storage_options=options)
+    rows = reader.compute()
+    pd.testing.assert_frame_equal(rows.reset_index(drop=True), first.reset_index(drop=True))
+    assert not rows.equals(dd.read_parquet(f"{published_location(out, options)}/synthetic"
+                                           ".parquet", storage_options=options).compute())
+
+
+@pytest.mark.parametrize("store", ["disk", "s3"])
+def test_a_superseded_version_is_kept_for_the_grace_period(client, s3, fitted, tmp_path,
+                                                           monkeypatch, store):
+    out, options = release_target(store, s3, tmp_path)
+    fs, _ = fsspec.core.url_to_fs(str(out), **(options or {}))
+    monkeypatch.setattr(releases, "RELEASE_GRACE_SECONDS", 3.0, raising=False)
+    versions = []
+    for seed in (1, 2, 3):
+        started = time.time()
+        fitted.write(out, 600, seed=seed, partition_rows=300, storage_options=options)
+        versions.append(str(published_location(out, options)))
+        fs.invalidate_cache()
+        if seed == 2:  # version 1 was superseded just now: still there, whole
+            assert json.loads(fs.cat(f"{versions[0]}/{COMPLETE}"))["seed"] == 1
+            time.sleep(max(0.0, 3.5 - (time.time() - started)))
+    # version 3's publish found version 1 past its grace period: deleted; version 2 kept
+    assert not fs.exists(versions[0])
+    assert json.loads(fs.cat(f"{versions[1]}/{COMPLETE}"))["seed"] == 2
+    assert verify_release(out, storage_options=options)["seed"] == 3
+    delete_release(out, options)  # the link (or pointer) and every version
+    fs.invalidate_cache()
+    assert not fs.exists(str(out)) and not any(tmp_path.iterdir())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -33,7 +34,7 @@ def test_fit_sample_evaluate_with_a_retried_fit(client, data, tmp_path):
     assert len(pd.read_parquet(paths["parquet"])) == 3000
     (entry,) = Ledger(ledger).entries("small")
     assert entry.run_id == "nightly-1" and entry.status == "spent"
-    assert entry.release_path == str((run / "release").resolve())
+    assert entry.release_path == os.path.abspath(run / "release")  # the link, not its version
 
     report = evaluate_step(str(data), run / "release", SMALL_SCHEMA_PATH, run / "evaluation",
                            q3_sample=20, scheduler=client.scheduler.address)

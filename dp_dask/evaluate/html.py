@@ -46,7 +46,7 @@ from dp_dask.evaluate.values import (
     write_values,
 )
 from dp_dask.privacy.labels import OWNER_ONLY
-from dp_dask.release import ReleaseError, published_location, release_directory
+from dp_dask.release import ReleaseError, pinned_table, release_version
 
 REPORT_NAME = "report.html"
 _PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",
@@ -86,11 +86,9 @@ def release_metadata(synthetic: TableSource) -> dict[str, Any] | None:
     """The ``metadata.json`` of the release ``synthetic`` belongs to, if it is one."""
     if not isinstance(synthetic, str | Path):
         return None
-    release = release_directory(synthetic)
-    if release is None:
-        return None
-    try:  # in an object store, the files are in the version the pointer names
-        return json.loads(read_bytes(join(published_location(release), "metadata.json")))
+    try:  # the files are in the version the release's link or pointer names
+        found = release_version(synthetic)
+        return None if found is None else json.loads(read_bytes(join(found[0], "metadata.json")))
     except (FileNotFoundError, ReleaseError):
         return None
 
@@ -282,10 +280,11 @@ def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
     a release directory unless ``force``). ``seed``: of the Q3 sample and the value sample."""
     out = Path(out)
     check_outside_release(out, force)  # before reading anything
+    name = str(synthetic) if isinstance(synthetic, str | Path) else "an in-memory table"
+    synthetic = pinned_table(synthetic)  # every read below sees one version of a release
     comparison = dataclasses.replace(
         compare_release(data, synthetic, schema, q3_sample=q3_sample, seed=seed),
         values=compare_values(data, synthetic, schema, seed=seed))
-    name = str(synthetic) if isinstance(synthetic, str | Path) else "an in-memory table"
     paths = write_tables(comparison.records, out, "alpha-beta", "(α, β) errors of a release",
                          f"Synthetic: {name}. Q3: {comparison.workload.describe()}.",
                          force=force)

@@ -406,8 +406,9 @@ class Ledger:
     def set_paths(self, entry_id: int, *, model_path: str | Path | None = None,
                   release_path: str | Path | None = None) -> None:
         """Record where the entry's model (used to reuse it on a retry) or release went: a
-        local path resolved, an object-store URL as it is."""
-        paths = {column: str(value) if remote(value) else str(Path(value).resolve())
+        local path made absolute (a release's link kept, not the version it names), an
+        object-store URL as it is."""
+        paths = {column: str(value) if remote(value) else os.path.abspath(value)
                  for column, value in
                  (("model_path", model_path), ("release_path", release_path))
                  if value is not None}

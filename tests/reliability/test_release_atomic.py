@@ -33,6 +33,7 @@ from dp_dask.release import (
     ReleaseLockedError,
     checked_table,
     model_fingerprint,
+    published_location,
     release_lock,
     verify_release,
 )
@@ -65,7 +66,9 @@ def cli(args: list[str], cwd: Path | None = None) -> subprocess.Popen:
 
 
 def staging_dirs(target: Path) -> list[Path]:
-    return sorted(target.parent.glob(f".{target.name}.staging-*"))
+    """The version directories beside ``target`` that its link does not name."""
+    published = published_location(target)
+    return sorted(p for p in target.parent.glob(f".{target.name}.v-*") if p != published)
 
 
 def synthetic_hashes(release: Path) -> dict[str, str]:
@@ -78,7 +81,7 @@ def test_killed_job_leaves_the_old_release_and_resumes_to_the_same_bytes(client,
                                                                          data, tmp_path):
     target = tmp_path / "release"
     assert main(sample_args(client, model_dir, target, seed=1, rows=4_000)) == 0
-    old = verify_release(target)
+    old, old_version = verify_release(target), published_location(target)
 
     job = cli(sample_args(client, model_dir, target))
     while True:  # kill once some partitions are written, well before the last
@@ -108,7 +111,8 @@ def test_killed_job_leaves_the_old_release_and_resumes_to_the_same_bytes(client,
     # Same arguments: the killed job's lock is stale (its pid is gone), its partitions are kept.
     again = cli(sample_args(client, model_dir, target))
     assert again.wait() == 0, again.communicate()
-    assert not staging.exists() and staging_dirs(target) == []
+    # written in place and published by the link; the old version stays for the grace period
+    assert published_location(target) == staging and staging_dirs(target) == [old_version]
     record = verify_release(target, checksums=True)
     assert record["rows"] == ROWS and record["seed"] == 3
     resumed = {p.name: p.stat().st_mtime_ns for p in (target / "synthetic.parquet").iterdir()}
@@ -170,13 +174,16 @@ def test_replacing_a_release_leaves_nothing_of_the_old_one(client, model_dir, da
                  str(target), "--rows", "3000", "--noise-sampler", "numpy", "--noise-seed", "2",
                  *scheduler(client)]) == 0
     assert "model/model.json" in verify_release(target)["files"]
+    first = published_location(target)
     (target / "eval").mkdir()  # e.g. a forced evaluation: not part of the release
     (target / "eval" / "alpha-beta.md").write_text("owner only")
     assert main([*sample_args(client, model_dir, target, rows=2_500), "--zarr"]) == 0
     record = verify_release(target, checksums=True)
     assert sorted(p.name for p in target.iterdir()) == [COMPLETE, "metadata.json",
                                                          "synthetic.parquet", "synthetic.zarr"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["release"]  # no lock, staging, old
+    # no lock, no leftover; the superseded version stays for the grace period, not in the new
+    assert target.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["release", first.name, published_location(target).name])
     assert zarr.open_array(str(target / "synthetic.zarr"), mode="r").shape[0] == 2_500
     assert len(record["files"]) + 1 == len([p for p in target.rglob("*") if p.is_file()])
 
@@ -204,7 +211,7 @@ def test_relative_out_is_resolved_on_the_driver(client, model_dir, tmp_path):
 def test_readers_refuse_a_release_without_its_record(client, model_dir, tmp_path):
     release = tmp_path / "release"
     Synthesizer.from_model(model_dir).write(release, 2_000, partition_rows=PARTITION_ROWS)
-    assert checked_table(release) == release / "synthetic.parquet"
+    assert len(checked_table(release)) == 2_000
     part = next((release / "synthetic.parquet").iterdir())
     part.write_bytes(part.read_bytes()[:-10])
     with pytest.raises(ReleaseError, match="was altered: synthetic.parquet/part"):
@@ -213,6 +220,20 @@ def test_readers_refuse_a_release_without_its_record(client, model_dir, tmp_path
     with pytest.raises(ReleaseError, match=f"has no {COMPLETE}"):
         checked_table(part)
     assert checked_table(tmp_path / "other.parquet") == tmp_path / "other.parquet"
+
+
+def test_a_release_of_the_older_layout_is_replaced_by_the_link(client, model_dir, tmp_path):
+    """A release directory of an older dp_dask (the files in the target itself) is replaced
+    by the link to the new version, and deleted; so is an empty directory."""
+    for name, older in (("older", {"metadata.json": "{}", COMPLETE: "{}"}), ("empty", {})):
+        target = tmp_path / name
+        target.mkdir()
+        for file, text in older.items():
+            (target / file).write_text(text)
+        Synthesizer.from_model(model_dir).write(target, 1_000, partition_rows=PARTITION_ROWS)
+        assert target.is_symlink() and verify_release(target, checksums=True)["rows"] == 1_000
+        assert sorted(p.name for p in tmp_path.iterdir() if name in p.name) == sorted(
+            [name, published_location(target).name])
 
 
 def test_a_saved_model_has_the_fingerprint_of_the_fitted_one(client, model_dir, tmp_path):
