@@ -391,11 +391,13 @@ class Synthesizer:
         Categoricals). Post-processing: no privacy cost. Recorded in ``metadata.json``
         (``output``) and part of what a resumed write must match.
 
-        Atomic (docs/releases.md): written into a staging directory beside ``out`` under the
-        target's lock, completed by ``_COMPLETE.json``, then renamed onto ``out``, replacing an
-        earlier release as a whole. ``out`` may be an object-store URL (``s3://...``, reached
-        with ``storage_options`` by the driver and the workers): the release is staged under
-        ``<out>/_v/<key>/`` and published by the pointer ``<out>/_CURRENT.json``. Run again with
+        Atomic (docs/releases.md): written into the version directory ``.<name>.v-<key>``
+        beside ``out`` under the target's lock, completed by ``_COMPLETE.json``, then published
+        by switching the link ``out`` to it, replacing an earlier release as a whole (kept for
+        ``RELEASE_GRACE_SECONDS`` for readers that verified it). ``out`` may be an object-store
+        URL (``s3://...``, reached with ``storage_options`` by the driver and the workers): the
+        release is staged under ``<out>/_v/<key>/`` and published by the pointer
+        ``<out>/_CURRENT.json``. Run again with
         the same model and arguments after being stopped, it resumes the partitions not yet
         written.
         """
