@@ -65,13 +65,14 @@ def test_no_raw_value_reaches_a_release_file(client, people_csv, tmp_path, suite
     assert set(frame["city"].astype(str)) <= {"a", "b", "c", "d", "e", "other"}
 
 
-def test_an_encoding_error_names_the_value_on_stderr_only(client, tmp_path, capsys):
+def test_an_encoding_error_names_the_column_not_the_value(client, tmp_path, capsys):
     frame = correlated_frame(300)
     frame.loc[17, "colour"] = RAW_VALUE
     frame.to_csv(tmp_path / "bad.csv", index=False)
     assert main(synth(client, tmp_path / "bad.csv", tmp_path / "out")) == 2
     captured = capsys.readouterr()
-    assert RAW_VALUE in captured.err and RAW_VALUE not in captured.out
+    assert "'colour'" in captured.err and "1 out-of-domain value" in captured.err
+    assert RAW_VALUE not in captured.err + captured.out  # --show-values: tests/test_schema_encode
     assert not (tmp_path / "out").exists()
 
 
