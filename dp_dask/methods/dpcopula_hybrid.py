@@ -60,8 +60,9 @@ from dp_dask.cluster import compute
 from dp_dask.copula.correlation import nearest_correlation, psd_correlation_factor
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import tree_sum
-from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.encode import check_columns
 from dp_dask.data.io import Location
+from dp_dask.data.order import codes_frame, frame_codes, order_seed, random_row_order
 from dp_dask.data.schema import Schema
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
@@ -85,6 +86,9 @@ DEFAULT_MAX_PARTITIONS = 1024  # strata (cells of the small attributes' joint do
 DEFAULT_COUNTS_SHARE = 0.1  # ε0/ε
 DEFAULT_CAP_MARGIN = 2.0  # c in N_p = ⌊n̂_p − c·b0⌋
 TAU_NOISE_TARGET = 0.5  # default N_min: a stratum's τ noise std at most this (docs/dpcopula.md)
+ROW_ORDER = ("the rows put in a uniformly random order (dp_dask.data.order, seeded from OS "
+             "entropy, or from noise_seed when the noise is seeded): each capped subset is "
+             "its stratum's first N_p rows in that order")
 
 
 # --- strata: public inputs only ------------------------------------------------------------------
@@ -167,9 +171,9 @@ def default_min_rows(pairs: int, epsilon2: float) -> int:
 
 # --- the two passes (on the workers) ------------------------------------------------------------
 
-def partition_strata(frame: pd.DataFrame, schema: Schema, strata: Strata) -> np.ndarray:
-    """Pass 1: the rows of each stratum in one partition (P,)."""
-    return np.bincount(strata.index(encode_partition(frame, schema)), minlength=strata.cells)
+def partition_strata(frame: pd.DataFrame, strata: Strata) -> np.ndarray:
+    """Pass 1: the rows of each stratum in one partition (P,) of a :func:`codes_frame`."""
+    return np.bincount(strata.index(frame_codes(frame)), minlength=strata.cells)
 
 
 def ranks_within(keys: np.ndarray) -> np.ndarray:
@@ -208,8 +212,28 @@ def capped_counts(codes: np.ndarray, schema: Schema, strata: Strata, offsets: np
 def partition_capped_counts(frame: pd.DataFrame, schema: Schema, strata: Strata,
                             offsets: np.ndarray, caps: np.ndarray,
                             copula: np.ndarray) -> np.ndarray:
-    """Pass 2 chunk on a raw partition."""
-    return capped_counts(encode_partition(frame, schema), schema, strata, offsets, caps, copula)
+    """Pass 2 chunk on a partition of a :func:`codes_frame`."""
+    return capped_counts(frame_codes(frame), schema, strata, offsets, caps, copula)
+
+
+def stratum_rows(parts: list[Delayed], strata: Strata, *,
+                 show_progress: bool = False) -> np.ndarray:
+    """Pass 1 on the partitions ``parts`` of a :func:`codes_frame` (in their random order):
+    (partitions, P) each stratum's rows in each partition, exact (to the driver only)."""
+    counts = compute(*[dask.delayed(partition_strata)(part, strata) for part in parts],
+                     show_progress=show_progress)
+    return np.array(counts, dtype=np.int64).reshape(len(parts), strata.cells)
+
+
+def capped_graph(parts: list[Delayed], per_part: np.ndarray, schema: Schema, strata: Strata,
+                 caps: np.ndarray, copula: np.ndarray) -> Delayed:
+    """Pass 2, lazily, on the very partitions pass 1 counted (``per_part``): the tree sum of
+    :func:`capped_counts`, each stratum's capped subset being its first N_p rows in their
+    order."""
+    offsets = np.cumsum(per_part, axis=0) - per_part
+    return tree_sum([dask.delayed(partition_capped_counts)(part, schema, strata, offsets[i],
+                                                           caps, copula)
+                     for i, part in enumerate(parts)])
 
 
 def split_counts(vector: np.ndarray, schema: Schema, strata: Strata,
@@ -440,8 +464,9 @@ class DPCopulaHybridSynthesizer(Synthesizer):
                 f"every stratum (one Laplace measurement, L1 sensitivity {2 * large}), "
                 f"epsilon2 = {epsilon2:.6g} to the Kendall tau-a numerators of the "
                 f"{len(strata.pairs)} pairs in each stratum with a copula, on its first N_p "
-                f"rows (Laplace, L1 sensitivity 2(N_p - 1)·C(k,2) per stratum, at most two "
-                f"strata move: epsilon2/2 each); counts_share = {self.counts_share:g}, k = "
+                f"rows in a uniformly random order (Laplace, L1 sensitivity 2(N_p - 1)·C(k,2) "
+                f"per stratum, at most two strata move: epsilon2/2 each); counts_share = "
+                f"{self.counts_share:g}, k = "
                 f"epsilon1/epsilon2 = {self.k:g}; basic composition gives "
                 f"({self.epsilon:g}, 0)-DP")
 
@@ -456,11 +481,11 @@ class DPCopulaHybridSynthesizer(Synthesizer):
         check_columns(ddf.columns, self.schema)
         strata = self._strata()
         epsilon0, _, epsilon2 = self._budget()
-        # pass 2 must read the very partitions pass 1 counted
-        parts = ddf[self.schema.columns].to_delayed()
-        per_part = np.array(compute(*[dask.delayed(partition_strata)(part, self.schema, strata)
-                                      for part in parts], show_progress=self.show_progress),
-                            dtype=np.int64).reshape(len(parts), strata.cells)
+        # the seed is drawn here, on the driver, once per fit: retried tasks reuse it; pass 2
+        # must read the very partitions pass 1 counted
+        parts = random_row_order(codes_frame(ddf, self.schema),
+                                 order_seed(self.noise_seed)).to_delayed()
+        per_part = stratum_rows(parts, strata, show_progress=self.show_progress)
         totals = per_part.sum(axis=0)
         n_rows = int(totals.sum())
         if n_rows == 0:
@@ -475,10 +500,7 @@ class DPCopulaHybridSynthesizer(Synthesizer):
         copula = np.full(strata.cells, -1, dtype=np.int64)
         copula[with_copula] = np.arange(len(with_copula))
         self._fit_state = {"rng": rng, "counts": counts, "caps": caps, "with_copula": with_copula}
-        offsets = np.cumsum(per_part, axis=0) - per_part
-        return tree_sum([dask.delayed(partition_capped_counts)(part, self.schema, strata,
-                                                               offsets[i], caps, copula)
-                         for i, part in enumerate(parts)])
+        return capped_graph(parts, per_part, self.schema, strata, caps, copula)
 
     def _rows_counted(self, exact: np.ndarray) -> int:
         strata = self._strata()
@@ -519,6 +541,7 @@ class DPCopulaHybridSynthesizer(Synthesizer):
                 "strata": strata.cells, "min_rows": min_rows,
                 "strata_with_copula": len(with_copula),
                 "noisy_counts": counts.tolist(), "caps": caps.tolist(),
+                "row_order": ROW_ORDER,
                 "without_copula": "independent marginals (identity correlation)"},
         }
         return HybridModel(self.schema, n_rows, strata.small, counts, tuple(histograms),

@@ -70,7 +70,8 @@ from scipy.special import ndtri
 from dp_dask.cluster import compute
 from dp_dask.copula.correlation import nearest_correlation
 from dp_dask.data.counts import tree_sum, view_counts_from_codes
-from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.encode import check_columns
+from dp_dask.data.order import codes_frame, frame_codes, order_seed, random_row_order
 from dp_dask.data.schema import Schema
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
@@ -88,6 +89,8 @@ QUANTUM = 2**16  # Q: block estimates rounded to 1/Q before the (integer) noise
 MIN_BLOCK_ROWS = 3  # fewer rows give a correlation of signs only
 REFERENCE_RHO = 0.5  # the ρ the block rule balances bias against noise for
 BLOCK_BATCH = 4096  # blocks estimated at once: O(4096·m²) memory
+ROW_ORDER = ("the rows put in a uniformly random order (dp_dask.data.order, seeded from OS "
+             "entropy, or from noise_seed when the noise is seeded) before the blocks are cut")
 
 
 # --- blocks: public inputs only -----------------------------------------------------------------
@@ -184,9 +187,10 @@ def block_sums(edges: np.ndarray, first_row: int, *codes: np.ndarray) -> np.ndar
 
 def mle_graph(parts: list[Delayed], schema: Schema, lengths: np.ndarray, blocks: int, *,
               split_every: int = 8) -> Delayed:
-    """Lazy (1-way counts, S) of the partitions ``parts`` of ``lengths`` rows: each partition
-    encoded once, feeding both reductions."""
-    codes = [dask.delayed(encode_partition)(part, schema) for part in parts]
+    """Lazy (1-way counts, S) of the partitions ``parts`` (of :func:`codes_frame`, in their
+    random order) of ``lengths`` rows: each partition's codes read once, feeding both
+    reductions."""
+    codes = [dask.delayed(frame_codes)(part) for part in parts]
     # the d 1-way counts: each attribute a view of its own (the d×d matrix's diagonal, without
     # the 2-way tables this method does not use)
     alone = tuple((a,) for a in range(schema.m))
@@ -201,6 +205,22 @@ def mle_graph(parts: list[Delayed], schema: Schema, lengths: np.ndarray, blocks:
     sums = (tree_sum(chunks, split_every=split_every) if chunks
             else dask.delayed(np.zeros)(pairs, dtype=np.int64))
     return dask.delayed((one_way, sums))
+
+
+def ordered_mle_graph(ordered: dd.DataFrame, schema: Schema, blocks: int | None,
+                      epsilon2: float, *, show_progress: bool = False) -> tuple[Delayed, int]:
+    """(lazy (1-way counts, S), l) of the rows of ``ordered`` (a :func:`codes_frame` in a random
+    order) in their order: a first pass counts each partition's rows (which place each row's
+    position), l comes from n by the public rule unless ``blocks`` is given."""
+    parts = ordered.to_delayed()  # the second pass reads the very partitions the first counted
+    lengths = np.array(compute(*[dask.delayed(len)(part) for part in parts],
+                               show_progress=show_progress), dtype=np.int64)
+    n_rows = int(lengths.sum())
+    m = len(ordered.columns)
+    blocks = block_count(n_rows, m, epsilon2) if blocks is None else int(blocks)
+    if n_rows and blocks > n_rows:
+        raise ValueError(f"blocks = {blocks} is more than the {n_rows} rows of the input")
+    return mle_graph(parts, schema, lengths, blocks), blocks
 
 
 # --- the method -----------------------------------------------------------------------------
@@ -232,8 +252,10 @@ def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: 
     details = {"method": MLE, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
                **marginals,
                "blocks": blocks, "block_rows": [n_rows // blocks, -(-n_rows // blocks)],
-               "estimator": "per block of consecutive rows, the correlation of the normal "
-                            "scores of mid-ranks/(rows+1) (pseudo-MLE); mean over blocks",
+               "row_order": ROW_ORDER,
+               "estimator": "per block of consecutive rows in that order, the correlation of "
+                            "the normal scores of mid-ranks/(rows+1) (pseudo-MLE); mean over "
+                            "blocks",
                "noisy_correlations": averages.tolist()}
     return DPCopulaModel(schema, n_rows, tuple(histograms), correlation,
                          {**(metadata or {}), "model": details}, method=MLE)
@@ -243,7 +265,8 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
     """DPCopula-MLE (``--method dpcopula-mle``): pure ε-DP, δ = 0 (``delta`` is ignored).
 
     Extra parameters: ``k`` and ``histograms`` as DPCopula-Kendall; ``blocks`` l, the number
-    of blocks of consecutive rows (default: the module docstring's rule, from n, m and ε2).
+    of blocks of consecutive rows in a uniformly random order (default: the module docstring's
+    rule, from n, m and ε2).
     """
 
     name: ClassVar[str] = MLE
@@ -270,26 +293,21 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
                   f"l = {self.blocks}" if self.blocks is not None else
                   "l from n, m and epsilon2 by the public rule of dp_dask.methods.dpcopula_mle")
         return (f"block-averaged copula correlations (subsample and aggregate over blocks of "
-                f"consecutive rows, {blocks}; Laplace, sensitivity 2/l each")
+                f"consecutive rows in a uniformly random order, {blocks}; Laplace, "
+                f"sensitivity 2/l each")
 
     def _parameters(self) -> dict[str, Any]:
         return {**super()._parameters(), "blocks": self.blocks}
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         check_columns(ddf.columns, self.schema)
-        # The rows per partition place each row's global position: a first pass, on the very
-        # partitions the second reads (a projection of fewer columns may fuse Parquet files).
-        parts = ddf[self.schema.columns].to_delayed()
-        lengths = np.array(compute(*[dask.delayed(len)(part) for part in parts],
-                                   show_progress=self.show_progress), dtype=np.int64)
-        n_rows = int(lengths.sum())
-        blocks = (block_count(n_rows, self.schema.m,
-                              split_budget(self.epsilon, self.k, self.schema.m)[1])
-                  if self.blocks is None else int(self.blocks))
-        if n_rows and blocks > n_rows:
-            raise ValueError(f"blocks = {blocks} is more than the {n_rows} rows of the input")
-        self.blocks_ = blocks
-        return mle_graph(parts, self.schema, lengths, blocks)
+        # drawn here, on the driver, once per fit: retried tasks reuse it
+        ordered = random_row_order(codes_frame(ddf, self.schema), order_seed(self.noise_seed))
+        graph, self.blocks_ = ordered_mle_graph(
+            ordered, self.schema, self.blocks, split_budget(self.epsilon, self.k,
+                                                            self.schema.m)[1],
+            show_progress=self.show_progress)
+        return graph
 
     def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
         return int(exact[0][: self.schema.sizes[0]].sum())
