@@ -209,6 +209,7 @@ def test_cli_synth_with_opendp_noise_is_recorded(client, data, tmp_path, capsys)
     assert model.method == "dpcopula-hybrid"
     assert model.metadata["privacy"]["differentially_private"] is True
     assert model.metadata["model"]["min_rows"] == 50
+    assert "a secret seed" in model.metadata["model"]["row_order"]  # OpenDP noise: not recorded
     (entry,) = Ledger(ledger).entries("small")
     assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
     assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000

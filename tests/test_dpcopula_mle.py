@@ -202,6 +202,8 @@ def test_release_metadata_and_saved_model(client, fitted, tmp_path):
     assert privacy["blocks"] == blocks == metadata["model"]["blocks"]
     assert f"l = {blocks}" in privacy["budget_split"] and "2/l" in privacy["budget_split"]
     assert metadata["parameters"] == {"k": 4, "histograms": "laplace", "blocks": None}
+    assert "uniformly random order" in metadata["model"]["row_order"]
+    assert "derived from noise_seed" in metadata["model"]["row_order"]  # a seeded fit
     assert metadata["method"].startswith("dpcopula-mle")
     assert metadata["n_rows"] == CORRELATED_ROWS
     assert pd.read_parquet(paths["parquet"]).shape == (3_000, 4)

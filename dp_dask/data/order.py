@@ -28,7 +28,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 
-from dp_dask.data.encode import encode_partition
+from dp_dask.data.encode import code_dtype, encode_partition
 from dp_dask.data.schema import Schema
 
 ORDER_KEY = "__dp_dask_order_key__"
@@ -43,6 +43,14 @@ def order_seed(noise_seed: int | None) -> int:
     if noise_seed is None:
         return secrets.randbits(128)
     return int(np.random.SeedSequence([int(noise_seed), 0x0DE5]).generate_state(1, np.uint64)[0])
+
+
+def order_record(noise_seed: int | None) -> str:
+    """What a release records of the order: how it was drawn, never a secret seed."""
+    seed = ("a secret seed (OS entropy)" if noise_seed is None
+            else "a seed derived from noise_seed")
+    return (f"the rows put in a uniformly random order (dp_dask.data.order), from {seed}, "
+            "before any step that reads rows by position")
 
 
 def _with_keys(frame: pd.DataFrame, seed: int, partition_info: dict | None = None
@@ -84,7 +92,8 @@ def codes_frame(ddf: dd.DataFrame, schema: Schema) -> dd.DataFrame:
     """Each partition's codes as a frame (rows, m), one column per attribute: what the
     positional methods reorder (codes are smaller than raw values and of one integer type, so
     the shuffle moves less and cannot change a value's type)."""
-    meta = _codes(ddf._meta.iloc[:0], schema)
+    meta = pd.DataFrame(np.empty((0, schema.m), dtype=code_dtype(schema)),
+                        columns=[str(a) for a in range(schema.m)])
     return ddf.map_partitions(_codes, schema, meta=meta)
 
 

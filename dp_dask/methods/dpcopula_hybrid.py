@@ -10,7 +10,8 @@
               one Laplace measurement, b = 2k/ε1 per cell (k large-domain attributes)
     tau       in stratum p with N_p ≥ N_min, Kendall's tau-a numerators S_p of every pair of
               large-domain attributes on the *capped subset* (the stratum's first N_p rows in
-              the table's row order) + Laplace b_p = 2·C(k,2)·2(N_p − 1)/ε2; τ_p = S̃_p/C(N_p, 2)
+              a uniformly random row order, :mod:`dp_dask.data.order`: N_p of its rows drawn
+              uniformly) + Laplace b_p = 2·C(k,2)·2(N_p − 1)/ε2; τ_p = S̃_p/C(N_p, 2)
     copula    per stratum P̃_p = NCM(sin(π/2·τ_p)); strata under N_min: independent marginals
     sample    per output partition: each stratum gets its n̂_p/n share of the rows, its small-
               domain values fixed, its large-domain values y ~ N(0, P̃_p), F̃_p⁻¹(Φ(y))
@@ -20,8 +21,13 @@
 noisy release and public inputs (the caps, which strata get a copula: adaptive composition).
 (2) The per-stratum histograms, concatenated, have L1 sensitivity 2k: a replaced row leaves one
 cell of each of its k histograms (in its old stratum) and enters one (in its new stratum),
-whether or not the stratum changes. ε1-DP. (3) Let T_p be the first min(n_p, N_p) rows of stratum
-p by position. Replacing the row at position g moves at most two strata: its old one p and its
+whether or not the stratum changes. ε1-DP. (3) The rows are put in an order π drawn uniformly
+from all n! orders, independently of their values, of the file's order and of how Dask cut it
+(neighbours are multisets, listed in any order: by file position, D in one order and D' in the
+reverse would have unrelated capped subsets). Pair each order π of D with the order π' of D'
+that puts the replacement x' where π puts the replaced x: a bijection, so π' is uniform too,
+and paired orders differ in one position g. Let T_p be the first min(n_p, N_p) rows of stratum
+p by position in π. Replacing the row at position g moves at most two strata: its old one p and its
 new one q (p = q possible). In p, g leaves: if g ∉ T_p nothing changes; else T_p loses g and, when
 n_p > N_p, gains the next row of p: one row of T_p replaced by another (or one removed). In q, g
 enters: if it is not among q's first N_q rows nothing changes; else it pushes out T_q's last row
@@ -29,17 +35,18 @@ when n_q ≥ N_q (one row replaced), or is added when n_q < N_q. If p = q, one r
 value. A substitution in a set of ≤ N rows moves each pair's S by ≤ 2(N − 1), an addition or
 removal by ≤ N − 1. So each stratum's C(k,2) numerators move by ≤ C(k,2)·2(N_p − 1) in L1, at most
 two strata move, and noise of scale b_p = 2·C(k,2)·2(N_p − 1)/ε2 costs ε2/2 per moved stratum:
-ε2 in all. The positions are the rows' order in the input, a public order independent of the
-values (how Dask cut the input does not matter: a row's rank in its stratum is the same). The
+ε2 in all, for every paired (π, π'); averaging over π, for the mechanism. The
 true n_p is never used for a noise scale; when n_p < N_p the subset is smaller than the divisor
 C(N_p, 2) and τ_p shrinks towards 0 (c = 2 makes that rare: P(Laplace < −2·b0) = e⁻²/2, about).
 Basic composition: (ε0 + ε1 + ε2, 0)-DP.
 
-**Dask.** A first pass counts each stratum's rows in each Dask partition (exact counts, to the
-driver only), which gives each partition its per-stratum offset; the counts are noised and the
-caps set on the driver; a second pass encodes each partition, ranks its rows within their
-strata, and reduces the per-stratum histograms (all rows) and the pair tables of the rows below
-the caps, O(P·Σ sizes + E·Σ pair cells) per task (E strata with a copula), independent of n.
+**Dask.** Each partition is encoded to codes, shuffled into the random order (an out-of-core
+sort by iid keys, in each pass). A first pass counts each stratum's rows in each ordered
+partition (exact counts, to the driver only), which gives each partition its per-stratum
+offset; the counts are noised and the caps set on the driver; a second pass ranks each ordered
+partition's rows within their strata and reduces the per-stratum histograms (all rows) and the
+pair tables of the rows below the caps, O(P·Σ sizes + E·Σ pair cells) per task (E strata with a
+copula), independent of n.
 """
 
 from __future__ import annotations
@@ -62,7 +69,13 @@ from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import tree_sum
 from dp_dask.data.encode import check_columns
 from dp_dask.data.io import Location
-from dp_dask.data.order import codes_frame, frame_codes, order_seed, random_row_order
+from dp_dask.data.order import (
+    codes_frame,
+    frame_codes,
+    order_record,
+    order_seed,
+    random_row_order,
+)
 from dp_dask.data.schema import Schema
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
@@ -86,9 +99,6 @@ DEFAULT_MAX_PARTITIONS = 1024  # strata (cells of the small attributes' joint do
 DEFAULT_COUNTS_SHARE = 0.1  # ε0/ε
 DEFAULT_CAP_MARGIN = 2.0  # c in N_p = ⌊n̂_p − c·b0⌋
 TAU_NOISE_TARGET = 0.5  # default N_min: a stratum's τ noise std at most this (docs/dpcopula.md)
-ROW_ORDER = ("the rows put in a uniformly random order (dp_dask.data.order, seeded from OS "
-             "entropy, or from noise_seed when the noise is seeded): each capped subset is "
-             "its stratum's first N_p rows in that order")
 
 
 # --- strata: public inputs only ------------------------------------------------------------------
@@ -541,7 +551,7 @@ class DPCopulaHybridSynthesizer(Synthesizer):
                 "strata": strata.cells, "min_rows": min_rows,
                 "strata_with_copula": len(with_copula),
                 "noisy_counts": counts.tolist(), "caps": caps.tolist(),
-                "row_order": ROW_ORDER,
+                "row_order": order_record(self.noise_seed),
                 "without_copula": "independent marginals (identity correlation)"},
         }
         return HybridModel(self.schema, n_rows, strata.small, counts, tuple(histograms),

@@ -2,8 +2,9 @@
 
     split      ε = ε1 + ε2 with k = ε1/ε2 (default 8), as DPCopula-Kendall (``split_budget``)
     marginals  as DPCopula-Kendall: the m 1-way histograms, ε1/m each, Laplace or EFPA
-    blocks     the rows cut into l blocks of consecutive rows by their position g in the input:
-               block t holds rows ⌊t·n/l⌋ ≤ g < ⌊(t+1)·n/l⌋ (:func:`block_edges`)
+    order      the rows put in a uniformly random order (:mod:`dp_dask.data.order`)
+    blocks     l blocks of consecutive rows by their position g in that order: block t holds
+               rows ⌊t·n/l⌋ ≤ g < ⌊(t+1)·n/l⌋ (:func:`block_edges`)
     estimate   per block, the correlation of its pseudo-copula data (:func:`block_correlations`)
     aggregate  each coefficient's mean over the blocks + Laplace of scale C(m,2)·2/(l·ε2)
     copula     the noisy matrix repaired by our NCM; sampling as DPCopula-Kendall (DPCopulaModel)
@@ -18,10 +19,18 @@ under a unit diagonal needs an iterative solve per block for no gain in this use
 constant in a block has no scores to correlate: its coefficients in that block are 0.
 
 **Privacy** (neighbouring datasets, as everywhere in dp_dask: replace one row, n public).
-A row's block is a function of its position in the input and of n alone: not of its values,
-nor of how Dask cut the input into partitions (CSV partitions are byte ranges, which a replaced
-row of another length could shift). Neighbours therefore have the same blocks and differ in
-the rows of exactly one block t*. Each block's estimates r_t ∈ [−1, 1]^C(m,2) are a function
+Neighbours are data sets (multisets): a neighbour's file may list its rows in any order, so
+blocks cut by position in the file are not a function of the data set (in a file sorted by an
+attribute, a replaced row moves every row between its old and new place: rows (a, a mod 2),
+a = 0..5, sorted by a, 3 blocks; replacing (0,0) by (6,0), which sorts last, changes all three
+blocks and moves r̄ by 2.0, three times 2/l). So the rows are first put in an order π drawn
+uniformly from all n! orders, independently of their values, of the file's order and of how
+Dask cut it (:mod:`dp_dask.data.order`); a row's block is its position in π, and the blocks'
+sizes depend on n alone. For neighbours D, D' (row x replaced by x'), pair each order π of D
+with the order π' of D' that puts x' where π puts x: a bijection, so π' is uniform too, and
+paired orders have the same blocks and differ in the rows of exactly one block t*. If the noisy
+release M_π of paired orders satisfies P[M_π(D) ∈ E] ≤ e^ε2·P[M_π'(D') ∈ E], averaging over π
+gives the same for the mechanism. Each block's estimates r_t ∈ [−1, 1]^C(m,2) are a function
 of block t's rows alone, so of the released averages r̄ = (1/l)·Σ_t r_t each coefficient moves
 by |r_t* − r'_t*|/l ≤ 2/l, and the C(m,2) of them by at most **C(m,2)·2/l in L1**: Laplace of
 scale C(m,2)·2/(l·ε2) per coefficient is ε2-DP (the paper's Lap(C(m,2)·Λ/(l·ε2)), Λ = 2 the
@@ -42,15 +51,17 @@ On Adult (n = 45,222, m = 15, ε = 1, k = 8) that is B = 3, l = 15,074: the nois
 coefficient (std 0.18) is larger than Kendall's τ (0.12), the bias too; the method needs
 n·ε2/C(m,2) in the thousands to be competitive (docs/dpcopula.md).
 
-Blocks of consecutive rows (the paper's "divide D horizontally") assume an input whose row
-order is unrelated to its values: in a file sorted by an attribute, that attribute is nearly
-constant within blocks and its correlations come out too small. Privacy does not depend on it.
+The random order also makes good the paper's assumption (blocks of consecutive rows, "divide
+D horizontally") of a row order unrelated to the values: in a file sorted by an attribute,
+blocks by file position would make it nearly constant within blocks, its correlations too small.
 
-**Dask.** One pass counts the rows of each partition (where each block starts and ends);
-a second encodes each partition once and reduces, chunk → combine → aggregate, its 1-way
-counts and, per task, the blocks that start in the partition (the task also reads the codes of
-the following partitions its last block reaches into) to the integer vector S. A task holds
-O(rows·m) for its partitions, independent of n; the driver receives d + C(m,2) numbers.
+**Dask.** Each partition is encoded to codes, and the codes are shuffled into the random
+order (an out-of-core sort by iid keys: m small integers per row cross the network, in each of
+the two passes). One pass counts the rows of each ordered partition (where each block starts
+and ends); a second reads each ordered partition once and reduces, chunk → combine → aggregate,
+its 1-way counts and, per task, the blocks that start in the partition (the task also reads the
+codes of the following partitions its last block reaches into) to the integer vector S. A task
+holds O(rows·m) for its partitions, independent of n; the driver receives d + C(m,2) numbers.
 """
 
 from __future__ import annotations
@@ -71,7 +82,13 @@ from dp_dask.cluster import compute
 from dp_dask.copula.correlation import nearest_correlation
 from dp_dask.data.counts import tree_sum, view_counts_from_codes
 from dp_dask.data.encode import check_columns
-from dp_dask.data.order import codes_frame, frame_codes, order_seed, random_row_order
+from dp_dask.data.order import (
+    codes_frame,
+    frame_codes,
+    order_record,
+    order_seed,
+    random_row_order,
+)
 from dp_dask.data.schema import Schema
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
@@ -89,8 +106,6 @@ QUANTUM = 2**16  # Q: block estimates rounded to 1/Q before the (integer) noise
 MIN_BLOCK_ROWS = 3  # fewer rows give a correlation of signs only
 REFERENCE_RHO = 0.5  # the ρ the block rule balances bias against noise for
 BLOCK_BATCH = 4096  # blocks estimated at once: O(4096·m²) memory
-ROW_ORDER = ("the rows put in a uniformly random order (dp_dask.data.order, seeded from OS "
-             "entropy, or from noise_seed when the noise is seeded) before the blocks are cut")
 
 
 # --- blocks: public inputs only -----------------------------------------------------------------
@@ -240,9 +255,10 @@ def noisy_block_average(sums: np.ndarray, blocks: int, epsilon2: float, *, sampl
 def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: int,
                  blocks: int, epsilon: float, *, ratio: float = DEFAULT_RATIO,
                  histogram_mechanism: str = "laplace", sampler: str = "opendp",
-                 rng: np.random.Generator | None = None,
+                 rng: np.random.Generator | None = None, row_order: str = "",
                  metadata: dict[str, Any] | None = None) -> DPCopulaModel:
-    """DPCopula-MLE on exact 1-way counts and block sums S; the only step that reads them."""
+    """DPCopula-MLE on exact 1-way counts and block sums S; the only step that reads them.
+    ``row_order``: how the rows were ordered before the blocks were cut (recorded)."""
     epsilon1, epsilon2 = split_budget(epsilon, ratio, schema.m)
     histograms, marginals = noisy_histograms(one_way, schema, n_rows, epsilon1,
                                              mechanism=histogram_mechanism, sampler=sampler,
@@ -252,7 +268,7 @@ def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: 
     details = {"method": MLE, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
                **marginals,
                "blocks": blocks, "block_rows": [n_rows // blocks, -(-n_rows // blocks)],
-               "row_order": ROW_ORDER,
+               "row_order": row_order,
                "estimator": "per block of consecutive rows in that order, the correlation of "
                             "the normal scores of mid-ranks/(rows+1) (pseudo-MLE); mean over "
                             "blocks",
@@ -320,4 +336,4 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
             return dpcopula_mle(one_way, sums, self.schema, n_rows, self.blocks_, self.epsilon,
                                 ratio=self.k, histogram_mechanism=self.histograms,
                                 sampler=self.noise_sampler, rng=self._noise_rng(),
-                                metadata=metadata)
+                                row_order=order_record(self.noise_seed), metadata=metadata)
