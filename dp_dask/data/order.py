@@ -10,7 +10,7 @@ output distribution that depends on the multiset alone. For neighbours D and D' 
 replaced by x'), couple their orders by giving x' the place of x: every other row keeps its
 place, and the ordered sequences differ in exactly one position.
 
-How: each row draws a key, iid uniform in [0, 2⁶³) from ``default_rng([seed, partition])`` (so
+How: each row draws a key, iid uniform in [0, 2⁶³) from ``default_rng([seed, 0, partition])`` (so
 independent of its content and position, and the same in a retried task); the frame is sorted
 by the key (``set_index`` with fixed, even divisions: a shuffle, no quantile pass), and rows
 whose keys tie are put in a uniformly random order of their own (a seeded permutation per output

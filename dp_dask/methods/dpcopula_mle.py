@@ -56,12 +56,13 @@ D horizontally") of a row order unrelated to the values: in a file sorted by an 
 blocks by file position would make it nearly constant within blocks, its correlations too small.
 
 **Dask.** Each partition is encoded to codes, and the codes are shuffled into the random
-order (an out-of-core sort by iid keys: m small integers per row cross the network, in each of
-the two passes). One pass counts the rows of each ordered partition (where each block starts
-and ends); a second reads each ordered partition once and reduces, chunk → combine → aggregate,
-its 1-way counts and, per task, the blocks that start in the partition (the task also reads the
-codes of the following partitions its last block reaches into) to the integer vector S. A task
-holds O(rows·m) for its partitions, independent of n; the driver receives d + C(m,2) numbers.
+order (an out-of-core sort by iid keys: m small integers and an 8-byte key per row cross the
+network, in each of the two passes). One pass counts the rows of each ordered partition (where
+each block starts and ends); a second reads each ordered partition once and reduces, chunk →
+combine → aggregate, its 1-way counts and, per task, the blocks that start in the partition
+(the task also reads the codes of the following partitions its last block reaches into) to the
+integer vector S. A task holds O(rows·m) for its partitions, independent of n; the driver
+receives d + C(m,2) numbers.
 """
 
 from __future__ import annotations
@@ -231,8 +232,7 @@ def ordered_mle_graph(ordered: dd.DataFrame, schema: Schema, blocks: int | None,
     lengths = np.array(compute(*[dask.delayed(len)(part) for part in parts],
                                show_progress=show_progress), dtype=np.int64)
     n_rows = int(lengths.sum())
-    m = len(ordered.columns)
-    blocks = block_count(n_rows, m, epsilon2) if blocks is None else int(blocks)
+    blocks = block_count(n_rows, schema.m, epsilon2) if blocks is None else int(blocks)
     if n_rows and blocks > n_rows:
         raise ValueError(f"blocks = {blocks} is more than the {n_rows} rows of the input")
     return mle_graph(parts, schema, lengths, blocks), blocks
