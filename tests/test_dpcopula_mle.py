@@ -254,6 +254,7 @@ def test_a_sorted_file_moves_one_block_under_the_coupling(client, monkeypatch):
     for _ in range(8):
         keys = dict(zip(rows, rng.permutation(6).tolist(), strict=True))
         keys[(6, 0)] = keys[(0, 0)]
+        # the fit's own seam; without it (the old code) the blocks stay in file order
         monkeypatch.setattr("dp_dask.methods.dpcopula_mle.random_row_order",
                             ordered_by_content(keys), raising=False)
         averages = [Synthesizer.create("dpcopula-mle", load_schema(PAIR_SCHEMA), epsilon=1e6,
