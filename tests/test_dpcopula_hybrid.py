@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 
+import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,8 +17,10 @@ from conftest import (
     assert_resamples_alike,
     codes_of,
 )
+from test_dpcopula_mle import file_orders, keyed_frame, ordered_by_content
 
 from dp_dask.cli import main
+from dp_dask.data.order import ORDER_KEY, sort_by_key
 from dp_dask.data.schema import load_schema
 from dp_dask.methods.dpcopula import kendall_counts
 from dp_dask.methods.dpcopula_hybrid import (
@@ -24,8 +28,10 @@ from dp_dask.methods.dpcopula_hybrid import (
     HybridModel,
     Strata,
     capped_counts,
+    capped_graph,
     split_counts,
     split_hybrid_budget,
+    stratum_rows,
 )
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.synthesizer import Synthesizer, load_model
@@ -49,9 +55,13 @@ def numerators(codes: np.ndarray, schema, strata: Strata, caps: np.ndarray,
     for rows in pieces:
         total = total + capped_counts(codes[:, rows], schema, strata, offsets, caps, copula)
         offsets = offsets + np.bincount(strata.index(codes[:, rows]), minlength=strata.cells)
-    _, tables = split_counts(total, schema, strata, strata.cells)
-    return np.array([[np.subtract(*kendall_counts(t[p])) for t in tables]
-                     for p in range(strata.cells)])
+    return kendall_numerators(split_counts(total, schema, strata, strata.cells)[1])
+
+
+def kendall_numerators(tables) -> np.ndarray:
+    """(P, pairs) Kendall numerators of each pair's (P, size_a, size_b) tables."""
+    return np.array([[np.subtract(*kendall_counts(t[p].astype(np.int64))) for t in tables]
+                     for p in range(len(tables[0]))])
 
 
 def test_capped_numerators_move_within_the_bound_on_every_neighbour():
@@ -199,6 +209,92 @@ def test_cli_synth_with_opendp_noise_is_recorded(client, data, tmp_path, capsys)
     assert model.method == "dpcopula-hybrid"
     assert model.metadata["privacy"]["differentially_private"] is True
     assert model.metadata["model"]["min_rows"] == 50
+    assert "a secret seed" in model.metadata["model"]["row_order"]  # OpenDP noise: not recorded
     (entry,) = Ledger(ledger).entries("small")
     assert (entry.epsilon, entry.delta, entry.mechanism) == (0.5, 0.0, "laplace")
     assert len(pd.read_parquet(out / "synthetic.parquet")) == 2_000
+
+
+# --- the row order: capped subsets are a function of the data set, not of the file -----------
+
+def capped_tables(frame: pd.DataFrame, schema, strata: Strata, caps: np.ndarray, parts: int,
+                  *, random_order: bool = True) -> np.ndarray:
+    """(pairs, P, size, size) the capped subsets' pair tables of a keyed codes frame, through
+    the two Dask passes: in the order of its keys, or (``random_order=False``) in the file's."""
+    ddf = dd.from_pandas(frame.reset_index(drop=True), npartitions=parts, sort=False)
+    ordered = sort_by_key(ddf, seed=5) if random_order else ddf.drop(columns=ORDER_KEY)
+    pieces = ordered.to_delayed()
+    graph = capped_graph(pieces, stratum_rows(pieces, strata), schema, strata, caps,
+                         np.arange(strata.cells))
+    return np.stack(split_counts(dask.compute(graph)[0], schema, strata, strata.cells)[1])
+
+
+def test_capped_subsets_move_one_row_per_stratum_whatever_the_file_orders(client):
+    """D and its neighbour D' (one row replaced, keeping its key) each listed in any order (sorted
+    by any column, either way, in 1 or 3 partitions): each stratum's capped subset gains and/or
+    loses one row at most, and D's subsets are byte-equal over all its orders. By position
+    (the old rule) D sorted one way and D' another have subsets far apart."""
+    schema = load_schema(TINY_SCHEMA)
+    strata = Strata.of(schema, small_domain=2)
+    rng = np.random.default_rng(11)
+    n = 60
+    codes = np.stack([rng.integers(0, 2, n), *rng.integers(0, 3, (3, n))], axis=1)
+    rows = np.bincount(codes[:, 0], minlength=2)
+    caps = np.array([rows[0] - 4, rows[1] + 3])  # 'a' capped below its rows, 'b' above
+    keys = rng.permutation(n) * (2**63 // n)
+    frame = keyed_frame(codes, keys)
+    tables = [capped_tables(order, schema, strata, caps, parts)
+              for order, parts in itertools.product(file_orders(frame), (1, 3))]
+    for other in tables[1:]:
+        assert other.tobytes() == tables[0].tobytes()
+    before = tables[0]
+    bound = 2 * (caps - 1)
+    moved = set()
+    for row in range(0, n, 7):
+        replaced = codes.copy()
+        replaced[row] = [rng.integers(0, 2), *rng.integers(0, 3, 3)]
+        for order in file_orders(keyed_frame(replaced, keys))[1::3]:
+            after = capped_tables(order, schema, strata, caps, 3)
+            change = np.abs(after.astype(np.int64) - before).sum(axis=(2, 3))  # (pairs, P)
+            assert np.all(change <= 2), (row, change)  # one row out, one in: −1 and +1
+            numerators = np.abs(kendall_numerators(after) - kendall_numerators(before))
+            assert np.all(numerators <= bound[:, None])
+            moved.add(int(np.count_nonzero(change.any(axis=0))))
+    assert moved <= {0, 1, 2} and 2 in moved
+    by_x, reversed_by_x = file_orders(frame)[3], file_orders(keyed_frame(replaced, keys))[4]
+    positional = [capped_tables(order, schema, strata, caps, 3, random_order=False)
+                  for order in (by_x, reversed_by_x)]
+    assert np.abs(positional[1].astype(np.int64) - positional[0]).sum(axis=(2, 3)).max() > 2
+
+
+PAIR_HYBRID_SCHEMA = {"schema_version": 1, "name": "pair-hybrid", "attributes": [
+    {"name": "s", "type": "categorical", "categories": ["a", "b"]},
+    {"name": "x", "type": "categorical", "categories": [str(v) for v in range(20)]},
+    {"name": "y", "type": "categorical", "categories": [str(v) for v in range(10)]},
+]}
+
+
+def test_a_reordered_neighbour_moves_tau_within_the_bound(client, monkeypatch):
+    """Stratum 'a' of D holds x = 0..19 with y rising then falling; D' replaces its last row by
+    another and lists the rows in reverse. At ε = 10⁶ (caps n_p − 5), τ_a's numerator may move
+    by 2(N_a − 1) under the coupling; by position the capped subsets are D's first and last
+    rows: it moves by far more."""
+    xs = list(range(20))
+    rows = [("a", x, min(x, 19 - x) // 2) for x in xs] + [("b", x % 10, x % 7) for x in xs]
+    neighbour = [*rows[:19], ("a", 9, 0), *rows[20:]][::-1]
+    keys = dict(zip([(0 if s == "a" else 1, x, y) for s, x, y in rows],
+                    np.random.default_rng(2).permutation(len(rows)).tolist(), strict=True))
+    keys[(0, 9, 0)] = keys[(0, 19, 0)]
+    monkeypatch.setattr("dp_dask.methods.dpcopula_hybrid.random_row_order",
+                        ordered_by_content(keys), raising=False)
+    numerators = []
+    for table in (rows, neighbour):
+        frame = pd.DataFrame([(s, str(x), str(y)) for s, x, y in table], columns=["s", "x", "y"])
+        model = Synthesizer.create("dpcopula-hybrid", load_schema(PAIR_HYBRID_SCHEMA),
+                                   epsilon=1e6, small_domain=2, cap_margin=5 / 2e-5 * 0.999,
+                                   min_rows=2, noise_sampler="numpy", noise_seed=0,
+                                   ledger=False).fit(frame).model
+        (cap, _), rho = model.metadata["model"]["caps"], model.correlations[0][0, 1]
+        numerators.append(2 / np.pi * np.arcsin(rho) * cap * (cap - 1) / 2)
+    assert cap == 15
+    assert abs(numerators[0] - numerators[1]) <= 2 * (cap - 1) + 0.1

@@ -1,7 +1,8 @@
-"""DPCopula-MLE: blocks by position, the per-block estimator, its sensitivity, releases."""
+"""DPCopula-MLE: blocks in a random row order, the block estimator, its sensitivity, releases."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -21,6 +22,14 @@ from scipy.stats import rankdata
 from test_dpcopula import FINE_SCHEMA, codes_of, fine_copula_frame
 
 from dp_dask.data.encode import encode_partition
+from dp_dask.data.order import (
+    ORDER_KEY,
+    codes_frame,
+    frame_codes,
+    order_seed,
+    random_row_order,
+    sort_by_key,
+)
 from dp_dask.data.schema import load_schema
 from dp_dask.methods.dpcopula import DPCopulaModel, split_budget
 from dp_dask.methods.dpcopula_mle import (
@@ -32,6 +41,7 @@ from dp_dask.methods.dpcopula_mle import (
     block_sums,
     block_tasks,
     noisy_block_average,
+    ordered_mle_graph,
 )
 from dp_dask.synthesizer import Synthesizer, load_model
 
@@ -149,7 +159,11 @@ def test_large_epsilon_recovers_marginals_and_correlations(client):
     synthesizer = Synthesizer.create("dpcopula-mle", FINE_SCHEMA, epsilon=1e6, blocks=blocks,
                                      noise_sampler="numpy", noise_seed=0, ledger=False)
     model = synthesizer.fit(ddf).model
-    exact = block_correlations(real, block_edges(n, blocks)).mean(axis=0)
+    # the blocks are cut in the fit's random order (its seed derived from noise_seed = 0)
+    ordered = frame_codes(random_row_order(codes_frame(ddf, schema), order_seed(0)).compute())
+    exact = block_correlations(ordered, block_edges(n, blocks)).mean(axis=0)
+    assert not np.allclose(exact, block_correlations(real, block_edges(n, blocks)).mean(axis=0),
+                           atol=1e-3)  # ... not in the file's order
     # noise ~1e-8, rounding to 1/Q ≤ 8e-6: the model holds the data's block averages
     assert model.metadata["model"]["noisy_correlations"] == pytest.approx(exact, abs=2e-5)
     for a, histogram in enumerate(model.histograms):
@@ -188,6 +202,8 @@ def test_release_metadata_and_saved_model(client, fitted, tmp_path):
     assert privacy["blocks"] == blocks == metadata["model"]["blocks"]
     assert f"l = {blocks}" in privacy["budget_split"] and "2/l" in privacy["budget_split"]
     assert metadata["parameters"] == {"k": 4, "histograms": "laplace", "blocks": None}
+    assert "uniformly random order" in metadata["model"]["row_order"]
+    assert "derived from noise_seed" in metadata["model"]["row_order"]  # a seeded fit
     assert metadata["method"].startswith("dpcopula-mle")
     assert metadata["n_rows"] == CORRELATED_ROWS
     assert pd.read_parquet(paths["parquet"]).shape == (3_000, 4)
@@ -204,3 +220,109 @@ def test_bad_blocks_are_refused(client, data):
     with pytest.raises(ValueError, match=f"more than the {CORRELATED_ROWS} rows"):
         Synthesizer.create("dpcopula-mle", SMALL_SCHEMA_PATH, blocks=CORRELATED_ROWS + 1,
                            ledger=False).fit(data)
+
+
+# --- the row order: blocks are a function of the data set (a multiset), not of the file -------
+
+PAIR_SCHEMA = {"schema_version": 1, "name": "pair", "attributes": [
+    {"name": "A", "type": "categorical", "categories": [str(v) for v in range(7)]},
+    {"name": "B", "type": "categorical", "categories": ["0", "1"]},
+]}
+
+
+def ordered_by_content(keys: dict[tuple[int, ...], int]):
+    """A ``random_row_order`` whose keys are given per row (rows told apart by their codes):
+    the coupling of the privacy proof, where a replaced row's replacement keeps its key and
+    every other row keeps its own, whatever the files' orders."""
+    def order(ddf: dd.DataFrame, seed: int) -> dd.DataFrame:
+        frame = ddf.compute()
+        rank = np.argsort([keys[tuple(row)] for row in frame.itertuples(index=False)])
+        return dd.from_pandas(frame.iloc[rank].reset_index(drop=True), npartitions=2)
+    return order
+
+
+def test_a_sorted_file_moves_one_block_under_the_coupling(client, monkeypatch):
+    """Rows (A, B) = (0,0), (1,1), (2,0), ..., (5,1) sorted by A, 3 blocks; the neighbour replaces
+    (0,0) by (6,0), which sorts last. By position every block changes (+1 to −1: r̄ moves by
+    2.0 > 2/l); in a random order, coupled, one block does (≤ 2/l)."""
+    rows = [(a, a % 2) for a in range(6)]
+    neighbour = [*rows[1:], (6, 0)]  # sorted by A as well
+    frames = [pd.DataFrame([(str(a), str(b)) for a, b in table], columns=["A", "B"])
+              for table in (rows, neighbour)]
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for _ in range(8):
+        keys = dict(zip(rows, rng.permutation(6).tolist(), strict=True))
+        keys[(6, 0)] = keys[(0, 0)]
+        # the fit's own seam; without it (the old code) the blocks stay in file order
+        monkeypatch.setattr("dp_dask.methods.dpcopula_mle.random_row_order",
+                            ordered_by_content(keys), raising=False)
+        averages = [Synthesizer.create("dpcopula-mle", load_schema(PAIR_SCHEMA), epsilon=1e6,
+                                       blocks=3, noise_sampler="numpy", noise_seed=0,
+                                       ledger=False).fit(frame).model.metadata["model"]
+                    ["noisy_correlations"][0] for frame in frames]
+        worst = max(worst, abs(averages[0] - averages[1]))
+    assert worst <= 2 / 3 + 1e-4  # 2/l, up to the noise (~1e-5) and the 1/Q rounding
+
+
+def keyed_frame(codes: np.ndarray, keys: np.ndarray) -> pd.DataFrame:
+    """(rows, m) codes as a :func:`codes_frame` partition, with each row's ordering key."""
+    frame = pd.DataFrame(codes, columns=[str(a) for a in range(codes.shape[1])])
+    return frame.assign(**{ORDER_KEY: keys})
+
+
+def file_orders(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The rows sorted by each attribute, ascending and descending, and as given."""
+    columns = [c for c in frame.columns if c != ORDER_KEY]
+    return [frame, *(frame.sort_values(c, ascending=up, kind="stable")
+                     for c in columns for up in (True, False))]
+
+
+def test_block_sums_do_not_depend_on_the_file_order(client):
+    """Rows re-sorted by each column (and reversed), cut into other partitions, each keeping its
+    key: the same S, byte for byte; by position (the old blocks) S changes with the order."""
+    schema = load_schema({"schema_version": 1, "name": "three", "attributes": [
+        {"name": n, "type": "categorical", "categories": [str(v) for v in range(5)]}
+        for n in "xyz"]})
+    rng = np.random.default_rng(3)
+    n, blocks = 300, 37
+    keys = rng.permutation(n) * (2**63 // n)  # distinct, spread over every output partition
+    frame = keyed_frame(random_codes(rng, 3, n).T, keys)
+    sums, positional = [], []
+    for order, parts in itertools.product(file_orders(frame), (1, 4)):
+        ddf = dd.from_pandas(order.reset_index(drop=True), npartitions=parts, sort=False)
+        for target, ordered in ((sums, sort_by_key(ddf, seed=5)),
+                                (positional, ddf.drop(columns=ORDER_KEY))):
+            graph, _ = ordered_mle_graph(ordered, schema, blocks, 1.0)
+            target.append(dask.compute(graph)[0][1])
+    for other in sums[1:]:
+        assert other.tobytes() == sums[0].tobytes()
+    assert len({s.tobytes() for s in positional}) > 1
+
+
+def test_random_order_is_uniform_whatever_the_file_order():
+    """Each row's place in the random order is uniform over the n places, for a sorted input
+    and the same input reversed, in 1 or 3 partitions (χ² over 240 seeds); rows whose keys tie
+    come out in each of their orders alike."""
+    from scipy.stats import chisquare
+    n, seeds = 6, 240
+    frame = pd.DataFrame({"0": np.arange(n)})
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        for rows, parts in ((frame, 1), (frame[::-1], 3)):
+            ddf = dd.from_pandas(rows.reset_index(drop=True), npartitions=parts, sort=False)
+            orders = dask.compute(*[random_row_order(ddf, s) for s in range(seeds)],
+                                  scheduler="sync")
+            assert all(sorted(o["0"]) == list(range(n)) for o in orders)
+            places = np.array([np.flatnonzero(o["0"].to_numpy() == 0)[0] for o in orders])
+            assert chisquare(np.bincount(places, minlength=n)).pvalue > 1e-3
+        tied = dd.from_pandas(keyed_frame(np.arange(3)[:, None], np.zeros(3, dtype=np.int64)),
+                              npartitions=2, sort=False)
+        orders = dask.compute(*[sort_by_key(tied, s) for s in range(seeds)], scheduler="sync")
+    permutations = [tuple(o["0"]) for o in orders]
+    assert len(set(permutations)) == 6
+    assert chisquare([permutations.count(p) for p in set(permutations)]).pvalue > 1e-3
+
+
+def test_order_seed_is_secret_unless_the_noise_is_seeded():
+    assert order_seed(3) == order_seed(3) != order_seed(4)
+    assert order_seed(None) != order_seed(None)

@@ -2,8 +2,9 @@
 
     split      ε = ε1 + ε2 with k = ε1/ε2 (default 8), as DPCopula-Kendall (``split_budget``)
     marginals  as DPCopula-Kendall: the m 1-way histograms, ε1/m each, Laplace or EFPA
-    blocks     the rows cut into l blocks of consecutive rows by their position g in the input:
-               block t holds rows ⌊t·n/l⌋ ≤ g < ⌊(t+1)·n/l⌋ (:func:`block_edges`)
+    order      the rows put in a uniformly random order (:mod:`dp_dask.data.order`)
+    blocks     l blocks of consecutive rows by their position g in that order: block t holds
+               rows ⌊t·n/l⌋ ≤ g < ⌊(t+1)·n/l⌋ (:func:`block_edges`)
     estimate   per block, the correlation of its pseudo-copula data (:func:`block_correlations`)
     aggregate  each coefficient's mean over the blocks + Laplace of scale C(m,2)·2/(l·ε2)
     copula     the noisy matrix repaired by our NCM; sampling as DPCopula-Kendall (DPCopulaModel)
@@ -18,10 +19,18 @@ under a unit diagonal needs an iterative solve per block for no gain in this use
 constant in a block has no scores to correlate: its coefficients in that block are 0.
 
 **Privacy** (neighbouring datasets, as everywhere in dp_dask: replace one row, n public).
-A row's block is a function of its position in the input and of n alone: not of its values,
-nor of how Dask cut the input into partitions (CSV partitions are byte ranges, which a replaced
-row of another length could shift). Neighbours therefore have the same blocks and differ in
-the rows of exactly one block t*. Each block's estimates r_t ∈ [−1, 1]^C(m,2) are a function
+Neighbours are data sets (multisets): a neighbour's file may list its rows in any order, so
+blocks cut by position in the file are not a function of the data set (in a file sorted by an
+attribute, a replaced row moves every row between its old and new place: rows (a, a mod 2),
+a = 0..5, sorted by a, 3 blocks; replacing (0,0) by (6,0), which sorts last, changes all three
+blocks and moves r̄ by 2.0, three times 2/l). So the rows are first put in an order π drawn
+uniformly from all n! orders, independently of their values, of the file's order and of how
+Dask cut it (:mod:`dp_dask.data.order`); a row's block is its position in π, and the blocks'
+sizes depend on n alone. For neighbours D, D' (row x replaced by x'), pair each order π of D
+with the order π' of D' that puts x' where π puts x: a bijection, so π' is uniform too, and
+paired orders have the same blocks and differ in the rows of exactly one block t*. If the noisy
+release M_π of paired orders satisfies P[M_π(D) ∈ E] ≤ e^ε2·P[M_π'(D') ∈ E], averaging over π
+gives the same for the mechanism. Each block's estimates r_t ∈ [−1, 1]^C(m,2) are a function
 of block t's rows alone, so of the released averages r̄ = (1/l)·Σ_t r_t each coefficient moves
 by |r_t* − r'_t*|/l ≤ 2/l, and the C(m,2) of them by at most **C(m,2)·2/l in L1**: Laplace of
 scale C(m,2)·2/(l·ε2) per coefficient is ε2-DP (the paper's Lap(C(m,2)·Λ/(l·ε2)), Λ = 2 the
@@ -42,15 +51,18 @@ On Adult (n = 45,222, m = 15, ε = 1, k = 8) that is B = 3, l = 15,074: the nois
 coefficient (std 0.18) is larger than Kendall's τ (0.12), the bias too; the method needs
 n·ε2/C(m,2) in the thousands to be competitive (docs/dpcopula.md).
 
-Blocks of consecutive rows (the paper's "divide D horizontally") assume an input whose row
-order is unrelated to its values: in a file sorted by an attribute, that attribute is nearly
-constant within blocks and its correlations come out too small. Privacy does not depend on it.
+The random order also makes good the paper's assumption (blocks of consecutive rows, "divide
+D horizontally") of a row order unrelated to the values: in a file sorted by an attribute,
+blocks by file position would make it nearly constant within blocks, its correlations too small.
 
-**Dask.** One pass counts the rows of each partition (where each block starts and ends);
-a second encodes each partition once and reduces, chunk → combine → aggregate, its 1-way
-counts and, per task, the blocks that start in the partition (the task also reads the codes of
-the following partitions its last block reaches into) to the integer vector S. A task holds
-O(rows·m) for its partitions, independent of n; the driver receives d + C(m,2) numbers.
+**Dask.** Each partition is encoded to codes, and the codes are shuffled into the random
+order (an out-of-core sort by iid keys: m small integers and an 8-byte key per row cross the
+network, in each of the two passes). One pass counts the rows of each ordered partition (where
+each block starts and ends); a second reads each ordered partition once and reduces, chunk →
+combine → aggregate, its 1-way counts and, per task, the blocks that start in the partition
+(the task also reads the codes of the following partitions its last block reaches into) to the
+integer vector S. A task holds O(rows·m) for its partitions, independent of n; the driver
+receives d + C(m,2) numbers.
 """
 
 from __future__ import annotations
@@ -70,7 +82,14 @@ from scipy.special import ndtri
 from dp_dask.cluster import compute
 from dp_dask.copula.correlation import nearest_correlation
 from dp_dask.data.counts import tree_sum, view_counts_from_codes
-from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.encode import check_columns
+from dp_dask.data.order import (
+    codes_frame,
+    frame_codes,
+    order_record,
+    order_seed,
+    random_row_order,
+)
 from dp_dask.data.schema import Schema
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
@@ -184,9 +203,10 @@ def block_sums(edges: np.ndarray, first_row: int, *codes: np.ndarray) -> np.ndar
 
 def mle_graph(parts: list[Delayed], schema: Schema, lengths: np.ndarray, blocks: int, *,
               split_every: int = 8) -> Delayed:
-    """Lazy (1-way counts, S) of the partitions ``parts`` of ``lengths`` rows: each partition
-    encoded once, feeding both reductions."""
-    codes = [dask.delayed(encode_partition)(part, schema) for part in parts]
+    """Lazy (1-way counts, S) of the partitions ``parts`` (of :func:`codes_frame`, in their
+    random order) of ``lengths`` rows: each partition's codes read once, feeding both
+    reductions."""
+    codes = [dask.delayed(frame_codes)(part) for part in parts]
     # the d 1-way counts: each attribute a view of its own (the d×d matrix's diagonal, without
     # the 2-way tables this method does not use)
     alone = tuple((a,) for a in range(schema.m))
@@ -201,6 +221,21 @@ def mle_graph(parts: list[Delayed], schema: Schema, lengths: np.ndarray, blocks:
     sums = (tree_sum(chunks, split_every=split_every) if chunks
             else dask.delayed(np.zeros)(pairs, dtype=np.int64))
     return dask.delayed((one_way, sums))
+
+
+def ordered_mle_graph(ordered: dd.DataFrame, schema: Schema, blocks: int | None,
+                      epsilon2: float, *, show_progress: bool = False) -> tuple[Delayed, int]:
+    """(lazy (1-way counts, S), l) of the rows of ``ordered`` (a :func:`codes_frame` in a random
+    order) in their order: a first pass counts each partition's rows (which place each row's
+    position), l comes from n by the public rule unless ``blocks`` is given."""
+    parts = ordered.to_delayed()  # the second pass reads the very partitions the first counted
+    lengths = np.array(compute(*[dask.delayed(len)(part) for part in parts],
+                               show_progress=show_progress), dtype=np.int64)
+    n_rows = int(lengths.sum())
+    blocks = block_count(n_rows, schema.m, epsilon2) if blocks is None else int(blocks)
+    if n_rows and blocks > n_rows:
+        raise ValueError(f"blocks = {blocks} is more than the {n_rows} rows of the input")
+    return mle_graph(parts, schema, lengths, blocks), blocks
 
 
 # --- the method -----------------------------------------------------------------------------
@@ -220,9 +255,10 @@ def noisy_block_average(sums: np.ndarray, blocks: int, epsilon2: float, *, sampl
 def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: int,
                  blocks: int, epsilon: float, *, ratio: float = DEFAULT_RATIO,
                  histogram_mechanism: str = "laplace", sampler: str = "opendp",
-                 rng: np.random.Generator | None = None,
+                 rng: np.random.Generator | None = None, row_order: str = "",
                  metadata: dict[str, Any] | None = None) -> DPCopulaModel:
-    """DPCopula-MLE on exact 1-way counts and block sums S; the only step that reads them."""
+    """DPCopula-MLE on exact 1-way counts and block sums S; the only step that reads them.
+    ``row_order``: how the rows were ordered before the blocks were cut (recorded)."""
     epsilon1, epsilon2 = split_budget(epsilon, ratio, schema.m)
     histograms, marginals = noisy_histograms(one_way, schema, n_rows, epsilon1,
                                              mechanism=histogram_mechanism, sampler=sampler,
@@ -232,8 +268,10 @@ def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: 
     details = {"method": MLE, "epsilon1": epsilon1, "epsilon2": epsilon2, "k": ratio,
                **marginals,
                "blocks": blocks, "block_rows": [n_rows // blocks, -(-n_rows // blocks)],
-               "estimator": "per block of consecutive rows, the correlation of the normal "
-                            "scores of mid-ranks/(rows+1) (pseudo-MLE); mean over blocks",
+               "row_order": row_order,
+               "estimator": "per block of consecutive rows in that order, the correlation of "
+                            "the normal scores of mid-ranks/(rows+1) (pseudo-MLE); mean over "
+                            "blocks",
                "noisy_correlations": averages.tolist()}
     return DPCopulaModel(schema, n_rows, tuple(histograms), correlation,
                          {**(metadata or {}), "model": details}, method=MLE)
@@ -243,7 +281,8 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
     """DPCopula-MLE (``--method dpcopula-mle``): pure ε-DP, δ = 0 (``delta`` is ignored).
 
     Extra parameters: ``k`` and ``histograms`` as DPCopula-Kendall; ``blocks`` l, the number
-    of blocks of consecutive rows (default: the module docstring's rule, from n, m and ε2).
+    of blocks of consecutive rows in a uniformly random order (default: the module docstring's
+    rule, from n, m and ε2).
     """
 
     name: ClassVar[str] = MLE
@@ -270,26 +309,21 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
                   f"l = {self.blocks}" if self.blocks is not None else
                   "l from n, m and epsilon2 by the public rule of dp_dask.methods.dpcopula_mle")
         return (f"block-averaged copula correlations (subsample and aggregate over blocks of "
-                f"consecutive rows, {blocks}; Laplace, sensitivity 2/l each")
+                f"consecutive rows in a uniformly random order, {blocks}; Laplace, "
+                f"sensitivity 2/l each")
 
     def _parameters(self) -> dict[str, Any]:
         return {**super()._parameters(), "blocks": self.blocks}
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         check_columns(ddf.columns, self.schema)
-        # The rows per partition place each row's global position: a first pass, on the very
-        # partitions the second reads (a projection of fewer columns may fuse Parquet files).
-        parts = ddf[self.schema.columns].to_delayed()
-        lengths = np.array(compute(*[dask.delayed(len)(part) for part in parts],
-                                   show_progress=self.show_progress), dtype=np.int64)
-        n_rows = int(lengths.sum())
-        blocks = (block_count(n_rows, self.schema.m,
-                              split_budget(self.epsilon, self.k, self.schema.m)[1])
-                  if self.blocks is None else int(self.blocks))
-        if n_rows and blocks > n_rows:
-            raise ValueError(f"blocks = {blocks} is more than the {n_rows} rows of the input")
-        self.blocks_ = blocks
-        return mle_graph(parts, self.schema, lengths, blocks)
+        # drawn here, on the driver, once per fit: retried tasks reuse it
+        ordered = random_row_order(codes_frame(ddf, self.schema), order_seed(self.noise_seed))
+        graph, self.blocks_ = ordered_mle_graph(
+            ordered, self.schema, self.blocks, split_budget(self.epsilon, self.k,
+                                                            self.schema.m)[1],
+            show_progress=self.show_progress)
+        return graph
 
     def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
         return int(exact[0][: self.schema.sizes[0]].sum())
@@ -302,4 +336,4 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
             return dpcopula_mle(one_way, sums, self.schema, n_rows, self.blocks_, self.epsilon,
                                 ratio=self.k, histogram_mechanism=self.histograms,
                                 sampler=self.noise_sampler, rng=self._noise_rng(),
-                                metadata=metadata)
+                                row_order=order_record(self.noise_seed), metadata=metadata)
