@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,8 @@ def format_table(results: Sequence[AuditResult]) -> str:
              f"{first.delta:g}, confidence {1 - first.alpha:g}; claimed eps = the release's "
              "curve at that delta", head, "-" * len(head)]
     for r in results:
-        bound = f"{r.epsilon_lower_bound:.3f}" if math.isfinite(r.epsilon_lower_bound) else "-"
+        # ε >= 0 always: a bound below 0 is no evidence at all
+        bound = f"{max(r.epsilon_lower_bound, 0.0):.3f}"
         name = r.name + (f" +{r.plant}" if r.plant else "")
         lines.append(f"{name:34} {r.notion:10} {r.claimed_epsilon:11.3f} {bound:>8} "
                      f"{r.trials:6d} {r.seconds:6.1f}  "

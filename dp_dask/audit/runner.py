@@ -25,7 +25,7 @@ import numpy as np
 
 from dp_dask.audit.scenarios import Scenario
 from dp_dask.postprocess.consistency import Measurement
-from dp_dask.privacy.audit import epsilon_lower_bounds, threshold_epsilons
+from dp_dask.privacy.audit import epsilon_lower_bounds
 
 AUDIT_DELTA = 0.05  # the δ the audit bounds ε at (few trials see only the curve's large-δ end)
 ALPHA = 0.05  # the bound holds with probability >= 1 − ALPHA
@@ -117,6 +117,20 @@ def _statistic(reference: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
     return change / np.maximum(variance, _VARIANCE_FLOOR)
 
 
+def pilot_thresholds(scores_0: np.ndarray, scores_1: np.ndarray, delta: float,
+                     keep: int = THRESHOLDS) -> np.ndarray:
+    """The ``keep`` thresholds whose point estimates of ε at ``delta`` (one pseudo-count added
+    to each denominator) are largest on the pilot, in either direction."""
+    s0, s1 = np.sort(scores_0), np.sort(scores_1)
+    candidates = np.unique(np.concatenate([s0, s1]))
+    up0 = (s0.size - np.searchsorted(s0, candidates)) / s0.size
+    up1 = (s1.size - np.searchsorted(s1, candidates)) / s1.size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.log(np.maximum(up1 - delta, 0) / (up0 + 1 / s0.size))
+        lower = np.log(np.maximum(1 - up0 - delta, 0) / (1 - up1 + 1 / s1.size))
+    return candidates[np.argsort(np.maximum(upper, lower))[-keep:]]
+
+
 def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha: float = ALPHA,
           plant: str | None = None, progress: Callable[[str], None] | None = None
           ) -> AuditResult:
@@ -137,12 +151,7 @@ def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha:
     weights = _statistic((_flat(ref[0], keys), _flat(ref[1], keys)),
                          (values[0][:pilot], values[1][:pilot]))
     scores = [v @ weights for v in values]
-    # thresholds: the pilot's best, by its own (lenient) bounds
-    candidates = np.unique(np.concatenate([s[:pilot] for s in scores]))
-    pilot_eps = threshold_epsilons(scores[0][:pilot], scores[1][:pilot], delta, alpha=0.5,
-                                   thresholds=candidates)
-    best = np.argsort(np.maximum(pilot_eps[:candidates.size], pilot_eps[candidates.size:]))
-    chosen = candidates[best[-THRESHOLDS:]]
+    chosen = pilot_thresholds(scores[0][:pilot], scores[1][:pilot], delta)
     bound = epsilon_lower_bounds(scores[0][pilot:], scores[1][pilot:], [delta], alpha=alpha,
                                  thresholds=chosen)[delta]
     privacy = reference[0].metadata["privacy"]

@@ -59,7 +59,7 @@ TYPICAL = {"colour": "red", "size": 5, "city": "a", "grade": "g0"}
 # an unused category, a value on a bin's edge, a value outside the schema ("other")
 CANARY = {"colour": "violet", "size": 50, "city": "zz-not-in-schema", "grade": "g5"}
 
-MLE_BLOCK_PAIRS = 30  # blocks of two rows
+MLE_BLOCK_PAIRS = 60  # blocks of two rows: the noise is small beside the shift
 # the schema draft's DP bins: quantiles over a public grid; the canary is the largest value
 DRAFT_GRID = {"start": 0, "stop": 200, "step": 10}
 DRAFT_CANARY = 190
