@@ -69,8 +69,12 @@ def published(release: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _flat(features: dict[str, np.ndarray], keys: list[str]) -> np.ndarray:
-    return np.concatenate([features[k] for k in keys]) if keys else np.zeros(0)
+def _flat(features: dict[str, np.ndarray], keys: list[str],
+          default: dict[str, np.ndarray]) -> np.ndarray:
+    """The numbers of ``keys``, in order; ``default``'s where a release lacks one."""
+    found = [features.get(k, default[k]) for k in keys]
+    return np.concatenate([f if f.shape == default[k].shape else default[k]
+                           for k, f in zip(keys, found)]) if keys else np.zeros(0)
 
 
 def common_keys(*features: dict[str, np.ndarray]) -> list[str]:
@@ -145,10 +149,12 @@ def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha:
             outputs[side].append(published(release(side, 2 * i + side)))
         if progress and (i + 1) % max(1, trials // 4) == 0:
             progress(f"{scenario.name}: {i + 1}/{trials} trials")
-    keys = common_keys(*ref, *outputs[0], *outputs[1])
-    values = [np.array([_flat(f, keys) for f in side]) for side in outputs]
     pilot = max(1, int(trials * PILOT_SHARE))
-    weights = _statistic((_flat(ref[0], keys), _flat(ref[1], keys)),
+    # the statistic is chosen on the reference pair and the pilot alone: the bound's trials
+    # are independent of it
+    keys = common_keys(*ref, *outputs[0][:pilot], *outputs[1][:pilot])
+    values = [np.array([_flat(f, keys, ref[0]) for f in side]) for side in outputs]
+    weights = _statistic((_flat(ref[0], keys, ref[0]), _flat(ref[1], keys, ref[0])),
                          (values[0][:pilot], values[1][:pilot]))
     scores = [v @ weights for v in values]
     chosen = pilot_thresholds(scores[0][:pilot], scores[1][:pilot], delta)
