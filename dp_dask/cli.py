@@ -610,13 +610,13 @@ def _audit_command(commands: argparse._SubParsersAction) -> None:
     audit.add_argument("--trials", type=positive_int, default=None,
                        help="releases per neighbour (default: per scenario, a few minutes in all)")
     audit.add_argument("--plant", choices=sorted(PLANTS), default=None,
-                       help="audit with a planted bug (the audit must fail)")
+                       help="audit with a planted bug, which must fail it (default: none)")
     audit.add_argument("--delta", type=delta_value, default=AUDIT_DELTA,
                        help=f"the delta epsilon is bounded at (default {AUDIT_DELTA:g})")
     audit.add_argument("--alpha", type=delta_value, default=ALPHA,
                        help=f"1 - confidence of the bounds (default {ALPHA:g})")
     audit.add_argument("--json", type=Path, default=None, metavar="PATH.json",
-                       help="also write the report as JSON")
+                       help="also write the report as JSON (default: none)")
     audit.add_argument("--quiet-progress", action="store_true", help="no progress lines")
     audit.set_defaults(run=run_audit, cluster=False, quiet=True)
 
