@@ -496,7 +496,7 @@ def run_audit(args: argparse.Namespace) -> None:
     from dp_dask.audit.report import format_table, run_audit, write_report
 
     results = run_audit(args.method or None, trials=args.trials, plant=args.plant,
-                        delta=args.delta, alpha=args.alpha,
+                        delta=args.delta, alpha=args.alpha, seed=args.seed,
                         progress=None if args.quiet_progress else lambda line: _say("audit", line))
     print(format_table(results))
     if args.json:
@@ -615,6 +615,8 @@ def _audit_command(commands: argparse._SubParsersAction) -> None:
                        help=f"the delta epsilon is bounded at (default {AUDIT_DELTA:g})")
     audit.add_argument("--alpha", type=delta_value, default=ALPHA,
                        help=f"1 - confidence of the bounds (default {ALPHA:g})")
+    audit.add_argument("--seed", type=int, default=0,
+                       help="the first noise seed of the trials (default: 0)")
     audit.add_argument("--json", type=Path, default=None, metavar="PATH.json",
                        help="also write the report as JSON (default: none)")
     audit.add_argument("--quiet-progress", action="store_true", help="no progress lines")

@@ -25,12 +25,13 @@ import numpy as np
 
 from dp_dask.audit.scenarios import Scenario
 from dp_dask.postprocess.consistency import Measurement
-from dp_dask.privacy.audit import epsilon_lower_bounds
+from dp_dask.privacy.audit import count_epsilons, epsilon_lower_bounds, tail_counts
 
 AUDIT_DELTA = 0.05  # the δ the audit bounds ε at (few trials see only the curve's large-δ end)
 ALPHA = 0.05  # the bound holds with probability >= 1 − ALPHA
 PILOT_SHARE = 1 / 3  # trials that choose the statistic's weights and thresholds
 THRESHOLDS = 5  # thresholds kept from the pilot (Bonferroni over them and both directions)
+QUANTILES = np.linspace(0.025, 0.975, 39)  # where on the pilot's scores they may lie
 REFERENCE_SEED = 2**31 - 1  # the seed of the pair of releases that give the direction
 _VARIANCE_FLOOR = 1e-12
 # a model's fields that are not noisy statistics (the marginals' tree is derived from them)
@@ -121,24 +122,24 @@ def _statistic(reference: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
     return change / np.maximum(variance, _VARIANCE_FLOOR)
 
 
-def pilot_thresholds(scores_0: np.ndarray, scores_1: np.ndarray, delta: float,
-                     keep: int = THRESHOLDS) -> np.ndarray:
-    """The ``keep`` thresholds whose point estimates of ε at ``delta`` (one pseudo-count added
-    to each denominator) are largest on the pilot, in either direction."""
-    s0, s1 = np.sort(scores_0), np.sort(scores_1)
-    candidates = np.unique(np.concatenate([s0, s1]))
-    up0 = (s0.size - np.searchsorted(s0, candidates)) / s0.size
-    up1 = (s1.size - np.searchsorted(s1, candidates)) / s1.size
-    with np.errstate(divide="ignore", invalid="ignore"):
-        upper = np.log(np.maximum(up1 - delta, 0) / (up0 + 1 / s0.size))
-        lower = np.log(np.maximum(1 - up0 - delta, 0) / (1 - up1 + 1 / s1.size))
-    return candidates[np.argsort(np.maximum(upper, lower))[-keep:]]
+def pilot_thresholds(scores_0: np.ndarray, scores_1: np.ndarray, delta: float, trials: int,
+                     alpha: float, keep: int = THRESHOLDS) -> np.ndarray:
+    """The ``keep`` thresholds whose bound would be largest on ``trials`` draws per input with
+    the pilot's proportions, at the final test's level. Candidates: the pooled pilot's
+    quantiles on a fixed grid (the pilot's own extreme values overfit its noise)."""
+    candidates = np.unique(np.quantile(np.concatenate([scores_0, scores_1]), QUANTILES,
+                                       method="inverted_cdf"))
+    expected = [np.rint(tail_counts(s, candidates) * trials / s.size) for s in (scores_0, scores_1)]
+    predicted = count_epsilons(expected[0], trials, expected[1], trials, delta,
+                               alpha / (2 * keep)).reshape(2, -1).max(axis=0)
+    return candidates[np.argsort(predicted, kind="stable")[-keep:]]
 
 
 def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha: float = ALPHA,
-          plant: str | None = None, progress: Callable[[str], None] | None = None
-          ) -> AuditResult:
-    """ε̂ of ``scenario`` from ``trials`` releases of each neighbour (seeded: reproducible)."""
+          plant: str | None = None, seed: int = 0,
+          progress: Callable[[str], None] | None = None) -> AuditResult:
+    """ε̂ of ``scenario`` from ``trials`` releases of each neighbour, with the noise seeds
+    ``seed``, ``seed + 1``, ... (reproducible)."""
     start = time.perf_counter()
     release = scenario.prepare()
     reference = [release(side, REFERENCE_SEED) for side in (0, 1)]
@@ -146,7 +147,7 @@ def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha:
     outputs: list[list[dict[str, np.ndarray]]] = [[], []]
     for i in range(trials):
         for side in (0, 1):  # distinct seeds: the two samples are independent
-            outputs[side].append(published(release(side, 2 * i + side)))
+            outputs[side].append(published(release(side, seed + 2 * i + side)))
         if progress and (i + 1) % max(1, trials // 4) == 0:
             progress(f"{scenario.name}: {i + 1}/{trials} trials")
     pilot = max(1, int(trials * PILOT_SHARE))
@@ -157,7 +158,7 @@ def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha:
     weights = _statistic((_flat(ref[0], keys, ref[0]), _flat(ref[1], keys, ref[0])),
                          (values[0][:pilot], values[1][:pilot]))
     scores = [v @ weights for v in values]
-    chosen = pilot_thresholds(scores[0][:pilot], scores[1][:pilot], delta)
+    chosen = pilot_thresholds(scores[0][:pilot], scores[1][:pilot], delta, trials - pilot, alpha)
     bound = epsilon_lower_bounds(scores[0][pilot:], scores[1][pilot:], [delta], alpha=alpha,
                                  thresholds=chosen)[delta]
     privacy = reference[0].metadata["privacy"]

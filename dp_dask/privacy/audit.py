@@ -51,20 +51,27 @@ def threshold_epsilons(samples_0: np.ndarray, samples_1: np.ndarray, delta: floa
     """Per test, the lower bound ln((p_num_lower − δ) / p_den_upper) (−inf without evidence):
     first the events {y >= t}, then {y < t}, for t in ``thresholds`` (default: every observed
     value), Bonferroni over all of them at level ``alpha``."""
-    s0 = np.sort(np.asarray(samples_0, dtype=np.float64))
-    s1 = np.sort(np.asarray(samples_1, dtype=np.float64))
-    n0, n1 = s0.size, s1.size
     if thresholds is None:
-        thresholds = np.unique(np.concatenate([s0, s1]))
+        thresholds = np.unique(np.concatenate([samples_0, samples_1]))
     thresholds = np.asarray(thresholds, dtype=np.float64)
-    # Counts of y >= t under each input, for every threshold t.
-    up0 = n0 - np.searchsorted(s0, thresholds, side="left")
-    up1 = n1 - np.searchsorted(s1, thresholds, side="left")
-    # Two one-sided bounds per threshold (a lower one on P[M(c + 1) >= t], an upper one on
-    # P[M(c) >= t]) serve both directions.
+    # Two one-sided bounds per threshold serve both directions.
     per_test = alpha / (2 * max(thresholds.size, 1))
-    lo1, _ = clopper_pearson(up1, n1, per_test)
-    _, hi0 = clopper_pearson(up0, n0, per_test)
+    return count_epsilons(tail_counts(samples_0, thresholds), len(samples_0),
+                          tail_counts(samples_1, thresholds), len(samples_1), delta, per_test)
+
+
+def tail_counts(samples: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """How many of ``samples`` are >= each threshold."""
+    ordered = np.sort(np.asarray(samples, dtype=np.float64))
+    return ordered.size - np.searchsorted(ordered, thresholds, side="left")
+
+
+def count_epsilons(up0: np.ndarray, n0: int, up1: np.ndarray, n1: int, delta: float,
+                   per_test: float) -> np.ndarray:
+    """:func:`threshold_epsilons` from the counts of y >= t under each input (``up0`` of ``n0``
+    draws on c, ``up1`` of ``n1`` on c + 1), each one-sided bound at level ``per_test``."""
+    lo1, _ = clopper_pearson(up1, n1, per_test)  # a lower bound on P[M(c + 1) >= t]
+    _, hi0 = clopper_pearson(up0, n0, per_test)  # an upper one on P[M(c) >= t]
     # Direction 1: event {y >= t}, numerator from c + 1. Direction 2: {y < t}, numerator from c.
     numer = np.concatenate([lo1, 1 - hi0])
     denom = np.concatenate([hi0, 1 - lo1])
