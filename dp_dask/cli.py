@@ -492,19 +492,6 @@ def run_plan(args: argparse.Namespace) -> None:
     print(json.dumps(result.to_json(), indent=2) if args.json else result.describe())
 
 
-def run_audit(args: argparse.Namespace) -> None:
-    from dp_dask.audit.report import format_table, run_audit, write_report
-
-    results = run_audit(args.method or None, trials=args.trials, plant=args.plant,
-                        delta=args.delta, alpha=args.alpha, seed=args.seed,
-                        progress=None if args.quiet_progress else lambda line: _say("audit", line))
-    print(format_table(results))
-    if args.json:
-        print(f"report: {write_report(results, args.json)}")
-    if not all(r.passed for r in results):
-        raise SystemExit(1)
-
-
 def run_stats(args: argparse.Namespace) -> None:
     from dp_dask.stats import release_stats
 
@@ -594,33 +581,6 @@ def run_schema_check(args: argparse.Namespace) -> None:
     stops = table.loc[table["fit"] != "ok", "column"].tolist()
     print(f"a fit would stop at column(s) {stops}: add the values to the schema (from public "
           "sources) or map them to a public bin" if stops else "every value has a bin: ok")
-
-
-def _audit_command(commands: argparse._SubParsersAction) -> None:
-    from dp_dask.audit.plants import PLANTS
-    from dp_dask.audit.runner import ALPHA, AUDIT_DELTA
-    from dp_dask.audit.scenarios import scenarios
-
-    audit = commands.add_parser(
-        "audit", help="empirical privacy audit: a lower bound on each method's epsilon from "
-        "worst-case neighbours (exit 1 when it exceeds the claim; docs/privacy.md)")
-    audit.add_argument("--method", action="append", choices=sorted(scenarios()),
-                       metavar="SCENARIO", help="a scenario to audit (repeatable; default: "
-                       f"all, or the plant's): {', '.join(scenarios())}")
-    audit.add_argument("--trials", type=positive_int, default=None,
-                       help="releases per neighbour (default: per scenario, a few minutes in all)")
-    audit.add_argument("--plant", choices=sorted(PLANTS), default=None,
-                       help="audit with a planted bug, which must fail it (default: none)")
-    audit.add_argument("--delta", type=delta_value, default=AUDIT_DELTA,
-                       help=f"the delta epsilon is bounded at (default {AUDIT_DELTA:g})")
-    audit.add_argument("--alpha", type=delta_value, default=ALPHA,
-                       help=f"1 - confidence of the bounds (default {ALPHA:g})")
-    audit.add_argument("--seed", type=int, default=0,
-                       help="the first noise seed of the trials (default: 0)")
-    audit.add_argument("--json", type=Path, default=None, metavar="PATH.json",
-                       help="also write the report as JSON (default: none)")
-    audit.add_argument("--quiet-progress", action="store_true", help="no progress lines")
-    audit.set_defaults(run=run_audit, cluster=False, quiet=True)
 
 
 def _schema_commands(commands: argparse._SubParsersAction) -> None:
@@ -881,7 +841,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(dependent DP: weaker, opt-in)", parents=[_stats_arguments()])
     stats.set_defaults(run=run_stats)
 
-    _audit_command(commands)
+    from dp_dask.audit import command as audit_command  # dp_dask/audit/command.py
+
+    audit_command.add_arguments(commands)
     _schema_commands(commands)
 
     ledger = commands.add_parser("ledger", help="the privacy ledger: what each dataset has spent")
