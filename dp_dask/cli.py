@@ -860,6 +860,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(dependent DP: weaker, opt-in)", parents=[_stats_arguments()])
     stats.set_defaults(run=run_stats)
 
+    from dp_dask.audit import command as audit_command  # dp_dask/audit/command.py
+
+    audit_command.add_arguments(commands)
     _schema_commands(commands)
 
     ledger = commands.add_parser("ledger", help="the privacy ledger: what each dataset has spent")
