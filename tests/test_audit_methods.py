@@ -19,9 +19,6 @@ from dp_dask.audit.plants import PLANTS
 from dp_dask.audit.report import DEFAULT_TRIALS, TRIALS, format_table, run_audit
 from dp_dask.audit.runner import published
 from dp_dask.audit.scenarios import CANARY, scenarios
-from dp_dask.methods import dpcopula_mle
-
-MLE_FIXED = hasattr(dpcopula_mle, "random_row_order")
 
 
 def _one(name: str, trials: int, plant: str | None = None):
@@ -52,8 +49,6 @@ def test_audit_passes(name: str) -> None:
     assert result.epsilon_lower_bound <= result.claimed_epsilon
 
 
-@pytest.mark.xfail(not MLE_FIXED, strict=True,
-                   reason="finding 1: blocks of consecutive rows in the input's order")
 def test_audit_of_mle_passes() -> None:
     # A sorted input: the neighbour shifts every row by one position. Fails before the rows
     # are put in a random order inside the count graph (ε̂ = 2.54 > ε = 2 at 150 trials).

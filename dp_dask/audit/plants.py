@@ -42,14 +42,13 @@ def sensitivity_undercounted() -> Iterator[None]:
 @contextlib.contextmanager
 def mle_order_restored() -> Iterator[None]:
     """DPCopula-MLE's (and -Hybrid's) positional steps on the input's own row order (finding 1):
-    the uniformly random row order undone. On code without that fix this is the code as it is."""
+    the uniformly random row order undone."""
     from dp_dask.methods import dpcopula_hybrid, dpcopula_mle
 
     with contextlib.ExitStack() as stack:
         for module in (dpcopula_mle, dpcopula_hybrid):
-            if hasattr(module, "random_row_order"):
-                stack.enter_context(_patch(module.__name__, "random_row_order",
-                                           lambda ddf, seed: ddf))
+            stack.enter_context(_patch(module.__name__, "random_row_order",
+                                       lambda ddf, seed: ddf))
         yield
 
 
