@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from dp_dask.checks import check_cost, check_input, check_output_dir
+from dp_dask.cli.options import FLAG_PARAMETERS, REFUSED_ELSEWHERE, taking
 from dp_dask.data.io import load_schema_from, local_only, local_path, remote
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import Ledger
@@ -32,18 +34,27 @@ def new_synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
               "run_id": getattr(args, "run_id", None),
               "budget_epsilon": getattr(args, "budget_epsilon", None),
               "force": getattr(args, "force", False)}
-    if args.method in ("marginals", "copula") and args.accountant is not None:
-        common["accountant"] = args.accountant  # Gaussian accounting; dpcopula is pure DP
-    if getattr(args, "workload", None) is not None:
-        if args.method != "marginals":
-            raise ValueError(f"--workload: method {args.method!r} takes no workload "
-                             "(marginals only)")
-        common["workload"] = args.workload
-    if args.method == "copula":
-        common |= {"mechanism": args.mechanism, "within_attribute": args.within_attribute}
+    common |= flag_parameters(args)
     return Synthesizer.create(args.method,
                               load_schema_from(schema, getattr(args, "storage_options", None)),
                               **common, **(args.method_options or {}))
+
+
+def flag_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The method's parameters that have options of their own (``FLAG_PARAMETERS``), given as
+    the method declares (``Synthesizer.options``): the CLI knows no method by name."""
+    takes = Synthesizer.methods[args.method].options()
+    parameters = {}
+    for name, flag in FLAG_PARAMETERS.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if name in takes:
+            parameters[name] = value
+        elif name in REFUSED_ELSEWHERE:
+            raise ValueError(f"{flag}: method {args.method!r} takes no {name} "
+                             f"({taking(name)} only)")
+    return parameters
 
 
 def report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:

@@ -112,10 +112,19 @@ def cluster_options(parser: argparse.ArgumentParser) -> None:
                         help="stage logs as text, or one JSON object per line")
 
 
-# method parameters that have options of their own
+# method parameters that have options of their own: each given to the methods that take it
 FLAG_PARAMETERS = {"accountant": "--accountant", "mechanism": "--mechanism",
                    "workload": "--workload",
                    "within_attribute": "--within-attribute"}
+# of those, the ones refused for a method that does not take them (the others have defaults,
+# or are meaningless there: dpcopula is pure DP, with no Gaussian accounting)
+REFUSED_ELSEWHERE = ("workload",)
+
+
+def taking(parameter: str) -> str:
+    """The methods that take a parameter, for help and errors: ``marginals``."""
+    return ", ".join(name for name, cls in sorted(Synthesizer.methods.items())
+                     if parameter in cls.options())
 
 
 def own_options(cls: type[Synthesizer]) -> tuple[str, ...]:
@@ -150,13 +159,15 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                        help="Gaussian accounting: exact privacy curve (default) or zCDP "
                        "(marginals with adaptive rounds: zCDP, the default there)")
     group.add_argument("--workload", type=workload_groups, default=None, metavar="GROUPS",
-                       help="marginals only: the column groups (1-3 columns, * any other) "
-                       "whose marginals matter, e.g. 'income,*,*;age,sex': adaptive rounds "
+                       help=f"{taking('workload')} only: the column groups (1-3 columns, * any "
+                       "other) whose marginals matter, e.g. 'income,*,*;age,sex': adaptive rounds "
                        "favour them and 'dp-dask evaluate --workload' reports them apart")
     group.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
-                       help="copula only: one Gaussian mechanism (default) or the paper's Laplace")
+                       help=f"{taking('mechanism')} only: one Gaussian mechanism (default) or "
+                       "the paper's Laplace")
     group.add_argument("--within-attribute", choices=["zero", "pairwise"], default="pairwise",
-                       help="copula only: latent correlation of an attribute's own dummies")
+                       help=f"{taking('within_attribute')} only: latent correlation of an "
+                       "attribute's own dummies")
     group.add_argument("--method-options", type=json_object, default=None, metavar="JSON",
                        help="the method's own parameters, e.g. '{\"k\": 4}'; by method: "
                        + "; ".join(f"{name}: {', '.join(own_options(cls))}"
