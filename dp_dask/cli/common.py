@@ -25,6 +25,7 @@ def progress(args: argparse.Namespace) -> bool:
 
 
 def new_synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
+    """The method ``--method`` names, with the privacy, ledger and method options given."""
     common = {"epsilon": args.epsilon, "delta": args.delta,
               "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
               "show_progress": progress(args),
@@ -58,6 +59,7 @@ def flag_parameters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
+    """What a fit or release printed: its privacy, its ledger entry, its stages and paths."""
     print(describe(synthesizer.model.metadata["privacy"]) + f"; method {synthesizer.name}")
     entry = synthesizer.ledger_entry_
     if synthesizer.ledger is not None and entry is not None:
