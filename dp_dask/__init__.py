@@ -1,6 +1,6 @@
 """dp_dask: differentially private synthetic tables from noisy marginals, out-of-core on Dask."""
 
-__version__ = "0.1.0"  # before the imports: dp_dask.synthesizer records it
+__version__ = "0.1.0"  # dp_dask.synthesizer.library_versions records it
 
 from dp_dask.copula.model import CopulaModel
 from dp_dask.data.schema import Attribute, Schema, SchemaError, load_schema

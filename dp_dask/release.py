@@ -11,6 +11,9 @@ never be mistaken for one), and read the files that record lists from that versi
 version a publish supersedes is kept for RELEASE_GRACE_SECONDS, so such a reader finishes what
 it verified. One job at a time writes a target: it holds ``.<name>.lock`` beside it, or the
 object ``<out>/_LOCK.json`` created with a conditional PUT.
+
+Size: writing a release (lock, staging, publish) and reading one (pointer, verification) are
+the two sides of one format, on disk and in a store: kept together, they change together.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
 
-import dp_dask
 from dp_dask.checks import DpDaskWarning, ModelError, check_cost, read_model_document
 from dp_dask.cluster import compute
 from dp_dask.copula.sample import (
@@ -85,8 +84,10 @@ class EmptyInputError(ValueError):
 
 
 def library_versions() -> dict[str, str]:
+    from dp_dask import __version__  # here, not at the top: dp_dask/__init__ imports this module
+
     names = ["dask", "distributed", "numpy", "scipy", "pandas", "pyarrow", "zarr", "opendp"]
-    return {"dp_dask": dp_dask.__version__, **{name: _version(name) for name in names}}
+    return {"dp_dask": __version__, **{name: _version(name) for name in names}}
 
 
 def _version(name: str) -> str:

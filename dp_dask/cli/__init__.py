@@ -14,6 +14,7 @@ import warnings
 import dask
 
 import dp_dask
+from dp_dask.audit import command as audit
 from dp_dask.checks import DpDaskWarning, locate_non_utf8
 from dp_dask.cli import (
     demo,
@@ -38,7 +39,7 @@ from dp_dask.privacy.ledger import LedgerError
 __all__ = ["COMMANDS", "build_parser", "job_arguments", "main", "preflight"]
 
 # the commands, in the order of ``dp-dask --help``
-COMMANDS = (fit, sample, synth, run, demo, evaluate, plan, stats, schema, ledger)
+COMMANDS = (fit, sample, synth, run, demo, evaluate, plan, stats, audit, schema, ledger)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,9 @@ over a public grid. The spend is recorded in the privacy ledger, in the schema
 :func:`check_schema` is the opposite: it reads the private data and counts, per column, the values
 missing or outside the schema. Those are exact counts of the raw data, for the data owner's eyes
 only: printed, labelled not private, never written into a release or a model.
+
+Size: drafting from storage types, drafting under DP and checking the data share the
+storage-type and grid helpers; to be split in issue 55 (one module each).
 """
 
 from __future__ import annotations

@@ -98,6 +98,9 @@ uᵢ ∩ bᵢ₊₁, :func:`upper_links`) and are left out of normalisation (the
   The upper tables count towards the MAX_TABLE_CELLS refusal like the other views.
 * Per output partition: uᵢ scaled to the partition's rows by largest remainder, like the chain;
   seeded by the partition's seed only, so the rows do not depend on the number of workers.
+
+Size: DPView's layout, measurement, consistency, linking and DPView+'s pairing, with the
+readings of the paper above; to be split in issue 55 (methods as a package).
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ density; unlike it, every 2-way table is measured (on Adult, spending budget on 
 measured worse: docs/results-adult.md) unless the schema is too wide for that by a public
 threshold: then a DP spanning tree of them (dp_dask.methods.selection, docs/method.md). Only
 ``measure`` touches exact counts.
+
+Size: measurement, model, the candidate rows' estimate, the per-partition sampler and the
+synthesizer in one module; to be split in issue 55 (methods/marginals as a package).
 """
 
 from __future__ import annotations

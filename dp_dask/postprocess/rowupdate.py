@@ -13,6 +13,9 @@ the partition's rows, so partitions never communicate and the output depends onl
   which keeps that row's other attributes consistent with it. With :func:`possible_cells`, no
   move puts a row into a cell another table's target rules out (never-married husbands).
 * :func:`match_one_way` finally makes every attribute's counts equal their targets.
+
+Size: most of it is :func:`update_rows` and its compiled kernels (~250 lines), which share the
+counter-based coins (``_splitmix``) and the ``_Lookup`` of possible cells; kept with that pass.
 """
 
 from __future__ import annotations

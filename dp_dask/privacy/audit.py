@@ -32,31 +32,50 @@ def clopper_pearson(successes: np.ndarray, trials: int, alpha: np.ndarray | floa
 
 
 def epsilon_lower_bounds(samples_0: np.ndarray, samples_1: np.ndarray, deltas: Sequence[float],
-                         *, alpha: float = 1e-6) -> dict[float, float]:
+                         *, alpha: float = 1e-6, thresholds: np.ndarray | None = None
+                         ) -> dict[float, float]:
     """Lower confidence bounds on ε(δ) from outputs on the inputs c (``samples_0``) and c + 1.
 
-    Every threshold between observed values is tried in both directions; all the confidence
-    bounds hold together with probability >= 1 − alpha, so the returned ε_lb(δ) (−inf where no
-    threshold gives evidence) are lower bounds simultaneously for every δ.
+    Every threshold between observed values is tried in both directions (or only
+    ``thresholds``, chosen beforehand, e.g. on other draws); all the confidence bounds hold
+    together with probability >= 1 − alpha, so the returned ε_lb(δ) (−inf where no threshold
+    gives evidence) are lower bounds simultaneously for every δ.
     """
-    s0 = np.sort(np.asarray(samples_0, dtype=np.float64))
-    s1 = np.sort(np.asarray(samples_1, dtype=np.float64))
-    n0, n1 = s0.size, s1.size
-    thresholds = np.unique(np.concatenate([s0, s1]))
-    # Counts of y >= t under each input, for every threshold t.
-    up0 = n0 - np.searchsorted(s0, thresholds, side="left")
-    up1 = n1 - np.searchsorted(s1, thresholds, side="left")
-    # Two one-sided bounds per threshold (a lower one on P[M(c + 1) >= t], an upper one on
-    # P[M(c) >= t]) serve both directions.
-    per_test = alpha / (2 * thresholds.size)
-    lo1, _ = clopper_pearson(up1, n1, per_test)
-    _, hi0 = clopper_pearson(up0, n0, per_test)
+    return {delta: float(np.max(threshold_epsilons(samples_0, samples_1, delta, alpha=alpha,
+                                                   thresholds=thresholds), initial=-math.inf))
+            for delta in deltas}
+
+
+def threshold_epsilons(samples_0: np.ndarray, samples_1: np.ndarray, delta: float, *,
+                       alpha: float, thresholds: np.ndarray | None = None) -> np.ndarray:
+    """Per test, the lower bound ln((p_num_lower − δ) / p_den_upper) (−inf without evidence):
+    first the events {y >= t}, then {y < t}, for t in ``thresholds`` (default: every observed
+    value), Bonferroni over all of them at level ``alpha``."""
+    if thresholds is None:
+        thresholds = np.unique(np.concatenate([samples_0, samples_1]))
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    # Two one-sided bounds per threshold serve both directions.
+    per_test = alpha / (2 * max(thresholds.size, 1))
+    return count_epsilons(tail_counts(samples_0, thresholds), len(samples_0),
+                          tail_counts(samples_1, thresholds), len(samples_1), delta, per_test)
+
+
+def tail_counts(samples: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """How many of ``samples`` are >= each threshold."""
+    ordered = np.sort(np.asarray(samples, dtype=np.float64))
+    return ordered.size - np.searchsorted(ordered, thresholds, side="left")
+
+
+def count_epsilons(up0: np.ndarray, n0: int, up1: np.ndarray, n1: int, delta: float,
+                   per_test: float) -> np.ndarray:
+    """:func:`threshold_epsilons` from the counts of y >= t under each input (``up0`` of ``n0``
+    draws on c, ``up1`` of ``n1`` on c + 1), each one-sided bound at level ``per_test``."""
+    lo1, _ = clopper_pearson(up1, n1, per_test)  # a lower bound on P[M(c + 1) >= t]
+    _, hi0 = clopper_pearson(up0, n0, per_test)  # an upper one on P[M(c) >= t]
     # Direction 1: event {y >= t}, numerator from c + 1. Direction 2: {y < t}, numerator from c.
     numer = np.concatenate([lo1, 1 - hi0])
     denom = np.concatenate([hi0, 1 - lo1])
-    result = {}
-    for delta in deltas:
-        ok = (numer > delta) & (denom > 0)
-        ratios = (numer[ok] - delta) / denom[ok]
-        result[delta] = float(np.log(ratios.max())) if ratios.size else -math.inf
-    return result
+    ok = (numer > delta) & (denom > 0)
+    out = np.full(numer.shape, -math.inf)
+    out[ok] = np.log((numer[ok] - delta) / denom[ok])
+    return out

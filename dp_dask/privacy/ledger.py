@@ -31,6 +31,9 @@ retry with the same run id once the killed process is gone (see :meth:`Ledger.re
 Where: ``Ledger(location)`` (a path, ``sqlite:///PATH`` or ``postgresql://user@host:port/db``),
 else ``$DP_DASK_LEDGER``, else ``$XDG_CONFIG_HOME/dp_dask/ledger.sqlite``
 (``~/.config/dp_dask/ledger.sqlite``). It holds no data values: names, parameters and paths only.
+
+Size: the Ledger's transactions, the composition they check and the report all read
+:class:`Entry` and :class:`Total`; the SQL of each store is in dp_dask.privacy.ledger_store.
 """
 
 from __future__ import annotations

@@ -1,0 +1,158 @@
+"""The package's shape (issue 55): no import cycles among dp_dask's modules, and no module over
+MAX_LINES lines without a reason in its docstring.
+
+Imports are read with ``ast``, not run. The graph holds the imports at module level (inside
+module-level ``if``/``try``/``with`` blocks too); an import inside a function runs only when it
+is called and is allowed to break a cycle (say why beside it), as is one under
+``if TYPE_CHECKING:`` (types only, never run). ``from package import name`` depends on the
+submodule ``package.name`` where there is one, else on the package's ``__init__``.
+
+A module over MAX_LINES lines states why in its docstring, in a paragraph starting "Size:"
+(e.g. "Size: ... to be split in issue 55 (...)").
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dp_dask"
+MAX_LINES = 600
+# Over MAX_LINES without a "Size:" paragraph, each with why; an entry no longer over is an error.
+SIZE_ALLOWED: dict[str, str] = {}
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package under ``root`` by its dotted name (a package by its own)."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports that run when the module is imported, in any module-level block."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            if not _type_checking(node.test):
+                yield from module_level_imports(node.body)
+            yield from module_level_imports(node.orelse)
+        elif isinstance(node, ast.Try | ast.TryStar):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse,
+                          node.finalbody):
+                yield from module_level_imports(block)
+        elif isinstance(node, ast.With):
+            yield from module_level_imports(node.body)
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that module ``name`` (at ``path``) imports at module level."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = []
+    for node in module_level_imports(ast.parse(path.read_text()).body):
+        if isinstance(node, ast.Import):
+            targets += [alias.name for alias in node.names]
+            continue
+        base = node.module or ""
+        if node.level:  # relative: from the package, up level - 1
+            parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+            base = ".".join(parts + ([node.module] if node.module else []))
+        targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                    for a in node.names]
+    found = set()
+    for target in targets:
+        while target and target not in known:  # a name inside a module: that module
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for after in sorted(graph.get(node, ())):
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in on_stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_the_import_graph_reads_every_kind_of_import(tmp_path):
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from pkg.a import thing\n")
+    (root / "a.py").write_text("import os\nfrom . import b\nthing = 1\n")
+    (root / "b.py").write_text("try:\n    from .sub import c\nexcept ImportError:\n    pass\n"
+                               "def later():\n    import pkg.a\n")
+    (root / "sub" / "__init__.py").write_text("")
+    (root / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\n"
+                                       "if TYPE_CHECKING:\n    from pkg import b\n"
+                                       "from ..a import thing\n")
+    assert import_graph(root) == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.sub.c"},
+                                  "pkg.sub": set(), "pkg.sub.c": {"pkg.a"}}
+    assert cycles(import_graph(root)) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    assert "dp_dask.release" in graph["dp_dask.synthesizer"]  # the reader sees the package
+    found = cycles(graph)
+    assert not found, ("import cycles among dp_dask's modules (module-level imports; move one "
+                       "into the function that needs it, or move the shared code): "
+                       + "; ".join("{" + ", ".join(c) + "}" for c in found))
+
+
+def test_long_modules_say_why():
+    unexplained, stale = [], []
+    for name, path in modules().items():
+        lines = len(path.read_text().splitlines())
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        says_why = any(line.startswith("Size:") for line in docstring.splitlines())
+        if name in SIZE_ALLOWED:
+            if lines <= MAX_LINES:
+                stale.append(f"{name} ({lines} lines)")
+        elif lines > MAX_LINES and not says_why:
+            unexplained.append(f"{name} ({lines} lines)")
+    assert not unexplained, (f"modules over {MAX_LINES} lines whose docstring has no 'Size:' "
+                             f"paragraph saying why: {', '.join(unexplained)}")
+    assert not stale, f"no longer over {MAX_LINES} lines: drop from SIZE_ALLOWED: {stale}"
