@@ -66,3 +66,24 @@ def test_job_config_gives_method_options(tmp_path, data):
     assert args.method_options == {"view_size": 3, "tries": 50}
     args = job_arguments(config, ["--method-options", json.dumps({"view_size": 4})])
     assert args.method_options == {"view_size": 4}
+
+
+def test_flags_of_method_parameters_go_to_the_methods_that_declare_them():
+    """--accountant, --workload, --mechanism, --within-attribute reach a method as its
+    ``options()`` declare, with no method named in the CLI: ignored by a method without the
+    parameter, except --workload, refused there."""
+    from dp_dask.cli import build_parser
+    from dp_dask.cli.common import flag_parameters
+
+    def given(*argv: str) -> dict:
+        return flag_parameters(build_parser().parse_args(
+            ["synth", "--data", "x", "--schema", "demo", "--out", "o", *argv]))
+
+    assert given("--accountant", "zcdp", "--workload", "a,b") == {
+        "accountant": "zcdp", "workload": [["a", "b"]]}  # marginals, the default
+    assert given("--method", "copula", "--accountant", "exact") == {
+        "accountant": "exact", "mechanism": "gaussian", "within_attribute": "pairwise"}
+    assert given("--method", "dpcopula-mle", "--accountant", "zcdp") == {}
+    with pytest.raises(ValueError, match=r"^--workload: method 'copula' takes no workload "
+                                         r"\(marginals only\)$"):
+        given("--method", "copula", "--workload", "a,b")

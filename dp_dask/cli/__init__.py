@@ -1,0 +1,108 @@
+"""``dp-dask``: one subcommand per job, one module per command (or family of commands).
+
+A command module has ``add_arguments(commands)``, which adds its parser(s) and sets their
+defaults: ``run`` (the job), ``preflight`` (its checks before the cluster starts and any data
+is read, if it has any) and ``cluster=False`` for a command that starts no Dask cluster. Adding
+a command is one module and one line in :data:`COMMANDS` (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+import dask
+
+import dp_dask
+from dp_dask.audit import command as audit
+from dp_dask.checks import DpDaskWarning, locate_non_utf8
+from dp_dask.cli import (
+    demo,
+    evaluate,
+    fit,
+    ledger,
+    plan,
+    run,
+    sample,
+    schema,
+    stats,
+    synth,
+)
+from dp_dask.cli.logs import Messages
+from dp_dask.cli.options import Parser
+from dp_dask.cli.run import job_arguments
+from dp_dask.cluster import ClusterError, dask_client
+from dp_dask.config import ConfigError
+from dp_dask.data.encode import SHOW_VALUES
+from dp_dask.privacy.ledger import LedgerError
+
+__all__ = ["COMMANDS", "build_parser", "job_arguments", "main", "preflight"]
+
+# the commands, in the order of ``dp-dask --help``
+COMMANDS = (fit, sample, synth, run, demo, evaluate, plan, stats, audit, schema, ledger)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="dp-dask", description="Differentially private synthetic data (Gaussian copula) "
+        "on Dask. Run 'dp-dask demo' for an end-to-end example.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {dp_dask.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_arguments(commands)
+    return parser
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """Everything the job can check before the cluster starts and any data is read (the
+    command's ``preflight``): outputs writable (made absolute, so remote workers write where
+    the driver means), schema sane and affordable, inputs complete, a saved model intact."""
+    check = getattr(args, "preflight", None)
+    if check is not None:
+        check(args)
+
+
+def _undecodable(args: argparse.Namespace, exc: UnicodeDecodeError) -> str:
+    """A decoding failure (raised on a worker, so without its file) located in the input."""
+    data = getattr(args, "data", None)
+    if data is not None and str(data).lower().endswith((".csv", ".csv.gz")):
+        return f"input {data}: {locate_non_utf8(data)} is not UTF-8 text; save it as UTF-8"
+    return f"input is not UTF-8 text ({exc})"
+
+
+# Errors of the input, the options or the cluster: a one-line message and exit code 2. ValueError
+# covers EncodingError, SchemaError, EmptyInputError and dp_dask.checks' errors; OSError covers
+# missing, unreadable and unwritable paths.
+USER_ERRORS = (ValueError, OSError, LedgerError, ClusterError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    messages = Messages()
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", DpDaskWarning)  # once each, though checked twice
+        warnings.showwarning = messages.show_warning
+        args = build_parser().parse_args(argv)
+        if args.command == "run":
+            try:
+                args = job_arguments(args.config, args.overrides)
+            except ConfigError as exc:
+                messages.say("error", str(exc))
+                return 2
+        with messages.logging(args):
+            try:
+                if not getattr(args, "cluster", True):
+                    args.run(args)
+                    return 0
+                preflight(args)
+                with (dask.config.set({SHOW_VALUES: getattr(args, "show_values", False)}),
+                      dask_client(args.scheduler, n_workers=args.workers,
+                                  memory_limit=args.memory_limit, quiet=args.quiet,
+                                  kind=args.cluster_kind, options=args.cluster_options)):
+                    args.run(args)
+            except UnicodeDecodeError as exc:
+                messages.say("error", _undecodable(args, exc))
+                return 2
+            except USER_ERRORS as exc:
+                messages.say("error", str(exc) or type(exc).__name__)
+                return 2
+    return 0
