@@ -369,9 +369,10 @@ def compute(*collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
         raise
     except KilledWorker as exc:
         workers = client.scheduler_info(n_workers=-1)["workers"]
+        limits = _memory_limits(workers) if workers else _configured_limit(client)
         raise ClusterError(
             f"workers kept dying while running task {exc.task!r} (memory limit per worker: "
-            f"{_memory_limits(workers)}): raise --memory-limit, or use fewer workers with "
-            "more memory each") from None
+            f"{limits}): raise --memory-limit, or use fewer workers with more memory each"
+        ) from None
     finally:
         watchdog.stop()

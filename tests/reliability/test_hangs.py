@@ -11,7 +11,7 @@ from reliability_table import assert_row, run_cli
 
 COMMAND = ["synth", "--schema", "adult", "--workers", "1", "--quiet"]
 CASES: dict[str, dict[str, str]] = {
-    # a worker process needs more than 120 MiB before any task: killed and restarted forever
+    # a worker process passes 120 MiB at start or in its first task: killed and restarted forever
     "memory-limit-tiny": {"--memory-limit": "120MiB"},
     # every worker paused for memory (its pause threshold set below its own footprint)
     "workers-paused": {"env:DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE": "0.01"},
