@@ -1,7 +1,8 @@
 """dp_dask beside the real peers: private-pgm's MST and AIM (mbi 2.0) on binned Adult.
 
     python -m benchmarks.peers --private-pgm DIR --peer-python PY --columns categorical \\
-        --epsilons 0.5 1 2 5 --seeds 1 --ours marginals copula --out docs/results-adult/peers --plot
+        --epsilons 0.5 1 2 5 --seeds 1 --ours marginals copula \\
+        --out benchmarks/results/adult/peers --plot
 
 Every release gets the same binned table (Adult through the built-in ``adult`` schema, all 15
 attributes or its 9 categorical ones), the same ε and δ, and the same evaluation
@@ -44,6 +45,7 @@ import psutil
 import pyarrow.dataset as pads
 from scipy.optimize import brentq
 
+from benchmarks.paths import ADULT_CSV, RESULTS_DIR
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import TableSource
@@ -53,8 +55,8 @@ from dp_dask.evaluate.tables import markdown_table
 from dp_dask.privacy.accounting import zcdp_rho_for
 
 DELTA = 1e-9
-DEFAULT_DATA = "/work/shared/data/adult/adult.csv"
-DEFAULT_CACHE = Path("docs/results-adult/peers.jsonl")
+DEFAULT_DATA = str(ADULT_CSV)
+DEFAULT_CACHE = RESULTS_DIR / "adult" / "peers.jsonl"
 CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship",
                "race", "sex", "native-country", "income")
 COLUMN_SETS = ("categorical", "all")
