@@ -36,6 +36,7 @@ import pandas as pd
 
 from benchmarks.dpcopula_sweep import EPSILONS  # the paper's ε grid, as on Adult
 from benchmarks.hybrid import census_frame, census_schema
+from benchmarks.paths import RESULTS_DIR
 from benchmarks.peers import (
     DELTA,
     cache_key,
@@ -55,7 +56,7 @@ from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.queries import PAPER_SANITY_SHARE, CodeScorer, range_query_workload
 from dp_dask.evaluate.tables import markdown_table
 
-RESULTS = Path("docs/dpcopula-paper.jsonl")
+RESULTS = RESULTS_DIR / "dpcopula-paper.jsonl"
 GAUSSIAN_K, GAUSSIAN_DOMAIN = 8, 1_000
 CORRELATION_SEED = 2014  # the public correlation matrix's seed
 QUERIES = 1_000
@@ -354,7 +355,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peer-timeout", type=float, default=PEER_TIMEOUT_S)
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--rerun", action="store_true", help="run cached releases again")
-    parser.add_argument("--report", type=Path, nargs="?", const=Path("docs/dpcopula-paper"),
+    parser.add_argument("--report", type=Path, nargs="?", const=RESULTS_DIR / "dpcopula-paper",
                         help="write STEM.md and STEM.png from --results (no runs)")
     parser.add_argument("--child", choices=[m for m, v in METHODS.items() if v],
                         help=argparse.SUPPRESS)

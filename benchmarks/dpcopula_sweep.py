@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.paths import RESULTS_DIR
 from benchmarks.peers import (
     DEFAULT_DATA,
     DELTA,
@@ -55,7 +56,7 @@ from dp_dask.evaluate.queries import (
 from dp_dask.evaluate.tables import markdown_table
 from dp_dask.synthesizer import Synthesizer
 
-DEFAULT_OUT = Path("docs/results-adult")
+DEFAULT_OUT = RESULTS_DIR / "adult"
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
 KS = (1.0, 4.0, 8.0, 16.0)
 RANGE_QUERIES = 1_000

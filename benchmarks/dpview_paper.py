@@ -2,7 +2,7 @@
 
     python -m benchmarks.dpview_paper --private-pgm /work/mbi-repo \\
         --peer-python /work/peers-venv/bin/python --epsilons 0.1 0.5 1 2 --seeds 0 1 2 \\
-        --aim-epsilons 1 --aim-seeds 0 --out docs/results-adult/dpview-paper
+        --aim-epsilons 1 --aim-seeds 0 --out benchmarks/results/adult/dpview-paper
 
 The setting: UCI Adult's 15 attributes, train + test (32,561 + 16,281 = 48,842 rows), binned by
 the built-in ``adult`` schema (its public bins: 2–42 values per attribute; the paper's own
@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.paths import ADULT_CSV, ADULT_TEST_CSV, RESULTS_DIR
 from benchmarks.peers import (
     DELTA,
     cache_key,
@@ -50,7 +51,7 @@ from dp_dask.evaluate.queries import marginal_l1_errors, range_fraction_errors
 from dp_dask.evaluate.sweep import classifier_accuracies
 from dp_dask.evaluate.tables import markdown_table
 
-DATA = ("/work/shared/data/adult/adult.csv", "/work/shared/data/adult/adult_test.csv")
+DATA = (str(ADULT_CSV), str(ADULT_TEST_CSV))
 TARGET = "income"
 # name -> (method, options): add/remove neighbours throughout, as in the paper
 OURS = {"DPView (d = 5)": ("dpview", {"view_size": 5}),
@@ -207,7 +208,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer-timeout", type=float, default=3_600.0)
     parser.add_argument("--work", default="/tmp/dpview-paper-work",
                         help="the peers' code table and releases (large, not committed)")
-    parser.add_argument("--out", default="docs/results-adult/dpview-paper")
+    parser.add_argument("--out", default=str(RESULTS_DIR / "adult" / "dpview-paper"))
     parser.add_argument("--rerun", action="store_true", help="ignore <out>/runs.jsonl")
     return parser.parse_args(argv)
 

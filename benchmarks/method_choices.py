@@ -11,17 +11,15 @@ Compares with the raw data, so it is an evaluation for the data owner, not a rel
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import dask
 import numpy as np
 
+from benchmarks.paths import ADULT_CSV
 from dp_dask.data.counts import attribute_pairs, count_graph, counts_from_codes
 from dp_dask.data.io import read_table
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
-
-SHARED = Path(os.environ.get("DP_DASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
 def errors(real: np.ndarray, synthetic: np.ndarray, schema, n: int) -> dict[str, float]:
@@ -58,7 +56,7 @@ def measure(adult: Path, epsilon: float, within: str, seed: int) -> dict[str, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--adult", type=Path, default=SHARED / "data" / "adult" / "adult.csv")
+    parser.add_argument("--adult", type=Path, default=ADULT_CSV)
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
     dask.config.set(scheduler="threads")

@@ -1,7 +1,8 @@
 """dp_dask beside the real peers: private-pgm's MST and AIM (mbi 2.0) on binned Adult.
 
     python -m benchmarks.peers --private-pgm DIR --peer-python PY --columns categorical \\
-        --epsilons 0.5 1 2 5 --seeds 1 --ours marginals copula --out docs/results-adult/peers --plot
+        --epsilons 0.5 1 2 5 --seeds 1 --ours marginals copula \\
+        --out benchmarks/results/adult/peers --plot
 
 Every release gets the same binned table (Adult through the built-in ``adult`` schema, all 15
 attributes or its 9 categorical ones), the same ε and δ, and the same evaluation
@@ -44,6 +45,7 @@ import psutil
 import pyarrow.dataset as pads
 from scipy.optimize import brentq
 
+from benchmarks.paths import ADULT_CSV, RESULTS_DIR
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import TableSource
@@ -53,8 +55,8 @@ from dp_dask.evaluate.tables import markdown_table
 from dp_dask.privacy.accounting import zcdp_rho_for
 
 DELTA = 1e-9
-DEFAULT_DATA = "/work/shared/data/adult/adult.csv"
-DEFAULT_CACHE = Path("docs/results-adult/peers.jsonl")
+DEFAULT_DATA = str(ADULT_CSV)
+DEFAULT_CACHE = RESULTS_DIR / "adult" / "peers.jsonl"
 CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship",
                "race", "sex", "native-country", "income")
 COLUMN_SETS = ("categorical", "all")
@@ -75,47 +77,10 @@ ADD_REMOVE, REPLACE = "add_remove", "replace"
 NEIGHBOURS = (ADD_REMOVE, REPLACE)
 NEIGHBOURS_LABEL = {ADD_REMOVE: "", REPLACE: ", replace-one"}
 
-# Runs a peer script in the peers' env. It seeds numpy's global generator (the scripts and mbi's
-# sampler draw all their noise and choices from it) and maps two names the scripts still use and
-# mbi 2.0 removed (both deprecated aliases in mbi 1.3) onto their mbi 2.0 replacements:
-# ``Domain.attrs`` -> ``Domain.attributes``, ``Estimator.estimate(potentials=...)`` ->
-# ``estimate(warm_start=...)`` (a CliqueVector, expanded to the new cliques). And it widens
-# ``Dataset.to_dict``'s columns to int64: mbi 2.0 samples into the smallest unsigned type of the
-# compressed domain (uint8 below 256 values), where mst.py's ``reverse_data`` then cannot write
-# the original codes of a larger domain (pandas refuses 999 in uint8). And it runs
-# ``MarkovRandomField.project`` with JAX's jit off: a marginal outside the model goes through
-# mbi's ``variable_elimination``, jitted with the clique static, so every new pair was one XLA
-# compilation (2–3.6 s under load); MST's selection asks for all m(m−1)/2 pairs, 990 on the
-# 45-column table (over 25 min). Eagerly each primitive is compiled once per shape and reused:
-# the same operations, ~0.5 s a pair there. Nothing else changes.
-PEER_RUNNER = """\
-import functools, os, runpy, sys
-import jax
-import numpy as np
-import mbi
-_project = mbi.MarkovRandomField.project
-@functools.wraps(_project)
-def project(self, attrs):
-    with jax.disable_jit():
-        return _project(self, attrs)
-mbi.MarkovRandomField.project = project
-if not hasattr(mbi.Domain, "attrs"):
-    mbi.Domain.attrs = property(lambda self: self.attributes)
-_estimate = mbi.estimation.Estimator.estimate
-@functools.wraps(_estimate)
-def estimate(self, *args, potentials=None, **kwargs):
-    if potentials is not None:
-        kwargs.setdefault("warm_start", potentials)
-    return _estimate(self, *args, **kwargs)
-mbi.estimation.Estimator.estimate = estimate
-_to_dict = mbi.Dataset.to_dict
-mbi.Dataset.to_dict = lambda self: {k: np.asarray(v, np.int64) for k, v in _to_dict(self).items()}
-np.random.seed(int(sys.argv[1]))
-script = os.path.abspath(sys.argv[2])
-sys.argv = sys.argv[2:]
-sys.path.insert(0, os.path.dirname(script))
-runpy.run_path(script, run_name="__main__")
-"""
+# Runs a peer script in the peers' env (``python -c PEER_RUNNER SEED SCRIPT ARGS...``): the
+# script seeded, on mbi 2.0 patched where the authors' scripts need it; the patches and why
+# each is needed are in benchmarks/mbi_adapter.py.
+PEER_RUNNER = Path(__file__).with_name("mbi_adapter.py").read_text()
 PEER_VERSIONS = """\
 import importlib.metadata as m, json, platform
 names = ["mbi", "jax", "jaxlib", "numpy", "scipy", "pandas", "networkx"]

@@ -2,7 +2,7 @@
 
     python -m benchmarks.peers_scale --rows 100000000 --private-pgm /work/mbi-repo \\
         --peer-python /work/peers-venv/bin/python --work /tmp/scale --memory-limit 20 \\
-        --record docs/peers-scale/adult-100M.jsonl
+        --record benchmarks/results/peers-scale/adult-100M.jsonl
 
 ``benchmarks.peers`` gives every tool the whole CSV in memory, which stops at ~10 M rows on a
 machine of 24 GiB (the text alone is 11 GB at 100 M). Here the input is written once, in chunks,

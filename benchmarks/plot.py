@@ -1,6 +1,6 @@
 """Plot benchmark results (JSON lines from ``benchmarks.run --json``): time vs rows and vs d.
 
-    python -m benchmarks.plot results.jsonl docs/benchmarks.png
+    python -m benchmarks.plot results.jsonl benchmarks/results/benchmarks.png
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ redraws only the histograms' noise. Tabular-DDP's network comes from our DP nois
 so both mechanisms spend the same total ε. Seeded numpy noise: an evaluation on public data,
 not a release.
 
-Run: python -m benchmarks.tabular_ddp [--adult PATH] [--trials 100] [--out docs]
+Run: python -m benchmarks.tabular_ddp [--adult PATH] [--trials 100] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from benchmarks.paths import ADULT_CSV, RESULTS_DIR
 from dp_dask.cluster import compute
 from dp_dask.data.counts import count_graph, exact_answer
 from dp_dask.data.io import read_table
@@ -29,7 +29,6 @@ from dp_dask.data.schema import Schema, load_schema
 from dp_dask.network import chunks, network_from_tables
 from dp_dask.stats import add_noise, measure_tables, plan_chunks, table_views
 
-SHARED = Path(os.environ.get("DP_DASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 EPSILONS = (0.1, 1.0, 10.0)
 KS = (5, 10, 15)
 SURVEY_QUESTIONS, SURVEY_FACTORS, SURVEY_ROWS = 120, 12, 20_000
@@ -131,12 +130,12 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--adult", type=Path, default=SHARED / "data" / "adult" / "adult.csv")
+    parser.add_argument("--adult", type=Path, default=ADULT_CSV)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--share", type=float, default=0.2,
                         help="share of ε spent on the noisy tables the network is learned from")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("docs"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
     rows, count_seconds = [], {}
     adult = load_schema("adult")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ import pandas as pd
 from dask.distributed import Client, LocalCluster
 from scipy.stats import ks_2samp, wasserstein_distance
 
+from benchmarks.paths import ADULT_CSV, RESULTS_DIR
 from dp_dask.data.demo import generate_census
 from dp_dask.data.dtypes import float_ranges
 from dp_dask.data.schema import Schema, load_schema
@@ -40,10 +40,8 @@ from dp_dask.methods.marginals import FINE_SHARE
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.synthesizer import Synthesizer
 
-SHARED = Path(os.environ.get("DP_DASK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "docs" / "results-adult" / "values.jsonl"
-PLOTS = ROOT / "docs" / "results-adult"
+RESULTS = RESULTS_DIR / "adult" / "values.jsonl"
+PLOTS = RESULTS_DIR / "adult"
 DECODINGS = ("midpoint", "uniform", "fine")
 QUERIES = 1_000
 DEMO_ROWS = 200_000
@@ -60,7 +58,7 @@ def numeric_columns(schema: Schema) -> list[str]:
 
 def real_frame(dataset: str, schema: Schema) -> pd.DataFrame:
     if dataset == "adult":
-        return pd.read_csv(SHARED / "data" / "adult" / "adult.csv")
+        return pd.read_csv(ADULT_CSV)
     return generate_census(DEMO_ROWS, seed=0).compute()
 
 

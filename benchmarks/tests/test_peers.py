@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -59,7 +61,7 @@ def test_categorical_table_is_the_adult_schema_restricted():
 
 
 def test_another_table_is_given_by_its_schema_file():
-    path = Path(__file__).parent / "small_schema.json"
+    path = Path(__file__).parents[2] / "tests" / "small_schema.json"  # the suite's
     assert table_schema(str(path)) == load_schema(path)
 
 
@@ -267,15 +269,56 @@ def test_cache_leaves_our_rows_out(tmp_path):
 
 @pytest.mark.parametrize("name", ["bank.json", "flights.json"])
 def test_benchmark_tables_have_public_schemas(name):
-    schema = table_schema(str(Path(__file__).parents[1] / "benchmarks" / name))
+    schema = table_schema(str(Path(__file__).parents[1] / name))
     assert schema.m >= 8 and {a.kind for a in schema.attributes} == {"numeric", "categorical"}
 
 
 def test_a_cancelled_flight_falls_in_the_missing_bin():
-    schema = table_schema(str(Path(__file__).parents[1] / "benchmarks" / "flights.json"))
+    schema = table_schema(str(Path(__file__).parents[1] / "flights.json"))
     row = {"month": "1", "hour": "5", "dep_delay": "NA", "arr_delay": "-3", "carrier": "UA",
            "origin": "EWR", "air_time": "NA", "distance": "1400"}
     codes = encode_partition(pd.DataFrame([row]), schema)[:, 0]
     labels = {a.name: a.labels[c] for a, c in zip(schema.attributes, codes)}
     assert labels["dep_delay"] == labels["air_time"] == "missing"
     assert labels["hour"] == "[4, 6)" and labels["distance"] == "[1000, 1500)"
+
+
+STAND_INS = {  # the parts of jax and mbi 2.0 the runner patches, as stand-ins
+    "jax.py": "import contextlib\nJIT = [True]\n@contextlib.contextmanager\n"
+              "def disable_jit():\n    JIT[0] = False\n    yield\n    JIT[0] = True\n",
+    "mbi/__init__.py": "import numpy as np\nfrom mbi import estimation\n"
+                       "class MarkovRandomField:\n    def project(self, attrs):\n"
+                       "        import jax\n        return (attrs, jax.JIT[0])\n"
+                       "class Domain:\n    attributes = ('a', 'b')\n"
+                       "class Dataset:\n    def to_dict(self):\n"
+                       "        return {'a': np.array([1, 2], np.uint8)}\n",
+    "mbi/estimation.py": "class Estimator:\n    def estimate(self, *args, warm_start=None):\n"
+                         "        return warm_start\n",
+}
+PEER_SCRIPT = """\
+import json, sys
+import numpy as np
+import mbi
+print(json.dumps({
+    "argv": sys.argv[1:], "draw": float(np.random.random()),
+    "project": mbi.MarkovRandomField().project(["a"]), "attrs": list(mbi.Domain().attrs),
+    "warm_start": mbi.estimation.Estimator().estimate(potentials="p"),
+    "dtype": str(mbi.Dataset().to_dict()["a"].dtype)}))
+"""
+
+
+def test_peer_runner_seeds_patches_mbi_and_runs_the_script(tmp_path):
+    from benchmarks.peers import PEER_RUNNER
+
+    for name, text in STAND_INS.items():
+        (tmp_path / "env" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "env" / name).write_text(text)
+    (tmp_path / "mst.py").write_text(PEER_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "env")}
+    run = subprocess.run([sys.executable, "-c", PEER_RUNNER, "3", str(tmp_path / "mst.py"),
+                          "--epsilon", "1"], env=env, capture_output=True, text=True, check=True)
+    out = json.loads(run.stdout)
+    assert out["argv"] == ["--epsilon", "1"]
+    assert out["draw"] == np.random.RandomState(3).random_sample()  # seeded global generator
+    assert out["project"] == [["a"], False]  # projections run with jit off
+    assert out["attrs"] == ["a", "b"] and out["warm_start"] == "p" and out["dtype"] == "int64"

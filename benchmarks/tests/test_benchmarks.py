@@ -10,8 +10,8 @@ from benchmarks.run import STAGES, run, table
 from benchmarks.shapes import SHAPES, generate, schema_for
 from dp_dask.data.schema import load_schema
 
-# Each runner starts its own cluster or child processes: kept out of the default suite, run by
-# CI's .ci/harness step (as the benchmarks are scripts around the library, not the library).
+# Each runner starts its own cluster or child processes: kept out of the default suite's time,
+# run by CI's .ci/benchmarks step (as the benchmarks are scripts around the library).
 pytestmark = pytest.mark.harness
 
 
