@@ -12,16 +12,19 @@ from typing import Any, TypeVar
 Config = TypeVar("Config")
 
 
-def check_fields(config: object) -> None:
-    """Every field a number ≥ 0 of its default's kind (an int field takes only integers), else
-    ValueError naming the field: called by each config's ``__post_init__``."""
+def check_fields(config: object, positive: tuple[str, ...] = ()) -> None:
+    """Every field a number ≥ 0 (> 0 if named in ``positive``) of its default's kind (an int
+    field takes only integers), else ValueError naming the field: called by each config's
+    ``__post_init__``."""
     for f in fields(config):
         value, default = getattr(config, f.name), f.default
         kind = int if isinstance(default, int) else (int, float)
+        least = "> 0" if f.name in positive else ">= 0"
         if (isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value)
-                or value < 0):
+                or value < 0 or value == 0 and f.name in positive):
             raise ValueError(f"{type(config).__name__}.{f.name} must be a"
-                             f"{'n integer' if kind is int else ' number'} >= 0, not {value!r}")
+                             f"{'n integer' if kind is int else ' number'} {least}, not "
+                             f"{value!r}")
 
 
 def as_config(cls: type[Config], value: Config | dict[str, Any] | None) -> Config:

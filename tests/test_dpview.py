@@ -627,7 +627,8 @@ def test_bad_options_fail_at_create(method, bad):
 @pytest.mark.parametrize(("config", "match"), [
     ({"plan_round": 1}, "no field 'plan_round'; its fields: usefulness, .*plan_rounds"),
     ({"max_rounds": -1}, "max_rounds must be an integer"), ({"max_rounds": 2.5}, "max_rounds"),
-    ({"rows_share": 1}, "rows_share must be below 1"), ([("plan_rounds", 1)], "a dict")])
+    ({"rows_share": 1}, "rows_share must be below 1"), ({"rows_share": 0}, "rows_share .* > 0"),
+    ([("plan_rounds", 1)], "a dict")])
 def test_bad_configs_fail_at_create_naming_the_field(config, match):
     with pytest.raises(ValueError, match=match):
         Synthesizer.create("dpview", SMALL_SCHEMA_PATH, config=config)

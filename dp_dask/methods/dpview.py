@@ -171,7 +171,7 @@ class DPViewConfig:
     plan_floor: float = 1e-6  # counts added to every cell of uᵢ, so that every margin can be met
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        check_fields(self, positive=("rows_share",))
         if self.rows_share >= 1:
             raise ValueError(f"DPViewConfig.rows_share must be below 1, not {self.rows_share!r}")
 

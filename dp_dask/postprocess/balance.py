@@ -121,7 +121,8 @@ def settle_values(codes: np.ndarray, groups: Sequence[tuple[int, ...]], targets:
     # a proposal reads every value's cell in each group holding the attribute
     reads = float(np.mean(sizes * np.diff(held_starts))) * max(len(g) for g in everything)
     rounds = config.squared_rounds + config.absolute_rounds
-    moves = min(int(config.moves_per_row * rows), int(config.max_move_reads / (reads * rounds)))
+    moves = min(int(config.moves_per_row * rows),
+                int(config.max_move_reads / (reads * max(rounds, 1))))
     for round_ in range(rounds):
         kind = (np.where(in_pairs, FREE, SQUARED) if round_ < config.squared_rounds
                 else np.where(in_pairs, SLACK, ABSOLUTE)).astype(np.int8)

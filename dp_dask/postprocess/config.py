@@ -53,4 +53,4 @@ class ReweightConfig:
     converged: float = 1e-12  # a promised decrease below this share of the loss stops the fit
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        check_fields(self, positive=("reference_precision",))
