@@ -6,13 +6,14 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from dp_dask.postprocess.balance import (
-    PAIR_SLACK,
     balanced_resample,
     settle_values,
     weighted_tables,
 )
+from dp_dask.postprocess.config import BalanceConfig
 from dp_dask.postprocess.raking import systematic_resample
 
 SIZES = np.array([3, 4, 2, 5, 3])
@@ -84,16 +85,18 @@ def test_absolute_rounds_leave_a_small_cell_empty_where_squares_keep_it():
     np.testing.assert_array_equal(np.bincount(rows[:, 0], minlength=2), [9, 1])
 
 
-def test_the_absolute_rounds_pull_pairs_to_within_their_slack_and_no_further():
+@pytest.mark.parametrize("slack", [BalanceConfig.pair_slack, 25.0])
+def test_the_absolute_rounds_pull_pairs_to_within_their_slack_and_no_further(slack):
     """Attribute 1 sits in no group, only in the pair (0, 1), whose cells are 500 rows off their
-    targets: value moves of attribute 1 bring every pair cell to PAIR_SLACK of its target, where
-    it costs nothing more."""
+    targets: value moves of attribute 1 bring every pair cell to ``pair_slack`` of its target,
+    where it costs nothing more."""
     sizes = np.array([2, 2])
     rows = np.zeros((2_000, 2), dtype=np.uint8)
     rows[1_000:, 0] = 1
     settle_values(rows, ((0,),), np.array([1_000.0, 1_000.0]), sizes, np.random.default_rng(0),
-                  pairs=((0, 1),), pair_targets=np.full(4, 500.0))
+                  pairs=((0, 1),), pair_targets=np.full(4, 500.0),
+                  config=BalanceConfig(pair_slack=slack))
     gaps = np.abs(np.bincount(rows[:, 0] * 2 + rows[:, 1], minlength=4) - 500)
-    assert gaps.max() <= PAIR_SLACK
-    assert gaps.min() >= PAIR_SLACK - 1  # the slack is free: not pulled to the target itself
+    assert gaps.max() <= slack
+    assert gaps.min() >= slack - 1  # the slack is free: not pulled to the target itself
     np.testing.assert_array_equal(np.bincount(rows[:, 0], minlength=2), [1_000, 1_000])

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from dp_dask.copula.correlation import RHO_MAX, nearest_correlation, psd_correlation_factor
-from dp_dask.data import decode
 from dp_dask.data.decode import _latent_draws, calibrate_offsets, decode_latent, exchangeable_groups
 from dp_dask.data.schema import load_schema
 
@@ -66,13 +65,12 @@ def test_grouped_draws_have_the_block_correlation(wide_model):
     assert np.abs(np.corrcoef(plain.T.astype(np.float64)) - block).max() < 6 / np.sqrt(draws)
 
 
-def test_grouped_calibration_matches_fresh_draws_and_keeps_other_attributes(wide_model,
-                                                                          monkeypatch):
+def test_grouped_calibration_matches_fresh_draws_and_keeps_other_attributes(wide_model):
     correlation, marginals, schema = wide_model
     draws = 50_000
     plain = calibrate_offsets(correlation, marginals, schema, draws=draws, seed=0)
-    monkeypatch.setattr(decode, "GROUPED_MIN_CATEGORIES", 100)
-    grouped = calibrate_offsets(correlation, marginals, schema, draws=draws, seed=0)
+    grouped = calibrate_offsets(correlation, marginals, schema, draws=draws, seed=0,
+                                grouped_from=100)
     # The small attribute draws the same normals either way: bit for bit the same offsets.
     np.testing.assert_array_equal(grouped[300:], plain[300:])
     assert not np.array_equal(grouped[:300], plain[:300])

@@ -26,8 +26,7 @@ from dp_dask.data.counts import view_count_graph
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
 from dp_dask.methods.dpview import (
-    CONSISTENCY_TOL,
-    MAX_ROUNDS,
+    DPViewConfig,
     DPViewModel,
     DPViewPlusSynthesizer,
     DPViewSynthesizer,
@@ -56,6 +55,8 @@ from dp_dask.postprocess.rowupdate import round_to_total
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.synthesizer import Synthesizer, load_model
+
+SHIPPED = DPViewConfig()
 
 
 def exact_table(codes: np.ndarray, view: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:
@@ -257,7 +258,7 @@ def test_post_process_gives_non_negative_consistent_tables_of_n():
     assert all(t.min() >= 0 for t in tables)
     np.testing.assert_allclose([t.sum() for t in tables], 2_000)
     assert gap == pytest.approx(inconsistency(tables, views))
-    assert gap <= CONSISTENCY_TOL or rounds == MAX_ROUNDS
+    assert gap <= SHIPPED.consistency_tol or rounds == SHIPPED.max_rounds
     assert gap < 1.0
 
 
@@ -281,8 +282,8 @@ def test_upper_views_take_part_in_consistency_but_not_in_normalisation():
         assert set(shared) == set(views[u]) & set(views[base]) and shared
         np.testing.assert_allclose(as_blocks(tables[u], views[u], shared).sum(axis=1),
                                    as_blocks(tables[base], views[base], shared).sum(axis=1),
-                                   atol=CONSISTENCY_TOL + 1e-9)
-    assert rounds < MAX_ROUNDS and gap <= CONSISTENCY_TOL
+                                   atol=SHIPPED.consistency_tol + 1e-9)
+    assert rounds < SHIPPED.max_rounds and gap <= SHIPPED.consistency_tol
     assert all(t.min() >= 0 for t in tables[:chain])  # only the chain is normalised
     np.testing.assert_allclose([t.sum() for t in tables], 2_000)
 
@@ -471,14 +472,13 @@ def test_upper_view_layout_invariants(m, view_size, seed):
         assert set(u) & set(right) == set(right) - set(cross)
 
 
-def test_upper_views_dropped_with_a_reason(monkeypatch):
+def test_upper_views_dropped_with_a_reason():
     sizes = np.array([2, 3, 5, 7, 4, 6])
     layout = view_layout(sizes, 3, tries=1, seed=0)
     (u,), () = upper_views(layout, sizes)
     shared = [a for a in layout.base[1] if a in layout.cross[0]]
     plan = domain(tuple(shared), sizes) * domain(u, sizes)
-    monkeypatch.setattr("dp_dask.methods.dpview.MAX_PLAN_CELLS", plan - 1)
-    (none,), (why,) = upper_views(layout, sizes)
+    (none,), (why,) = upper_views(layout, sizes, DPViewConfig(max_plan_cells=plan - 1))
     assert none is None and why["link"] == 0 and f"{plan:,} cells" in why["reason"]
     # m = 4, d = 3: two base views of 2; c₁ takes 2 of b₂, i.e. all of it: nothing to pair
     inside = view_layout(np.array([2, 3, 4, 5]), 3, tries=1, seed=0)
@@ -600,9 +600,35 @@ def test_dpview_plus_release_metadata_and_model_round_trip(client, tied, tmp_pat
         load_model(model_path)
 
 
+def test_a_config_reaches_the_fit_the_record_and_the_saved_model(client, tmp_path):
+    """DPViewConfig through Synthesizer.create as a dict: a pairing plan over max_plan_cells
+    drops the upper view, the release records the fields that differ, a saved model keeps them."""
+    frame = dependent_frame(2_000, load_schema(FOUR_BY_SIX),
+                            view_layout(load_schema(FOUR_BY_SIX).sizes, 3, seed=0))
+    plus = Synthesizer.create("dpview+", FOUR_BY_SIX, epsilon=1.0, view_size=3,
+                              noise_sampler="numpy", noise_seed=0, ledger=False,
+                              config={"max_plan_cells": 1, "max_rounds": 2}).fit(frame)
+    assert plus.model.upper == (None,)
+    assert "pairing plan" in plus.model.metadata["model"]["upper_dropped"][0]["reason"]
+    assert plus.model.metadata["model"]["consistency_rounds"] <= 2
+    assert plus.model.metadata["parameters"]["config"] == {"max_plan_cells": 1, "max_rounds": 2}
+    loaded = load_model(plus.save(tmp_path / "model"))
+    assert loaded.config == DPViewConfig(max_plan_cells=1, max_rounds=2)
+
+
 @pytest.mark.parametrize("method", ["dpview", "dpview+"])
 @pytest.mark.parametrize("bad", [{"view_size": 1}, {"tries": 0}, {"layout_seed": -1},
                                  {"layout_seed": "7"}])
 def test_bad_options_fail_at_create(method, bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         Synthesizer.create(method, SMALL_SCHEMA_PATH, **bad)
+
+
+@pytest.mark.parametrize(("config", "match"), [
+    ({"plan_round": 1}, "no field 'plan_round'; its fields: usefulness, .*plan_rounds"),
+    ({"max_rounds": -1}, "max_rounds must be an integer"), ({"max_rounds": 2.5}, "max_rounds"),
+    ({"rows_share": 1}, "rows_share must be below 1"), ({"rows_share": 0}, "rows_share .* > 0"),
+    ([("plan_rounds", 1)], "a dict")])
+def test_bad_configs_fail_at_create_naming_the_field(config, match):
+    with pytest.raises(ValueError, match=match):
+        Synthesizer.create("dpview", SMALL_SCHEMA_PATH, config=config)

@@ -53,15 +53,10 @@ def test_perturbation_sensitivity_is_attained_and_never_exceeded(size):
         assert bound <= min(math.sqrt(2 * k), 2 * math.sqrt(2) * k / math.sqrt(size)) + 1e-12
 
 
-def test_analytic_bound_above_exact_cells_holds(monkeypatch):
+def test_analytic_bound_above_exact_cells_holds():
     size = 60
     exact = [perturbation_sensitivity(size, k) for k in range(1, size + 1)]
-    efpa._sensitivities.cache_clear()
-    monkeypatch.setattr(efpa, "EXACT_CELLS", 10)
-    try:
-        bounded = [perturbation_sensitivity(size, k) for k in range(1, size + 1)]
-    finally:
-        efpa._sensitivities.cache_clear()
+    bounded = efpa._sensitivities(size, exact_cells=10)
     assert np.all(np.array(bounded) >= np.array(exact) - 1e-12)
     assert bounded[-1] == pytest.approx(math.sqrt(2 * (size - 1)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from dataclasses import replace
 
 import dask.dataframe as dd
 import numpy as np
@@ -250,10 +251,7 @@ def test_report_command_on_a_small_frame(client, tmp_path, capsys):
 # --- range-count queries (the DPCopula paper's metric) -----------------------------------------
 
 @pytest.mark.parametrize("table_cells", [1, 1 << 22])  # by rows; by contingency tables
-def test_range_counts_by_hand(small_schema, monkeypatch, table_cells):
-    import dp_dask.evaluate.queries as evaluate
-
-    monkeypatch.setattr(evaluate, "RANGE_TABLE_CELLS", table_cells)
+def test_range_counts_by_hand(small_schema, table_cells):
     # rows (colour, size, flag, city) as codes; sizes 3, 4, 2, 6
     codes = np.array([[0, 0, 1, 0], [1, 2, 0, 3], [2, 3, 1, 5], [1, 1, 1, 1], [0, 3, 0, 2]]).T
     full = small_schema.sizes - 1
@@ -262,7 +260,8 @@ def test_range_counts_by_hand(small_schema, monkeypatch, table_cells):
     lo[0, 0], hi[0, 0] = 1, 2  # colour in {green, blue}: rows 1, 2, 3
     lo[1, 1], hi[1, 1], lo[1, 2] = 1, 2, 1  # size bins 1-2 and flag yes: row 3
     lo[2, 3], hi[2, 3] = 4, 4  # city e: nobody
-    workload = RangeQueries(lo, hi, attributes=2, seed=0)  # query 3 is the whole domain
+    workload = RangeQueries(lo, hi, attributes=2, seed=0,  # query 3 is the whole domain
+                            table_cells=table_cells)
     np.testing.assert_array_equal(range_counts_from_codes(codes, workload, small_schema),
                                   [3, 1, 0, 5])
 
@@ -285,15 +284,15 @@ def test_range_workload_depends_on_schema_and_seed_only(small_schema):
 
 
 @pytest.mark.parametrize("table_cells", [1, 30, 1 << 22])  # by rows, both, tables
-def test_range_answers_match_pandas_in_small_batches(client, frame, monkeypatch, table_cells):
+def test_range_answers_match_pandas_in_small_batches(client, frame, table_cells):
     """The Dask reduction (3 partitions) with batches of a few queries against pandas; queries
     answered from contingency tables up to ``table_cells`` cells, the rest row by row."""
     import dp_dask.evaluate.queries as evaluate
 
-    monkeypatch.setattr(evaluate, "RANGE_BATCH_CELLS", 1_000)  # 5 queries per 200-row partition
-    monkeypatch.setattr(evaluate, "RANGE_TABLE_CELLS", table_cells)
     schema = load_schema(SMALL_SCHEMA_PATH)
-    workload = range_query_workload(schema, queries=60, attributes=3, seed=1)
+    workload = replace(range_query_workload(schema, queries=60, attributes=3, seed=1),
+                       batch_cells=1_000,  # 5 queries per 200-row partition
+                       table_cells=table_cells)
     (answers,) = compute(evaluate.range_query_graph(dd.from_pandas(frame, npartitions=3),
                                                     schema, workload))
     labels = labelled(frame)

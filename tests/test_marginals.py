@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from dp_dask.postprocess.config import RowUpdateConfig
 from dp_dask.postprocess.consistency import (
     DYKSTRA_SWEEPS,
     IPF_SEED_ROWS,
@@ -261,7 +262,8 @@ def test_sweeps_go_on_while_the_excess_falls_and_stop_when_settled():
     rng = np.random.default_rng(1)
     start = np.stack([rng.permutation(codes[:, a]) for a in range(len(SIZES))], axis=1)
     fixed, adaptive = start.copy(), start.copy()
-    update_rows(fixed, targets, SIZES, np.random.default_rng(2), max_sweeps=5)
+    update_rows(fixed, targets, SIZES, np.random.default_rng(2),
+                config=RowUpdateConfig(max_sweeps=5))
     made = update_rows(adaptive, targets, SIZES, np.random.default_rng(2))
     assert made > 5
     assert total_excess(adaptive, targets) < 0.9 * total_excess(fixed, targets)
@@ -353,7 +355,7 @@ def test_row_updates_never_fill_a_cell_another_table_rules_out():
         possible = possible_cells(targets, sizes) if guarded else None
         # The guard is under test, not the schedule: the five sweeps these counts were set for.
         update_rows(codes, targets, sizes, np.random.default_rng(1), possible=possible,
-                    max_sweeps=5)
+                    config=RowUpdateConfig(max_sweeps=5))
         after_updates = int(counts(codes, (0, 1))[zero].sum())
         match_one_way(codes, one_way, sizes, np.random.default_rng(2), possible)
         impossible[guarded] = (after_updates, int(counts(codes, (0, 1))[zero].sum()))

@@ -14,14 +14,14 @@ from dp_dask.synthesizer import Synthesizer, load_model
 
 def test_each_method_lists_its_own_parameters_only():
     assert Synthesizer.methods["dpview"].options() == ("view_size", "rows", "tries",
-                                                       "layout_seed", "neighbours")
+                                                       "layout_seed", "neighbours", "config")
     assert Synthesizer.methods["dpcopula-mle"].options() == ("blocks", "k", "histograms")
     assert "epsilon" not in Synthesizer.methods["copula"].options()
 
 
 def test_create_names_the_methods_options_for_an_unknown_one():
     with pytest.raises(ValueError, match=r"'dpview' has no option 'k'; its options: view_size, "
-                                         r"rows, tries, layout_seed, neighbours"):
+                                         r"rows, tries, layout_seed, neighbours, config"):
         Synthesizer.create("dpview", SMALL_SCHEMA_PATH, k=4)
 
 
@@ -35,6 +35,26 @@ def test_cli_passes_method_options_to_the_method(client, data, tmp_path, capsys)
     privacy = load_model(out / "model").metadata["privacy"]
     assert "epsilon1 = 2 " in privacy["budget_split"] and "k = epsilon1/epsilon2 = 2" in \
         privacy["budget_split"]
+
+
+def test_cli_passes_a_config_to_the_method_and_names_its_fields(client, data, tmp_path,
+                                                               capsys):
+    argv = ["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--method",
+            "dpview", "--epsilon", "3", "--ledger", str(tmp_path / "ledger.sqlite"),
+            "--rows", "500", "--scheduler", client.scheduler.address, "--quiet"]
+    options = {"view_size": 3, "config": {"max_rounds": 3}}
+    code = main([*argv, "--out", str(tmp_path / "release"), "--method-options",
+                 json.dumps(options)])
+    assert code == 0, capsys.readouterr().err
+    metadata = load_model(tmp_path / "release" / "model").metadata
+    assert metadata["parameters"]["config"] == {"max_rounds": 3}
+    assert metadata["model"]["consistency_rounds"] <= 3
+    code = main([*argv, "--out", str(tmp_path / "other"), "--method-options",
+                 '{"config": {"max_round": 3}}'])
+    assert code == 2
+    assert "DPViewConfig has no field 'max_round'; its fields: usefulness" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -56,14 +76,17 @@ def test_cli_refuses_a_wrong_method_option_before_anything_runs(tmp_path, data, 
 def test_job_config_gives_method_options(tmp_path, data):
     config = tmp_path / "job.yaml"
     config.write_text(f"data: {data}\nschema: {SMALL_SCHEMA_PATH}\nmethod: dpview\n"
-                      "method_options: {view_size: 3, tries: 50}\n"
+                      "method_options: {view_size: 3, tries: 50, config: {plan_rounds: 20}}\n"
                       "privacy: {epsilon: 1}\noutput: {out: release}\n")
     _, values = load_config(config)
-    assert values["method_options"] == {"view_size": 3, "tries": 50}
+    given = {"view_size": 3, "tries": 50, "config": {"plan_rounds": 20}}
+    assert values["method_options"] == given
     from dp_dask.cli import job_arguments
 
     args = job_arguments(config, [])
-    assert args.method_options == {"view_size": 3, "tries": 50}
+    assert args.method_options == given
+    assert Synthesizer.create("dpview", SMALL_SCHEMA_PATH, ledger=False,
+                              **args.method_options).config.plan_rounds == 20
     args = job_arguments(config, ["--method-options", json.dumps({"view_size": 4})])
     assert args.method_options == {"view_size": 4}
 

@@ -21,7 +21,6 @@ import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
 
-from dp_dask import release as releases
 from dp_dask.cli import main
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import load_schema
@@ -29,6 +28,7 @@ from dp_dask.privacy.ledger import Ledger
 from dp_dask.release import (
     COMPLETE,
     CURRENT,
+    GRACE_ENV,
     LOCK,
     SUPERSEDED,
     VERSIONS,
@@ -393,7 +393,7 @@ def test_a_superseded_version_is_kept_for_the_grace_period(client, s3, fitted, t
                                                            monkeypatch, store):
     out, options = release_target(store, s3, tmp_path)
     fs, _ = fsspec.core.url_to_fs(str(out), **(options or {}))
-    monkeypatch.setattr(releases, "RELEASE_GRACE_SECONDS", 3.0, raising=False)
+    monkeypatch.setenv(GRACE_ENV, "3")
     versions = []
     for seed in (1, 2, 3):
         fitted.write(out, 600, seed=seed, partition_rows=300, storage_options=options)

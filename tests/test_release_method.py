@@ -42,7 +42,7 @@ from dp_dask.methods.marginals import (
     tree_start,
 )
 from dp_dask.postprocess import reweight, rowupdate
-from dp_dask.postprocess.balance import PAIR_SLACK
+from dp_dask.postprocess.config import BalanceConfig, RowUpdateConfig
 from dp_dask.postprocess.consistency import Marginals, Measurement
 from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import Synthesizer, load_model
@@ -218,10 +218,10 @@ def test_one_pass_over_the_rows_picks_what_the_exact_copy_rates_pick(monkeypatch
     possible = rowupdate.possible_cells(targets, sizes)
     start = np.stack([rng.permutation(truth[:, k]) for k in range(4)], axis=1).astype(np.uint8)
     results = []
-    for bound in (rowupdate.COPY_BOUND, 0.0, 1e9):  # as shipped, always the second pass, never
-        monkeypatch.setattr(rowupdate, "COPY_BOUND", bound)
+    for bound in (RowUpdateConfig.copy_bound, 0.0, 1e9):  # shipped, always a second pass, never
         codes = start.copy()
-        rowupdate.update_rows(codes, targets, sizes, np.random.default_rng(2), possible=possible)
+        rowupdate.update_rows(codes, targets, sizes, np.random.default_rng(2), possible=possible,
+                              config=RowUpdateConfig(copy_bound=bound))
         results.append(codes)
     np.testing.assert_array_equal(results[1], results[0])
     np.testing.assert_array_equal(results[2], results[0])
@@ -314,7 +314,7 @@ def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fit
         np.testing.assert_array_equal(np.bincount(plain[:, a], minlength=size), targets[a])
         fit = estimate.shared.one_way[a] * (5_000 / estimate.shared.one_way[a].sum())
         gaps.append(np.abs(np.bincount(settled[:, a], minlength=size) - fit).max())
-    assert max(gaps) <= PAIR_SLACK * len(fitted.schema.sizes)
+    assert max(gaps) <= BalanceConfig.pair_slack * len(fitted.schema.sizes)
 
 
 def test_a_releases_partitions_aim_at_what_each_would_compute(fitted):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dp_dask.postprocess import reweight
+from dp_dask.postprocess.config import BalanceConfig, ReweightConfig, RowUpdateConfig
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import cell_keys
@@ -141,11 +142,25 @@ def test_rows_that_already_fit_keep_their_weights():
 
 
 def test_the_fit_stops_later_the_less_noise_there_is():
-    reference = 1 / np.sqrt(reweight.REFERENCE_PRECISION)  # one measurement of that precision
-    assert reweight.iterations_for([reference]) == reweight.FIT_ITERATIONS
+    shipped = ReweightConfig()
+    steps = shipped.fit_iterations
+    reference = 1 / np.sqrt(shipped.reference_precision)  # one measurement of that precision
+    assert reweight.iterations_for([reference]) == steps
     # Precision adds over measurements; the count grows with its square root.
-    assert reweight.iterations_for([reference / 2]) == 2 * reweight.FIT_ITERATIONS
-    assert reweight.iterations_for([reference * np.sqrt(2)] * 8) == 2 * reweight.FIT_ITERATIONS
+    assert reweight.iterations_for([reference / 2]) == 2 * steps
+    assert reweight.iterations_for([reference * np.sqrt(2)] * 8) == 2 * steps
     # More noise than the reference: no fewer steps. Little noise: no more than the cap.
-    assert reweight.iterations_for([reference * 2]) == reweight.FIT_ITERATIONS
-    assert reweight.iterations_for([1e-6]) == reweight.MAX_FIT_ITERATIONS
+    assert reweight.iterations_for([reference * 2]) == steps
+    assert reweight.iterations_for([1e-6]) == shipped.max_fit_iterations
+    assert reweight.iterations_for([1e-6], ReweightConfig(max_fit_iterations=70)) == 70
+
+
+@pytest.mark.parametrize(("config", "bad", "match"), [
+    (RowUpdateConfig, {"max_sweeps": -1}, "RowUpdateConfig.max_sweeps must be an integer >= 0"),
+    (BalanceConfig, {"max_reads": 1.5}, "BalanceConfig.max_reads must be an integer"),
+    (BalanceConfig, {"pair_slack": True}, "pair_slack must be a number"),
+    (ReweightConfig, {"reference_precision": 0.0}, "reference_precision must be a number > 0"),
+])
+def test_post_processing_configs_refuse_bad_values_naming_the_field(config, bad, match):
+    with pytest.raises(ValueError, match=match):
+        config(**bad)

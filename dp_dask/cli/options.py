@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from dp_dask.data.dtypes import DECODINGS
 from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE
 from dp_dask.privacy.ledger import LEDGER_ENV
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
+from dp_dask.tuning import config_class
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -132,6 +134,13 @@ def own_options(cls: type[Synthesizer]) -> tuple[str, ...]:
     return tuple(name for name in cls.options() if name not in FLAG_PARAMETERS)
 
 
+def options_help(cls: type[Synthesizer]) -> str:
+    """A method's own options for --help, a config with its fields: ``k, config {a, b}``."""
+    config = config_class(cls)
+    return ", ".join(f"{name} {{{', '.join(f.name for f in fields(config))}}}"
+                     if name == "config" and config else name for name in own_options(cls))
+
+
 def check_method_options(method: str, options: dict[str, Any] | None) -> None:
     """Names in --method-options the method does not take, or that have their own flag: an
     error before the cluster starts (the values are checked by the method itself)."""
@@ -170,7 +179,7 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                        "attribute's own dummies")
     group.add_argument("--method-options", type=json_object, default=None, metavar="JSON",
                        help="the method's own parameters, e.g. '{\"k\": 4}'; by method: "
-                       + "; ".join(f"{name}: {', '.join(own_options(cls))}"
+                       + "; ".join(f"{name}: {options_help(cls)}"
                                    for name, cls in sorted(Synthesizer.methods.items())
                                    if own_options(cls))
                        + " (default: none)")

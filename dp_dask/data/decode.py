@@ -44,12 +44,12 @@ _VARIANCE_FLOOR = 1e-12
 
 def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Schema, *,
                       draws: int = 200_000, iterations: int = 200, tolerance: float = 2e-4,
-                      seed: int = 0) -> np.ndarray:
+                      seed: int = 0, grouped_from: int = GROUPED_MIN_CATEGORIES) -> np.ndarray:
     """Offsets c such that argmax over each attribute of (Y + c) has frequencies ≈ marginals.
 
     An attribute's decoding depends only on its own block of the correlation matrix, so each is
     calibrated on its own draws (common random numbers across iterations). An attribute of at
-    least GROUPED_MIN_CATEGORIES categories draws them through :func:`exchangeable_groups`: the
+    least ``grouped_from`` categories draws them through :func:`exchangeable_groups`: the
     same distribution for a fraction of the work, other draws than the plain factor's.
     """
     rng = np.random.default_rng(seed)
@@ -59,7 +59,7 @@ def calibrate_offsets(correlation: np.ndarray, marginals: np.ndarray, schema: Sc
         if s == 1:
             continue
         block = correlation[o : o + s, o : o + s]
-        groups = exchangeable_groups(block) if s >= GROUPED_MIN_CATEGORIES else None
+        groups = exchangeable_groups(block) if s >= grouped_from else None
         # Grouped categories are drawn in contiguous columns: work in that order, map back.
         order = np.concatenate([np.setdiff1d(np.arange(s), np.concatenate(groups)), *groups]
                                ) if groups else np.arange(s)

@@ -193,6 +193,10 @@ class RangeQueries:
     hi: np.ndarray  # (Q, m) int64
     attributes: int  # constrained attributes per query
     seed: int
+    # how the answers are computed (never what they are): contingency tables up to this many
+    # cells, the other queries a batch × rows mask of at most batch_cells at a time
+    table_cells: int = RANGE_TABLE_CELLS
+    batch_cells: int = RANGE_BATCH_CELLS
 
     def describe(self) -> str:
         return (f"{len(self.lo):,} random range-count queries on {self.attributes} "
@@ -233,9 +237,9 @@ def range_counts_from_codes(codes: np.ndarray, workload: RangeQueries,
     """Chunk step: the answers (Q,) int64 of one partition's codes (m, rows).
 
     Queries that constrain the same attributes share the contingency table of those attributes
-    (up to RANGE_TABLE_CELLS cells), each answered as the sum of its box. The others are tested
-    a batch at a time (a batch × rows boolean mask, at most RANGE_BATCH_CELLS), never a rows × Q
-    matrix; attributes no query of the batch constrains are skipped.
+    (up to ``workload.table_cells`` cells), each answered as the sum of its box. The others are
+    tested a batch at a time (a batch × rows boolean mask, at most ``workload.batch_cells``),
+    never a rows × Q matrix; attributes no query of the batch constrains are skipped.
     """
     answers = np.zeros(len(workload.lo), dtype=np.int64)
     full = (workload.lo == 0) & (workload.hi == schema.sizes - 1)
@@ -244,7 +248,7 @@ def range_counts_from_codes(codes: np.ndarray, workload: RangeQueries,
     for g, constrained in enumerate(groups):
         members = np.flatnonzero(group_of.ravel() == g)
         attributes = np.flatnonzero(constrained)
-        if math.prod(schema.sizes[attributes].tolist()) > RANGE_TABLE_CELLS:
+        if math.prod(schema.sizes[attributes].tolist()) > workload.table_cells:
             by_rows.append(members)
             continue
         table = contingency_table(codes, attributes, schema.sizes)
@@ -254,15 +258,15 @@ def range_counts_from_codes(codes: np.ndarray, workload: RangeQueries,
     if by_rows:
         rest = np.concatenate(by_rows)
         answers[rest] = _range_counts_by_rows(codes, workload.lo[rest], workload.hi[rest],
-                                              full[rest])
+                                              full[rest], workload.batch_cells)
     return answers
 
 
 def _range_counts_by_rows(codes: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                          full: np.ndarray) -> np.ndarray:
+                          full: np.ndarray, batch_cells: int) -> np.ndarray:
     rows = codes.shape[1]
     answers = np.zeros(len(lo), dtype=np.int64)
-    batch = max(1, RANGE_BATCH_CELLS // max(rows, 1))
+    batch = max(1, batch_cells // max(rows, 1))
     for start in range(0, len(answers), batch):
         span = slice(start, start + batch)
         inside = np.ones((len(answers[span]), rows), dtype=bool)

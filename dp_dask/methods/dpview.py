@@ -44,10 +44,11 @@ defensible reading of what the review reported, and says why):
   say about a view's noise; PrivBayes's θ-usefulness (θ = 4), the paper's baseline, is its
   accepted threshold. So d is the largest whose layout keeps every measured view θ-useful,
   else 2. n: the ``rows`` given (public), else counted (replace one row: n is public), else a
-  noisy count with ROWS_SHARE = 1 % of ε (add/remove). At ε = 1 on Adult's 9 categorical
-  attributes (replace one row) it picks d = 3, where a prototype measured the least 2-way error
-  (d = 2, 3, 4, 5: 20.7, 16.3, 21.7, 33–34); on all 15 attributes (48,842 rows, add/remove) d
-  = 2 at ε ≤ 0.5, 3 at ε = 1 and 2 (docs/results-adult.md, DPView in the paper's setting).
+  noisy count with ``DPViewConfig.rows_share`` = 1 % of ε (add/remove). At ε = 1 on Adult's 9
+  categorical attributes (replace one row) it picks d = 3, where a prototype measured the least
+  2-way error (d = 2, 3, 4, 5: 20.7, 16.3, 21.7, 33–34); on all 15 attributes (48,842 rows,
+  add/remove) d = 2 at ε ≤ 0.5, 3 at ε = 1 and 2 (docs/results-adult.md, DPView in the
+  paper's setting).
 
 Choices of this implementation:
 
@@ -61,8 +62,8 @@ Choices of this implementation:
   the paper's iteration (zero the negatives, take their mass q evenly from the o positive
   cells, repeat), whose fixed point is the Euclidean projection onto {x ≥ 0, Σx = n} that
   :func:`dp_dask.copula.model.project_to_total` computes directly. Rounds stop when linked
-  views' shared marginals differ by at most ``CONSISTENCY_TOL`` counts per cell, or after
-  ``MAX_ROUNDS``; :func:`propagate` then makes the integer tables agree exactly.
+  views' shared marginals differ by at most ``DPViewConfig.consistency_tol`` counts per cell,
+  or after ``max_rounds``; :func:`propagate` then makes the integer tables agree exactly.
 * Linking: propagation makes every block of shared values hold as many records as the view's
   table has in it, so any matching within a block reproduces the view exactly; the paper's
   greedy "most frequent first, random among ties" then reduces to a uniform random matching.
@@ -81,18 +82,18 @@ uᵢ ∩ bᵢ₊₁, :func:`upper_links`) and are left out of normalisation (the
 * Used when bᵢ₊₁ is linked, within each block s of S = cᵢ ∩ bᵢ₊₁: the records carry values l of
   L = bᵢ \\ cᵢ, the block's cells values r of R = bᵢ₊₁ \\ cᵢ. A plan over (s, l, r) is fitted
   by iterative proportional fitting to three margins: the records' (s, l) counts, the cells'
-  (s, r) counts and uᵢ over (l, r) (:func:`pairing_plan`, ``PLAN_ROUNDS`` = 10 rounds or until
-  its (s, r) margins are within ``PLAN_TOL``; on Adult at ε = 10⁶, 10 rounds leave u₁'s L1
-  error at 1,272 against 1,235 after 50). It is the maximum-entropy table with those margins
-  (no 3-way term), so with exact tables it reproduces uᵢ; with noisy ones it is the closest that
-  the blocks allow. Only the (s, l) that hold records get a row (at most the partition's rows),
-  and the sums over s or l are sparse products, so a round costs (rows of the plan)·|R|. Then
+  (s, r) counts and uᵢ over (l, r) (:func:`pairing_plan`, ``DPViewConfig.plan_rounds`` = 10
+  rounds or until its (s, r) margins are within ``plan_tol``: docs/tuning.md). It is the
+  maximum-entropy table with those margins (no 3-way term), so with exact tables it reproduces
+  uᵢ; with noisy ones it is the closest that the blocks allow. Only the (s, l) that hold
+  records get a row (at most the partition's rows), and the sums over s or l are sparse
+  products, so a round costs (rows of the plan)·|R|. Then
   (:func:`paired_cells`) each (s, l) asks for cells by the plan's row made integer by largest
   remainder; asks a cell can meet are met in random order and the rest take the block's cells
   left over at random — so every block still gets exactly its cells and
   the chain views are reproduced exactly, as in DPView.
 * Bounded memory: a plan has at most |S|·|uᵢ| float64 cells per output partition (and at most
-  the partition's rows times |R|); a uᵢ whose |S|·|uᵢ| exceeds ``MAX_PLAN_CELLS`` (4 M, 32 MB)
+  the partition's rows times |R|); a uᵢ whose |S|·|uᵢ| exceeds ``max_plan_cells`` (4 M, 32 MB)
   is dropped before any data is read (not measured: its budget goes to the other views), as is
   a uᵢ with nothing to pair (bᵢ or bᵢ₊₁ inside cᵢ); the metadata lists each drop and why.
   The upper tables count towards the MAX_TABLE_CELLS refusal like the other views.
@@ -139,6 +140,7 @@ from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
+from dp_dask.tuning import as_config, changed, check_fields
 
 MODEL_FORMAT = 1
 METHOD = "dpview"
@@ -146,19 +148,33 @@ METHOD_PLUS = "dpview+"
 PAPER_VIEW_SIZE = 5  # the paper's fixed d for Adult
 AUTO = "auto"  # view_size chosen by the guideline (:func:`guideline_view_size`)
 DEFAULT_VIEW_SIZE = AUTO
-USEFULNESS = 4.0  # θ of the guideline: PrivBayes's θ-usefulness default (Zhang et al. 2014)
-ROWS_SHARE = 0.01  # of ε, for a noisy n when the guideline needs n and n is private
 DEFAULT_TRIES = 200  # measured against 20 on Adult: docs/results-adult.md, DPView
 # A view table's L1 sensitivity under each notion of neighbours (privacy.labels.NEIGHBOURING):
 # replacing a row moves one cell −1 and one +1; adding or removing one moves one cell by 1.
 VIEW_L1_SENSITIVITY = {"replace": 2, "add_remove": 1}
 SHARE_EXPONENT = 1.0 / 3.0
-CONSISTENCY_TOL = 0.01  # counts per shared cell; propagation removes the rest exactly
-MAX_ROUNDS = 100
-MAX_PLAN_CELLS = 4_000_000  # a DPView+ pairing plan (float64) per link and output partition
-PLAN_ROUNDS = 10  # iterative proportional fitting of a pairing plan
-PLAN_TOL = 0.01  # counts: the plan's largest miss of its block margins
-PLAN_FLOOR = 1e-6  # counts added to every cell of uᵢ, so that every margin can be met
+
+
+@dataclass(frozen=True)
+class DPViewConfig:
+    """DPView's tuned numbers, the shipped values as defaults (docs/tuning.md, by field name):
+    ``config`` of :class:`DPViewSynthesizer`. Never changes what is charged: each is a choice
+    of public inputs (the guideline), of the budget's split or of post-processing."""
+
+    usefulness: float = 4.0  # θ of the guideline: PrivBayes's θ-usefulness (Zhang et al. 2014)
+    rows_share: float = 0.01  # of ε, for a noisy n when the guideline needs n and n is private
+    consistency_tol: float = 0.01  # counts per shared cell; propagation removes the rest
+    max_rounds: int = 100  # consistency rounds at most
+    max_plan_cells: int = 4_000_000  # a DPView+ pairing plan (float64) per link and partition
+    plan_rounds: int = 10  # iterative proportional fitting of a pairing plan
+    plan_tol: float = 0.01  # counts: the plan's largest miss of its block margins
+    plan_floor: float = 1e-6  # counts added to every cell of uᵢ, so that every margin can be met
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("rows_share",))
+        if self.rows_share >= 1:
+            raise ValueError(f"DPViewConfig.rows_share must be below 1, not {self.rows_share!r}")
+
 
 View = tuple[int, ...]
 
@@ -248,9 +264,9 @@ def usefulness(views: tuple[View, ...], sizes: np.ndarray, n_rows: float, epsilo
 
 def guideline_view_size(sizes: np.ndarray, n_rows: float, epsilon: float, sensitivity: int, *,
                         tries: int = DEFAULT_TRIES, seed: int = 0, plus: bool = False,
-                        theta: float = USEFULNESS) -> int:
+                        config: DPViewConfig = DPViewConfig()) -> int:
     """Section IV-C7's guideline, as read here: the largest d whose layout keeps every view
-    θ-useful (:func:`usefulness` ≥ θ, θ = 4 as PrivBayes), else d = 2.
+    θ-useful (:func:`usefulness` ≥ θ = ``config.usefulness``, 4 as PrivBayes), else d = 2.
 
     Why this reading: the guideline trades the noise per cell, which grows with a view's domain,
     against the dependence a larger view keeps; with no count of the data but n, the per-cell
@@ -264,8 +280,8 @@ def guideline_view_size(sizes: np.ndarray, n_rows: float, epsilon: float, sensit
         layout = view_layout(sizes, d, tries, seed)
         views = layout.views
         if plus:
-            views += tuple(v for v in upper_views(layout, sizes)[0] if v is not None)
-        if usefulness(views, sizes, n_rows, epsilon, sensitivity) >= theta:
+            views += tuple(v for v in upper_views(layout, sizes, config)[0] if v is not None)
+        if usefulness(views, sizes, n_rows, epsilon, sensitivity) >= config.usefulness:
             best = d
     return best
 
@@ -290,14 +306,15 @@ def upper_view(left: View, cross: View, right: View) -> View:
     return tuple(sorted((set(left) | set(right)) - set(cross)))
 
 
-def upper_views(layout: ViewLayout, sizes: np.ndarray
+def upper_views(layout: ViewLayout, sizes: np.ndarray, config: DPViewConfig = DPViewConfig()
                 ) -> tuple[tuple[View | None, ...], list[dict[str, Any]]]:
     """DPView+'s upper cross views uᵢ = (bᵢ ∪ bᵢ₊₁) \\ cᵢ, one per cross view, None where dropped;
     and why each dropped one was. Public inputs only.
 
     uᵢ pairs, within each block of the attributes S = cᵢ ∩ bᵢ₊₁, the records' values of
     bᵢ \\ cᵢ with bᵢ₊₁'s values of bᵢ₊₁ \\ cᵢ. Dropped (not measured: no budget) when one side is
-    empty (nothing to pair) or its pairing plan, |S|·|uᵢ| cells, exceeds MAX_PLAN_CELLS.
+    empty (nothing to pair) or its pairing plan, |S|·|uᵢ| cells, exceeds
+    ``config.max_plan_cells``.
     """
     kept: list[View | None] = []
     dropped = []
@@ -307,8 +324,8 @@ def upper_views(layout: ViewLayout, sizes: np.ndarray
         plan = domain(shared, sizes) * domain(view, sizes)
         reason = ("nothing to pair: one base view lies inside the cross view"
                   if not set(view) & set(left) or not set(view) & set(right) else
-                  f"pairing plan of {plan:,} cells > {MAX_PLAN_CELLS:,}"
-                  if plan > MAX_PLAN_CELLS else None)
+                  f"pairing plan of {plan:,} cells > {config.max_plan_cells:,}"
+                  if plan > config.max_plan_cells else None)
         kept.append(None if reason else view)
         if reason:
             dropped.append({"link": i, "view": list(view), "reason": reason})
@@ -431,10 +448,11 @@ def inconsistency(tables: list[np.ndarray], views: tuple[View, ...],
 
 
 def post_process(noisy: list[np.ndarray], views: tuple[View, ...], shares: np.ndarray,
-                 n_rows: int, upper: tuple[View | None, ...] = ()
-                 ) -> tuple[list[np.ndarray], int, float]:
-    """Tables summing to n, consistent (within CONSISTENCY_TOL) and the chain's ≥ 0; with the
-    rounds run and the remaining inconsistency.
+                 n_rows: int, upper: tuple[View | None, ...] = (),
+                 config: DPViewConfig = DPViewConfig()) -> tuple[list[np.ndarray], int, float]:
+    """Tables summing to n, consistent (within ``config.consistency_tol``, at most
+    ``config.max_rounds`` rounds) and the chain's ≥ 0; with the rounds run and the remaining
+    inconsistency.
 
     ``views`` is the chain followed by DPView+'s kept upper views (``upper``: one per cross
     view, None where dropped). The upper views take part in every consistency round (linked to
@@ -446,7 +464,7 @@ def post_process(noisy: list[np.ndarray], views: tuple[View, ...], shares: np.nd
     tables = [t + (n_rows - t.sum()) / t.size for t in noisy]
     gap = math.inf
     rounds = 0
-    while rounds < MAX_ROUNDS and gap > CONSISTENCY_TOL:
+    while rounds < config.max_rounds and gap > config.consistency_tol:
         tables = make_consistent(tables, views, shares, links)
         tables = [non_negative(t, n_rows) for t in tables[:chain]] + tables[chain:]
         gap = inconsistency(tables, views, links)
@@ -476,7 +494,7 @@ def _indicator(groups: np.ndarray, size: int) -> csr_matrix:
 
 
 def pairing_plan(block: np.ndarray, left: np.ndarray, counts: np.ndarray, right: np.ndarray,
-                 upper: np.ndarray) -> np.ndarray:
+                 upper: np.ndarray, config: DPViewConfig = DPViewConfig()) -> np.ndarray:
     """A plan (pairs, R) over the (block, left value) pairs that hold records — ``block``,
     ``left`` and ``counts`` (their records) per pair — whose rows sum to ``counts``, whose
     block sums are ``right`` (blocks, R), the counts of the blocks' new cells, and whose sums
@@ -484,18 +502,19 @@ def pairing_plan(block: np.ndarray, left: np.ndarray, counts: np.ndarray, right:
 
     Iterative proportional fitting of the three margins, ending on the rows. Only pairs that
     hold records are kept (at most the partition's rows), and sums over pairs are sparse
-    products (scipy), so the plan costs (pairs)·R cells, not |S|·|uᵢ|. Cells of ``upper`` get
-    PLAN_FLOOR so that a (block, value) that uᵢ says nothing about can still be paired (uᵢ and
-    the records disagree only through noise and rounding).
+    products (scipy), so the plan costs (pairs)·R cells, not |S|·|uᵢ|. ``config.plan_rounds``
+    rounds at most, or until the block sums miss by ``config.plan_tol``. Cells of ``upper`` get
+    ``config.plan_floor`` so that a (block, value) that uᵢ says nothing about can still be
+    paired (uᵢ and the records disagree only through noise and rounding).
     """
-    target = upper.astype(np.float64) + PLAN_FLOOR
+    target = upper.astype(np.float64) + config.plan_floor
     by_block, by_left = _indicator(block, len(right)), _indicator(left, len(upper))
     plan = np.ones((len(block), right.shape[1]))
-    for _ in range(PLAN_ROUNDS):
+    for _ in range(config.plan_rounds):
         plan *= ratio_or_zero(target, by_left @ plan)[left]
         plan *= ratio_or_zero(right, by_block @ plan)[block]
         plan *= ratio_or_zero(counts, plan.sum(axis=1))[:, None]
-        if np.abs(by_block @ plan - right).max() <= PLAN_TOL:
+        if np.abs(by_block @ plan - right).max() <= config.plan_tol:
             break
     return plan
 
@@ -506,7 +525,7 @@ def _rank_in_groups(sorted_keys: np.ndarray) -> np.ndarray:
 
 
 def paired_cells(keys: np.ndarray, left: np.ndarray, blocks: np.ndarray, upper: np.ndarray,
-                 rng: np.random.Generator) -> np.ndarray:
+                 rng: np.random.Generator, config: DPViewConfig = DPViewConfig()) -> np.ndarray:
     """DPView+'s matching: each record's column of ``blocks`` (blocks, R), the new cell it gets.
 
     Every block b gives its ``blocks[b]`` cells to its records (``keys == b``) as in
@@ -523,7 +542,7 @@ def paired_cells(keys: np.ndarray, left: np.ndarray, blocks: np.ndarray, upper: 
     supply = blocks[occupied]
     pairs, pair = np.unique(block * len(upper) + left, return_inverse=True)
     counts = np.bincount(pair, minlength=len(pairs))
-    plan = pairing_plan(pairs // len(upper), pairs % len(upper), counts, supply, upper)
+    plan = pairing_plan(pairs // len(upper), pairs % len(upper), counts, supply, upper, config)
     asks = round_rows(plan, counts)
     by_pair = np.lexsort((rng.random(rows), pair))
     wanted = np.empty(rows, dtype=np.int64)
@@ -543,7 +562,8 @@ def paired_cells(keys: np.ndarray, left: np.ndarray, blocks: np.ndarray, upper: 
 
 def link_views(tables: list[np.ndarray], views: tuple[View, ...], sizes: np.ndarray,
                rng: np.random.Generator,
-               filters: dict[int, tuple[View, np.ndarray]] | None = None) -> np.ndarray:
+               filters: dict[int, tuple[View, np.ndarray]] | None = None,
+               config: DPViewConfig = DPViewConfig()) -> np.ndarray:
     """Codes (rows, m) whose every view's table equals ``tables`` (chain-consistent integers).
 
     View by view along the chain: the records are sorted by their values of the attributes the
@@ -575,7 +595,8 @@ def link_views(tables: list[np.ndarray], views: tuple[View, ...], sizes: np.ndar
                                  f"already linked")
             left = np.ravel_multi_index(tuple(codes[:, a] for a in old),
                                         tuple(int(sizes[a]) for a in old))
-            cells = paired_cells(keys, left, blocks, as_blocks(upper_table, upper, old), rng)
+            cells = paired_cells(keys, left, blocks, as_blocks(upper_table, upper, old), rng,
+                                 config)
             rows_of = np.arange(rows)
         else:
             rows_of = np.lexsort((rng.random(rows), keys))
@@ -595,8 +616,8 @@ def integer_table(table: np.ndarray, total: int) -> np.ndarray:
 
 def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int | None,
            epsilon: float, *, upper: tuple[View | None, ...] = (), sensitivity: int = 2,
-           sampler: str = "opendp", rng: np.random.Generator | None = None
-           ) -> tuple[list[np.ndarray], dict[str, Any]]:
+           sampler: str = "opendp", rng: np.random.Generator | None = None,
+           config: DPViewConfig = DPViewConfig()) -> tuple[list[np.ndarray], dict[str, Any]]:
     """DPView on the exact tables of the chain ``views``, then of the kept ``upper`` views
     (DPView+): measure all, post-process them together (:func:`post_process`), integerise.
     ``n_rows`` None (add/remove neighbours): n estimated from the noisy tables.
@@ -612,7 +633,7 @@ def dpview(exact: list[np.ndarray], views: tuple[View, ...], n_rows: int | None,
         n_rows = noisy_total(noisy, scales)  # Laplace: variance 2b² per cell
     chain = len(noisy) - sum(v is not None for v in upper)
     every = views + tuple(v for v in upper if v is not None)
-    tables, rounds, gap = post_process(noisy, every, shares, n_rows, upper)
+    tables, rounds, gap = post_process(noisy, every, shares, n_rows, upper, config)
     details = {"budget_shares": shares.tolist(), "laplace_scales": scales.tolist(),
                "consistency_rounds": rounds, "inconsistency_before_rounding": gap,
                "n_rows": n_rows}
@@ -633,9 +654,11 @@ class DPViewModel:
     method: str = METHOD
     upper: tuple[View | None, ...] = ()
     upper_tables: tuple[np.ndarray | None, ...] = ()
+    config: DPViewConfig = DPViewConfig()  # its pairing plans' numbers are the sampler's
 
     def sampler(self) -> DPViewSampler:
-        return DPViewSampler(self.schema, self.views, self.tables, self.upper, self.upper_tables)
+        return DPViewSampler(self.schema, self.views, self.tables, self.upper, self.upper_tables,
+                             self.config)
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (view tables) and ``<path>/model.json`` (views, schema)."""
@@ -668,6 +691,7 @@ class DPViewModel:
             if any(v is not None and v != upper_view(*views[2 * i: 2 * i + 3])
                    for i, v in enumerate(upper)):
                 raise ValueError("an upper view must be (b_i | b_i+1) - c_i")
+            config = as_config(DPViewConfig, document["metadata"]["parameters"].get("config"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"model {path}/model.json: invalid views ({exc})") from None
         shapes = {f"view_{i}": v for i, v in enumerate(views)}
@@ -682,7 +706,7 @@ class DPViewModel:
         return cls(schema, n_rows, views, tuple(arrays[f"view_{i}"] for i in range(len(views))),
                    document["metadata"], method=document["method"], upper=upper,
                    upper_tables=tuple(None if v is None else arrays[f"upper_{i}"]
-                                      for i, v in enumerate(upper)))
+                                      for i, v in enumerate(upper)), config=config)
 
 
 @dataclass(frozen=True)
@@ -694,6 +718,7 @@ class DPViewSampler:
     tables: tuple[np.ndarray, ...]
     upper: tuple[View | None, ...] = ()
     upper_tables: tuple[np.ndarray | None, ...] = ()
+    config: DPViewConfig = DPViewConfig()
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
@@ -703,7 +728,7 @@ class DPViewSampler:
         filters = {2 * i + 2: (view, round_to_total(table.ravel(), rows).reshape(table.shape))
                    for i, (view, table) in enumerate(zip(self.upper, self.upper_tables))
                    if view is not None}
-        codes = link_views(scaled, self.views, self.schema.sizes, rng, filters)
+        codes = link_views(scaled, self.views, self.schema.sizes, rng, filters, self.config)
         binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
         binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
         return binary, codes.astype(np.int16)
@@ -715,11 +740,13 @@ class DPViewSynthesizer(Synthesizer):
     Extra parameters: ``view_size`` d, "auto" (default: Section IV-C7's guideline,
     :func:`guideline_view_size`) or an integer ≥ 2 (5 is the paper's fixed choice for Adult);
     ``rows``, a public row count for the guideline (default None: under replace-one neighbours
-    n is public and counted exactly; under add/remove a noisy count spends ROWS_SHARE of ε);
+    n is public and counted exactly; under add/remove a noisy count spends ``rows_share`` of ε);
     ``tries`` x (layouts drawn, default 200), ``layout_seed`` (default 0); ``neighbours``,
     "replace" (one row replaced, n public, Δ = 2 per view: default) or "add_remove" (one row
     added or removed, n private, Δ = 1 per view: the paper's notion; the ledger counts it at its
-    replace-one ε, 2ε, docs/privacy.md). The layout depends on these, n and the public schema.
+    replace-one ε, 2ε, docs/privacy.md); ``config``, a :class:`DPViewConfig` or a dict of some
+    of its fields (default: the shipped values; a release records the fields that differ). The
+    layout depends on these, n and the public schema.
     """
 
     name: ClassVar[str] = METHOD
@@ -727,8 +754,10 @@ class DPViewSynthesizer(Synthesizer):
 
     def __init__(self, schema: Schema | str | Path, *, view_size: int | str = DEFAULT_VIEW_SIZE,
                  rows: int | None = None, tries: int = DEFAULT_TRIES, layout_seed: int = 0,
-                 neighbours: str = "replace", **common: Any) -> None:
+                 neighbours: str = "replace",
+                 config: DPViewConfig | dict[str, Any] | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
+        self.config = as_config(DPViewConfig, config)
         self.delta = 0.0
         self.view_size = view_size
         self.tries = tries
@@ -760,13 +789,15 @@ class DPViewSynthesizer(Synthesizer):
 
     @property
     def views_epsilon(self) -> float:
-        """ε of the views: all of it, less ROWS_SHARE when a noisy n was (or will be) drawn."""
+        """ε of the views: all of it, less ``config.rows_share`` when a noisy n was (or will
+        be) drawn."""
         noisy_rows = self.view_size == AUTO and self.rows is None and not self.rows_public
-        return self.epsilon * (1 - ROWS_SHARE) if noisy_rows else self.epsilon
+        return self.epsilon * (1 - self.config.rows_share) if noisy_rows else self.epsilon
 
     def _guideline(self, n_rows: float, epsilon: float) -> int:
         return guideline_view_size(self.schema.sizes, n_rows, epsilon, self.sensitivity,
-                                   tries=self.tries, seed=self.layout_seed, plus=self.plus)
+                                   tries=self.tries, seed=self.layout_seed, plus=self.plus,
+                                   config=self.config)
 
     def _set_layout(self, view_size: int) -> None:
         self.layout = view_layout(self.schema.sizes, view_size, self.tries, self.layout_seed)
@@ -774,14 +805,15 @@ class DPViewSynthesizer(Synthesizer):
 
     def _resolve_layout(self, ddf: dd.DataFrame) -> None:
         """The guideline's layout once n is known: n counted exactly (one pass) and, when n is
-        private, noised on the driver with ε·ROWS_SHARE (Laplace, Δ = 1) before any use."""
+        private, noised on the driver with ε·``config.rows_share`` (Laplace, Δ = 1) before any
+        use."""
         if self.view_size != AUTO or self.rows is not None:
             return
         (counts,) = compute(view_count_graph(ddf, self.schema, ((0,),)),
                             show_progress=self.show_progress)
         n_rows = float(counts.sum())
         if not self.rows_public:
-            epsilon = self.epsilon * ROWS_SHARE
+            epsilon = self.epsilon * self.config.rows_share
             rng = (None if self.noise_seed is None
                    else np.random.default_rng([int(self.noise_seed), 1]))
             n_rows = float(laplace_noise(np.array([int(n_rows)]), 1.0 / epsilon, sensitivity=1,
@@ -793,7 +825,8 @@ class DPViewSynthesizer(Synthesizer):
     @property
     def upper(self) -> tuple[tuple[View | None, ...], list[dict[str, Any]]]:
         """DPView+'s upper views (None where dropped) and the drops; none for DPView."""
-        return upper_views(self.layout, self.schema.sizes) if self.plus else ((), [])
+        return (upper_views(self.layout, self.schema.sizes, self.config) if self.plus
+                else ((), []))
 
     @property
     def measured_views(self) -> tuple[View, ...]:
@@ -819,8 +852,8 @@ class DPViewSynthesizer(Synthesizer):
 
     def _rows_split(self) -> str:
         if self.view_size == AUTO and self.rows is None and not self.rows_public:
-            return (f"; first {ROWS_SHARE:g} of epsilon on a noisy n (Laplace, L1 sensitivity "
-                    "1) for the guideline, the rest on the views")
+            return (f"; first {self.config.rows_share:g} of epsilon on a noisy n (Laplace, L1 "
+                    "sensitivity 1) for the guideline, the rest on the views")
         return ""
 
     def _budget_split(self, shares: np.ndarray) -> str:
@@ -851,13 +884,14 @@ class DPViewSynthesizer(Synthesizer):
                                      layout.views, n_rows if self.rows_public else None,
                                      self.views_epsilon, upper=upper,
                                      sensitivity=self.sensitivity, sampler=self.noise_sampler,
-                                     rng=rng)
+                                     rng=rng, config=self.config)
         as_replace_one = {}
         if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
             n_rows = metadata["n_rows"] = details["n_rows"]
             as_replace_one = {"replace_one_row": {"epsilon": self._ledger_plan()["epsilon"],
                                                   "rho": None}}
         rows_noise = {"noisy_rows_for_guideline": self.rows_noise_} if self.rows_noise_ else {}
+        tuned = {"config": changed(self.config)} if changed(self.config) else {}
         kept = iter(tables[len(layout.views):])
         upper_tables = tuple(None if v is None else next(kept) for v in upper)
         plus = {"upper_views": [None if v is None else [self.schema.names[a] for a in v]
@@ -869,7 +903,8 @@ class DPViewSynthesizer(Synthesizer):
                       "(Lin, Yu & Huang)",
             "parameters": {"view_size": self.view_size, "chosen_view_size":
                            self.chosen_view_size, "rows": self.rows, "tries": self.tries,
-                           "layout_seed": self.layout_seed, "neighbours": self.neighbours},
+                           "layout_seed": self.layout_seed, "neighbours": self.neighbours,
+                           **tuned},
             "privacy": self._privacy_record(
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
                 neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one, **rows_noise,
@@ -885,7 +920,7 @@ class DPViewSynthesizer(Synthesizer):
         }
         return DPViewModel(self.schema, n_rows, layout.views,
                            tuple(tables[: len(layout.views)]), metadata, method=self.name,
-                           upper=upper, upper_tables=upper_tables)
+                           upper=upper, upper_tables=upper_tables, config=self.config)
 
     @staticmethod
     def load_model(path: Location, document: dict[str, Any],

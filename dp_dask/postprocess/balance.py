@@ -17,7 +17,8 @@ attribute is set to the one that lowers a cost summed over the cells of every gr
 attribute. First the squared deviation, as the swaps; then each triple cell's expected absolute
 error if the truth were Poisson about the estimate (its minimum is the posterior median, not the
 mean: a cell of estimate 0.6 is best left empty, P(T = 0) = 0.55), while every 2-way cell costs
-nothing within PAIR_SLACK rows of the estimate's pair count and the square of the rest beyond.
+nothing within ``BalanceConfig.pair_slack`` rows of the estimate's pair count and the square of
+the rest beyond.
 
 Post-processing: it reads the candidates, their weights and public sizes only.
 """
@@ -30,39 +31,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from dp_dask.compiled import compiled
+from dp_dask.postprocess.config import BalanceConfig
 from dp_dask.postprocess.raking import systematic_resample
 from dp_dask.postprocess.rowupdate import cell_counts
 
-# Swap proposals per output row. On Adult (9 attributes, ε = 1, seed 0, pairs as the groups)
-# 2 / 10 per row gave 3-way error 1.152 / 1.152 and 2-way 6.35 / 6.35 (the resample: 1.174, 6.70):
-# the kept swaps are few (1–2 % of the rows) and found early. With the triples, seeds 0–2,
-# 1 / 3 per row: 1.145 / 1.140, 2-way 6.53 / 6.52, a third of the search's cost at 1. (Summed
-# absolute instead of squared deviations: 1.139, 6.52, the same.)
-PROPOSALS_PER_ROW = 3
-# At most this many code reads (two rows' cells in every group) per partition: about a second of
-# search on a wide schema, whose hundreds of pairs would otherwise cost several per partition.
-MAX_READS = 10**8
-# Value moves (:func:`settle_values`): rounds of MOVES_PER_ROW proposals per row, each a random
-# (row, attribute) set to its best value; SQUARED_ROUNDS on the squared deviation, then
-# ABSOLUTE_ROUNDS on the Poisson absolute error with the pairs' slack. Adult 9, add/remove,
-# ε = 1, seeds 0–2, 16 draws per candidate, the rows' Q3 95 % / Q2 max (no final 1-way match):
-# swaps alone 1.135; 3 squared rounds 1.105 / 97.3; 3 + 3 rounds 1.094 / 100.7 without the
-# pairs' slack, 1.095 / 96.7 with it; 0 + 3 1.098 / 97.7; 1 + 2 1.095 / 96.7 (kept: half the
-# cost of 3 + 3).
-MOVES_PER_ROW = 10
-SQUARED_ROUNDS = 1
-ABSOLUTE_ROUNDS = 2
-# Rows a 2-way cell may stray from the estimate's count at no cost in the absolute rounds: without
-# the term the absolute cost lets the large cells drift (Q2 max 100.7). Same runs, 3 + 3 rounds:
-# 5 / 10 rows Q3 1.097 / 1.095, Q2 max 97.3 / 96.7. Holding every pair squared instead (at a
-# tenth of the triples' weight) gave 1.102, and holding the large triple cells squared (estimate
-# ≥ 10 / 40 / 300 / 1,500 rows) 1.104 / 1.105 / 1.104 / 1.102: the gain is the small cells'.
-PAIR_SLACK = 10.0
-# At most this many code reads (a row's cells in every group, for every value) per partition
-# for the value moves: what Adult's 9 attributes take at 32,561 rows (1.2·10⁹, ~2 CPU s). At
-# 2.5·10⁹ a 300,000-row release of them (3 partitions) took 21.0 CPU s against 3.2 before the
-# moves; a larger partition now makes fewer moves per row (not measured for its errors).
-MAX_MOVE_READS = 125 * 10**7
+# The tuned numbers (proposals, rounds, slack, read bounds): BalanceConfig, docs/tuning.md.
 # How a cell's count is costed (:func:`_increment`).
 SQUARED, ABSOLUTE, SLACK, FREE = 0, 1, 2, 3
 # Above this estimate a cell's Poisson distribution is taken as normal (the sum's terms underflow).
@@ -92,14 +65,15 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
                       rng: np.random.Generator, *, estimate: np.ndarray | None = None,
                       pairs: Sequence[tuple[int, int]] = (),
                       pair_estimate: np.ndarray | None = None,
-                      proposals_per_row: float = PROPOSALS_PER_ROW,
-                      value_moves: bool = True) -> np.ndarray:
+                      value_moves: bool = True,
+                      config: BalanceConfig = BalanceConfig()) -> np.ndarray:
     """``rows`` rows (codes, C order) drawn from the candidates ``codes`` ∝ ``weights``, their
     tables of ``groups`` close to the weighted ones scaled to ``rows`` (``estimate``: those
     tables, :func:`weighted_tables`, when already computed). A systematic resample, then
-    ``proposals_per_row`` swap proposals per row, MAX_READS at most, then (``value_moves``) the
-    value moves of :func:`settle_values`, the 2-way tables of ``pairs`` (weighted:
-    ``pair_estimate``) kept within PAIR_SLACK of the estimate's (module docstring)."""
+    ``config.proposals_per_row`` swap proposals per row, ``config.max_reads`` at most, then
+    (``value_moves``) the value moves of :func:`settle_values`, the 2-way tables of ``pairs``
+    (weighted: ``pair_estimate``) kept within ``config.pair_slack`` of the estimate's (module
+    docstring)."""
     drawn = np.ascontiguousarray(codes[systematic_resample(weights, rows, rng)])
     if not groups or rows == 0:
         return drawn
@@ -108,7 +82,8 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
     members, starts, offsets = _group_layout(groups, sizes)
     scale = rows / max(float(weights.sum()), 1e-300)  # the estimate's tables to ``rows``
     deviation = weighted_tables(drawn, np.ones(rows), groups, sizes) - estimate * scale
-    proposals = min(int(proposals_per_row * rows), MAX_READS // (2 * len(members)))
+    proposals = min(int(config.proposals_per_row * rows),
+                    config.max_reads // (2 * len(members)))
     incoming = systematic_resample(weights, proposals, rng)
     slots = rng.integers(0, rows, proposals)
     _swap(drawn, np.ascontiguousarray(codes), incoming, slots, members, starts, offsets,
@@ -118,20 +93,22 @@ def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,
     if pairs and pair_estimate is None:
         pair_estimate = weighted_tables(codes, weights, pairs, sizes)
     settle_values(drawn, groups, estimate * scale, sizes, rng, pairs=pairs,
-                  pair_targets=None if pair_estimate is None else pair_estimate * scale)
+                  pair_targets=None if pair_estimate is None else pair_estimate * scale,
+                  config=config)
     return drawn
 
 
 def settle_values(codes: np.ndarray, groups: Sequence[tuple[int, ...]], targets: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, *,
                   pairs: Sequence[tuple[int, int]] = (), pair_targets: np.ndarray | None = None,
-                  moves_per_row: float = MOVES_PER_ROW) -> None:
-    """Value moves in place (module docstring): rounds of ``moves_per_row`` proposals per row,
+                  config: BalanceConfig = BalanceConfig()) -> None:
+    """Value moves in place (module docstring): rounds of ``config.moves_per_row`` proposals per
+    row,
     each setting a random row's random attribute to the value of least cost over the cells of
     ``groups`` (``targets``: their tables, concatenated, unrounded) and of ``pairs`` (tables
-    ``pair_targets``). SQUARED_ROUNDS on the squared deviation from the targets, the pairs free;
-    then ABSOLUTE_ROUNDS on the Poisson absolute error, the pairs free within PAIR_SLACK rows.
-    MAX_MOVE_READS at most."""
+    ``pair_targets``). ``config.squared_rounds`` on the squared deviation from the targets, the
+    pairs free; then ``config.absolute_rounds`` on the Poisson absolute error, the pairs free
+    within ``config.pair_slack`` rows. ``config.max_move_reads`` at most."""
     rows, m = codes.shape
     if rows == 0 or not groups:
         return
@@ -143,14 +120,15 @@ def settle_values(codes: np.ndarray, groups: Sequence[tuple[int, ...]], targets:
     in_pairs = np.arange(target.size) >= targets.size
     # a proposal reads every value's cell in each group holding the attribute
     reads = float(np.mean(sizes * np.diff(held_starts))) * max(len(g) for g in everything)
-    rounds = SQUARED_ROUNDS + ABSOLUTE_ROUNDS
-    moves = min(int(moves_per_row * rows), int(MAX_MOVE_READS / (reads * rounds)))
+    rounds = config.squared_rounds + config.absolute_rounds
+    moves = min(int(config.moves_per_row * rows),
+                int(config.max_move_reads / (reads * max(rounds, 1))))
     for round_ in range(rounds):
-        kind = (np.where(in_pairs, FREE, SQUARED) if round_ < SQUARED_ROUNDS
+        kind = (np.where(in_pairs, FREE, SQUARED) if round_ < config.squared_rounds
                 else np.where(in_pairs, SLACK, ABSOLUTE)).astype(np.int8)
         _move_values(codes, rng.integers(0, rows, moves), rng.integers(0, m, moves), members,
                      starts, offsets, sizes.astype(np.intp), held, held_starts, counts, target,
-                     kind)
+                     kind, float(config.pair_slack))
 
 
 def _groups_holding(groups: Sequence[tuple[int, ...]], m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -220,8 +198,9 @@ def _poisson_cdf(x: float, mean: float) -> float:
 
 
 @compiled
-def _increment(count: float, target: float, kind: int, step: int) -> float:
-    """The change of a cell's cost when its count goes from ``count`` by ``step`` (±1)."""
+def _increment(count: float, target: float, kind: int, step: int, slack: float) -> float:
+    """The change of a cell's cost when its count goes from ``count`` by ``step`` (±1);
+    ``slack``: the rows a SLACK cell may stray at no cost."""
     if kind == SQUARED:
         return 1.0 + 2.0 * step * (count - target)
     if kind == ABSOLUTE:  # E|T − x|: its step up is 2 P(T ≤ x) − 1, down 1 − 2 P(T ≤ x − 1)
@@ -229,32 +208,32 @@ def _increment(count: float, target: float, kind: int, step: int) -> float:
             return 2.0 * _poisson_cdf(count, target) - 1.0
         return 1.0 - 2.0 * _poisson_cdf(count - 1.0, target)
     if kind == SLACK:
-        after = max(0.0, abs(count + step - target) - PAIR_SLACK)
-        before = max(0.0, abs(count - target) - PAIR_SLACK)
+        after = max(0.0, abs(count + step - target) - slack)
+        before = max(0.0, abs(count - target) - slack)
         return after * after - before * before
     return 0.0
 
 
 @compiled
 def _refresh(cell: int, counts: np.ndarray, target: np.ndarray, kind: np.ndarray,
-             up: np.ndarray, down: np.ndarray) -> None:
+             up: np.ndarray, down: np.ndarray, slack: float) -> None:
     """A cell's cost of one row more (``up``) and one row fewer (``down``), held per cell so a
     proposal reads them instead of summing a Poisson distribution for every value it tries."""
-    up[cell] = _increment(counts[cell], target[cell], kind[cell], 1)
-    down[cell] = _increment(counts[cell], target[cell], kind[cell], -1)
+    up[cell] = _increment(counts[cell], target[cell], kind[cell], 1, slack)
+    down[cell] = _increment(counts[cell], target[cell], kind[cell], -1, slack)
 
 
 @compiled
 def _move_values(codes: np.ndarray, rows: np.ndarray, attributes: np.ndarray,
                  members: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                  held: np.ndarray, held_starts: np.ndarray, counts: np.ndarray,
-                 target: np.ndarray, kind: np.ndarray) -> None:
+                 target: np.ndarray, kind: np.ndarray, slack: float) -> None:
     """Proposal p sets row ``rows[p]``'s value of ``attributes[p]`` to the value of least cost
     over the groups holding it, where that costs less than its value now (``counts``: the rows'
     tables, kept up to date)."""
     up, down = np.empty(counts.size), np.empty(counts.size)
     for cell in range(counts.size):
-        _refresh(cell, counts, target, kind, up, down)
+        _refresh(cell, counts, target, kind, up, down, slack)
     for p in range(rows.size):
         row, a = rows[p], attributes[p]
         now = codes[row, a]
@@ -277,6 +256,6 @@ def _move_values(codes: np.ndarray, rows: np.ndarray, attributes: np.ndarray,
                 new = _key(codes, row, g, a, best_value, members, starts, offsets, sizes)
                 counts[old] -= 1.0
                 counts[new] += 1.0
-                _refresh(old, counts, target, kind, up, down)
-                _refresh(new, counts, target, kind, up, down)
+                _refresh(old, counts, target, kind, up, down, slack)
+                _refresh(new, counts, target, kind, up, down, slack)
             codes[row, a] = best_value

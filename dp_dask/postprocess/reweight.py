@@ -24,26 +24,12 @@ import numpy as np
 
 from dp_dask.compiled import compiled
 from dp_dask.data.cells import KEY_CHUNK, add_weights, chunk_keys
+from dp_dask.postprocess.config import ReweightConfig
 from dp_dask.postprocess.consistency import Measurement
 
-# Iterations of mirror descent from the raked weights. On Adult (public, ε = 1, seeds 0–1) the
-# weighted tables' 2-way error (95 %) after 0 / 20 / 50 / 100 / 200 iterations was
-# 8.10 / 7.85 / 7.71 / 7.70 / 7.87 (9 attributes) and 11.14 / 10.56 / 10.34 / 10.48 / 11.00 (15).
-FIT_ITERATIONS = 50
-# The less noise, the later the best stop. On Adult (public; replace-one, seeds 0–3, the rows' Q2
-# 95 %) the best count was 25–50 / 50–100 / 100–200 / 200–400 at ε = 0.5 / 1 / 2 / 5 on 9 and 15
-# attributes, and Q1 fell with every count: about FIT_ITERATIONS times the square root of the
-# measurements' precision Σ 1/σ² over ε = 1's (δ = 1e-9; a release's precision is its ρ and
-# does not depend on the schema). Never fewer than FIT_ITERATIONS: at ε = 0.5, 25 instead of 50
-# cost Q1 3 % for a Q2 within ±2 %. MAX_FIT_ITERATIONS bounds the cost at large ε.
-REFERENCE_PRECISION = 0.0165
-MAX_FIT_ITERATIONS = 400
-# Backtracking: a step is kept when the loss falls by at least half of what its gradient
-# promises (Armijo); it is halved until it does, and the next step tries 1.5× the last.
-SUFFICIENT_DECREASE = 0.5
-STEP_GROWTH = 1.5
-# A step whose promised decrease is below this share of the loss is rounding: stop there.
-CONVERGED = 1e-12
+# The tuned numbers (iterations, backtracking): ReweightConfig, docs/tuning.md. The default
+# number of steps, for the marginals' own default:
+FIT_ITERATIONS = ReweightConfig.fit_iterations
 
 
 def check_iterations(iterations: object) -> int | None:
@@ -56,13 +42,13 @@ def check_iterations(iterations: object) -> int | None:
     return iterations
 
 
-def iterations_for(sigmas: Iterable[float]) -> int:
-    """Mirror-descent steps for measurements of these noise scales: FIT_ITERATIONS at the
-    reference precision, times the square root of their precision's ratio to it where that
-    is above 1, at most MAX_FIT_ITERATIONS."""
+def iterations_for(sigmas: Iterable[float], config: ReweightConfig = ReweightConfig()) -> int:
+    """Mirror-descent steps for measurements of these noise scales: ``config.fit_iterations``
+    at ``config.reference_precision``, times the square root of their precision's ratio to it
+    where that is above 1, at most ``config.max_fit_iterations``."""
     precision = sum(1.0 / sigma**2 for sigma in sigmas)
-    scaled = round(FIT_ITERATIONS * math.sqrt(precision / REFERENCE_PRECISION))
-    return min(max(scaled, FIT_ITERATIONS), MAX_FIT_ITERATIONS)
+    scaled = round(config.fit_iterations * math.sqrt(precision / config.reference_precision))
+    return min(max(scaled, config.fit_iterations), config.max_fit_iterations)
 
 
 class _Tables(NamedTuple):
@@ -189,12 +175,14 @@ def _row_gradient(codes: np.ndarray, cells: np.ndarray, tables: _Tables) -> np.n
 
 
 def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.ndarray,
-                weights: np.ndarray, *, iterations: int = FIT_ITERATIONS) -> np.ndarray:
-    """The weights of the rows ``codes`` after ``iterations`` steps of entropic mirror descent
-    on Σ_t ‖A_t w − y_t‖² / σ_t², from ``weights``; their total stays that of ``weights``.
-    Each measurement's values are a flattened (row-major) table of its attributes (1 to 3:
-    :func:`as_pairs`)."""
+                weights: np.ndarray, *, iterations: int | None = None,
+                config: ReweightConfig = ReweightConfig()) -> np.ndarray:
+    """The weights of the rows ``codes`` after ``iterations`` (None: ``config.fit_iterations``)
+    steps of entropic mirror descent on Σ_t ‖A_t w − y_t‖² / σ_t², from ``weights``; their
+    total stays that of ``weights``. Each measurement's values are a flattened (row-major)
+    table of its attributes (1 to 3: :func:`as_pairs`)."""
     total = float(weights.sum())
+    iterations = config.fit_iterations if iterations is None else iterations
     if iterations == 0 or total <= 0 or not measurements:
         return weights
     codes, measurements, sizes = as_pairs(codes, measurements, sizes)
@@ -209,13 +197,13 @@ def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.nd
             trial = weights * np.exp(-step * (gradient - gradient.min()))
             trial *= total / trial.sum()
             promised = float(gradient @ (weights - trial))
-            if promised <= CONVERGED * max(loss, 1.0):
+            if promised <= config.converged * max(loss, 1.0):
                 return weights  # no step gains more than rounding: at the minimum
             trial_loss, cells = _loss_and_cells(codes, trial, tables)
-            if trial_loss <= loss - SUFFICIENT_DECREASE * promised:
+            if trial_loss <= loss - config.sufficient_decrease * promised:
                 break
             step /= 2  # a rejected step needs only its loss: no gradient
         weights, loss = trial, trial_loss
         gradient = _row_gradient(codes, cells, tables)
-        step *= STEP_GROWTH
+        step *= config.step_growth
     return weights

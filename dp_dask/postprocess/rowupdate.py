@@ -27,28 +27,10 @@ import numba
 import numpy as np
 
 from dp_dask.compiled import compiled
+from dp_dask.postprocess.config import RowUpdateConfig
 from dp_dask.postprocess.consistency import Marginals
 
-# GUM's schedule: the share of a table's excess moved per sweep starts at 1 and decays, no lower
-# than RATE_FLOOR, so that tables pulling the same rows different ways settle. Sweeping goes on
-# while a sweep cuts the rows' total excess over the targets by KEEP_SWEEPING, and the rows end
-# as the best sweep left them. Where the start is far from the tables (nycflights13, strong 3-way
-# structure, the tree's rows) sweeps cut the excess for 11–17 sweeps. From the candidates whose
-# weights were fitted to the measurements, a partition's resample is already near its targets:
-# on Adult and the DSS shape the first sweep raised the excess (by 28 % and 6×: each move for one
-# table disturbs the others' fits), so no update is kept; on flights four sweeps cut it 44 %.
-UPDATE_DECAY = 0.9
-MAX_SWEEPS = 40
-KEEP_SWEEPING = 0.02
-RATE_FLOOR = 0.5
-DUPLICATE_SHARE = 0.5
-# A table whose over-full cells hold at most this share of the rows in excess is left alone for
-# the sweep: a tenth of a percent is far below the noise of any table at useful ε.
-SETTLED_SHARE = 1e-3
-SWAP_ROUNDS = 10
-# The bound on a deficient cell's copy rate that one pass over the rows picks candidates by: as
-# if up to this many times its deficit arrived (more is checked for, and costs a second pass).
-COPY_BOUND = 1.25
+# The tuned numbers (the GUM schedule, copies, swaps): RowUpdateConfig, docs/tuning.md.
 
 
 def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
@@ -148,7 +130,7 @@ def cell_counts(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarra
 
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, seeds: np.ndarray, rate: float,
-                  duplicate_share: float, guard: _Guard, scratch: _Scratch) -> None:
+                  config: RowUpdateConfig, guard: _Guard, scratch: _Scratch) -> None:
     """Move about ``rate`` of each over-full cell's excess rows into the deficient cells.
 
     Rows are picked by independent coin flips at their cell's rate (two passes over the rows,
@@ -158,8 +140,9 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     keys, current, coins = _cells_and_coins(codes, attributes, sizes, target.size, seeds[0],
                                             scratch)
     excess = current - target
-    bounds, leaving, arrived = _coin_bounds(excess, current, rate, duplicate_share, COPY_BOUND)
-    if arrived <= SETTLED_SHARE * len(keys):
+    bounds, leaving, arrived = _coin_bounds(excess, current, rate, config.duplicate_share,
+                                            config.copy_bound)
+    if arrived <= config.settled_share * len(keys):
         return
     # One coin per row serves both draws: rows leave only over-full cells and are copied only
     # from deficient ones, so no row's coin decides twice.
@@ -170,7 +153,7 @@ def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.nda
     # Copies: whole rows already in a deficient cell, picked at the cell's copy rate, each
     # replacing a random mover.
     donors, rest = _donors(coins, keys, movers, candidates, excess, current, arriving,
-                           duplicate_share, COPY_BOUND, seeds[1:3])
+                           config.duplicate_share, config.copy_bound, seeds[1:3])
     _copy_rows(codes, movers[: len(donors)], donors)
     changed = movers[len(donors):]
     shape = sizes[list(attributes)]
@@ -552,17 +535,16 @@ def possible_cells(targets: dict[tuple[int, ...], np.ndarray], sizes: np.ndarray
 
 
 def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
-                sizes: np.ndarray, rng: np.random.Generator, *, decay: float = UPDATE_DECAY,
-                duplicate_share: float = DUPLICATE_SHARE,
+                sizes: np.ndarray, rng: np.random.Generator, *,
                 possible: dict[tuple[int, int], np.ndarray] | None = None,
-                max_sweeps: int = MAX_SWEEPS) -> int:
+                config: RowUpdateConfig = RowUpdateConfig()) -> int:
     """Row updates in place, kept only while they bring the rows closer to the targets.
 
     Each sweep visits every target table once, in random order. Sweeping stops after a sweep
-    that cuts the rows' total excess over the targets by less than KEEP_SWEEPING (or after
-    ``max_sweeps``); the rows are then those of the sweep with the least excess, or the rows
-    given if none had less. With ``possible`` (:func:`possible_cells`), no move creates a pair
-    another table rules out. Returns the number of sweeps made.
+    that cuts the rows' total excess over the targets by less than ``config.keep_sweeping`` (or
+    after ``config.max_sweeps``); the rows are then those of the sweep with the least excess,
+    or the rows given if none had less. With ``possible`` (:func:`possible_cells`), no move
+    creates a pair another table rules out. Returns the number of sweeps made.
     """
     cliques = list(targets)
     guard = _Guard(possible or {}, sizes)
@@ -570,19 +552,19 @@ def update_rows(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
     excess = least = _total_excess(codes, targets, sizes, scratch)
     best = codes.copy()
     rate, sweeps = 1.0, 0
-    while sweeps < max_sweeps:
+    while sweeps < config.max_sweeps:
         sweeps += 1
         seeds = rng.integers(0, 2**64, size=(len(cliques), 4), dtype=np.uint64)
         for index in rng.permutation(len(cliques)):
             _update_table(codes, cliques[index], targets[cliques[index]], sizes, rng,
-                          seeds[index], rate, duplicate_share, guard, scratch)
+                          seeds[index], rate, config, guard, scratch)
         previous, excess = excess, _total_excess(codes, targets, sizes, scratch)
         if excess < least:
             least = excess
             best[...] = codes
-        if excess >= (1 - KEEP_SWEEPING) * previous:
+        if excess >= (1 - config.keep_sweeping) * previous:
             break
-        rate = max(rate * decay, RATE_FLOOR)
+        rate = max(rate * config.update_decay, config.rate_floor)
     codes[...] = best
     return sweeps
 
@@ -598,7 +580,8 @@ def _total_excess(codes: np.ndarray, targets: dict[tuple[int, ...], np.ndarray],
 
 def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarray,
                   rng: np.random.Generator,
-                  possible: dict[tuple[int, int], np.ndarray] | None = None) -> None:
+                  possible: dict[tuple[int, int], np.ndarray] | None = None, *,
+                  config: RowUpdateConfig = RowUpdateConfig()) -> None:
     """Change just enough values that each attribute's counts equal their integer targets.
 
     The rows leaving an over-full value are a random subset of exactly its excess; with
@@ -620,18 +603,19 @@ def match_one_way(codes: np.ndarray, one_way: list[np.ndarray], sizes: np.ndarra
                                   for s, c, e in zip(starts, current, excess) if e > 0])
         arriving = rng.permutation(_repeat(np.maximum(-excess, 0)))
         if guard is not None:
-            _swap_impossible(codes, a, leaving, arriving, grouped, starts, current, guard, rng)
+            _swap_impossible(codes, a, leaving, arriving, grouped, starts, current, guard, rng,
+                             config.swap_rounds)
         codes[leaving, a] = arriving
 
 
 def _swap_impossible(codes: np.ndarray, a: int, leaving: np.ndarray, arriving: np.ndarray,
                      grouped: np.ndarray, starts: np.ndarray, current: np.ndarray,
-                     guard: _Guard, rng: np.random.Generator) -> None:
+                     guard: _Guard, rng: np.random.Generator, rounds: int) -> None:
     """Replace, in place, leaving rows whose arriving value is impossible by other rows of the
-    same value drawn at random (a few rounds; what is left stays as drawn)."""
+    same value drawn at random (``rounds`` at most; what is left stays as drawn)."""
     left = np.zeros(len(codes), dtype=bool)
     left[leaving] = True
-    for _ in range(SWAP_ROUNDS):
+    for _ in range(rounds):
         bad = np.flatnonzero(~guard.possible(codes[leaving], a, arriving))
         if len(bad) == 0:
             return

@@ -120,10 +120,11 @@ def candidates(size: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _sensitivities(size: int) -> tuple[float, ...]:
-    """Δ₁(κ) for κ = 1 .. N (index κ − 1), exactly or by the bound (module docstring)."""
+def _sensitivities(size: int, exact_cells: int = EXACT_CELLS) -> tuple[float, ...]:
+    """Δ₁(κ) for κ = 1 .. N (index κ − 1), exactly up to ``exact_cells`` cells, above by the
+    bound (module docstring)."""
     kept = np.arange(size)  # κ − 1 noised coefficients
-    if size > EXACT_CELLS:
+    if size > exact_cells:
         bound = np.minimum(np.sqrt(2.0 * kept), 2.0 * np.sqrt(2.0) * kept / math.sqrt(size))
         return tuple(bound.tolist())
     basis = np.stack([real_fourier(e) for e in np.eye(size)], axis=1)[1:]  # rows 1 .. N−1
