@@ -29,7 +29,7 @@ from benchmarks.shapes import _probabilities, latent_rows
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.marginals import CELLS_EXPONENT, ONE_WAY_SHARE
-from dp_dask.methods.selection import all_pairs_noise
+from dp_dask.methods.marginals.select_pairs import all_pairs_noise
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, rho_budget
 
 KEEP = 0.7  # a noisy copy keeps its source's code with this probability

@@ -12,7 +12,7 @@ from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
 from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
 from dp_dask.methods.marginals import measure_all, measured_queries
-from dp_dask.methods.selection import REFINE_ROUNDS
+from dp_dask.methods.marginals.select_pairs import REFINE_ROUNDS
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import epsilon_spent

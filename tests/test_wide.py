@@ -1,4 +1,4 @@
-"""Which 2-way tables the marginals method measures on wide schemas (dp_dask.methods.selection)."""
+"""Which 2-way tables the marginals method measures on wide schemas (marginals.select_pairs)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dp_dask.methods.marginals import (
     measure_all,
     measured_queries,
 )
-from dp_dask.methods.selection import (
+from dp_dask.methods.marginals.select_pairs import (
     REFINE_ROUNDS,
     REFINE_SHARE,
     SELECTION_SHARE,

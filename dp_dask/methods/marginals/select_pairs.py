@@ -24,7 +24,7 @@ from scipy.cluster.hierarchy import DisjointSet
 
 from dp_dask.data.counts import attribute_pairs, exact_answer
 from dp_dask.data.schema import Schema
-from dp_dask.methods.adaptive import SELECT_SHARE
+from dp_dask.methods.marginals.adaptive import SELECT_SHARE
 from dp_dask.postprocess.consistency import Measurement, consistent_marginals
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
 from dp_dask.privacy.accounting import gaussian_sigma
