@@ -17,6 +17,7 @@ The first two are :func:`~.measurements.measure_all`'s (the steps that read exac
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,7 +49,8 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
         measured, fine, tree = measure_all(
             exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
             accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-            neighbours=method.neighbours, fine_share=method.fine_share, tables=method.tables)
+            neighbours=method.neighbours, fine_share=method.fine_share, tables=method.tables,
+            config=method.config)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = estimated_rows(measured)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
@@ -61,7 +63,7 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
-                             fine_share=method.fine_share)
+                             fine_share=method.fine_share, config=method.config)
 
 
 def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement],
@@ -70,11 +72,13 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
                     ) -> tuple[list[Measurement], dict[str, Any]]:
     """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give:
     the measurements to fit, repeats merged, and the rounds' record."""
-    schema = method.schema
-    first = fit_marginals(measurements, schema, n_rows, fit_iterations=method.fit_iterations)
-    rows = min(n_rows, adaptive.ESTIMATE_ROWS)
+    schema, config = method.schema, method.config
+    first = fit_marginals(measurements, schema, n_rows, fit_iterations=method.fit_iterations,
+                          config=config)
+    rows = min(n_rows, config.estimate_rows)
     # the estimate's draws are post-processing: seeded with the noise, else OS entropy
-    codes, weights = first.sampler().weighted_candidates(rows, np.random.default_rng(
+    sampler = replace(first.sampler(), config=config)
+    codes, weights = sampler.weighted_candidates(rows, np.random.default_rng(
         None if method.noise_seed is None else [method.noise_seed, 45]))
     answers = adaptive.exact_answers(exact[0], exact[2], schema, method.candidates)
     measured, record = adaptive.run_rounds(
@@ -85,8 +89,8 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
         "rho_one_shot": plan.rho_one_shot,
         "workload": ([[schema.names[a] for a in g] for g in method.workload]
                      if method.workload else "default: every triple of at most "
-                     f"{adaptive.MAX_CELLS} cells (every pair past "
-                     f"{adaptive.MAX_TRIPLES} triples)"),
+                     f"{config.max_cells} cells (every pair past "
+                     f"{config.max_triples} triples)"),
         "candidates": len(method.candidates),
         "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
                      "eps^2/8); score w*(L1 error of the current estimate - "
@@ -112,6 +116,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
+    changed = method.config.changed()  # none by default: such releases stay as they were
     return {
         "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
         "privacy": method._privacy_record(
@@ -126,4 +131,5 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             "spanning tree, weighted to fit the noisy measurements and updated towards the "
             "tables" + ("; each fine histogram projected, bin by bin, onto the "
                         "consistent 1-way marginal's count" if fine else "")),
+        **({"config": changed} if changed else {}),
     }

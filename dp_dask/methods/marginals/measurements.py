@@ -14,19 +14,15 @@ from dp_dask.data.counts import (
 )
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.plan import (
-    CELLS_EXPONENT,
     FINE_SHARE,
-    ONE_WAY_SHARE,
-    TREE_ONE_WAY_SHARE,
     budget_shares,
     check_fine_share,
     check_neighbours,
     measured_queries,
 )
 from dp_dask.methods.marginals.select_pairs import (
-    REFINE_SHARE,
-    SELECTION_SHARE,
     TreeChoice,
     all_pairs_noise,
     check_tables,
@@ -54,17 +50,18 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
 def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
                 accountant: str, sampler: str = "opendp", rng: np.random.Generator | None = None,
                 neighbours: str = "replace", fine_share: float = FINE_SHARE,
-                tables: str = "auto"
+                tables: str = "auto", config: MarginalsConfig = DEFAULTS
                 ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
     """One Gaussian measurement per query, and per fine histogram (``fine``: attribute → its
     exact fine histogram), charges summing to at most ``rho`` (:func:`budget_shares`).
 
     The 1-way histograms are measured first; then, from them and public quantities, whether the
     schema is too wide for all pairs (:mod:`.select_pairs`): if so, the histograms
-    are measured again up to TREE_ONE_WAY_SHARE of ρ (the two averaged by inverse variance), a
-    spanning tree of pairs is selected under DP with SELECTION_SHARE of ρ and only its tables
-    measured, then a few more tables chosen against the tree's model and measured with
-    REFINE_SHARE (:func:`~.select_pairs.refine`), else every pair; ``tables``
+    are measured again up to ``tree_one_way_share`` of ρ (the two averaged by inverse variance),
+    a spanning tree of pairs is selected under DP with ``selection_share`` of ρ and only its
+    tables measured, then a few more tables chosen against the tree's model and measured with
+    ``refine_share`` (:func:`~.select_pairs.refine`; the shares are ``config``'s), else every
+    pair; ``tables``
     "all" or "tree" overrides the choice (:data:`TABLES`). The third value is the tree's record
     (None: all pairs).
 
@@ -99,31 +96,34 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
             noisy |= zip(group, np.split(values, np.cumsum([len(p) for p in parts])[:-1]))
         return [Measurement(key, noisy[key], s) for key, s in zip(keys, sigmas)]
 
-    shares = budget_shares(schema, all_pairs, grids, share_of_fine)
+    shares = budget_shares(schema, all_pairs, grids, share_of_fine, config=config)
     first = draw(one_way, shares[:schema.m])
     rows = (rows_counted(counts, schema) if neighbours == "replace"
             else estimated_rows(first))  # under add/remove n is private: its noisy estimate
     coarse = 1.0 - share_of_fine if grids else 1.0
-    noise = all_pairs_noise(schema, rows, rho * coarse * (1 - ONE_WAY_SHARE), sensitivity,
-                            accountant, CELLS_EXPONENT)
+    noise = all_pairs_noise(schema, rows, rho * coarse * (1 - config.one_way_share),
+                            sensitivity, accountant, config.cells_exponent)
     tree = None
     if schema.m > 2 and check_tables(tables) != "all" and (tables == "tree"
-                                                         or tree_wanted(noise)):
-        top_up = draw(one_way, shares[:schema.m] * (TREE_ONE_WAY_SHARE / ONE_WAY_SHARE - 1))
+                                                         or tree_wanted(noise, config.tree_above)):
+        top_up = draw(one_way, shares[:schema.m] * (config.tree_one_way_share
+                                                    / config.one_way_share - 1))
         first = adaptive.merged(first + top_up)
         tree = select_tree(counts, schema, [m.values for m in first], rows,
-                           rho * coarse * SELECTION_SHARE, sensitivity**2, accountant,
-                           noise=noise, sampler=sampler, rng=rng)
+                           rho * coarse * config.selection_share, sensitivity**2, accountant,
+                           noise=noise, sampler=sampler, rng=rng, tree_above=config.tree_above)
         queries = measured_queries(schema, tree.pairs)
         shares = budget_shares(schema, queries, grids, share_of_fine,
-                               table_share=1 - TREE_ONE_WAY_SHARE - SELECTION_SHARE - REFINE_SHARE)
+                               table_share=1 - config.tree_one_way_share
+                               - config.selection_share - config.refine_share, config=config)
     else:
         queries = all_pairs
     rest = draw([*queries[schema.m:], *(("fine", a) for a in grids)], shares[schema.m:])
     measured = first + rest[:len(queries) - schema.m]
     if tree is not None:
-        measured, refinement = refine(counts, schema, measured, rows, rho * coarse * REFINE_SHARE,
-                                      sensitivity, accountant, sampler=sampler, rng=rng)
+        measured, refinement = refine(counts, schema, measured, rows,
+                                      rho * coarse * config.refine_share, sensitivity, accountant,
+                                      sampler=sampler, rng=rng, config=config)
         tree = replace(tree, refinement=refinement)
     return measured, {a: Measurement((a,), m.values, m.sigma)
                       for a, m in zip(grids, rest[len(queries) - schema.m:])}, tree

@@ -13,6 +13,7 @@ from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_mo
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
 from dp_dask.methods.marginals.sampler import MarginalSampler
 from dp_dask.postprocess.consistency import (
@@ -49,8 +50,14 @@ class MarginalModel:
     fine: dict[int, np.ndarray] = field(default_factory=dict)
     method: ClassVar[str] = "marginals"
 
+    @property
+    def config(self) -> MarginalsConfig:
+        """The fit's config: its fields that differ from their defaults are recorded."""
+        return MarginalsConfig.of(self.metadata.get("config"))
+
     def sampler(self) -> MarginalSampler:
-        return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]))
+        return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]),
+                               config=self.config)
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (measurements, consistent marginals, tree) and
@@ -107,7 +114,8 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                   metadata: dict[str, Any] | None = None, *,
                   fit_iterations: int | None = None,
                   fine: dict[int, Measurement] | None = None,
-                  fine_share: float = FINE_SHARE) -> MarginalModel:
+                  fine_share: float = FINE_SHARE,
+                  config: MarginalsConfig = DEFAULTS) -> MarginalModel:
     """Post-processing of the measurements: consistent marginals and their spanning tree.
 
     Two passes: tables shrunk towards independence give a first tree; the tables that tree
@@ -139,7 +147,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                      marginals.one_way[a]) for a, measured in fine.items()}
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
     details = {"method": METHOD,
-               "budget_shares": shares_text(tree, fine_share if fine else None),
+               "budget_shares": shares_text(tree, fine_share if fine else None, config),
                "noise_sigma": sigmas | ({"fine": {schema.names[a]: m.sigma
                                                   for a, m in fine.items()}} if fine else {}),
                "fit_iterations": fit_iterations,

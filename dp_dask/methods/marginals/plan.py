@@ -12,40 +12,15 @@ from dp_dask.data.counts import (
 )
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.select_pairs import (
-    REFINE_SHARE,
-    SELECTION_SHARE,
     TreeChoice,
     tree_plan_selections,
 )
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
 from dp_dask.privacy.selection import Selection
 
-# Within the histograms and within the tables, ρ_t ∝ cells^(1/3): between equal shares and the
-# minimiser of the raw tables' summed L1 error Σ cells_t·σ_t (ρ_t ∝ cells^(2/3)); shrinkage
-# flattens the difference. On Adult (public, 15 attributes, ε = 1) exponents 0 / ⅓ / ½ / ⅔ gave
-# consistent tables' 2-way error 10.96 / 10.87 / 10.89 / 10.96 and 1-way 27.5 / 26.4 / 26.4 / 26.5.
-CELLS_EXPONENT = 1.0 / 3.0
-# The histograms' share of ρ. Every table re-measures two of them, so a small share suffices;
-# on Adult (public), 11 % → 27 % moved the 1-way error 20.7 → 18.1 and the 2-way 9.3 → 9.5
-# (MST gives its 1-way marginals a third). Fixed, so it does not shrink as tables grow as m².
-ONE_WAY_SHARE = 0.25
-# The histograms' share of ρ in the tree plan (marginals.select_pairs): with m − 1 tables, most
-# pairs' 2-way estimates are products of 1-way ones, so the histograms carry Q2 as well as Q1.
-# Reached by a second measurement of each histogram after the plan is chosen (the first, at
-# ONE_WAY_SHARE, decides it), averaged with the first by inverse variance. Tree plan, ε = 1,
-# add/remove, seeds 0–3, Q1 / Q2 / Q3 (95 %) at 0.25 → 0.4: 45-column wide Adult 36.1 / 10.38 /
-# 1.87 → 32.0 / 10.10 / 1.83, generated m = 50 39.0 / 21.37 / 7.09 → 35.1 / 21.46 / 7.22; 0.5
-# (seeds 0–1) a little more Q1 but Q2/Q3 worse on generated m = 30, 50 (benchmarks/wide.py;
-# docs/method.md "Wide schemas").
-TREE_ONE_WAY_SHARE = 0.4
-# The fine histograms' share of ρ, when the schema declares fine grids (split between them ∝
-# cells^(1/3)); the 1-way and 2-way measurements share the rest as above. Chosen on Adult (public,
-# ε = 1, seeds 0-2, benchmarks/values.py, each histogram's bin sums also in its attribute's 1-way
-# estimate): 0.02 / 0.03 / 0.05 gave KS age 0.0113 / 0.0092 / 0.0075 (seed 2 at 0.02: 0.0144,
-# over the 0.012 goal), hours 0.0097 / 0.0086 / 0.0072, coarse Q1 24.28 / 24.58 / 24.71,
-# Q2 10.39 / 10.40 / 10.50, Q3 1.316 / 1.305 / 1.321 (no grid: 24.27, 10.35, 1.313);
-# docs/results-adult.md "Numeric values".
+# The ``fine_share`` option's default: the fine histograms' share of ρ (docs/tuning.md).
 FINE_SHARE = 0.03
 
 
@@ -59,21 +34,21 @@ def measured_queries(schema: Schema,
 
 
 def budget_shares(schema: Schema, queries: list[tuple[int, ...]], fine: tuple[int, ...] = (),
-                  fine_share: float = FINE_SHARE, table_share: float | None = None
-                  ) -> np.ndarray:
+                  fine_share: float = FINE_SHARE, table_share: float | None = None,
+                  config: MarginalsConfig = DEFAULTS) -> np.ndarray:
     """Each query's share of ρ, then each fine histogram's (of the attributes ``fine``):
     ``fine_share`` to the fine histograms when there are any, ∝ cells^(1/3); of the rest
-    ONE_WAY_SHARE to the histograms (all of it when there is no table), ``table_share`` to the
+    ``one_way_share`` to the histograms (all of it when there is no table), ``table_share`` to the
     tables (default: the rest; less when a selection spends some), each ∝ cells^(1/3). A
     function of the public schema only."""
     weights = np.array([np.prod(schema.sizes[list(q)]) for q in queries],
-                       dtype=np.float64) ** CELLS_EXPONENT
+                       dtype=np.float64) ** config.cells_exponent
     one_way = np.array([len(q) == 1 for q in queries])
-    share = ONE_WAY_SHARE if (~one_way).any() else 1.0
+    share = config.one_way_share if (~one_way).any() else 1.0
     tables = 1 - share if table_share is None else table_share
     coarse = 1.0 - fine_share if fine else 1.0
     fine_weights = np.array([len(schema.attributes[a].fine) - 1 for a in fine],
-                            dtype=np.float64) ** CELLS_EXPONENT
+                            dtype=np.float64) ** config.cells_exponent
     return np.concatenate([
         coarse * np.where(one_way, share * weights / weights[one_way].sum(),
                           tables * weights / max(weights[~one_way].sum(), 1e-300)),
@@ -105,6 +80,7 @@ class BudgetPlan:
     rho: float  # the whole release's
     rounds: adaptive.RoundPlan
     fine_share: float
+    config: MarginalsConfig = DEFAULTS
 
     @property
     def one_shot(self) -> float:
@@ -121,15 +97,16 @@ class BudgetPlan:
         return self.one_shot * self.fine_share
 
     def histograms(self, tree: bool) -> float:
-        return self.coarse * (TREE_ONE_WAY_SHARE if tree else ONE_WAY_SHARE)
+        return self.coarse * (self.config.tree_one_way_share if tree else
+                              self.config.one_way_share)
 
     @property
     def tree_selection(self) -> float:
-        return self.coarse * SELECTION_SHARE
+        return self.coarse * self.config.selection_share
 
     @property
     def refinement(self) -> float:
-        return self.coarse * REFINE_SHARE
+        return self.coarse * self.config.refine_share
 
     @property
     def adaptive(self) -> float:
@@ -144,7 +121,7 @@ class BudgetPlan:
         steps = []
         if tree_possible:
             steps += tree_plan_selections(schema, self.coarse, TABLE_L2_SENSITIVITY["add_remove"],
-                                          accountant)
+                                          accountant, self.config)
         if self.rounds.rounds:
             steps.append((self.rounds.selection(adaptive.SCORE_L1_SENSITIVITY["add_remove"]),
                           self.rounds.rounds))
@@ -156,21 +133,23 @@ class BudgetPlan:
         """The metadata's account of the split: ``k`` one-shot 1-/2-way measurements of L2
         ``sensitivity``, the ``tree`` chosen (None: all pairs), the ``fine`` histograms by
         attribute, the ledger's ``replace_one_rho`` (None: replace-one neighbours)."""
+        config = self.config
         which = "every 1-way histogram and 2-way table"
-        histograms = f"{ONE_WAY_SHARE:g} to the histograms"
+        histograms = f"{config.one_way_share:g} to the histograms"
         tables = "the rest to the tables"
         if tree is not None:
             refined = tree.refinement
             which = (f"every 1-way histogram twice, the {len(tree.pairs)} 2-way tables of a "
                      f"tree and {len(refined.pairs)} more chosen against it")
-            histograms = (f"{TREE_ONE_WAY_SHARE:g} to the histograms ({ONE_WAY_SHARE:g} before "
-                          "the plan was chosen, the rest after; the two averaged by inverse "
-                          "variance)")
-            tables = (f"{SELECTION_SHARE:.6g} to the tree's selection ({tree.rounds} "
+            histograms = (f"{config.tree_one_way_share:g} to the histograms "
+                          f"({config.one_way_share:g} before the plan was chosen, the rest "
+                          "after; the two averaged by inverse variance)")
+            tables = (f"{config.selection_share:.6g} to the tree's selection ({tree.rounds} "
                       f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), "
-                      f"{REFINE_SHARE:.6g} to {len(refined.pairs)} refinement rounds (each an "
-                      f"exponential-mechanism selection of rho {refined.selection.rho:.6g} and "
-                      f"a table measured with rho {refined.rho_measure:.6g}), the rest to the "
+                      f"{config.refine_share:.6g} to {len(refined.pairs)} refinement rounds "
+                      "(each an exponential-mechanism selection of rho "
+                      f"{refined.selection.rho:.6g} and a table measured with rho "
+                      f"{refined.rho_measure:.6g}), the rest to the "
                       "tree's tables")
         split = (f"{k} Gaussian measurements ({which}, L2 "
                  f"sensitivity {sensitivity:.6g} each) sharing rho = {self.one_shot:.6g}: "
@@ -201,13 +180,14 @@ class BudgetPlan:
         return split
 
 
-def shares_text(tree: bool, fine_share: float | None) -> str:
+def shares_text(tree: bool, fine_share: float | None, config: MarginalsConfig = DEFAULTS) -> str:
     """The model record's summary of the split (``fine_share``: None without fine grids)."""
-    shares = (f"{TREE_ONE_WAY_SHARE if tree else ONE_WAY_SHARE:g} of rho to the histograms, "
-              + (f"{SELECTION_SHARE:.6g} to the tree's selection, {REFINE_SHARE:.6g} to "
-                 "tables chosen against the tree, " if tree else "")
-              + f"the rest to the tables, each in proportion to cells^{CELLS_EXPONENT:.4g}")
+    histograms = config.tree_one_way_share if tree else config.one_way_share
+    shares = (f"{histograms:g} of rho to the histograms, "
+              + (f"{config.selection_share:.6g} to the tree's selection, "
+                 f"{config.refine_share:.6g} to tables chosen against the tree, " if tree else "")
+              + f"the rest to the tables, each in proportion to cells^{config.cells_exponent:.4g}")
     if fine_share is not None:
         shares = (f"{fine_share:g} of rho to the fine histograms in proportion to "
-                  f"cells^{CELLS_EXPONENT:.4g}; of the rest, " + shares)
+                  f"cells^{config.cells_exponent:.4g}; of the rest, " + shares)
     return shares

