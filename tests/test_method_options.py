@@ -126,3 +126,11 @@ def test_job_config_gives_the_marginals_config(tmp_path, data):
     from dp_dask.cli import job_arguments
 
     assert job_arguments(config, []).method_options == {"config": {"max_estimates": 2}}
+
+
+def test_synth_help_lists_the_marginals_config_fields(capsys):
+    with pytest.raises(SystemExit):
+        main(["synth", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the marginals config's fields (docs/tuning.md): cells_exponent=0.333333," in text
+    assert "max_estimates=4" in text and "unbalanced_candidates_per_row=2" in text

@@ -4,6 +4,7 @@ evaluation), their argparse types, and the parser class that shows defaults in h
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,11 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                        + "; ".join(f"{name}: {', '.join(own_options(cls))}"
                                    for name, cls in sorted(Synthesizer.methods.items())
                                    if own_options(cls))
+                       + "".join(f"; the {name} config's fields (docs/tuning.md): "
+                                 + ", ".join(f"{f.name}={getattr(cls.config_class(), f.name):g}"
+                                             for f in dataclasses.fields(cls.config_class))
+                                 for name, cls in sorted(Synthesizer.methods.items())
+                                 if cls.config_class is not None)
                        + " (default: none)")
     group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                        help="opendp (secure, default) or numpy (seeded; testing only)")

@@ -59,6 +59,7 @@ class MarginalSynthesizer(Synthesizer):
 
     name = "marginals"
     fine_grids = True
+    config_class = MarginalsConfig
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",
