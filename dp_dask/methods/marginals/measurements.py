@@ -17,6 +17,7 @@ from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.plan import (
     FINE_SHARE,
+    BudgetPlan,
     budget_shares,
     check_fine_share,
     check_neighbours,
@@ -100,8 +101,10 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     first = draw(one_way, shares[:schema.m])
     rows = (rows_counted(counts, schema) if neighbours == "replace"
             else estimated_rows(first))  # under add/remove n is private: its noisy estimate
-    coarse = 1.0 - share_of_fine if grids else 1.0
-    noise = all_pairs_noise(schema, rows, rho * coarse * (1 - config.one_way_share),
+    # all of rho to this one-shot measurement: the adaptive rounds' share is spent apart
+    plan = BudgetPlan(rho, adaptive.RoundPlan(0, 0.0, rho, config),
+                      share_of_fine if grids else 0.0, config)
+    noise = all_pairs_noise(schema, rows, plan.coarse * (1 - config.one_way_share),
                             sensitivity, accountant, config.cells_exponent)
     tree = None
     if schema.m > 2 and check_tables(tables) != "all" and (tables == "tree"
@@ -110,7 +113,7 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
                                                     / config.one_way_share - 1))
         first = adaptive.merged(first + top_up)
         tree = select_tree(counts, schema, [m.values for m in first], rows,
-                           rho * coarse * config.selection_share, sensitivity**2, accountant,
+                           plan.tree_selection, sensitivity**2, accountant,
                            noise=noise, sampler=sampler, rng=rng, tree_above=config.tree_above)
         queries = measured_queries(schema, tree.pairs)
         shares = budget_shares(schema, queries, grids, share_of_fine,
@@ -122,7 +125,7 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     measured = first + rest[:len(queries) - schema.m]
     if tree is not None:
         measured, refinement = refine(counts, schema, measured, rows,
-                                      rho * coarse * config.refine_share, sensitivity, accountant,
+                                      plan.refinement, sensitivity, accountant,
                                       sampler=sampler, rng=rng, config=config)
         tree = replace(tree, refinement=refinement)
     return measured, {a: Measurement((a,), m.values, m.sigma)

@@ -93,14 +93,6 @@ class BudgetPlan:
         return self.one_shot * (1.0 - self.fine_share)
 
     @property
-    def fine(self) -> float:
-        return self.one_shot * self.fine_share
-
-    def histograms(self, tree: bool) -> float:
-        return self.coarse * (self.config.tree_one_way_share if tree else
-                              self.config.one_way_share)
-
-    @property
     def tree_selection(self) -> float:
         return self.coarse * self.config.selection_share
 
@@ -167,7 +159,7 @@ class BudgetPlan:
         rounds = self.rounds
         if rounds.rounds:
             split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "
-                      f"{rounds.rho_rounds:.6g} ({rounds.share:g} of the budget), each "
+                      f"{self.adaptive:.6g} ({rounds.share:g} of the budget), each "
                       f"{rounds.rho_select:.6g} to an exponential-mechanism selection and "
                       f"{rounds.rho_measure:.6g} to a Gaussian measurement of the marginal "
                       "selected (privacy.adaptive)")
