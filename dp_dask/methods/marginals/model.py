@@ -125,7 +125,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     noise, :func:`~dp_dask.postprocess.reweight.iterations_for`). ``fine``: the noisy fine
     histograms by attribute, each made consistent with its attribute's consistent 1-way
     marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`), measured with
-    ``fine_share`` of ρ (recorded).
+    ``fine_share`` of ρ (recorded, as are ``config``'s shares).
     """
     if check_iterations(fit_iterations) is None:
         fit_iterations = iterations_for(m.sigma for m in measurements)
