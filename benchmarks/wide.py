@@ -28,8 +28,8 @@ from benchmarks.peers import DEFAULT_DATA, DELTA, evaluate, read_data
 from benchmarks.shapes import _probabilities, latent_rows
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.methods.marginals import CELLS_EXPONENT, ONE_WAY_SHARE
-from dp_dask.methods.selection import all_pairs_noise
+from dp_dask.methods.marginals import MarginalsConfig
+from dp_dask.methods.marginals.select_pairs import all_pairs_noise
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, rho_budget
 
 KEEP = 0.7  # a noisy copy keeps its source's code with this probability
@@ -85,9 +85,9 @@ def independent(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 def noise_level(schema: Schema, rows: int, epsilon: float, neighbours: str) -> float:
     """The threshold's statistic for this table (public quantities; n itself here)."""
-    rho = rho_budget(epsilon, DELTA)
-    return all_pairs_noise(schema, rows, rho * (1 - ONE_WAY_SHARE),
-                           TABLE_L2_SENSITIVITY[neighbours], "exact", CELLS_EXPONENT)
+    rho, config = rho_budget(epsilon, DELTA), MarginalsConfig()
+    return all_pairs_noise(schema, rows, rho * (1 - config.one_way_share),
+                           TABLE_L2_SENSITIVITY[neighbours], "exact", config.cells_exponent)
 
 
 def release(schema: Schema, frame: pd.DataFrame, epsilon: float, seed: int, tables: str,

@@ -137,6 +137,8 @@ class Synthesizer:
     methods: ClassVar[dict[str, type[Synthesizer]]] = {}
     gpu_sampling: ClassVar[bool] = False  # whether write(device="gpu") can draw on a GPU
     fine_grids: ClassVar[bool] = False  # whether it measures the schema's fine grids
+    # the frozen dataclass of its tuned numbers, given as ``config`` (docs/tuning.md), if any
+    config_class: ClassVar[type | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

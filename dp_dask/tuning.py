@@ -5,8 +5,7 @@ each default, under the field's name."""
 from __future__ import annotations
 
 import math
-import typing
-from dataclasses import fields, is_dataclass
+from dataclasses import fields
 from typing import Any, TypeVar
 
 Config = TypeVar("Config")
@@ -49,10 +48,3 @@ def changed(config: object) -> dict[str, Any]:
     """The fields that differ from their defaults, for a release's record (empty: none)."""
     return {f.name: getattr(config, f.name) for f in fields(config)
             if getattr(config, f.name) != f.default}
-
-
-def config_class(method: type) -> type | None:
-    """The config dataclass a method's ``config`` parameter takes (``config: XConfig | dict |
-    None``), or None where it takes none."""
-    hint = typing.get_type_hints(method.__init__).get("config")
-    return next((arg for arg in typing.get_args(hint) or (hint,) if is_dataclass(arg)), None)

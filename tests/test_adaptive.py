@@ -1,4 +1,4 @@
-"""The marginals method's adaptive rounds and declared workload (dp_dask.methods.adaptive)."""
+"""The marginals method's adaptive rounds and declared workload (marginals.adaptive)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
-from dp_dask.methods import adaptive
-from dp_dask.methods.marginals import MarginalModel
+from dp_dask.methods.marginals import MarginalModel, adaptive
 from dp_dask.postprocess.rowupdate import cell_keys
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
 from dp_dask.privacy.ledger import Ledger

@@ -11,8 +11,7 @@ from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, correlated_frame
 
 from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
-from dp_dask.methods.marginals import measure_all, measured_queries
-from dp_dask.methods.selection import REFINE_ROUNDS
+from dp_dask.methods.marginals import MarginalsConfig, measure_all, measured_queries
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
@@ -20,6 +19,7 @@ from dp_dask.privacy.ledger import Ledger
 from dp_dask.synthesizer import EmptyInputError, Synthesizer
 
 SCHEMA = load_schema(SMALL_SCHEMA_PATH)
+CONFIG = MarginalsConfig()  # the defaults
 
 
 def test_add_remove_halves_the_noise_variance_at_the_same_charge():
@@ -98,7 +98,7 @@ def test_an_empty_input_is_refused_only_where_n_is_public(client):
     # then the refinement's tables
     tree = queries[:2 * SCHEMA.m - 1]
     assert tree == measured_queries(SCHEMA, [q for q in tree if len(q) == 2])
-    assert len(queries) == 2 * SCHEMA.m - 1 + REFINE_ROUNDS
+    assert len(queries) == 2 * SCHEMA.m - 1 + CONFIG.refine_rounds
 
 
 def test_the_cli_names_the_neighbours_and_the_ledger_counts_replace_one_epsilon(

@@ -9,6 +9,7 @@ from conftest import SMALL_SCHEMA_PATH
 
 from dp_dask.cli import main
 from dp_dask.config import load_config
+from dp_dask.methods.marginals import MarginalsConfig
 from dp_dask.synthesizer import Synthesizer, load_model
 
 
@@ -110,3 +111,49 @@ def test_flags_of_method_parameters_go_to_the_methods_that_declare_them():
     with pytest.raises(ValueError, match=r"^--workload: method 'copula' takes no workload "
                                          r"\(marginals only\)$"):
         given("--method", "copula", "--workload", "a,b")
+
+
+def test_marginals_config_is_validated_and_names_its_fields_for_an_unknown_one():
+    with pytest.raises(ValueError, match=r"MarginalsConfig has no field 'max_estimate'; its "
+                                         r"fields: cells_exponent, one_way_share, "):
+        Synthesizer.create("marginals", SMALL_SCHEMA_PATH, config={"max_estimate": 2},
+                           ledger=False)
+    with pytest.raises(ValueError, match="max_estimates must be an integer >= 0"):
+        MarginalsConfig.of({"max_estimates": 1.5})
+    given = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, config={"max_estimates": 2},
+                               ledger=False)
+    assert given.config == MarginalsConfig(max_estimates=2)
+    assert given.config.changed() == {"max_estimates": 2}
+    assert MarginalsConfig.of(None) == MarginalsConfig() and not MarginalsConfig().changed()
+
+
+def test_cli_gives_the_marginals_config_and_the_release_records_the_fields_changed(
+        client, data, tmp_path, capsys):
+    out = tmp_path / "release"
+    options = {"config": {"max_estimates": 1, "empty_within_sigmas": 3}}
+    code = main(["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
+                 str(out), "--method", "marginals", "--method-options", json.dumps(options),
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--rows", "500",
+                 "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    model = load_model(out / "model")
+    assert model.metadata["config"] == {"max_estimates": 1, "empty_within_sigmas": 3.0}
+    assert model.sampler().config == MarginalsConfig(max_estimates=1, empty_within_sigmas=3.0)
+
+
+def test_job_config_gives_the_marginals_config(tmp_path, data):
+    config = tmp_path / "job.yaml"
+    config.write_text(f"data: {data}\nschema: {SMALL_SCHEMA_PATH}\nmethod: marginals\n"
+                      "method_options: {config: {max_estimates: 2}}\n"
+                      "privacy: {epsilon: 1}\noutput: {out: release}\n")
+    from dp_dask.cli import job_arguments
+
+    assert job_arguments(config, []).method_options == {"config": {"max_estimates": 2}}
+
+
+def test_synth_help_lists_the_marginals_config_fields(capsys):
+    with pytest.raises(SystemExit):
+        main(["synth", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the marginals config's fields (docs/tuning.md): cells_exponent=0.333333," in text
+    assert "max_estimates=4" in text and "unbalanced_candidates_per_row=2" in text

@@ -21,14 +21,8 @@ from dp_dask.data.io import read_table
 from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.queries import release_labels
 from dp_dask.methods.marginals import (
-    CANDIDATES_PER_ROW,
-    MAX_DRAWS_PER_ROW,
-    MAX_ESTIMATES,
-    MIN_CANDIDATES,
-    MOVE_PARTITIONS,
-    UNBALANCED_CANDIDATES_PER_ROW,
-    UNSETTLED_DRAWS_PER_ROW,
     MarginalModel,
+    MarginalsConfig,
     MarginalSynthesizer,
     WeightedRows,
     balance_groups,
@@ -48,6 +42,7 @@ from dp_dask.privacy import gaussian_rho, rho_budget
 from dp_dask.synthesizer import Synthesizer, load_model
 
 ROWS = CORRELATED_ROWS  # the rows of conftest's `data`
+CONFIG = MarginalsConfig()  # the defaults
 
 
 @pytest.fixture(scope="module")
@@ -106,26 +101,26 @@ def test_same_seed_same_rows_on_one_or_two_workers(client, fitted):
 
 
 def test_partitions_share_fits_drawn_once_per_release(client, fitted):
-    # Enough estimates that their candidates (4 per measured row up to MIN_CANDIDATES) stand for
+    # Enough estimates that their candidates (4 per measured row up to min_candidates) stand for
     # the measured rows, one per partition at most: for a model of more rows than one estimate's
     # candidates, two for three partitions, taken in turn.
     sizes = [10_000, 10_000, 5_000]
-    assert fitted.model.n_rows <= MIN_CANDIDATES
+    assert fitted.model.n_rows <= CONFIG.min_candidates
     assert fitted.model.sampler().estimates(sizes) == 1
-    model = replace(fitted.model, n_rows=MIN_CANDIDATES + 1)
+    model = replace(fitted.model, n_rows=CONFIG.min_candidates + 1)
     sampler = model.sampler()
     assert sampler.estimates(sizes) == 2
     assert sampler.estimates([1_000] * 30) == 2
-    assert replace(fitted.model, n_rows=10 * MIN_CANDIDATES).sampler().estimates(
-        [1_000] * 30) == MAX_ESTIMATES
-    assert sampler.estimates([2 * MIN_CANDIDATES]) == 1
+    assert replace(fitted.model, n_rows=10 * CONFIG.min_candidates).sampler().estimates(
+        [1_000] * 30) == CONFIG.max_estimates
+    assert sampler.estimates([2 * CONFIG.min_candidates]) == 1
     frame = Synthesizer.from_model(model).sample(25_000, seed=4, partition_rows=10_000).compute()
     *children, first, second = np.random.SeedSequence(4).spawn(5)
     estimates = [sampler.for_release(10_000, first), sampler.for_release(10_000, second)]
-    assert len(estimates[0].shared.codes) <= MIN_CANDIDATES  # distinct rows of the draws
+    assert len(estimates[0].shared.codes) <= CONFIG.min_candidates  # distinct rows of the draws
     # the candidates' weights stand for 4 per measured row (their distinct rows are fewer)
     small = fitted.model.sampler().for_release(1_000, first).shared
-    assert small.weights.sum() == pytest.approx(CANDIDATES_PER_ROW * fitted.model.n_rows,
+    assert small.weights.sum() == pytest.approx(CONFIG.candidates_per_row * fitted.model.n_rows,
                                                 rel=0.01)
     expected = np.concatenate([estimates[index % 2].draw(rows, child)[1]
                                for index, (rows, child) in enumerate(zip(sizes, children))])
@@ -291,18 +286,20 @@ def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fit
     # Far from its targets (no fit, the tree's rows alone), the trial keeps its sweeps.
     far = replace(sampler, start=tree_start, fit_iterations=0)
     assert far.for_release(5_000, np.random.SeedSequence(1)).updates
-    # Value moves in releases of up to MOVE_PARTITIONS partitions, not in larger ones.
+    # Value moves in releases of up to move_partitions partitions, not in larger ones.
     assert estimate.value_moves
     releases = {k: sampler.for_release(5_000, np.random.SeedSequence(1), k * 5_000)
-                for k in (MOVE_PARTITIONS, MOVE_PARTITIONS + 1)}
-    assert releases[MOVE_PARTITIONS].value_moves and not releases[MOVE_PARTITIONS + 1].value_moves
-    settled = releases[MOVE_PARTITIONS]._draw(5_000, np.random.default_rng(3))[0]
-    unsettled = releases[MOVE_PARTITIONS + 1]._draw(5_000, np.random.default_rng(3))[0]
+                for k in (CONFIG.move_partitions, CONFIG.move_partitions + 1)}
+    assert releases[CONFIG.move_partitions].value_moves
+    assert not releases[CONFIG.move_partitions + 1].value_moves
+    settled = releases[CONFIG.move_partitions]._draw(5_000, np.random.default_rng(3))[0]
+    unsettled = releases[CONFIG.move_partitions + 1]._draw(5_000, np.random.default_rng(3))[0]
     assert (settled != unsettled).any()
     # without the moves, fewer tree draws per candidate: the sampler before them
-    assert releases[MOVE_PARTITIONS].start is sampler.start
-    assert releases[MOVE_PARTITIONS + 1].start.keywords == {
-        "draws_per_row": UNSETTLED_DRAWS_PER_ROW}
+    assert releases[CONFIG.move_partitions].start.keywords == {
+        "draws_per_row": CONFIG.max_draws_per_row}
+    assert releases[CONFIG.move_partitions + 1].start.keywords == {
+        "draws_per_row": CONFIG.unsettled_draws_per_row}
     # Without updates an unsettled partition still ends on its exact one-way targets; settled
     # rows keep their own, near the fit's (within the pairs' slack of value moves).
     skipping = replace(estimate, updates=False)
@@ -419,27 +416,28 @@ def test_an_estimate_keeps_the_distinct_rows_of_more_draws(fitted):
     rows = 5_000
     candidates, counts, draws = distinct_draws(fitted.model, rows, np.random.default_rng(2))
     # a small domain: 8 × 5,000 draws still hold fewer distinct rows than 5,000
-    assert draws == MAX_DRAWS_PER_ROW * rows and counts.sum() == draws
+    assert draws == CONFIG.max_draws_per_row * rows and counts.sum() == draws
     assert len(candidates) <= rows and len(np.unique(candidates, axis=0)) == len(candidates)
     codes, weights = raked_start(fitted.model, rows, np.random.default_rng(2))
     np.testing.assert_array_equal(codes, candidates)
     assert weights.sum() == pytest.approx(rows, rel=0.01)
-    fewer = distinct_draws(fitted.model, rows, np.random.default_rng(2), UNSETTLED_DRAWS_PER_ROW)
-    assert fewer[2] == UNSETTLED_DRAWS_PER_ROW * rows < draws
+    fewer = distinct_draws(fitted.model, rows, np.random.default_rng(2),
+                           CONFIG.unsettled_draws_per_row)
+    assert fewer[2] == CONFIG.unsettled_draws_per_row * rows < draws
 
 
 def test_balanced_and_unbalanced_schemas_draw_their_candidates(fitted):
     """Triples balanced: 4 candidates per measured row (up to 2¹⁷); a schema of too many
-    triples (16 booleans: 560) is resampled plainly from UNBALANCED_CANDIDATES_PER_ROW per
+    triples (16 booleans: 560) is resampled plainly from unbalanced_candidates_per_row per
     partition row, up to 2¹⁶ (larger partitions: one per row)."""
     model = fitted.model
     assert {len(group) for group in balance_groups(model.schema)} == {3}
     assert model.sampler().candidate_rows(1_000) == max(
-        1_000, min(CANDIDATES_PER_ROW * model.n_rows, MIN_CANDIDATES)) > 1_000
+        1_000, min(CONFIG.candidates_per_row * model.n_rows, CONFIG.min_candidates)) > 1_000
     wide = load_schema({"schema_version": 1, "name": "wide", "attributes": [
         {"name": f"b{i}", "type": "boolean"} for i in range(16)]})
     assert balance_groups(wide) == ()
     plain = replace(model, schema=wide).sampler()
-    assert plain.candidate_rows(1_000) == UNBALANCED_CANDIDATES_PER_ROW * 1_000
-    assert plain.candidate_rows(40_000) == MIN_CANDIDATES // 2
+    assert plain.candidate_rows(1_000) == CONFIG.unbalanced_candidates_per_row * 1_000
+    assert plain.candidate_rows(40_000) == CONFIG.min_candidates // 2
     assert plain.candidate_rows(100_000) == 100_000

@@ -14,8 +14,8 @@ import pytest
 
 from dp_dask.data.counts import exact_answer
 from dp_dask.data.schema import Schema
-from dp_dask.methods import adaptive
-from dp_dask.methods.selection import pair_scores
+from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.select_pairs import pair_scores
 from dp_dask.privacy.accounting import epsilon_spent
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import _gdp_charge

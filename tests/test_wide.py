@@ -1,4 +1,4 @@
-"""Which 2-way tables the marginals method measures on wide schemas (dp_dask.methods.selection)."""
+"""Which 2-way tables the marginals method measures on wide schemas (marginals.select_pairs)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,13 @@ import pytest
 from dp_dask.data.counts import exact_answer
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import (
-    CELLS_EXPONENT,
-    ONE_WAY_SHARE,
-    TREE_ONE_WAY_SHARE,
+    MarginalsConfig,
     MarginalSynthesizer,
     budget_shares,
     measure_all,
     measured_queries,
 )
-from dp_dask.methods.selection import (
-    REFINE_ROUNDS,
-    REFINE_SHARE,
-    SELECTION_SHARE,
+from dp_dask.methods.marginals.select_pairs import (
     all_pairs_noise,
     refine,
     select_tree,
@@ -37,6 +32,7 @@ from dp_dask.privacy.selection import calibrate_selection
 from dp_dask.synthesizer import load_model
 
 EPSILON, DELTA = 1.0, 1e-9
+CONFIG = MarginalsConfig()  # the defaults
 ADULT_CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship",
                      "race", "sex", "native-country", "income")
 
@@ -64,8 +60,8 @@ def count_matrix(codes: np.ndarray, schema: Schema) -> np.ndarray:
 
 def noise(schema: Schema, rows: int, neighbours: str) -> float:
     rho = rho_budget(EPSILON, DELTA)
-    return all_pairs_noise(schema, rows, rho * (1 - ONE_WAY_SHARE),
-                           TABLE_L2_SENSITIVITY[neighbours], "exact", CELLS_EXPONENT)
+    return all_pairs_noise(schema, rows, rho * (1 - CONFIG.one_way_share),
+                           TABLE_L2_SENSITIVITY[neighbours], "exact", CONFIG.cells_exponent)
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
@@ -93,28 +89,29 @@ def test_the_tree_plan_spends_rho_exactly(accountant):
     measurements, _, tree = measure_all(counts, {}, schema, rho, accountant=accountant,
                                         sampler="numpy", rng=np.random.default_rng(1),
                                         neighbours="add_remove", tables="tree")
-    # the histograms: drawn at ONE_WAY_SHARE before the plan, topped up to TREE_ONE_WAY_SHARE
+    # the histograms: drawn at one_way_share before the plan, topped up to tree_one_way_share
     # after it, the two averaged by inverse variance
     shares = budget_shares(schema, measured_queries(schema, tree.pairs))[:12]
     draws = [[gaussian_sigma(rho * share * part, 1.0, accountant) for share in shares]
-             for part in (1.0, TREE_ONE_WAY_SHARE / ONE_WAY_SHARE - 1)]
+             for part in (1.0, CONFIG.tree_one_way_share / CONFIG.one_way_share - 1)]
     one_way = sum(gaussian_rho(sigma, 1.0, accountant) for sigmas in draws for sigma in sigmas)
-    assert one_way == pytest.approx(rho * TREE_ONE_WAY_SHARE, rel=1e-9)
+    assert one_way == pytest.approx(rho * CONFIG.tree_one_way_share, rel=1e-9)
     assert [m.sigma for m in measurements[:12]] == pytest.approx(
         [(a**-2 + b**-2) ** -0.5 for a, b in zip(*draws)], rel=1e-12)
     charges = one_way + sum(gaussian_rho(m.sigma, 1.0, accountant) for m in measurements[12:])
-    assert tree.rounds * tree.selection.rho == pytest.approx(rho * SELECTION_SHARE, rel=1e-9)
+    assert tree.rounds * tree.selection.rho == pytest.approx(rho * CONFIG.selection_share, rel=1e-9)
     refined = tree.refinement
-    assert len(refined.pairs) == REFINE_ROUNDS
-    spent = refined.rho_select + REFINE_ROUNDS * gaussian_rho(refined.sigma, 1.0, accountant)
-    assert spent <= rho * REFINE_SHARE
-    assert spent == pytest.approx(rho * REFINE_SHARE, rel=1e-9)
+    assert len(refined.pairs) == CONFIG.refine_rounds
+    spent = refined.rho_select + CONFIG.refine_rounds * gaussian_rho(refined.sigma, 1.0, accountant)
+    assert spent <= rho * CONFIG.refine_share
+    assert spent == pytest.approx(rho * CONFIG.refine_share, rel=1e-9)
     assert charges + tree.rho <= rho
     assert charges + tree.rho == pytest.approx(rho, rel=1e-9)
-    assert [m.attributes for m in measurements[12:-REFINE_ROUNDS]] == tree.pairs
+    assert [m.attributes for m in measurements[12:-CONFIG.refine_rounds]] == tree.pairs
     # the refinement measures pairs outside the tree, each once
-    assert [m.attributes for m in measurements[-REFINE_ROUNDS:]] == refined.pairs
-    assert not set(refined.pairs) & set(tree.pairs) and len(set(refined.pairs)) == REFINE_ROUNDS
+    assert [m.attributes for m in measurements[-CONFIG.refine_rounds:]] == refined.pairs
+    assert not set(refined.pairs) & set(tree.pairs)
+    assert len(set(refined.pairs)) == CONFIG.refine_rounds
     # a spanning tree: m - 1 distinct pairs joining every attribute
     assert len(set(tree.pairs)) == 11
     assert {a for pair in tree.pairs for a in pair} == set(range(12))
@@ -174,11 +171,12 @@ def test_wide_release_beats_independent_marginals(client, tmp_path):
                                       neighbours="add_remove").fit(frame)
     privacy = synthesizer.model.metadata["privacy"]
     assert privacy["tables"]["tables"] == "spanning tree"
-    assert privacy["k"] == 3 * m - 1 + REFINE_ROUNDS
+    assert privacy["k"] == 3 * m - 1 + CONFIG.refine_rounds
     # the record states the tree plan's shares, not the all-pairs plan's
-    assert f"{TREE_ONE_WAY_SHARE:g} to the histograms" in privacy["budget_split"]
+    assert f"{CONFIG.tree_one_way_share:g} to the histograms" in privacy["budget_split"]
     assert synthesizer.model.metadata["model"]["budget_shares"].startswith(
-        f"{TREE_ONE_WAY_SHARE:g} of rho to the histograms, {SELECTION_SHARE:.6g} to the tree's")
+        f"{CONFIG.tree_one_way_share:g} of rho to the histograms, "
+        f"{CONFIG.selection_share:.6g} to the tree's")
     model = load_model(synthesizer.model.save(tmp_path / "model"))
     assert sorted(model.marginals.two_way) == sorted(synthesizer.model.marginals.two_way)
     synthetic = synthesizer.sample(rows, seed=0).compute()

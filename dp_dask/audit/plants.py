@@ -21,10 +21,10 @@ def _patch(module: str, name: str, value: Any) -> contextlib.AbstractContextMana
 @contextlib.contextmanager
 def sigma_halved() -> Iterator[None]:
     """The marginals' Gaussian measurements with half the σ their charge was computed for."""
-    from dp_dask.methods import marginals
+    from dp_dask.methods.marginals import measurements
 
-    calibrated = marginals.gaussian_sigma
-    with _patch("dp_dask.methods.marginals", "gaussian_sigma",
+    calibrated = measurements.gaussian_sigma
+    with _patch("dp_dask.methods.marginals.measurements", "gaussian_sigma",
                 lambda *args, **kwargs: calibrated(*args, **kwargs) / 2):
         yield
 
@@ -32,10 +32,10 @@ def sigma_halved() -> Iterator[None]:
 @contextlib.contextmanager
 def sensitivity_undercounted() -> Iterator[None]:
     """The marginals' tables calibrated to half their true L2 sensitivity."""
-    from dp_dask.methods import marginals
+    from dp_dask.methods.marginals import measurements
 
-    halved = {k: v / 2 for k, v in marginals.TABLE_L2_SENSITIVITY.items()}
-    with _patch("dp_dask.methods.marginals", "TABLE_L2_SENSITIVITY", halved):
+    halved = {k: v / 2 for k, v in measurements.TABLE_L2_SENSITIVITY.items()}
+    with _patch("dp_dask.methods.marginals.measurements", "TABLE_L2_SENSITIVITY", halved):
         yield
 
 

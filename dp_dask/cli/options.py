@@ -4,8 +4,8 @@ evaluation), their argparse types, and the parser class that shows defaults in h
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from dp_dask.data.dtypes import DECODINGS
 from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE
 from dp_dask.privacy.ledger import LEDGER_ENV
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
-from dp_dask.tuning import config_class
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -134,13 +133,6 @@ def own_options(cls: type[Synthesizer]) -> tuple[str, ...]:
     return tuple(name for name in cls.options() if name not in FLAG_PARAMETERS)
 
 
-def options_help(cls: type[Synthesizer]) -> str:
-    """A method's own options for --help, a config with its fields: ``k, config {a, b}``."""
-    config = config_class(cls)
-    return ", ".join(f"{name} {{{', '.join(f.name for f in fields(config))}}}"
-                     if name == "config" and config else name for name in own_options(cls))
-
-
 def check_method_options(method: str, options: dict[str, Any] | None) -> None:
     """Names in --method-options the method does not take, or that have their own flag: an
     error before the cluster starts (the values are checked by the method itself)."""
@@ -179,9 +171,14 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                        "attribute's own dummies")
     group.add_argument("--method-options", type=json_object, default=None, metavar="JSON",
                        help="the method's own parameters, e.g. '{\"k\": 4}'; by method: "
-                       + "; ".join(f"{name}: {options_help(cls)}"
+                       + "; ".join(f"{name}: {', '.join(own_options(cls))}"
                                    for name, cls in sorted(Synthesizer.methods.items())
                                    if own_options(cls))
+                       + "".join(f"; the {name} config's fields (docs/tuning.md): "
+                                 + ", ".join(f"{f.name}={getattr(cls.config_class(), f.name):g}"
+                                             for f in dataclasses.fields(cls.config_class))
+                                 for name, cls in sorted(Synthesizer.methods.items())
+                                 if cls.config_class is not None)
                        + " (default: none)")
     group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                        help="opendp (secure, default) or numpy (seeded; testing only)")

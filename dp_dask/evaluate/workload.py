@@ -1,9 +1,10 @@
 """A declared workload's marginals, real against synthetic (``dp-dask evaluate --workload``).
 
 The marginals method's rounds favour the column groups a user declares
-(:mod:`dp_dask.methods.adaptive`); this reports those marginals apart from Q1–Q3: per group its
-total variation distance and its largest cell error in rows. The real table's counts are reduced
-on Dask as every evaluation's; an evaluation reads the real data, so it is not a release.
+(:mod:`dp_dask.methods.marginals.adaptive`); this reports those marginals apart from Q1–Q3: per
+group its total variation distance and its largest cell error in rows. The real table's counts
+are reduced on Dask as every evaluation's; an evaluation reads the real data, so it is not a
+release.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import Schema
 from dp_dask.evaluate.queries import release_labels
-from dp_dask.methods.adaptive import cells, check_workload, group_counts
+from dp_dask.methods.marginals.adaptive import cells, check_workload, group_counts
 
 
 def _partition_tables(frame: pd.DataFrame, schema: Schema,

@@ -1,4 +1,5 @@
-"""Release methods, one module each, built from the shared stages (counts, privacy, sampling).
+"""Release methods, one module (or package) each, built from the shared stages (counts, privacy,
+sampling).
 
 ``marginals`` (the default): consistent noisy 1-/2-way marginals and row updates. ``copula``:
 the paper's binary Gaussian copula (its math in dp_dask.copula). Each method subclasses

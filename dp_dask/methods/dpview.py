@@ -751,6 +751,7 @@ class DPViewSynthesizer(Synthesizer):
 
     name: ClassVar[str] = METHOD
     plus: ClassVar[bool] = False  # DPView+: upper cross views as match filters
+    config_class = DPViewConfig
 
     def __init__(self, schema: Schema | str | Path, *, view_size: int | str = DEFAULT_VIEW_SIZE,
                  rows: int | None = None, tries: int = DEFAULT_TRIES, layout_seed: int = 0,

@@ -27,9 +27,7 @@ from dp_dask.data.cells import KEY_CHUNK, add_weights, chunk_keys
 from dp_dask.postprocess.config import ReweightConfig
 from dp_dask.postprocess.consistency import Measurement
 
-# The tuned numbers (iterations, backtracking): ReweightConfig, docs/tuning.md. The default
-# number of steps, for the marginals' own default:
-FIT_ITERATIONS = ReweightConfig.fit_iterations
+# The tuned numbers (iterations, backtracking): ReweightConfig, docs/tuning.md.
 
 
 def check_iterations(iterations: object) -> int | None:

@@ -10,8 +10,8 @@ counts that reached the driver (never the raw rows) and return only what they se
 * :func:`noisy_min_index`: the candidate of smallest noisy score (OpenDP's ``make_noisy_max``
   with ``negate``, report-noisy-max with Gumbel noise = the exponential mechanism).
 * :func:`noisy_max_index` with :func:`calibrate_selection`: the exponential mechanism over
-  float scores (e.g. which 2-way tables to measure, :mod:`dp_dask.methods.selection`), charged
-  to a Gaussian budget ρ under either accountant. The scores must move by at most the
+  float scores (e.g. which 2-way tables to measure, :mod:`dp_dask.methods.marginals.select_pairs`),
+  charged to a Gaussian budget ρ under either accountant. The scores must move by at most the
   sensitivity as computed: :func:`selection_scores` computes L1 errors exactly.
   :func:`replace_one_rho` charges such a release, calibrated to add/remove neighbours, as
   replace-one.

@@ -8,8 +8,8 @@ refits the estimate's weights to every measurement so far.
 
     candidates  the workload's marginals and their 2- and 3-way subsets (AIM's downward closure),
                 each weighted by its overlap with the workload (AIM's ``compile_workload``), up
-                to MAX_CELLS cells; the default workload is every triple (every pair where the
-                triples would be too many to count in the one pass)
+                to ``max_cells`` cells (MarginalsConfig); the default workload is every triple
+                (every pair where the triples would be too many to count in the one pass)
     score       w·(‖M(D) − M(p̂)‖₁ − √(2/π)·σ·cells): the current estimate's ℓ1 error on the
                 exact marginal less the noise error the new measurement would leave (AIM's
                 quality); L∞ sensitivity max w times 1 (add/remove) or 2 (replace one row)
@@ -41,6 +41,7 @@ from dask.delayed import Delayed
 from dp_dask.data.counts import counts_from_codes, exact_answer, fine_counts, reduction_graph
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import cell_counts, cell_keys
@@ -53,21 +54,9 @@ from dp_dask.privacy.selection import (
     selection_scores,
 )
 
-# The share of ρ the rounds spend, and of each round's ρ the selection's (AIM: 0.1).
+# The share of ρ the rounds spend (the ``adaptive_share`` option's default); the other tuned
+# numbers are MarginalsConfig's.
 ADAPTIVE_SHARE = 0.3
-SELECT_SHARE = 0.1
-# Rounds per attribute (at least one round): see rounds_for.
-ROUNDS_PER_ATTRIBUTE = 1.0
-# A candidate marginal has at most this many cells (AIM's max_cells).
-MAX_CELLS = 10_000
-# The default workload is every triple while the one pass can count them all: at most this many
-# triples of at most this many cells in all (a partition's chunk then costs one bincount each).
-MAX_TRIPLES = 500
-MAX_TRIPLE_CELLS = 2_000_000
-# The rounds' estimate has at most this many candidate rows (a sampler partition's default).
-ESTIMATE_ROWS = 100_000
-# Mirror-descent steps of each round's refit, from the last round's weights.
-REFIT_ITERATIONS = 20
 # The score's sensitivity per unit weight: an ℓ1 distance to the exact counts moves by as much
 # as one table's L1 sensitivity.
 SCORE_L1_SENSITIVITY = {"replace": 2.0, "add_remove": 1.0}
@@ -112,9 +101,11 @@ def cells(schema: Schema, clique: tuple[int, ...]) -> int:
     return int(np.prod(schema.sizes[list(clique)]))
 
 
-def default_workload(schema: Schema) -> tuple[tuple[int, ...], ...]:
-    """Every triple of at most MAX_CELLS cells while they are few enough to count in the one
-    pass (MAX_TRIPLES, MAX_TRIPLE_CELLS), else every pair: a function of the schema alone."""
+def default_workload(schema: Schema,
+                     config: MarginalsConfig = DEFAULTS) -> tuple[tuple[int, ...], ...]:
+    """Every triple of at most ``max_cells`` cells while they are few enough to count in the one
+    pass (``max_triples``, ``max_triple_cells``), else every pair: a function of the schema
+    alone."""
     pairs = tuple(itertools.combinations(range(schema.m), 2))
     sizes = [int(size) for size in schema.sizes]
     triples, total = [], 0
@@ -122,25 +113,26 @@ def default_workload(schema: Schema) -> tuple[tuple[int, ...], ...]:
     # balance_groups), and enumerating all C(m, 3) took 48 s at m = 200
     for t in itertools.combinations(range(schema.m), 3):
         size = sizes[t[0]] * sizes[t[1]] * sizes[t[2]]
-        if size <= MAX_CELLS:
+        if size <= config.max_cells:
             triples.append(t)
             total += size
-            if len(triples) > MAX_TRIPLES or total > MAX_TRIPLE_CELLS:
+            if len(triples) > config.max_triples or total > config.max_triple_cells:
                 return pairs
     return tuple(triples) or pairs
 
 
-def candidates(schema: Schema,
-               workload: tuple[tuple[int, ...], ...] | None) -> dict[tuple[int, ...], float]:
+def candidates(schema: Schema, workload: tuple[tuple[int, ...], ...] | None,
+               config: MarginalsConfig = DEFAULTS) -> dict[tuple[int, ...], float]:
     """The rounds' candidates and their weights: the workload's 2- and 3-way marginals and
-    their 2-way subsets, of at most MAX_CELLS cells, each weighted by Σ_W |C ∩ W| over the
+    their 2-way subsets, of at most ``max_cells`` cells, each weighted by Σ_W |C ∩ W| over the
     workload's groups W (AIM's ``compile_workload``; 1-way groups weigh but are not candidates:
     every histogram is measured already)."""
-    groups = workload or default_workload(schema)
+    groups = workload or default_workload(schema, config)
     closure = {sub for group in groups for k in (2, 3)
                for sub in itertools.combinations(group, k)}
     return {c: float(sum(len(set(c) & set(g)) for g in groups))
-            for c in sorted(closure, key=lambda c: (len(c), c)) if cells(schema, c) <= MAX_CELLS}
+            for c in sorted(closure, key=lambda c: (len(c), c))
+            if cells(schema, c) <= config.max_cells}
 
 
 def triples_of(candidates: dict[tuple[int, ...], float]) -> tuple[tuple[int, ...], ...]:
@@ -148,9 +140,9 @@ def triples_of(candidates: dict[tuple[int, ...], float]) -> tuple[tuple[int, ...
     return tuple(c for c in candidates if len(c) == 3)
 
 
-def rounds_for(schema: Schema) -> int:
-    """The default number of rounds: ROUNDS_PER_ATTRIBUTE per attribute, at least 1."""
-    return max(1, round(ROUNDS_PER_ATTRIBUTE * schema.m))
+def rounds_for(schema: Schema, config: MarginalsConfig = DEFAULTS) -> int:
+    """The default number of rounds: ``rounds_per_attribute`` per attribute, at least 1."""
+    return max(1, round(config.rounds_per_attribute * schema.m))
 
 
 def check_rounds(rounds: object) -> int | None:
@@ -171,12 +163,13 @@ def check_share(share: object) -> float:
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """How the rounds spend their share of ρ: equal rounds, each SELECT_SHARE of its ρ to the
-    selection and the rest to the measurement."""
+    """How the rounds spend their share of ρ: equal rounds, each ``select_share`` of its ρ to
+    the selection and the rest to the measurement."""
 
     rounds: int
     share: float
     rho: float  # the whole release's
+    config: MarginalsConfig = DEFAULTS
 
     @property
     def rho_rounds(self) -> float:
@@ -188,7 +181,7 @@ class RoundPlan:
 
     @property
     def rho_select(self) -> float:
-        return self.rho_rounds / self.rounds * SELECT_SHARE
+        return self.rho_rounds / self.rounds * self.config.select_share
 
     @property
     def rho_measure(self) -> float:
@@ -276,7 +269,7 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
             rng=rng)
         measurements.append(Measurement(chosen, noisy, sigma))
         weights = fit_weights(codes, merged(measurements), sizes, weights,
-                              iterations=REFIT_ITERATIONS)
+                              iterations=plan.config.refit_iterations)
         record.append({"round": r + 1, "marginal": [schema.names[a] for a in chosen],
                        "cells": cells(schema, chosen), "rho_select": plan.rho_select,
                        "rho_measure": plan.rho_measure, "sigma": sigma})

@@ -24,7 +24,7 @@ from scipy.cluster.hierarchy import DisjointSet
 
 from dp_dask.data.counts import attribute_pairs, exact_answer
 from dp_dask.data.schema import Schema
-from dp_dask.methods.adaptive import SELECT_SHARE
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Measurement, consistent_marginals
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
 from dp_dask.privacy.accounting import gaussian_sigma
@@ -35,26 +35,6 @@ from dp_dask.privacy.selection import (
     noisy_max_index,
     selection_scores,
 )
-
-# The all-pairs plan's noise level at which a tree measures better: the mean over its 2-way tables
-# of cells·σ/n (each table's summed noise as a fraction of n, up to √(2/π)). Generated tables
-# (benchmarks/wide.py, n = 10⁴, ε = 1, add/remove, seeds 0–2): all pairs better at 0.135 (m = 10);
-# the tree better on Q2/Q3 but worse on Q1 (by 1.6 / 2.7 / 0.9) at 0.296, 0.422 and 0.840
-# (m = 20, 30, 50). Adult's 9 and 15 attributes at ε = 1 sit at 0.16 and 0.33 (replace-one), 0.11
-# and 0.24 (add/remove), kept on all pairs (docs/method.md "Wide schemas").
-TREE_ABOVE = 0.5
-# Of ρ in the tree's plan: the tree selection's share and the refinement's (rounds, selection
-# and measurement); the 1-way histograms keep theirs, the tables get the rest. Together they are
-# MST's third for its selection. Generated tables (benchmarks/wide.py, m = 50, ε = 1, add/remove,
-# seeds 0–2; the refinement with twice the candidates, marginals.UNBALANCED_CANDIDATES_PER_ROW):
-# Q1 / Q2 / Q3 95 % 35.4 / 21.5 / 7.25 with a third to the tree's selection, 33.5 / 19.7 / 6.43
-# with 0.2 and REFINE_ROUNDS = 2 (docs/method.md "Wide schemas").
-SELECTION_SHARE = 0.2
-REFINE_SHARE = 1.0 / 3.0 - SELECTION_SHARE
-# Rounds after the tree, each one more table chosen against the tree's model: on the 45-column
-# wide Adult the pairs a tree models worst (workclass × occupation: its "?" × "?" cell) hold
-# the 2-way maximum error; 2 rounds at REFINE_SHARE took it from 637 to 501 (seeds 0–2).
-REFINE_ROUNDS = 2
 
 
 def all_pairs_noise(schema: Schema, rows: float, rho_tables: float, sensitivity: float,
@@ -80,6 +60,7 @@ class TreeChoice:
     rounds: int
     noise: float
     refinement: Refinement | None = None
+    tree_above: float = DEFAULTS.tree_above  # the threshold the noise level was over
 
     @property
     def rho(self) -> float:
@@ -90,7 +71,7 @@ class TreeChoice:
 
     def to_json(self, schema: Schema) -> dict[str, Any]:
         return {"tables": "spanning tree", "all_pairs_noise": self.noise,
-                "tree_above": TREE_ABOVE,
+                "tree_above": self.tree_above,
                 "mechanism": "exponential (report-noisy-max, Gumbel; OpenDP make_noisy_max)",
                 "rounds": self.rounds, "rho_per_round": self.selection.rho,
                 "epsilon_per_round": self.selection.epsilon, "rho": self.rho,
@@ -147,29 +128,31 @@ def tree_selection(schema: Schema, rho: float, l1_sensitivity: float,
     return calibrate_selection(rho / (schema.m - 1), l1_sensitivity, accountant)
 
 
-def refine_selection(rho: float, rounds: int, sensitivity: float,
-                     accountant: str) -> tuple[Selection, float]:
-    """The selection of each of :func:`refine`'s ``rounds`` (SELECT_SHARE of its share of
+def refine_selection(rho: float, rounds: int, sensitivity: float, accountant: str,
+                     select_share: float) -> tuple[Selection, float]:
+    """The selection of each of :func:`refine`'s ``rounds`` (``select_share`` of its share of
     ``rho``, scores of L1 sensitivity ``sensitivity``²) and the ρ left to its measurement."""
-    selection = calibrate_selection(rho / rounds * SELECT_SHARE, sensitivity**2, accountant)
+    selection = calibrate_selection(rho / rounds * select_share, sensitivity**2, accountant)
     return selection, rho / rounds - selection.rho
 
 
-def tree_plan_selections(schema: Schema, rho: float, sensitivity: float,
-                         accountant: str) -> list[tuple[Selection, int]]:
+def tree_plan_selections(schema: Schema, rho: float, sensitivity: float, accountant: str,
+                         config: MarginalsConfig = DEFAULTS) -> list[tuple[Selection, int]]:
     """The exponential-mechanism steps of a tree plan whose tables share ``rho``
     (:func:`~dp_dask.methods.marginals.measure_all`), from public inputs alone: the tree's
-    selection and its rounds, the refinement's (REFINE_ROUNDS, fewer where fewer pairs lie
+    selection and its rounds, the refinement's (``refine_rounds``, fewer where fewer pairs lie
     outside the tree)."""
-    rounds = min(REFINE_ROUNDS, (schema.m - 1) * (schema.m - 2) // 2)
-    return [(tree_selection(schema, rho * SELECTION_SHARE, sensitivity**2, accountant),
+    rounds = min(config.refine_rounds, (schema.m - 1) * (schema.m - 2) // 2)
+    return [(tree_selection(schema, rho * config.selection_share, sensitivity**2, accountant),
              schema.m - 1),
-            (refine_selection(rho * REFINE_SHARE, rounds, sensitivity, accountant)[0], rounds)]
+            (refine_selection(rho * config.refine_share, rounds, sensitivity, accountant,
+                              config.select_share)[0], rounds)]
 
 
 def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], rows: float,
                 rho: float, l1_sensitivity: float, accountant: str, *, noise: float,
-                sampler: str = "opendp", rng: np.random.Generator | None = None) -> TreeChoice:
+                sampler: str = "opendp", rng: np.random.Generator | None = None,
+                tree_above: float = DEFAULTS.tree_above) -> TreeChoice:
     """A spanning tree of m − 1 pairs chosen under DP, ``rho`` shared equally by its rounds:
     each round picks, by the exponential mechanism, one pair joining two components. Reads the
     exact counts; returns only the chosen pairs."""
@@ -184,16 +167,17 @@ def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], r
                                           sampler=sampler, rng=rng)]
         components.merge(*pick)
         chosen.append(pick)
-    return TreeChoice(sorted(chosen), selection, rounds, noise)
+    return TreeChoice(sorted(chosen), selection, rounds, noise, tree_above=tree_above)
 
 
 def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], rows: float,
            rho: float, sensitivity: float, accountant: str, *, sampler: str = "opendp",
-           rng: np.random.Generator | None = None) -> tuple[list[Measurement], Refinement]:
-    """Up to REFINE_ROUNDS more tables, ``rho`` shared equally by the rounds: each round picks,
-    by the exponential mechanism (SELECT_SHARE of its ρ, as AIM), the unmeasured pair whose
-    exact table lies furthest from what the measurements so far imply (their consistent tables'
-    maximum-information tree: post-processing, fixed given them), less the noise its own
+           rng: np.random.Generator | None = None, config: MarginalsConfig = DEFAULTS
+           ) -> tuple[list[Measurement], Refinement]:
+    """Up to ``refine_rounds`` more tables, ``rho`` shared equally by the rounds: each round
+    picks, by the exponential mechanism (``select_share`` of its ρ, as AIM), the unmeasured pair
+    whose exact table lies furthest from what the measurements so far imply (their consistent
+    tables' maximum-information tree: post-processing, fixed given them), less the noise its own
     measurement would leave, and measures it with the rest (L2 ``sensitivity``).
 
     The tree's selection scores pairs against independence; a pair whose attributes the tree
@@ -202,8 +186,9 @@ def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], 
     with the rounds' appended."""
     measured_pairs = {m.attributes for m in measurements}
     pairs = [(a, b) for a, b, _, _ in attribute_pairs(schema) if (a, b) not in measured_pairs]
-    rounds = min(REFINE_ROUNDS, len(pairs))
-    selection, rho_measure = refine_selection(rho, rounds, sensitivity, accountant)
+    rounds = min(config.refine_rounds, len(pairs))
+    selection, rho_measure = refine_selection(rho, rounds, sensitivity, accountant,
+                                              config.select_share)
     sigma = gaussian_sigma(rho_measure, sensitivity, accountant)
     measured, chosen = list(measurements), []
     for _ in range(rounds):
@@ -231,6 +216,6 @@ def check_tables(tables: object) -> str:
     return str(tables)
 
 
-def tree_wanted(noise: float) -> bool:
+def tree_wanted(noise: float, tree_above: float = DEFAULTS.tree_above) -> bool:
     """Whether the all-pairs plan's noise level (:func:`all_pairs_noise`) calls for a tree."""
-    return noise > TREE_ABOVE and math.isfinite(noise)
+    return noise > tree_above and math.isfinite(noise)

@@ -1,0 +1,135 @@
+"""The marginals method's fit, one line per step (compare private-pgm's ``MST()``).
+
+    measure     the 1-way histograms; from them and public quantities, all pairs or a tree
+    select      (a tree plan) the histograms measured again, a spanning tree of pairs chosen
+                under DP and its tables measured, then a few more chosen against it (refine);
+                (all pairs) every 2-way table; the fine histograms with the tables
+    n           under add/remove neighbours the noisy n replaces the exact one from here on
+    rounds      (with a workload) adaptive rounds: select the marginal the estimate gets most
+                wrong, measure it, refit
+    record      the metadata's privacy record, from the :class:`~.plan.BudgetPlan`
+    consistent  consistent marginals and their spanning tree: the :class:`~.model.MarginalModel`
+
+The first two are :func:`~.measurements.measure_all`'s (the steps that read exact counts, with
+:func:`adaptive_rounds`); the candidate rows' estimate runs at sampling time
+(:meth:`~.sampler.MarginalSampler.for_release`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dp_dask.data.counts import split_fine
+from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.measurements import measure_all
+from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
+from dp_dask.methods.marginals.plan import BudgetPlan
+from dp_dask.methods.marginals.select_pairs import TreeChoice
+from dp_dask.postprocess.consistency import Measurement, estimated_rows
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
+from dp_dask.privacy.labels import NEIGHBOURING
+from dp_dask.timing import timed
+
+if TYPE_CHECKING:  # types only: the synthesizer calls fit_model
+    from dp_dask.methods.marginals.synthesizer import MarginalSynthesizer
+
+
+def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows: int,
+              metadata: dict[str, Any]) -> MarginalModel:
+    """The model of the exact counts ``exact`` (the d×d matrix, the fine histograms and, with
+    rounds, the candidate triples' counts) under ``method``'s options; ``metadata`` gains the
+    privacy record (and, under add/remove, the noisy n)."""
+    schema, plan = method.schema, method.budget_plan()
+    rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
+    with timed(method.timings_, "noise"):
+        measured, fine, tree = measure_all(
+            exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
+            accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
+            neighbours=method.neighbours, fine_share=method.fine_share, tables=method.tables,
+            config=method.config)
+    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
+        n_rows = metadata["n_rows"] = estimated_rows(measured)
+    # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
+    k = len(measured) + (schema.m if tree is not None else 0)
+    rounds: dict[str, Any] = {}
+    if plan.rounds.rounds:
+        with timed(method.timings_, "adaptive_rounds"):
+            measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
+    metadata |= release_record(method, plan, k, tree, fine, rounds)
+    with timed(method.timings_, "consistency"):
+        return fit_marginals(measured, schema, n_rows, metadata,
+                             fit_iterations=method.fit_iterations, fine=fine,
+                             fine_share=method.fine_share, config=method.config)
+
+
+def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement],
+                    exact: tuple[np.ndarray, ...], plan: adaptive.RoundPlan, n_rows: int,
+                    rng: np.random.Generator | None
+                    ) -> tuple[list[Measurement], dict[str, Any]]:
+    """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give:
+    the measurements to fit, repeats merged, and the rounds' record."""
+    schema, config = method.schema, method.config
+    first = fit_marginals(measurements, schema, n_rows, fit_iterations=method.fit_iterations,
+                          config=config)
+    rows = min(n_rows, config.estimate_rows)
+    # the estimate's draws are post-processing: seeded with the noise, else OS entropy
+    sampler = replace(first.sampler(), config=config)
+    codes, weights = sampler.weighted_candidates(rows, np.random.default_rng(
+        None if method.noise_seed is None else [method.noise_seed, 45]))
+    answers = adaptive.exact_answers(exact[0], exact[2], schema, method.candidates)
+    measured, record = adaptive.run_rounds(
+        codes, weights * (n_rows / rows), measurements, answers, method.candidates, plan,
+        schema, neighbours=method.neighbours, sampler=method.noise_sampler, rng=rng)
+    return adaptive.merged(measured), {
+        "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
+        "rho_one_shot": plan.rho_one_shot,
+        "workload": ([[schema.names[a] for a in g] for g in method.workload]
+                     if method.workload else "default: every triple of at most "
+                     f"{config.max_cells} cells (every pair past "
+                     f"{config.max_triples} triples)"),
+        "candidates": len(method.candidates),
+        "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
+                     "eps^2/8); score w*(L1 error of the current estimate - "
+                     "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
+                     f"{adaptive.SCORE_L1_SENSITIVITY[method.neighbours]:g}*max w",
+        "measured": record}
+
+
+def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
+                   tree: TreeChoice | None, fine: dict[int, Measurement],
+                   rounds: dict[str, Any]) -> dict[str, Any]:
+    """The release metadata's method and privacy record: ``k`` one-shot 1-/2-way measurements,
+    the ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' record."""
+    schema: Schema = method.schema
+    as_replace_one = {}
+    if not method.rows_public:
+        ledger = method._ledger_plan()
+        as_replace_one = {"replace_one_row": {"epsilon": ledger["epsilon"], "rho": ledger["rho"]}}
+    split = plan.budget_split(
+        schema, k=k, sensitivity=TABLE_L2_SENSITIVITY[method.neighbours], tree=tree, fine=fine,
+        replace_one_rho=as_replace_one["replace_one_row"]["rho"] if as_replace_one else None,
+        tree_possible=method.tree_possible)
+    fine_record = {"fine_share": method.fine_share, "fine_histograms": {
+        schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
+        for a, m in sorted(fine.items())}} if fine else {}
+    changed = method.config.changed()  # none by default: such releases stay as they were
+    return {
+        "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
+        "privacy": method._privacy_record(
+            mechanism="gaussian", accountant=method.accountant, rho=plan.rho, k=k,
+            neighbouring=NEIGHBOURING[method.neighbours], **as_replace_one,
+            **({"tables": tree.to_json(schema)} if tree is not None else {}),
+            budget_split=f"{split}; the {method.accountant} accountant gives "
+            f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
+            **({"adaptive": rounds} if rounds else {}),
+            post_processing="consistent marginals (inverse-variance 1-way estimates, "
+            "tables shrunk towards independence and fitted to them); rows sampled from a "
+            "spanning tree, weighted to fit the noisy measurements and updated towards the "
+            "tables" + ("; each fine histogram projected, bin by bin, onto the "
+                        "consistent 1-way marginal's count" if fine else "")),
+        **({"config": changed} if changed else {}),
+    }

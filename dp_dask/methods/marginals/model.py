@@ -1,0 +1,157 @@
+"""The marginals method's model: the noisy measurements, their consistent marginals and
+the spanning tree, saved and loaded."""
+
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
+from dp_dask.data.dtypes import fine_layout
+from dp_dask.data.io import Location
+from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
+from dp_dask.methods.marginals.sampler import MarginalSampler
+from dp_dask.postprocess.consistency import (
+    Marginals,
+    Measurement,
+    consistent_fine,
+    consistent_marginals,
+    fine_bin_sums,
+)
+from dp_dask.postprocess.reweight import (
+    check_iterations,
+    iterations_for,
+)
+from dp_dask.postprocess.tree import implied_tables, spanning_tree
+
+# 2: the noisy measurements themselves are saved, for the sampler's weight fit.
+MODEL_FORMAT = 2
+METHOD = "marginals"
+
+
+@dataclass(frozen=True)
+class MarginalModel:
+    """The noisy measurements, their consistent marginals and the spanning tree: all that
+    sampling needs."""
+
+    schema: Schema
+    n_rows: int
+    marginals: Marginals
+    order: np.ndarray  # breadth-first order of the spanning tree
+    parents: np.ndarray  # parent of each attribute, -1 for the root
+    measurements: tuple[Measurement, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # attribute → its consistent fine histogram (counts over its grid's cells), for decoding
+    fine: dict[int, np.ndarray] = field(default_factory=dict)
+    method: ClassVar[str] = "marginals"
+
+    @property
+    def config(self) -> MarginalsConfig:
+        """The fit's config: its fields that differ from their defaults are recorded."""
+        return MarginalsConfig.of(self.metadata.get("config"))
+
+    def sampler(self) -> MarginalSampler:
+        return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]),
+                               config=self.config)
+
+    def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
+        """``<path>/model.npz`` (measurements, consistent marginals, tree) and
+        ``<path>/model.json``."""
+        arrays = {f"one_way_{a}": v for a, v in enumerate(self.marginals.one_way)}
+        arrays |= {f"two_way_{a}_{b}": t for (a, b), t in self.marginals.two_way.items()}
+        arrays |= {f"measured_{k}": m.values for k, m in enumerate(self.measurements)}
+        arrays |= {f"fine_{a}": v for a, v in self.fine.items()}
+        document = {"format": MODEL_FORMAT, "method": METHOD, "n_rows": self.n_rows,
+                    "schema": self.schema.to_json(), "metadata": self.metadata,
+                    "measurements": [{"attributes": list(m.attributes), "sigma": m.sigma}
+                                     for m in self.measurements],
+                    # absent without fine grids: such models' files stay as they were
+                    **({"fine": sorted(self.fine)} if self.fine else {})}
+        return write_model_files(path, document,
+                                 {"order": self.order, "parents": self.parents, **arrays},
+                                 storage_options)
+
+    @classmethod
+    def from_files(cls, path: Location, document: dict[str, Any],
+                   storage_options: dict[str, Any] | None = None) -> MarginalModel:
+        """A saved model, checked: format, schema hash, array shapes, no NaN (else ModelError)."""
+        schema = model_schema(path, document, MODEL_FORMAT)
+        sizes = schema.sizes.tolist()
+        queries = [tuple(q["attributes"]) for q in document["measurements"]]
+        rest = queries[schema.m:]  # the one-shot pairs, then the adaptive rounds' marginals
+        pairs = [q for q in rest if len(q) == 2]
+        if queries[:schema.m] != measured_queries(schema, []) or len(set(rest)) != len(rest) or any(
+                len(q) not in (2, 3) or list(q) != sorted(set(q)) or q[0] < 0 or q[-1] >= schema.m
+                for q in rest):
+            raise ModelError(f"model {path}/model.json: its measurements are not those of its "
+                             "schema: fit again")
+        shapes = {f"one_way_{a}": (s,) for a, s in enumerate(sizes)}
+        shapes |= {f"two_way_{i}_{j}": (sizes[i], sizes[j]) for i, j in pairs}
+        shapes |= {f"measured_{k}": (int(np.prod(schema.sizes[list(q)])),)
+                   for k, q in enumerate(queries)}
+        grids = [int(a) for a in document.get("fine", [])]
+        if not set(grids) <= set(schema.fine_grids):
+            raise ModelError(f"model {path}/model.json: fine histograms of attributes without a "
+                             "fine grid in its schema: fit again")
+        shapes |= {f"fine_{a}": (len(schema.attributes[a].fine) - 1,) for a in grids}
+        arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
+                                                   "parents": (schema.m,)}, storage_options)
+        one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
+        two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j in pairs}
+        measurements = tuple(Measurement(q, arrays[f"measured_{k}"], float(m["sigma"]))
+                             for k, (q, m) in enumerate(zip(queries, document["measurements"])))
+        return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
+                   arrays["order"], arrays["parents"], measurements, document["metadata"],
+                   {a: arrays[f"fine_{a}"] for a in grids})
+
+
+def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
+                  metadata: dict[str, Any] | None = None, *,
+                  fit_iterations: int | None = None,
+                  fine: dict[int, Measurement] | None = None,
+                  fine_share: float = FINE_SHARE,
+                  config: MarginalsConfig = DEFAULTS) -> MarginalModel:
+    """Post-processing of the measurements: consistent marginals and their spanning tree.
+
+    Two passes: tables shrunk towards independence give a first tree; the tables that tree
+    implies are a closer target, so the second pass shrinks towards them, pulls likely empty
+    cells to zero, and refits the tree. ``fit_iterations`` is recorded for the sampler (the
+    mirror-descent steps of each estimate's weight fit; 0: none; None: by the measurements'
+    noise, :func:`~dp_dask.postprocess.reweight.iterations_for`). ``fine``: the noisy fine
+    histograms by attribute, each made consistent with its attribute's consistent 1-way
+    marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`), measured with
+    ``fine_share`` of ρ (recorded, as are ``config``'s shares).
+    """
+    if check_iterations(fit_iterations) is None:
+        fit_iterations = iterations_for(m.sigma for m in measurements)
+    fine = fine or {}
+    layouts = {a: fine_layout(schema.attributes[a]) for a in fine}
+    # A fine histogram's bin sums measure its attribute's histogram too.
+    sums = {a: fine_bin_sums(measured, layouts[a].first, layouts[a].measured.start,
+                             schema.sizes[a]) for a, measured in fine.items()}
+    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums)
+    prior = implied_tables(first, *spanning_tree(first, schema.m))
+    marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True,
+                                     extra=sums)
+    order, parents = spanning_tree(marginals, schema.m)
+    sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
+              "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
+    if any(len(m.attributes) == 3 for m in measurements):  # the adaptive rounds'
+        sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
+    consistent = {a: consistent_fine(measured.values, layouts[a].first, layouts[a].measured.start,
+                                     marginals.one_way[a]) for a, measured in fine.items()}
+    tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
+    details = {"method": METHOD,
+               "budget_shares": shares_text(tree, fine_share if fine else None, config),
+               "noise_sigma": sigmas | ({"fine": {schema.names[a]: m.sigma
+                                                  for a, m in fine.items()}} if fine else {}),
+               "fit_iterations": fit_iterations,
+               "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
+                                for a, p in enumerate(parents.tolist())}}
+    return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
+                         {**(metadata or {}), "model": details}, consistent)
