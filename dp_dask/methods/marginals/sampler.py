@@ -16,11 +16,11 @@ from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
+from dp_dask.postprocess.config import ReweightConfig
 from dp_dask.postprocess.consistency import (
     Measurement,
 )
 from dp_dask.postprocess.raking import rake
-from dp_dask.postprocess.config import ReweightConfig
 from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import (
     match_one_way,
