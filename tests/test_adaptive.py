@@ -12,8 +12,8 @@ import pytest
 from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import Domain
 from dp_dask.methods.marginals import MarginalModel, adaptive
-from dp_dask.postprocess.rowupdate import cell_keys
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
@@ -40,8 +40,8 @@ def xor_frame(n: int = 6_000, seed: int = 0) -> pd.DataFrame:
 def triple_tvd(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> float:
     """Total variation distance of the two frames' (a, b, c) tables."""
     def shares(frame: pd.DataFrame) -> np.ndarray:
-        keys = cell_keys(encode_partition(frame[schema.names], schema).T, (0, 1, 2),
-                         schema.sizes)
+        keys = Domain(schema.sizes).index(encode_partition(frame[schema.names], schema).T,
+                                          (0, 1, 2))
         return np.bincount(keys, minlength=8) / len(frame)
     return 0.5 * float(np.abs(shares(real) - shares(synthetic)).sum())
 
@@ -189,12 +189,12 @@ def test_released_rows_round_the_estimates_triples(client):
     assert (0, 1, 2) in estimate.balanced
     sizes = synthesizer.schema.sizes
     weights = estimate.weights * rows / estimate.weights.sum()
-    wanted = np.bincount(cell_keys(estimate.codes, (0, 1, 2), sizes), weights=weights,
+    wanted = np.bincount(Domain(sizes).index(estimate.codes, (0, 1, 2)), weights=weights,
                          minlength=8)
-    truth = np.bincount(cell_keys(encode_partition(frame, xor_schema()).T, (0, 1, 2), sizes),
+    truth = np.bincount(Domain(sizes).index(encode_partition(frame, xor_schema()).T, (0, 1, 2)),
                         minlength=8)
     assert 0.5 * np.abs(wanted - truth).sum() / rows < 0.05  # XOR: the pairs alone give 0.5
     drawn = sampler.draw_codes(rows, np.random.SeedSequence(4))
     # cells of ~750 rows: a sample's would move by ~√750 ≈ 27; rounding and the 1-way match
-    assert np.abs(np.bincount(cell_keys(drawn, (0, 1, 2), sizes), minlength=8)
+    assert np.abs(np.bincount(Domain(sizes).index(drawn, (0, 1, 2)), minlength=8)
                   - wanted).max() <= 5

@@ -25,6 +25,7 @@ from dp_dask.checks import CostError, ModelError
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
+from dp_dask.data.tables import round_to_total
 from dp_dask.methods.dpview import (
     DPViewConfig,
     DPViewModel,
@@ -51,7 +52,6 @@ from dp_dask.methods.dpview import (
     upper_views,
     view_layout,
 )
-from dp_dask.postprocess.rowupdate import round_to_total
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.synthesizer import Synthesizer, load_model

@@ -6,10 +6,11 @@ import itertools
 
 import numpy as np
 
+from dp_dask.data.tables import Domain
 from dp_dask.postprocess.consistency import Marginals, Measurement, ratio_or_zero
 from dp_dask.postprocess.raking import MAX_PASSES, WINDOW, rake, systematic_resample
 from dp_dask.postprocess.reweight import fit_weights
-from dp_dask.postprocess.rowupdate import cell_keys, sample_tree
+from dp_dask.postprocess.rowupdate import sample_tree
 from dp_dask.postprocess.tree import spanning_tree
 
 SIZES = np.array([4, 4, 4, 4])
@@ -26,7 +27,7 @@ def latent_copies(n: int, seed: int = 0) -> np.ndarray:
 
 
 def tables_of(codes: np.ndarray, weights: np.ndarray | None = None) -> dict:
-    return {pair: np.bincount(cell_keys(codes, pair, SIZES), weights=weights,
+    return {pair: np.bincount(Domain(SIZES).index(codes, pair), weights=weights,
                               minlength=int(np.prod(SIZES[list(pair)])))
             for pair in itertools.combinations(range(len(SIZES)), 2)}
 
@@ -60,7 +61,7 @@ def test_the_compiled_steps_give_numpys_weights_to_the_bit():
     rng, expected, pairs = np.random.default_rng(2), np.ones(len(codes)), list(targets)
     for _ in range(passes):
         for index in rng.permutation(len(pairs)):
-            keys = cell_keys(codes, pairs[index], SIZES)
+            keys = Domain(SIZES).index(codes, pairs[index])
             current = np.bincount(keys, weights=expected, minlength=16)
             expected *= ratio_or_zero(targets[pairs[index]], current)[keys]
     assert passes == 3

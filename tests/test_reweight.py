@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
+from dp_dask.data.tables import Domain
 from dp_dask.postprocess import reweight
 from dp_dask.postprocess.config import BalanceConfig, ReweightConfig, RowUpdateConfig
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
-from dp_dask.postprocess.rowupdate import cell_keys
 
 SIZES = np.array([3, 4, 5])
 PAIRS = list(itertools.combinations(range(len(SIZES)), 2))
@@ -27,7 +27,7 @@ def dependent_rows(n: int, seed: int = 0) -> np.ndarray:
 
 
 def table(codes: np.ndarray, clique: tuple[int, ...], weights: np.ndarray | None = None):
-    return np.bincount(cell_keys(codes, clique, SIZES), weights=weights,
+    return np.bincount(Domain(SIZES).index(codes, clique), weights=weights,
                        minlength=int(np.prod(SIZES[list(clique)])))
 
 
@@ -68,7 +68,7 @@ def test_the_compiled_passes_give_the_objective_and_its_gradient():
     # tables: a group of the gradient's and a rest of 2; 2 000 rows: chunks of keys and a rest).
     expected = np.zeros(len(candidates))
     for m, start in zip(measurements, tables.offsets):
-        keys = cell_keys(candidates, m.attributes, SIZES)
+        keys = Domain(SIZES).index(candidates, m.attributes)
         counts = np.bincount(keys, weights=weights, minlength=m.values.size)
         table_cells = cells[start:start + m.values.size]
         np.testing.assert_array_equal(table_cells, (counts - m.values) * (2.0 / m.sigma**2))
@@ -92,8 +92,8 @@ def test_a_three_way_measurement_is_fitted_through_a_derived_column():
     assert after < 0.2 * before and fitted.sum() == pytest.approx(weights.sum())
     # the derived column's cells are the triple's, row-major
     pairs_codes, pairs, sizes = reweight.as_pairs(start, [three_way], SIZES)
-    np.testing.assert_array_equal(cell_keys(pairs_codes, pairs[0].attributes, sizes),
-                                  cell_keys(start, (0, 1, 2), SIZES))
+    np.testing.assert_array_equal(Domain(sizes).index(pairs_codes, pairs[0].attributes),
+                                  Domain(SIZES).index(start, (0, 1, 2)))
 
 
 def test_the_fit_moves_weight_to_the_candidates_the_measurements_support():

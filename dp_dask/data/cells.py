@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from dp_dask.compiled import compiled
+from dp_dask.data.tables import Domain
 
 KEY_CHUNK = 1024  # rows a key buffer holds: 4 KiB, in L1 beside the rows it reads
 
@@ -48,18 +49,21 @@ def multiply_weights(weights: np.ndarray, first: np.ndarray, last: np.ndarray,
 def table_sums(codes: np.ndarray, cliques: list[tuple[int, ...]], sizes: np.ndarray,
                weights: np.ndarray) -> list[np.ndarray]:
     """Each 1- or 2-attribute table of ``codes`` (rows, m), flattened row-major: the sum of its
-    rows' ``weights`` in each cell, by :func:`add_weights` — ``np.bincount``'s sums to the bit,
+    rows' ``weights`` in each cell (:meth:`Domain.table`'s, specialised for speed), by
+    :func:`add_weights` — ``np.bincount``'s sums to the bit,
     without a key array and a bincount per table (an estimate's 378 tables on the DSS shape:
     0.17 → 0.03 CPU s per 100 k rows)."""
     columns = np.asfortranarray(codes)  # each table reads two columns
     weights = np.asarray(weights, dtype=np.float64)
     keys = np.empty(KEY_CHUNK, dtype=np.uint32)
+    domain = Domain(sizes)
     tables = []
     for clique in cliques:
         if not 1 <= len(clique) <= 2:
             raise ValueError(f"table_sums reads 1- and 2-attribute tables, not {clique}")
-        table = np.zeros(int(np.prod(sizes[list(clique)])))
-        stride = np.uint32(sizes[clique[1]] if len(clique) == 2 else 0)
+        table = np.zeros(domain.cells(clique))
+        # a 1-way table reads its column as both first and last: stride 0
+        stride = np.uint32(domain.strides(clique)[0] if len(clique) == 2 else 0)
         add_weights(table, columns[:, clique[0]], columns[:, clique[-1]], stride, weights, keys)
         tables.append(table)
     return tables

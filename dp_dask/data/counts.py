@@ -14,7 +14,6 @@ driver sees them: the caller adds noise before anything is returned, logged or w
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from dask.delayed import Delayed
 from dp_dask.data.cells import KEY_CHUNK, add_weights
 from dp_dask.data.encode import check_columns, encode_partition, fine_cells
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import Domain
 
 
 def attribute_pairs(schema: Schema) -> Iterator[tuple[int, int, slice, slice]]:
@@ -140,22 +140,7 @@ def view_counts_from_codes(codes: np.ndarray, schema: Schema,
     """Chunk step for views (attribute tuples, e.g. DPView's): each view's contingency table of
     one partition's codes (m, rows), flattened in C order over the view's attributes, all views
     concatenated into one int64 vector."""
-    return np.concatenate([contingency_table(codes, view, schema.sizes).ravel()
-                           for view in views])
-
-
-def contingency_table(codes: np.ndarray, attributes: Sequence[int],
-                      sizes: np.ndarray) -> np.ndarray:
-    """Joint counts of ``attributes`` in codes (m, rows): an int64 table of shape
-    ``sizes[attributes]``, from one bincount of their combined code (C order); no attributes:
-    the row count, a 0-d table. Only the rows of ``attributes`` are read."""
-    shape = tuple(int(sizes[a]) for a in attributes)
-    keys = np.zeros(codes.shape[1], dtype=np.intp)
-    for a, size in zip(attributes, shape):
-        keys *= size
-        keys += codes[a]
-    table = np.bincount(keys, minlength=math.prod(shape))
-    return table.astype(np.int64, copy=False).reshape(shape)
+    return Domain(schema.sizes).tables(codes.T, views)
 
 
 def partition_view_counts(frame: pd.DataFrame, schema: Schema,

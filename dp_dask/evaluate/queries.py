@@ -35,7 +35,6 @@ from dask.delayed import Delayed
 from dp_dask.cluster import compute
 from dp_dask.data.counts import (
     attribute_pairs,
-    contingency_table,
     count_graph,
     query_vector,
     reduction_graph,
@@ -45,6 +44,7 @@ from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import Domain
 from dp_dask.data.values import labels_of_release
 from dp_dask.release import checked_table
 
@@ -158,8 +158,7 @@ def three_way_counts_from_codes(codes: np.ndarray, workload: ThreeWayWorkload,
     """
     answers = np.empty(len(workload.cells), dtype=np.int64)
     for triple, lo, hi in zip(workload.triples, workload.bounds[:-1], workload.bounds[1:]):
-        table = contingency_table(codes, triple, schema.sizes)
-        answers[lo:hi] = table.ravel()[workload.cells[lo:hi]]
+        answers[lo:hi] = Domain(schema.sizes).table(codes.T, triple)[workload.cells[lo:hi]]
     return answers
 
 
@@ -251,7 +250,8 @@ def range_counts_from_codes(codes: np.ndarray, workload: RangeQueries,
         if math.prod(schema.sizes[attributes].tolist()) > workload.table_cells:
             by_rows.append(members)
             continue
-        table = contingency_table(codes, attributes, schema.sizes)
+        domain = Domain(schema.sizes)
+        table = domain.table(codes.T, attributes).reshape(domain.shape(attributes))
         for q in members:
             answers[q] = table[tuple(slice(workload.lo[q, a], workload.hi[q, a] + 1)
                                      for a in attributes)].sum()

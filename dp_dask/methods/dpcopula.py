@@ -54,6 +54,7 @@ from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import one_hot
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.efpa import efpa_histogram
 from dp_dask.privacy.noise import laplace_noise
@@ -230,7 +231,7 @@ class DPCopulaSampler:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition."""
         rng = np.random.default_rng(seed)
         codes = copula_codes(rng, rows, self.factor, self.cdfs)
-        return dummies(codes, self.schema), codes
+        return one_hot(codes, self.schema), codes
 
 
 def copula_codes(rng: np.random.Generator, rows: int, factor: np.ndarray,
@@ -244,13 +245,6 @@ def copula_codes(rng: np.random.Generator, rows: int, factor: np.ndarray,
         codes[:, a] = np.minimum(np.searchsorted(cdf, uniform[:, a], side="right"),
                                  len(cdf) - 1)
     return codes
-
-
-def dummies(codes: np.ndarray, schema: Schema) -> np.ndarray:
-    """The (rows, d) uint8 binary dummies of (rows, m) codes."""
-    binary = np.zeros((len(codes), schema.d), dtype=np.uint8)
-    binary[np.arange(len(codes))[:, None], schema.offsets + codes] = 1
-    return binary
 
 
 class DPCopulaKendallSynthesizer(Synthesizer):

@@ -77,11 +77,11 @@ from dp_dask.data.order import (
     random_row_order,
 )
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import one_hot
 from dp_dask.methods.dpcopula import (
     DEFAULT_RATIO,
     HISTOGRAM_L1_SENSITIVITY,
     copula_codes,
-    dummies,
     kendall_counts,
     pair_matrix,
     split_budget,
@@ -387,7 +387,7 @@ class HybridSampler:
                                                     tuple(cdf[p] for cdf in self.cdfs))
             start = stop
         codes = codes[rng.permutation(rows)]
-        return dummies(codes, self.schema), codes
+        return one_hot(codes, self.schema), codes
 
 
 # --- the method -----------------------------------------------------------------------------

@@ -132,9 +132,10 @@ from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import check_neighbours
 from dp_dask.postprocess.consistency import noisy_total, ratio_or_zero
-from dp_dask.postprocess.rowupdate import round_rows, round_to_total
+from dp_dask.postprocess.rowupdate import round_rows
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.noise import laplace_noise
@@ -729,9 +730,7 @@ class DPViewSampler:
                    for i, (view, table) in enumerate(zip(self.upper, self.upper_tables))
                    if view is not None}
         codes = link_views(scaled, self.views, self.schema.sizes, rng, filters, self.config)
-        binary = np.zeros((rows, self.schema.d), dtype=np.uint8)
-        binary[np.arange(rows)[:, None], self.schema.offsets + codes] = 1
-        return binary, codes.astype(np.int16)
+        return one_hot(codes, self.schema), codes.astype(np.int16)
 
 
 class DPViewSynthesizer(Synthesizer):

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from dp_dask.compiled import compiled
+from dp_dask.data.tables import Domain
 from dp_dask.postprocess.config import BalanceConfig
 from dp_dask.postprocess.raking import systematic_resample
-from dp_dask.postprocess.rowupdate import cell_counts
 
 # The tuned numbers (proposals, rounds, slack, read bounds): BalanceConfig, docs/tuning.md.
 # How a cell's count is costed (:func:`_increment`).
@@ -49,15 +49,14 @@ def _group_layout(groups: Sequence[tuple[int, ...]],
     the concatenated tables."""
     members = np.array([a for g in groups for a in g], dtype=np.intp)
     starts = np.cumsum([0] + [len(g) for g in groups], dtype=np.intp)
-    cells = [int(np.prod(sizes[list(g)])) for g in groups]
+    cells = [Domain(sizes).cells(g) for g in groups]
     return members, starts, np.cumsum([0] + cells[:-1], dtype=np.intp)
 
 
 def weighted_tables(codes: np.ndarray, weights: np.ndarray, groups: Sequence[tuple[int, ...]],
                     sizes: np.ndarray) -> np.ndarray:
     """The weighted counts of each group's table (row-major), concatenated."""
-    return np.concatenate([np.zeros(0), *(cell_counts(codes, g, sizes, weights)
-                                          for g in groups)])
+    return Domain(sizes).tables(codes, groups, weights)
 
 
 def balanced_resample(codes: np.ndarray, weights: np.ndarray, rows: int,

@@ -27,22 +27,11 @@ import numba
 import numpy as np
 
 from dp_dask.compiled import compiled
+from dp_dask.data.tables import Domain, round_to_total
 from dp_dask.postprocess.config import RowUpdateConfig
 from dp_dask.postprocess.consistency import Marginals
 
 # The tuned numbers (the GUM schedule, copies, swaps): RowUpdateConfig, docs/tuning.md.
-
-
-def round_to_total(values: np.ndarray, total: int) -> np.ndarray:
-    """Integers ≥ 0 summing to ``total``, proportional to ``values`` (largest remainder)."""
-    values = np.asarray(values, dtype=np.float64)
-    mass = values.sum()
-    scaled = values * (total / mass) if mass > 0 else np.full(values.shape, total / values.size)
-    counts = np.floor(scaled).astype(np.int64)
-    short = int(total - counts.sum())
-    if short > 0:
-        counts[np.argsort(counts - scaled, kind="stable")[:short]] += 1
-    return counts
 
 
 def round_rows(blocks: np.ndarray, totals: np.ndarray) -> np.ndarray:
@@ -111,23 +100,6 @@ def _bounds(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return stops - sizes, stops
 
 
-def cell_keys(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray) -> np.ndarray:
-    """Each row's cell of the table (row-major), as intp: bincount and take would convert."""
-    keys = codes[:, attributes[0]].astype(np.intp)
-    for a in attributes[1:]:
-        keys *= sizes[a]
-        keys += codes[:, a]
-    return keys
-
-
-def cell_counts(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray,
-                weights: np.ndarray | None = None) -> np.ndarray:
-    """The table of ``attributes`` in ``codes`` (rows, m), flattened row-major: each cell's rows
-    (int64), or the sum of their ``weights`` (float64)."""
-    return np.bincount(cell_keys(codes, attributes, sizes), weights=weights,
-                       minlength=int(np.prod(sizes[list(attributes)])))
-
-
 def _update_table(codes: np.ndarray, attributes: tuple[int, ...], target: np.ndarray,
                   sizes: np.ndarray, rng: np.random.Generator, seeds: np.ndarray, rate: float,
                   config: RowUpdateConfig, guard: _Guard, scratch: _Scratch) -> None:
@@ -190,10 +162,10 @@ class _Scratch:
 def _cells_and_coins(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.ndarray,
                      cells: int, seed: np.uint64,
                      scratch: _Scratch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`cell_keys`, their counts, and a coin per row (:func:`_coins`), in one pass for
+    """:meth:`Domain.index`, their counts, and a coin per row (:func:`_coins`), in one pass for
     1- and 2-way tables, into ``scratch``'s arrays."""
     if len(attributes) > 2:
-        keys = cell_keys(codes, attributes, sizes)
+        keys = Domain(sizes).index(codes, attributes)
         counts = np.bincount(keys, minlength=cells)
         _coins(seed, scratch.words)
     else:

@@ -45,7 +45,6 @@ from dp_dask.methods.marginals.sampler import (
     WeightedRows,
     balance_groups,
     distinct_draws,
-    one_hot,
     one_way_targets,
     raked_start,
     tree_start,
@@ -56,5 +55,5 @@ __all__ = [
     "FINE_SHARE", "BudgetPlan", "MarginalModel", "MarginalSampler", "MarginalSynthesizer",
     "MarginalsConfig", "Start", "WeightedRows", "balance_groups", "budget_shares",
     "check_neighbours", "distinct_draws", "fit_marginals", "measure", "measure_all",
-    "measured_queries", "one_hot", "one_way_targets", "raked_start", "tree_start",
+    "measured_queries", "one_way_targets", "raked_start", "tree_start",
 ]

@@ -41,10 +41,10 @@ from dask.delayed import Delayed
 from dp_dask.data.counts import counts_from_codes, exact_answer, fine_counts, reduction_graph
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import Domain
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
-from dp_dask.postprocess.rowupdate import cell_counts, cell_keys
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
 from dp_dask.privacy.selection import (
@@ -98,7 +98,7 @@ def check_workload(schema: Schema, workload: object) -> tuple[tuple[int, ...], .
 
 
 def cells(schema: Schema, clique: tuple[int, ...]) -> int:
-    return int(np.prod(schema.sizes[list(clique)]))
+    return Domain(schema.sizes).cells(clique)
 
 
 def default_workload(schema: Schema,
@@ -205,8 +205,7 @@ def group_counts(codes: np.ndarray, schema: Schema,
                  groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """The counts of each group of attributes in ``codes`` (rows, m), flattened row-major and
     concatenated (int64, empty without groups)."""
-    tables = [cell_counts(codes, g, schema.sizes) for g in groups]
-    return np.concatenate([np.zeros(0, dtype=np.int64), *tables]).astype(np.int64)
+    return Domain(schema.sizes).tables(codes, groups)
 
 
 def count_graph(ddf: dd.DataFrame, schema: Schema, triples: tuple[tuple[int, ...], ...], *,
@@ -253,7 +252,7 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
     keys = list(candidates)
     weight = np.array([candidates[c] for c in keys])
     candidate_cells = np.array([cells(schema, c) for c in keys], dtype=np.float64)
-    row_cells = [cell_keys(codes, c, sizes) for c in keys]  # the candidate rows never change
+    row_cells = [Domain(sizes).index(codes, c) for c in keys]  # the candidate rows never change
     sigma = gaussian_sigma(plan.rho_measure, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
     bias = math.sqrt(2 / math.pi) * sigma * candidate_cells
     sensitivity = SCORE_L1_SENSITIVITY[neighbours] * float(weight.max())

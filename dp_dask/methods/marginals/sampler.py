@@ -13,6 +13,7 @@ import numpy as np
 from dp_dask.copula.sample import single_threaded_blas
 from dp_dask.data.cells import table_sums
 from dp_dask.data.schema import Schema
+from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
@@ -25,7 +26,6 @@ from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import (
     match_one_way,
     possible_cells,
-    round_to_total,
     sample_tree,
     update_rows,
 )
@@ -329,10 +329,3 @@ class MarginalSampler:
         floors = {m.attributes: self.config.empty_within_sigmas * m.sigma * scale
                   for m in model.measurements if len(m.attributes) == 2}
         return Aims(rows, targets, one_way, possible_cells(consistent, sizes, floors))
-
-
-def one_hot(codes: np.ndarray, schema: Schema) -> np.ndarray:
-    """The (rows, d) uint8 dummies of codes (rows, m): a one at each attribute's value."""
-    binary = np.zeros((len(codes), schema.d), dtype=np.uint8)
-    binary[np.arange(len(codes))[:, None], schema.offsets + codes] = 1
-    return binary
