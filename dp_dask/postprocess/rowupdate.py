@@ -164,14 +164,16 @@ def _cells_and_coins(codes: np.ndarray, attributes: tuple[int, ...], sizes: np.n
                      scratch: _Scratch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:meth:`Domain.index`, their counts, and a coin per row (:func:`_coins`), in one pass for
     1- and 2-way tables, into ``scratch``'s arrays."""
+    domain = Domain(sizes)
     if len(attributes) > 2:
-        keys = Domain(sizes).index(codes, attributes)
+        keys = domain.index(codes, attributes)
         counts = np.bincount(keys, minlength=cells)
         _coins(seed, scratch.words)
     else:
+        # Specialised, not Domain.table: keys, counts and coins in one compiled pass, no new array.
         keys = scratch.keys(cells)
         counts = np.zeros(cells, dtype=np.int64)
-        stride = int(sizes[attributes[-1]]) if len(attributes) == 2 else 0
+        stride = domain.strides(attributes)[0] if len(attributes) == 2 else 0
         _count_cells(codes, attributes[0], attributes[-1], stride, seed, keys, counts,
                      scratch.words)
     return keys, counts, scratch.words.view(np.uint32)[: len(codes)]
