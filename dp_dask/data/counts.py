@@ -45,20 +45,22 @@ def counts_from_codes(codes: np.ndarray, schema: Schema) -> np.ndarray:
     array of the partition's rows: on the DSS shape (351 pairs, 250 k rows) 0.26 → 0.08 CPU s,
     and 0.82 → 0.11 where the worker maps each new array afresh (docs/benchmarks.md, "The
     workers' malloc")."""
-    sizes = schema.sizes
+    domain = Domain(schema.sizes)
     counts = np.zeros((schema.d, schema.d), dtype=np.int64)
     ones = np.ones(codes.shape[1])
     keys = np.empty(KEY_CHUNK, dtype=np.uint32)
 
-    def table(first: int, last: int, stride: int, cells: int) -> np.ndarray:
-        sums = np.zeros(cells)
+    # Specialised, not Domain.table: the compiled pass, no key array per table (above).
+    def table(first: int, last: int) -> np.ndarray:
+        clique = (first,) if first == last else (first, last)
+        stride = domain.strides(clique)[0] if first != last else 0
+        sums = np.zeros(domain.cells(clique))
         add_weights(sums, codes[first], codes[last], np.uint32(stride), ones, keys)
-        return sums.astype(np.int64)
+        return sums.astype(np.int64).reshape(domain.shape(clique))
 
-    counts[np.diag_indices(schema.d)] = np.concatenate(
-        [table(i, i, 0, sizes[i]) for i in range(schema.m)])
+    counts[np.diag_indices(schema.d)] = np.concatenate([table(i, i) for i in range(schema.m)])
     for i, j, rows, cols in attribute_pairs(schema):
-        pair = table(i, j, sizes[j], sizes[i] * sizes[j]).reshape(sizes[i], sizes[j])
+        pair = table(i, j)
         counts[rows, cols] = pair
         counts[cols, rows] = pair.T
     return counts
