@@ -19,7 +19,7 @@ import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
 
-from dp_dask.checks import DpDaskWarning, ModelError, check_cost, read_model_document
+from dp_dask.checks import DpDaskWarning, check_cost
 from dp_dask.cluster import compute
 from dp_dask.copula.sample import (
     SampledModel,
@@ -44,6 +44,7 @@ from dp_dask.data.io import (
 )
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
+from dp_dask.model_io import ModelError, read_model_document
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import (
     Entry,
