@@ -269,7 +269,10 @@ class Cost:
 def check_cost(schema: Schema, method: str) -> Cost:
     """Refuse a schema past the hard limits; warn past the soft ones. Shared by CLI and API;
     the warnings come from this line, so that warnings' "default" filter shows them once when
-    both run."""
+    both run. The method's class says which limits beyond the count matrix's apply
+    (:attr:`Synthesizer.dense_tables`, :attr:`Synthesizer.grows_with_d`)."""
+    from dp_dask.synthesizer import Synthesizer  # here: synthesizer imports this module
+
     cost = Cost.of(schema)
     sizes = dict(zip(schema.names, schema.sizes.tolist()))
     advice = "merge rare categories or use coarser bins"
@@ -279,14 +282,15 @@ def check_cost(schema: Schema, method: str) -> Cost:
         raise CostError(f"schema {schema.name!r}: {columns}; the limit is "
                         f"{MAX_DUMMY_COLUMNS:,} (a {cost.dummy_columns:,}² count matrix per "
                         f"task): {advice}")
-    if method == "marginals" and cost.table_cells > MAX_TABLE_CELLS:
+    declared = Synthesizer.methods[method]  # what the method's fit keeps besides the counts
+    if declared.dense_tables and cost.table_cells > MAX_TABLE_CELLS:
         raise CostError(f"schema {schema.name!r}: the 2-way table {cost.largest_table} has "
                         f"{cost.table_cells:,} cells; the limit is {MAX_TABLE_CELLS:,}: {advice}")
     if cost.dummy_columns > WARN_DUMMY_COLUMNS:
-        slow = " and the copula's correlation repair grows as d³" if method == "copula" else ""
+        slow = f" and {declared.grows_with_d}" if declared.grows_with_d else ""
         warnings.warn(f"schema {schema.name!r}: {columns}: counting builds a d×d matrix per "
                       f"task{slow}; expect a slow fit ({advice})", DpDaskWarning, stacklevel=1)
-    elif method == "marginals" and cost.table_cells > WARN_TABLE_CELLS:
+    elif declared.dense_tables and cost.table_cells > WARN_TABLE_CELLS:
         warnings.warn(f"schema {schema.name!r}: the 2-way table {cost.largest_table} has "
                       f"{cost.table_cells:,} cells; expect a slow fit ({advice})",
                       DpDaskWarning, stacklevel=1)
