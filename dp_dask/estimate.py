@@ -52,6 +52,59 @@ ROW_UPDATE_SECONDS = 1.0e-6  # marginals: row updates, per row and attribute pai
 
 
 @dataclass(frozen=True)
+class FitWork:
+    """What a method's estimate (:meth:`Synthesizer.fit_cost`) reads: sizes from the schema and
+    the row counts, no data."""
+
+    sizes: list[int]  # categories per attribute
+    d: int  # dummy columns, Σ sizes
+    pairs: int  # attribute pairs, m(m-1)/2
+    cells: int  # all 2-way cells
+    matrix_bytes: int  # the d×d int64 count matrix
+    sample_rows: int
+    sample_rows_task: int  # rows per sampling task
+
+
+@dataclass(frozen=True)
+class FitCost:
+    """A method's part of the estimate: its model, fit, sampling and any decoding calibration."""
+
+    model_bytes: int  # the fitted model on the driver
+    sample_task_bytes: int  # one sampling task, before its decoded partition
+    fit_seconds: float
+    sample_seconds: float  # all rows, one worker, before decoding and writing
+    calibration_bytes: int = 0  # on the driver, besides the model
+    calibration_seconds: float | None = None  # None: the method calibrates nothing
+
+
+def dense_tables_cost(work: FitWork) -> FitCost:
+    """Every 2-way table kept dense (the marginals method's model and row updates)."""
+    return FitCost(model_bytes=4 * 8 * work.cells,  # measurements, variances, tables, work copy
+                   sample_task_bytes=work.sample_rows_task * len(work.sizes) * 8 * 3
+                   + 8 * work.cells,
+                   fit_seconds=CONSISTENCY_SECONDS_PER_CELL * work.cells,
+                   sample_seconds=work.sample_rows * work.pairs * ROW_UPDATE_SECONDS)
+
+
+def copula_cost(work: FitWork) -> FitCost:
+    """The Gaussian copula's d×d model, nearest-correlation repair, GEMM sampling, and its
+    decoding calibration."""
+    d = work.d
+    largest = max(work.sizes)
+    return FitCost(
+        model_bytes=4 * work.matrix_bytes,  # noisy counts, correlation, its factor, a work copy
+        sample_task_bytes=work.sample_rows_task * d * (4 + 1)  # float32 latent, uint8 dummies
+        + 4 * work.matrix_bytes,
+        fit_seconds=COPULA_EIGH_SWEEPS * EIGH_SECONDS_PER_D3 * d**3,
+        sample_seconds=work.sample_rows * (2 * d * d / SAMPLE_FLOPS),
+        # on the driver only: the calibration's float32 draws of the largest attribute and its
+        # s × s float64 temporaries
+        calibration_bytes=largest * (CALIBRATION_DRAWS * 4 + CALIBRATION_BLOCK_COPIES
+                                     * largest * 8),
+        calibration_seconds=calibration_seconds(work.sizes))
+
+
+@dataclass(frozen=True)
 class Estimate:
     schema: str
     method: str
@@ -96,6 +149,8 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
              partition_rows: int | None = None) -> Estimate:
     """The sizes, memory and time of fitting ``rows`` rows and sampling ``sample_rows``
     (default: as many). Refuses (CostError) or warns exactly as a fit would (check_cost)."""
+    from dp_dask.synthesizer import Synthesizer  # here: synthesizer imports this module
+
     cost: Cost = check_cost(schema, method)
     sizes = schema.sizes.tolist()
     m, d = schema.m, schema.d
@@ -106,31 +161,18 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
     matrix = d * d * 8
     read_rows = min(rows, INPUT_PARTITION_ROWS)
     count_task = read_rows * m * (TEXT_CELL_BYTES + 8) + 2 * matrix  # text, codes, counts
-    sample_rows_task = min(sample_rows, partition_rows)
-    calibration_bytes = 0
-    if method == "copula":
-        model = 4 * matrix  # noisy counts, correlation, its factor, a work copy
-        # on the driver only: the calibration's float32 draws of the largest attribute and
-        # its s × s float64 temporaries
-        calibration_bytes = max(sizes) * (CALIBRATION_DRAWS * 4
-                                          + CALIBRATION_BLOCK_COPIES * max(sizes) * 8)
-        sample_task = sample_rows_task * d * (4 + 1) + model  # float32 latent, uint8 dummies
-        fit_seconds = COPULA_EIGH_SWEEPS * EIGH_SECONDS_PER_D3 * d**3
-        sample_seconds = sample_rows * (2 * d * d / SAMPLE_FLOPS)
-    else:
-        model = 4 * 8 * cells  # measurements, variances, consistent tables, work copy
-        sample_task = sample_rows_task * m * 8 * 3 + 8 * cells
-        fit_seconds = CONSISTENCY_SECONDS_PER_CELL * cells
-        sample_seconds = sample_rows * pairs * ROW_UPDATE_SECONDS
-    sample_task += sample_rows_task * m * TEXT_CELL_BYTES  # the decoded partition
+    work = FitWork(sizes=sizes, d=d, pairs=pairs, cells=cells, matrix_bytes=matrix,
+                   sample_rows=sample_rows, sample_rows_task=min(sample_rows, partition_rows))
+    fit = Synthesizer.methods[method].fit_cost(work)  # the method's model, fit and sampling
+    sample_task = fit.sample_task_bytes + work.sample_rows_task * m * TEXT_CELL_BYTES  # decoded
     tasks = -(-rows // INPUT_PARTITION_ROWS)
     seconds = {
         "count": (rows * (pairs + m) / COUNT_UPDATES_PER_SECOND
                   + tasks * d * d * COUNT_SECONDS_PER_MATRIX_CELL) / workers,
         "noise": (d + cells) * NOISE_SECONDS_PER_CELL + query_count(m) * NOISE_SECONDS_PER_MARGINAL,
-        "fit": fit_seconds,
-        **({"calibration": calibration_seconds(sizes)} if method == "copula" else {}),
-        "sample_write": (sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL
+        "fit": fit.fit_seconds,
+        **({} if fit.calibration_seconds is None else {"calibration": fit.calibration_seconds}),
+        "sample_write": (fit.sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL
                          + sample_rows * d * WRITE_SECONDS_PER_DUMMY) / workers,
     }
     return Estimate(
@@ -138,7 +180,7 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
         queries=query_count(m), table_cells=cells, largest_table=cost.largest_table,
         largest_table_cells=cost.table_cells, rows=rows, sample_rows=sample_rows,
         workers=workers, sample_partition_rows=partition_rows, count_matrix_bytes=matrix,
-        driver_bytes=PROCESS_BYTES + 2 * matrix + model + calibration_bytes,
+        driver_bytes=PROCESS_BYTES + 2 * matrix + fit.model_bytes + fit.calibration_bytes,
         worker_bytes=PROCESS_BYTES + max(count_task, sample_task),
         seconds={stage: round(value, 3) for stage, value in seconds.items()})
 

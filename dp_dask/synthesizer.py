@@ -19,7 +19,7 @@ import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
 
-from dp_dask.checks import DpDaskWarning, ModelError, check_cost, read_model_document
+from dp_dask.checks import DpDaskWarning, check_cost
 from dp_dask.cluster import compute
 from dp_dask.copula.sample import (
     SampledModel,
@@ -44,6 +44,8 @@ from dp_dask.data.io import (
 )
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
+from dp_dask.estimate import FitCost, FitWork, dense_tables_cost
+from dp_dask.model_io import ModelError, read_model_document
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import (
     Entry,
@@ -139,6 +141,12 @@ class Synthesizer:
     fine_grids: ClassVar[bool] = False  # whether it measures the schema's fine grids
     # the frozen dataclass of its tuned numbers, given as ``config`` (docs/tuning.md), if any
     config_class: ClassVar[type | None] = None
+    # Its cost from the schema alone (dp_dask.checks.check_cost, before a fit and in plan):
+    # whether it keeps every 2-way table dense (refused past MAX_TABLE_CELLS, warned past
+    # WARN_TABLE_CELLS), and what else of its fit grows with d, named in the warning past
+    # WARN_DUMMY_COLUMNS. Every method counts a d×d matrix; those limits hold for all.
+    dense_tables: ClassVar[bool] = False
+    grows_with_d: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -167,6 +175,14 @@ class Synthesizer:
         self.force = force
         self.ledger_entry_: Entry | None = None  # this fit's ledger entry
         self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
+
+    @classmethod
+    def fit_cost(cls, work: FitWork) -> FitCost:
+        """Its model's memory, fit and sampling time, and any decoding calibration, for
+        ``dp-dask plan`` (dp_dask.estimate). By default the dense 2-way tables' costs (the
+        marginals method's), which the methods that declare none of their own are estimated
+        by."""
+        return dense_tables_cost(work)
 
     @staticmethod
     def create(method: str, schema: Schema | str | Path, **params: Any) -> Synthesizer:

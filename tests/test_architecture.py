@@ -1,5 +1,6 @@
-"""The package's shape (issue 55): no import cycles among dp_dask's modules, and no module over
-MAX_LINES lines without a reason in its docstring.
+"""The package's shape (issue 55): no import cycles among dp_dask's modules, no module over
+MAX_LINES lines without a reason in its docstring, and no branch on a method's name where the
+methods' classes should answer (the checks, the estimate, the CLI).
 
 Imports are read with ``ast``, not run. The graph holds the imports at module level (inside
 module-level ``if``/``try``/``with`` blocks too); an import inside a function runs only when it
@@ -156,3 +157,34 @@ def test_long_modules_say_why():
     assert not unexplained, (f"modules over {MAX_LINES} lines whose docstring has no 'Size:' "
                              f"paragraph saying why: {', '.join(unexplained)}")
     assert not stale, f"no longer over {MAX_LINES} lines: drop from SIZE_ALLOWED: {stale}"
+
+
+# Where methods are asked, never named: each declares its cost limits and estimate on its class.
+NAMES_NO_METHOD = ["checks.py", "estimate.py", "cli"]
+
+
+def method_name_comparisons(path: Path, names: set[str]) -> list[str]:
+    """``file:line: source`` of each comparison in ``path`` with a string constant in ``names``
+    (alone, or in a tuple, list or set: ``method in ("copula", ...)``)."""
+    text = path.read_text()
+
+    def named(side: ast.expr) -> bool:
+        if isinstance(side, ast.Tuple | ast.List | ast.Set):
+            return any(named(element) for element in side.elts)
+        return isinstance(side, ast.Constant) and side.value in names
+
+    return [f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.get_source_segment(text, node)}"
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Compare) and any(map(named, (node.left, *node.comparators)))]
+
+
+def test_checks_estimate_and_cli_never_compare_with_a_method_name():
+    from dp_dask.synthesizer import Synthesizer
+
+    files = [path for entry in NAMES_NO_METHOD for path in
+             (sorted((PACKAGE / entry).rglob("*.py")) if (PACKAGE / entry).is_dir()
+              else [PACKAGE / entry])]
+    names = set(Synthesizer.methods)
+    found = [hit for path in files for hit in method_name_comparisons(path, names)]
+    assert not found, ("a method's name compared where its class should answer (declare it on "
+                       "the Synthesizer subclass): " + "; ".join(found))

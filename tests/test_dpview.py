@@ -21,7 +21,7 @@ from conftest import (
 )
 from distributed import Client, LocalCluster
 
-from dp_dask.checks import CostError, ModelError
+from dp_dask.checks import CostError
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
@@ -52,6 +52,7 @@ from dp_dask.methods.dpview import (
     upper_views,
     view_layout,
 )
+from dp_dask.model_io import ModelError
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.synthesizer import Synthesizer, load_model

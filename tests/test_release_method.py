@@ -14,7 +14,6 @@ import pytest
 import zarr
 from conftest import CORRELATED_ROWS, SMALL_SCHEMA_PATH, codes_of
 
-from dp_dask.checks import ModelError
 from dp_dask.cluster import compute
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import read_table
@@ -35,6 +34,7 @@ from dp_dask.methods.marginals import (
     raked_start,
     tree_start,
 )
+from dp_dask.model_io import ModelError
 from dp_dask.postprocess import reweight, rowupdate
 from dp_dask.postprocess.config import BalanceConfig, RowUpdateConfig
 from dp_dask.postprocess.consistency import Marginals, Measurement

@@ -12,12 +12,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import ndtri
 
-from dp_dask.checks import (
-    model_schema,
-    read_model_arrays,
-    read_model_document,
-    write_model_files,
-)
 from dp_dask.copula.correlation import (
     Symmetry,
     latent_correlation,
@@ -29,6 +23,12 @@ from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.decode import calibrate_offsets
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.model_io import (
+    model_schema,
+    read_model_arrays,
+    read_model_document,
+    write_model_files,
+)
 from dp_dask.timing import timed
 
 WITHIN_ATTRIBUTE_RULES = ("zero", "pairwise")

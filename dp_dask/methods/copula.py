@@ -12,6 +12,7 @@ import numpy as np
 from dp_dask.copula.model import CopulaModel, fit_model
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.estimate import FitCost, FitWork, copula_cost
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
@@ -28,6 +29,11 @@ class GaussianCopulaSynthesizer(Synthesizer):
 
     name = "copula"
     gpu_sampling = True
+    grows_with_d = "the copula's correlation repair grows as d³"
+
+    @classmethod
+    def fit_cost(cls, work: FitWork) -> FitCost:
+        return copula_cost(work)
 
     def __init__(self, schema: Schema | str | Path, *, mechanism: str = "gaussian",
                  accountant: str = "exact", within_attribute: str = "pairwise",

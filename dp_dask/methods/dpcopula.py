@@ -48,13 +48,13 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import ndtr
 
-from dp_dask.checks import model_schema, read_model_arrays, write_model_files
 from dp_dask.copula.correlation import nearest_correlation, psd_correlation_factor
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot
+from dp_dask.model_io import model_schema, read_model_arrays, write_model_files
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.efpa import efpa_histogram
 from dp_dask.privacy.noise import laplace_noise

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from dask.delayed import Delayed
 
-from dp_dask.checks import MAX_TABLE_CELLS, model_schema, read_model_arrays, write_model_files
+from dp_dask.checks import MAX_TABLE_CELLS
 from dp_dask.cluster import compute
 from dp_dask.copula.correlation import nearest_correlation, psd_correlation_factor
 from dp_dask.copula.model import project_to_total
@@ -87,6 +87,7 @@ from dp_dask.methods.dpcopula import (
     split_budget,
 )
 from dp_dask.methods.dpview import integer_table
+from dp_dask.model_io import model_schema, read_model_arrays, write_model_files
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.synthesizer import EmptyInputError, Synthesizer

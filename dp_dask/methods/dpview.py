@@ -117,16 +117,7 @@ import numpy as np
 from dask.delayed import Delayed
 from scipy.sparse import csr_matrix
 
-from dp_dask.checks import (
-    MAX_TABLE_CELLS,
-    WARN_TABLE_CELLS,
-    CostError,
-    DpDaskWarning,
-    ModelError,
-    model_schema,
-    read_model_arrays,
-    write_model_files,
-)
+from dp_dask.checks import MAX_TABLE_CELLS, WARN_TABLE_CELLS, CostError, DpDaskWarning
 from dp_dask.cluster import compute
 from dp_dask.copula.model import project_to_total
 from dp_dask.data.counts import view_count_graph
@@ -134,6 +125,7 @@ from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import check_neighbours
+from dp_dask.model_io import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.postprocess.consistency import noisy_total, ratio_or_zero
 from dp_dask.postprocess.rowupdate import round_rows
 from dp_dask.privacy.accounting import BASIC_COMPOSITION

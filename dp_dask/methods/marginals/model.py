@@ -9,13 +9,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dp_dask.checks import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
 from dp_dask.methods.marginals.sampler import MarginalSampler
+from dp_dask.model_io import ModelError, model_schema, read_model_arrays, write_model_files
 from dp_dask.postprocess.consistency import (
     Marginals,
     Measurement,

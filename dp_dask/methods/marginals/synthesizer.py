@@ -60,6 +60,7 @@ class MarginalSynthesizer(Synthesizer):
     name = "marginals"
     fine_grids = True
     config_class = MarginalsConfig
+    dense_tables = True  # its estimate, fit_cost, is the default: dense 2-way tables
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",
