@@ -302,7 +302,7 @@ def test_a_method_that_draws_noise_while_counting_keeps_its_charge(client, data,
 
 def test_a_schema_draft_interrupted_after_its_noise_keeps_its_charge(client, tmp_path,
                                                                      monkeypatch):
-    from dp_dask.data import draft
+    from dp_dask.data import draft, draft_dp
 
     path = tmp_path / "people.parquet"
     correlated_frame(500, seed=2).to_parquet(path)
@@ -311,13 +311,13 @@ def test_a_schema_draft_interrupted_after_its_noise_keeps_its_charge(client, tmp
     def interrupted(*_):  # rounding the first noisy quantile: post-processing, after noise
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(draft, "_round", interrupted)
+    monkeypatch.setattr(draft_dp, "_round", interrupted)
     options = {"dp_epsilon": 0.5, "dp_delta": 1e-6, "dp_columns": ["size"], "ledger": ledger}
     with pytest.raises(KeyboardInterrupt):
         draft.draft_schema(path, **options)
     (kept,) = ledger.entries()
     assert kept.status == FAILED and ledger.total("people").pure_epsilon == 0.5
-    monkeypatch.setattr(draft, "read_table", interrupted)  # before any noise: dropped
+    monkeypatch.setattr(draft_dp, "read_table", interrupted)  # before any noise: dropped
     with pytest.raises(KeyboardInterrupt):
         draft.draft_schema(path, **options)
     assert ledger.entries() == [kept]

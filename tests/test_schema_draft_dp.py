@@ -16,7 +16,8 @@ from test_ingest import survey_csv
 
 from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
-from dp_dask.data.draft import _partition_counts, default_grid, draft_schema
+from dp_dask.data.draft import draft_schema
+from dp_dask.data.draft_dp import _partition_counts, default_grid
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
 from dp_dask.privacy.selection import (

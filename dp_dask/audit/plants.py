@@ -67,7 +67,7 @@ def data_dependent_bin() -> Iterator[None]:
             draft.todo.pop(column)
         draft.schema["attributes"] = [specs.get(a["name"], a) for a in draft.schema["attributes"]]
 
-    with _patch("dp_dask.data.draft", "draft_under_dp", from_the_data):
+    with _patch("dp_dask.data.draft_dp", "draft_under_dp", from_the_data):
         yield
 
 
