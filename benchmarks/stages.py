@@ -29,9 +29,9 @@ import pyarrow.parquet as pq
 
 from dp_dask.copula.sample import dictionary_columns, fine_histograms
 from dp_dask.data.io import create_zarr
+from dp_dask.data.tables import Domain, one_hot
 from dp_dask.data.values import arrow_schema, decode_frame
-from dp_dask.methods.marginals import MarginalModel, one_hot, raked_start, tree_start
-from dp_dask.postprocess.rowupdate import cell_keys
+from dp_dask.methods.marginals import MarginalModel, raked_start, tree_start
 from dp_dask.synthesizer import load_model
 from dp_dask.timing import timed
 
@@ -71,10 +71,10 @@ def one_run(model: MarginalModel, rows: int, seed: int) -> dict[str, float]:
             pq.write_table(table, io.BytesIO())
     with timed(None, "floor: one numpy pass over the codes", cpu):
         np.bincount(codes.ravel())
-    pairs = list(model.marginals.two_way)
+    pairs, domain = list(model.marginals.two_way), Domain(schema.sizes)
     with timed(None, f"floor: numpy count of every table ({len(pairs)})", cpu):
         for pair in pairs:
-            np.bincount(cell_keys(codes, pair, schema.sizes))
+            np.bincount(domain.index(codes, pair))
     return cpu
 
 
