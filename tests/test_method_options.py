@@ -11,6 +11,7 @@ from dp_dask.cli import main
 from dp_dask.config import load_config
 from dp_dask.methods.marginals import MarginalsConfig
 from dp_dask.synthesizer import Synthesizer, load_model
+from dp_dask.tuning import as_config, changed
 
 
 def test_each_method_lists_its_own_parameters_only():
@@ -119,12 +120,13 @@ def test_marginals_config_is_validated_and_names_its_fields_for_an_unknown_one()
         Synthesizer.create("marginals", SMALL_SCHEMA_PATH, config={"max_estimate": 2},
                            ledger=False)
     with pytest.raises(ValueError, match="max_estimates must be an integer >= 0"):
-        MarginalsConfig.of({"max_estimates": 1.5})
+        as_config(MarginalsConfig, {"max_estimates": 1.5})
     given = Synthesizer.create("marginals", SMALL_SCHEMA_PATH, config={"max_estimates": 2},
                                ledger=False)
     assert given.config == MarginalsConfig(max_estimates=2)
-    assert given.config.changed() == {"max_estimates": 2}
-    assert MarginalsConfig.of(None) == MarginalsConfig() and not MarginalsConfig().changed()
+    assert changed(given.config) == {"max_estimates": 2}
+    assert as_config(MarginalsConfig, None) == MarginalsConfig()
+    assert not changed(MarginalsConfig())
 
 
 def test_cli_gives_the_marginals_config_and_the_release_records_the_fields_changed(

@@ -201,7 +201,7 @@ class DPViewSynthesizer(Synthesizer):
             as_replace_one = {"replace_one_row": {"epsilon": self._ledger_plan()["epsilon"],
                                                   "rho": None}}
         rows_noise = {"noisy_rows_for_guideline": self.rows_noise_} if self.rows_noise_ else {}
-        tuned = {"config": changed(self.config)} if changed(self.config) else {}
+        tuned = {"config": fields} if (fields := changed(self.config)) else {}
         kept = iter(tables[len(layout.views):])
         upper_tables = tuple(None if v is None else next(kept) for v in upper)
         plus = {"upper_views": [None if v is None else [self.schema.names[a] for a in v]

@@ -33,6 +33,7 @@ from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.timing import timed
+from dp_dask.tuning import changed
 
 if TYPE_CHECKING:  # types only: the synthesizer calls fit_model
     from dp_dask.methods.marginals.synthesizer import MarginalSynthesizer
@@ -116,7 +117,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
-    changed = method.config.changed()  # none by default: such releases stay as they were
+    tuned = changed(method.config)  # none by default: such releases stay as they were
     return {
         "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
         "privacy": method._privacy_record(
@@ -131,5 +132,5 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             "spanning tree, weighted to fit the noisy measurements and updated towards the "
             "tables" + ("; each fine histogram projected, bin by bin, onto the "
                         "consistent 1-way marginal's count" if fine else "")),
-        **({"config": changed} if changed else {}),
+        **({"config": tuned} if tuned else {}),
     }

@@ -12,9 +12,8 @@ files stay as they were. Never tune them on the data being released: that would 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from dp_dask.tuning import as_config, changed, check_fields
+from dp_dask.tuning import check_fields
 
 
 @dataclass(frozen=True)
@@ -50,16 +49,6 @@ class MarginalsConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-
-    @classmethod
-    def of(cls, value: MarginalsConfig | dict[str, Any] | None) -> MarginalsConfig:
-        """``value`` as a config: None the defaults, a dict (JSON, YAML) its fields over them
-        (dp_dask.tuning.as_config: an unknown field is a ValueError naming the fields)."""
-        return as_config(cls, value)
-
-    def changed(self) -> dict[str, Any]:
-        """The fields that differ from their defaults, by name (what a release records)."""
-        return changed(self)
 
 
 DEFAULTS = MarginalsConfig()

@@ -28,6 +28,7 @@ from dp_dask.postprocess.reweight import (
     iterations_for,
 )
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
+from dp_dask.tuning import as_config
 
 # 2: the noisy measurements themselves are saved, for the sampler's weight fit.
 MODEL_FORMAT = 2
@@ -53,7 +54,7 @@ class MarginalModel:
     @property
     def config(self) -> MarginalsConfig:
         """The fit's config: its fields that differ from their defaults are recorded."""
-        return MarginalsConfig.of(self.metadata.get("config"))
+        return as_config(MarginalsConfig, self.metadata.get("config"))
 
     def sampler(self) -> MarginalSampler:
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]),

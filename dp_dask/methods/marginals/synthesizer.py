@@ -29,6 +29,7 @@ from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import epsilon_spent
 from dp_dask.privacy.selection import replace_one_rho
 from dp_dask.synthesizer import Synthesizer
+from dp_dask.tuning import as_config
 
 
 class MarginalSynthesizer(Synthesizer):
@@ -69,7 +70,7 @@ class MarginalSynthesizer(Synthesizer):
                  workload: list[Any] | None = None,
                  config: MarginalsConfig | dict[str, Any] | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
-        self.config = MarginalsConfig.of(config)
+        self.config = as_config(MarginalsConfig, config)
         self.tables = check_tables(tables)
         self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
