@@ -157,8 +157,9 @@ def three_way_counts_from_codes(codes: np.ndarray, workload: ThreeWayWorkload,
     One contingency table per triple, as counts.py does for pairs.
     """
     answers = np.empty(len(workload.cells), dtype=np.int64)
+    domain = Domain(schema.sizes)
     for triple, lo, hi in zip(workload.triples, workload.bounds[:-1], workload.bounds[1:]):
-        answers[lo:hi] = Domain(schema.sizes).table(codes.T, triple)[workload.cells[lo:hi]]
+        answers[lo:hi] = domain.table(codes.T, triple)[workload.cells[lo:hi]]
     return answers
 
 

@@ -49,7 +49,8 @@ def _group_layout(groups: Sequence[tuple[int, ...]],
     the concatenated tables."""
     members = np.array([a for g in groups for a in g], dtype=np.intp)
     starts = np.cumsum([0] + [len(g) for g in groups], dtype=np.intp)
-    cells = [Domain(sizes).cells(g) for g in groups]
+    domain = Domain(sizes)
+    cells = [domain.cells(g) for g in groups]
     return members, starts, np.cumsum([0] + cells[:-1], dtype=np.intp)
 
 

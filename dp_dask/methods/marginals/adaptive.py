@@ -252,7 +252,8 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
     keys = list(candidates)
     weight = np.array([candidates[c] for c in keys])
     candidate_cells = np.array([cells(schema, c) for c in keys], dtype=np.float64)
-    row_cells = [Domain(sizes).index(codes, c) for c in keys]  # the candidate rows never change
+    domain = Domain(sizes)
+    row_cells = [domain.index(codes, c) for c in keys]  # the candidate rows never change
     sigma = gaussian_sigma(plan.rho_measure, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
     bias = math.sqrt(2 / math.pi) * sigma * candidate_cells
     sensitivity = SCORE_L1_SENSITIVITY[neighbours] * float(weight.max())
