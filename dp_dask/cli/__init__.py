@@ -65,13 +65,13 @@ def job(args: argparse.Namespace) -> Options:
     return args if spec is None else spec.of(args)
 
 
-def preflight(command: Any, job: Options) -> None:
+def preflight(command: Any, args: Options) -> None:
     """Everything the job can check before the cluster starts and any data is read (the
     command's ``preflight``): outputs writable (made absolute, so remote workers write where
     the driver means), schema sane and affordable, inputs complete, a saved model intact."""
     check = getattr(command, "preflight", None)
     if check is not None:
-        check(job)
+        check(args)
 
 
 def _undecodable(args: Options, exc: UnicodeDecodeError) -> str:
