@@ -12,7 +12,7 @@ import pytest
 
 from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
-from dp_dask.data.constraints import violations
+from dp_dask.data.constraints import satisfied, violations
 from dp_dask.data.schema import Schema, SchemaError, load_schema
 from dp_dask.synthesizer import Synthesizer
 from tests.conftest import codes_of
@@ -74,14 +74,26 @@ def load(schema_dir, *kinds: str) -> Schema:
     return load_schema(schema_dir / "schema.json")
 
 
-def release(schema: Schema, tmp_path, seed: int = 0, epsilon: float = 0.3) -> pd.DataFrame:
+def release(schema: Schema, tmp_path, seed: int = 0, epsilon: float = 0.3,
+            name: str = "release") -> pd.DataFrame:
     synthesizer = Synthesizer.create("marginals", schema, epsilon=epsilon, noise_sampler="numpy",
                                      noise_seed=seed, ledger=False).fit(rows(ROWS))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DpDaskWarning)
-        paths = synthesizer.write(tmp_path / f"release-{seed}", ROWS, seed=seed,
+        paths = synthesizer.write(tmp_path / f"{name}-{seed}", ROWS, seed=seed,
                                   partition_rows=2_000)
     return pd.read_parquet(paths["parquet"])
+
+
+def evaluated(client, schema_dir, release: str) -> list[int]:
+    """The violations ``dp-dask evaluate`` finds in a release, per constraint of the schema."""
+    rows(2_000, seed=9).to_parquet(schema_dir / "real.parquet")
+    out = schema_dir / f"evaluation-{release}"
+    assert main(["evaluate", "--data", str(schema_dir / "real.parquet"), "--schema",
+                 str(schema_dir / "schema.json"), "--synthetic", str(schema_dir / release),
+                 "--out", str(out), "--scheduler", client.scheduler.address, "--quiet"]) == 0
+    assert "Declared constraints" in (out / "report.html").read_text()
+    return [r["violations"] for r in json.loads((out / "constraints.json").read_text())["records"]]
 
 
 @pytest.mark.parametrize("kind", list(CONSTRAINTS))
@@ -101,9 +113,10 @@ def test_unconstrained_releases_break_them(client, schema_dir):
     """The schema's rules hold in the data but not in a release that does not know them: what
     the tests above guard against."""
     schema = load(schema_dir, *CONSTRAINTS)
-    synthetic = release(load_schema({**spec(), "constraints": []}), schema_dir)
+    synthetic = release(load_schema({**spec(), "constraints": []}), schema_dir, name="plain")
     broken = violations(schema.constraints, codes_of(synthetic, schema))
     assert all(count > 0 for count in broken.values()), broken
+    assert evaluated(client, schema_dir, "plain-0") == list(broken.values())
 
 
 def test_all_kinds_at_once_and_the_privacy_record_is_unchanged(client, schema_dir):
@@ -127,6 +140,14 @@ def test_all_kinds_at_once_and_the_privacy_record_is_unchanged(client, schema_di
     assert set(violations(constrained.constraints, codes_of(synthetic, constrained)).values()
                ) == {0}
     assert not (synthetic["start"] > synthetic["end"]).any()
+    assert evaluated(client, schema_dir, "release-1") == [0] * len(CONSTRAINTS)
+    # sampled again from the saved model: its schema keeps the constraints (the table inline)
+    fitted[1].save(schema_dir / "model")
+    again = Synthesizer.from_model(schema_dir / "model")
+    assert again.schema == constrained
+    resampled = again.sample(3_000, seed=4).compute()
+    assert satisfied(constrained.constraints, codes_of(resampled, constrained)).all()
+    assert not (resampled["start"] > resampled["end"]).any()
 
 
 BAD = [

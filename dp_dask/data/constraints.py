@@ -335,14 +335,3 @@ def satisfied(constraints: Sequence[Constraint], codes: np.ndarray) -> np.ndarra
 def violations(constraints: Sequence[Constraint], codes: np.ndarray) -> dict[str, int]:
     """Per constraint, the rows of ``codes`` (bins) breaking it."""
     return {c.name: int((~c.holds(codes)).sum()) for c in constraints}
-
-
-def order_violations(constraints: Sequence[Constraint], attributes: Sequence[Attribute],
-                     frame: Any) -> dict[str, int]:
-    """Per ``order`` constraint, the rows of a decoded release whose values break it (nulls
-    are not compared); their columns are the attributes' names."""
-    counts = {}
-    for constraint in (c for c in constraints if c.kind == "order"):
-        first, second = (frame[attributes[a].name] for a in constraint.order)
-        counts[constraint.name] = int((first > second).fillna(False).sum())
-    return counts
