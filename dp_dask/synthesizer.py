@@ -400,7 +400,10 @@ class Synthesizer:
         return {**self.model.metadata,
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
                              "device": device, "decode": decode},
-                "output": output_record(self.schema, decode, getattr(self.model, "fine", {}))}
+                "output": output_record(self.schema, decode, getattr(self.model, "fine", {})),
+                # absent without constraints: such releases stay as they were
+                **({"constraints": {c.name: c.to_json() for c in self.schema.constraints}}
+                   if self.schema.constraints else {})}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,

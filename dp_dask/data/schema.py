@@ -59,6 +59,11 @@ inside its outermost cell (that cell is then closed by the bound, as the open bi
 stopping at the open bin's finite edge leaves that bin decoded as without a grid. At most 100,000
 cells, splitting at least one bin (``fine_problem``).
 
+Constraints (optional, public): a top-level ``"constraints"`` list of rules every released row
+satisfies (``forbid``, ``allow_only``, ``depends``, ``null_if``, ``order``; syntax in
+:mod:`dp_dask.data.constraints` and docs/guide.md), compiled and checked here (a SchemaError
+naming the rule) into :attr:`Schema.constraints`; absent from ``to_json`` when none.
+
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
