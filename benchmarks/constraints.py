@@ -26,6 +26,7 @@ from dp_dask.data.demo import write_census
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.constraints import constraint_violations
 from dp_dask.evaluate.queries import evaluate_release
+from dp_dask.evaluate.tables import markdown_table
 from dp_dask.synthesizer import Synthesizer
 
 EDUCATION = ["Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th",
@@ -86,12 +87,18 @@ def main() -> None:
                 for seed in range(args.seeds):
                     results.append(one(data, schema, constrained, args.epsilon, seed, work))
                     print(json.dumps(results[-1]), flush=True)
+    (args.out / "constraints.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    (args.out / "constraints.md").write_text(summary(results))
+    print(summary(results))
+
+
+def summary(results: list[dict[str, object]]) -> str:
+    """The mean over seeds of each schema without and with constraints, as Markdown."""
     frame = pd.DataFrame(results)
     frame["violations"] = [sum(v.values()) for v in frame["violations"]]
-    summary = frame.groupby(["schema", "constrained"])[["violations", "Q1", "Q2", "Q3"]].mean()
-    (args.out / "constraints.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
-    (args.out / "constraints.md").write_text(summary.round(2).to_markdown() + "\n")
-    print(summary.round(2).to_markdown())
+    means = frame.groupby(["schema", "constrained"], as_index=False)[
+        ["violations", "Q1", "Q2", "Q3"]].mean()
+    return markdown_table(means.round(2)) + "\n"
 
 
 if __name__ == "__main__":
