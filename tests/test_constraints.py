@@ -117,6 +117,12 @@ def test_unconstrained_releases_break_them(client, schema_dir):
     synthetic = release(load_schema({**spec(), "constraints": []}), schema_dir, name="plain")
     broken = violations(schema.constraints, codes_of(synthetic, schema))
     assert all(count > 0 for count in broken.values()), broken
+    # evaluate counts them too, and for order the rows whose values break it within bins
+    broken["constraint 5 (order)"] = int(((synthetic["start"] > synthetic["end"])
+                                          | ~schema.constraints[4].holds(codes_of(synthetic,
+                                                                                  schema))).sum())
+    assert broken["constraint 5 (order)"] > violations(schema.constraints[4:], codes_of(
+        synthetic, schema))["constraint 5 (order)"]
     assert evaluated(client, schema_dir, "plain-0") == list(broken.values())
 
 

@@ -24,10 +24,15 @@ def _broken(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         broken = ~constraint.holds(codes)
         if constraint.kind == "order":
             first, second = (frame[schema.attributes[a].name] for a in constraint.order)
-            if not isinstance(first.dtype, pd.CategoricalDtype | pd.StringDtype | object):
+            if all(_values(column) for column in (first, second)):  # not labels
                 broken |= (first > second).fillna(False).to_numpy(dtype=bool)
         counts[constraint.name] = int(broken.sum())
     return pd.DataFrame([counts], dtype=np.int64)
+
+
+def _values(column: pd.Series) -> bool:
+    return (pd.api.types.is_numeric_dtype(column.dtype)
+            or pd.api.types.is_datetime64_any_dtype(column.dtype))
 
 
 def constraint_violations(synthetic: TableSource, schema: Schema) -> pd.DataFrame:
