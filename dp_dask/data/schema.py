@@ -59,6 +59,11 @@ inside its outermost cell (that cell is then closed by the bound, as the open bi
 stopping at the open bin's finite edge leaves that bin decoded as without a grid. At most 100,000
 cells, splitting at least one bin (``fine_problem``).
 
+Constraints (optional, public): a top-level ``"constraints"`` list of rules every released row
+satisfies (``forbid``, ``allow_only``, ``depends``, ``null_if``, ``order``; syntax in
+:mod:`dp_dask.data.constraints` and docs/guide.md), compiled and checked here (a SchemaError
+naming the rule) into :attr:`Schema.constraints`; absent from ``to_json`` when none.
+
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
@@ -87,6 +92,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_dask.data.constraints import Constraint, parse_constraints
 from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
 
 SCHEMA_VERSION = 1
@@ -392,6 +398,8 @@ class Schema:
     # The budget spent drafting this schema from the data (dp_dask.data.draft), if any: carried into
     # every release's privacy record.
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
+    # Declared constraints (dp_dask.data.constraints), compiled and checked.
+    constraints: tuple[Constraint, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.attributes:
@@ -523,6 +531,8 @@ class Schema:
         }
         if self.drafted_under_dp:  # absent otherwise: other schemas keep their sha256
             spec["drafted_under_dp"] = self.drafted_under_dp
+        if self.constraints:  # likewise
+            spec["constraints"] = [c.to_json() for c in self.constraints]
         return spec
 
     def dumps(self) -> str:
@@ -533,7 +543,9 @@ class Schema:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     @classmethod
-    def from_json(cls, spec: dict[str, Any]) -> Schema:
+    def from_json(cls, spec: dict[str, Any], base: Path | None = None) -> Schema:
+        """The schema of a JSON object; ``base``: the folder its constraints' relative table
+        paths are read from."""
         if not isinstance(spec, dict) or "attributes" not in spec:
             raise SchemaError("schema JSON must be an object with an 'attributes' list")
         version = int(spec.get("schema_version", SCHEMA_VERSION))
@@ -547,7 +559,8 @@ class Schema:
         if drafted is not None and not isinstance(drafted, dict):
             raise SchemaError("schema JSON: 'drafted_under_dp' must be an object")
         return cls(attributes, name=str(spec.get("name", "schema")), version=version,
-                   drafted_under_dp=drafted)
+                   drafted_under_dp=drafted,
+                   constraints=parse_constraints(spec.get("constraints", []), attributes, base))
 
 
 def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:
@@ -572,4 +585,4 @@ def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SchemaError(f"schema {source}: invalid JSON ({exc})") from exc
-    return Schema.from_json(spec)
+    return Schema.from_json(spec, None if str(source) in BUILTIN_SCHEMAS else Path(source).parent)
