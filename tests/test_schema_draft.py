@@ -249,7 +249,7 @@ def test_a_release_warns_of_types_taken_from_the_data(client, tmp_path):
         assert schema.types_from_data == flagged
         synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False)
         if flagged:
-            with pytest.warns(DpDaskWarning, match=r"\['when', 'ok'\].*--public-types"):
+            with pytest.warns(DpDaskWarning, match=r"\['when', 'ok'\].*--no-public-types"):
                 synthesizer.fit(parquet)
             assert synthesizer.model.metadata["privacy"]["schema_types_from_data"] == flagged
             (tmp_path / "schema.json").write_text(schema.dumps())

@@ -45,7 +45,7 @@ their sha256.
 
 ``"dtype_source"`` (optional; :data:`DTYPE_SOURCES`, set by ``schema draft``): where the
 attribute's type came from: ``declared`` (a public codebook or sample, ``--range``, the user),
-``public-storage-schema`` (the input's storage types, stated public with ``--public-types``) or
+``public-storage-schema`` (the input's storage types, public metadata by default) or
 ``data`` (the input's storage types, which a pandas frame's or pandas-written Parquet's values
 decide: one null turns int64 into float64). A fit of a schema with ``data`` types warns and names
 those attributes in the release's privacy metadata (:attr:`Schema.types_from_data`).
