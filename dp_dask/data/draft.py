@@ -11,8 +11,9 @@ Storage types are the data owner's public metadata by default (``public_types``)
 schema or a frame's dtypes are fixed by the pipeline that wrote the table, so each attribute's
 output ``dtype`` (int64 stays int64, a timestamp keeps its unit and zone) and kind (integer or
 float) come from them, recorded as ``"dtype_source": "public-storage-schema"``. Only the types
-are read, never nullability as a fact about the values (a nullable type says "may be null":
-every drafted attribute keeps a missing bin). Where the types follow the values instead (a
+are read, never as a fact about the values: a nullable type says "may be null" (the attribute
+keeps a missing bin), a non-nullable one (a Parquet ``required`` column) "never null" (no missing
+bin, so the release's column is not nullable either). Where the types follow the values instead (a
 pandas frame with one null turns int64 into float64), state so (``--no-public-types``): then no
 output ``dtype`` is drafted from them, integer and float columns share one kind (``number``),
 and the attributes whose type they chose say ``"dtype_source": "data"``, which a fit warns about
@@ -122,6 +123,22 @@ def storage_dtypes(source: TableSource) -> dict[str, str]:
         types = {f.name: f.type for f in pds.dataset(Path(source), format="parquet").schema}
     dtypes = {name: _output_dtype(kind) for name, kind in types.items() if kind is not None}
     return {name: dtype for name, dtype in dtypes.items() if dtype is not None}
+
+
+def storage_required(source: TableSource) -> set[str]:
+    """The columns whose storage schema says they hold no null (a Parquet ``required``, a
+    non-nullable Arrow field). Metadata only; a frame or a CSV says none."""
+    if isinstance(source, pd.DataFrame | dd.DataFrame) or _is_csv(source):
+        return set()
+    return {f.name for f in pds.dataset(Path(source), format="parquet").schema if not f.nullable}
+
+
+def _without_missing_bin(spec: dict[str, Any]) -> dict[str, Any]:
+    """A drafted attribute of a column stored as never null: no missing bin, so its output is
+    not nullable either (a missing value, which the storage rules out, would be an error)."""
+    if spec.get("extra") != [MISSING] or spec.get("on_missing") != MISSING:
+        return spec
+    return {k: v for k, v in spec.items() if k not in ("extra", "on_missing")}
 
 
 def _arrow_of(dtype: Any) -> pa.DataType | None:
@@ -472,6 +489,11 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
                        show_progress=show_progress)
+    # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
+    required = storage_required(source) if public_types else set()
+    draft.schema["attributes"] = [
+        _without_missing_bin(a) if a.get("source", a["name"]) in required else a
+        for a in draft.schema["attributes"]]
     if not draft.todo:
         load_schema(draft.schema)  # a complete draft must be a valid schema
     return draft
