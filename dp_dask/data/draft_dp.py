@@ -315,7 +315,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
         "composition": f"basic: ε split equally over {len(columns)} column(s), δ over the "
-                       f"{len(texts)} text column(s)",
+                       f"{len(texts)} text column(s); a searched numeric column's ε halved "
+                       "over its two steps (mechanisms[column].steps)",
         "mechanisms": mechanisms, "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,
         "ledger": None if reservation is None else {

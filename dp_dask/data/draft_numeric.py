@@ -7,13 +7,14 @@ storage type, never on the data:
    floats, ±2³¹ for int32; floats down to ±2⁻¹⁰ around a zero cell). Noisy counts per octave
    (Laplace, half the column's ε) are thresholded so that an empty octave passes with
    probability below :data:`OCTAVE_MISS` in all (a zero cell around 0, ±16 for integers, keeps
-   small codes together): the first and last passing octaves bound the
-   range [L, H). No edge can land in an empty far octave, and values beyond the range (at most
-   a threshold's rows per octave) are clamped into the outer bins.
+   small codes together). The passing octaves, grown outwards through neighbours whose noisy
+   count passes a lower threshold (an empty one joins with probability :data:`GROW_MISS`), bound
+   the range [L, H). No edge can land in an empty far octave, and values beyond the range (at
+   most a lower threshold's rows per octave) are clamped into the outer bins.
 2. **Cells inside [L, H).** Integer columns whose range lies within ±:data:`UNIT_SPAN` get one
    cell per integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other
    half of ε) are thresholded the same way (:data:`CELL_MISS`); the range is trimmed to the
-   passing cells when they hold all but :data:`TRIM_SHARE` of the noisy mass, which finds
+   passing cells when they hold all but :data:`TRIM_SHARE` of the octaves' noisy mass, which finds
    constants and small integer grids without cutting a spread-out tail.
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
@@ -46,6 +47,7 @@ from dp_dask.privacy.noise import laplace_noise
 
 SENSITIVITY = 2  # L1 of a histogram when one row is replaced by another
 OCTAVE_MISS = 1e-6  # chance that any empty octave passes: a far edge would be absurd
+GROW_MISS = 5e-3  # chance that an empty octave next to the range found joins it
 CELL_MISS = 1e-3  # chance that any empty cell inside the found range passes
 UNIT_SPAN = 2**12  # integers within ±4096 are searched value by value
 OCTAVE_CELLS = 16  # cells per octave otherwise
@@ -171,7 +173,16 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if not len(passed):
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
                               "give its public range (--range) or more --dp-epsilon")
-    low, high = cells.octaves[passed[0]], cells.octaves[passed[-1] + 1]
+    # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
+    grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
+    record["steps"][0]["grow_threshold"] = grow
+    first, last = int(passed[0]), int(passed[-1])
+    while first > 0 and noisy[first - 1] >= grow:
+        first -= 1
+    while last < len(noisy) - 1 and noisy[last + 1] >= grow:
+        last += 1
+    passed = np.arange(first, last + 1)
+    low, high = cells.octaves[first], cells.octaves[last + 1]
     edges, key = ((cells.units, "units") if cells.units is not None and
                   -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
     inside = slice(int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)))
@@ -182,8 +193,8 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
                                  scale, len(cell), CELL_MISS))
     kept = _passing(cell, scale, CELL_MISS)
     first, last = 0, len(cell) - 1
-    if len(kept) and cell[kept[0]:kept[-1] + 1].sum() >= (1 - TRIM_SHARE) * noisy[
-            passed[0]:passed[-1] + 1].sum():
+    # the passing cells' own sum (few cells: little noise), not their span's
+    if len(kept) and cell[kept].sum() >= (1 - TRIM_SHARE) * noisy[passed].sum():
         first, last = int(kept[0]), int(kept[-1])
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range
