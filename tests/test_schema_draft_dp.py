@@ -58,6 +58,8 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert schema["answer"].on_unknown == "other"
     edges = schema["age"].edges
     assert edges[0] == -np.inf and edges[-1] == np.inf
+    # the grid's ends close the open bins, and the stored int64 stays the output type
+    assert (schema["age"].minimum, schema["age"].maximum, schema["age"].dtype) == (0, 100, "int64")
     inner = np.array(edges[1:-1])
     assert np.all(np.diff(inner) > 0) and np.isin(inner, GRID).all()
     # Quartiles of ages uniform on 0..99: score slope k·n/100 = 240 per step against Gumbel

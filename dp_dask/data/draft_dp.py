@@ -282,8 +282,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 bounds = {"min": _round(float(grid[0]))} if grid[0] < edges[0] else {}
                 specs[column] = _with_missing_bin({"name": column, "type": "numeric",
                                                    "edges": ["-inf", *edges, "inf"], **bounds,
-                                                   "max": _round(float(grid[-1])),
-                                                   "dtype_source": typed_by[column]})
+                                                   "max": _round(float(grid[-1]))})
                 mechanisms[column] = {
                     "mechanism": "noisy-max quantiles", "epsilon": share,
                     "quantiles": [f"{i}/{bins}" for i in levels],
@@ -294,11 +293,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                               "alpha = i/bins, computed from counts below/above each candidate"}
                 draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
                                    f"{edges}), open at both ends, closed by the grid's ends")
-    for column in [c for c in specs if isinstance(candidates[c], Cells | str)]:
+    for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
         typed = {"dtype_source": typed_by[column],
                  **({"dtype": dtypes[column]} if dtypes[column] else {})}
         found = specs[column]
-        if isinstance(candidates[column], Cells):
+        if isinstance(candidates[column], np.ndarray):
+            specs[column] = {**found, **typed}
+        elif isinstance(candidates[column], Cells):
             specs[column] = _with_missing_bin({"name": column, "type": "numeric", **found,
                                                **typed})
         else:  # calendar features, the year closed by the years found
