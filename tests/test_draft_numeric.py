@@ -181,3 +181,15 @@ def test_the_search_finds_constants_and_stays_in_the_data_octaves(seed):
     floats = search_cells("float", "float64")
     spec, _, _ = search_numeric("delay", numeric_counts(tail / 7, floats), floats, **options)
     assert 0 <= spec["min"] and spec["max"] <= 2 * tail.max() / 7
+
+
+def test_min_equal_to_max_closes_only_a_single_open_bin():
+    """A constant is one bin open at both ends with min = max; with finite edges, min = max
+    stays refused."""
+    from dp_dask.data.schema import SchemaError, load_schema
+
+    constant = {"name": "year", "type": "numeric", "edges": ["-inf", "inf"], "min": 2013,
+                "max": 2013, "dtype": "int64"}
+    assert load_schema({"attributes": [constant]})["year"].minimum == 2013
+    with pytest.raises(SchemaError, match="must be below max"):
+        load_schema({"attributes": [{**constant, "edges": ["-inf", 2013, "inf"]}]})

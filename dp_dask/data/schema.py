@@ -38,7 +38,8 @@ starting at the edge before it joins it), stored expanded.
 Output (optional, all public; see :mod:`dp_dask.data.dtypes` and :mod:`dp_dask.data.values`):
 ``"dtype"``, the type the release holds (default by kind: categorical → string, numeric →
 float64, boolean → bool, datetime year → timestamp[ns], other calendar units → their name),
-``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins, and
+``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins
+(``min`` = ``max`` only for one bin open at both ends: a constant), and
 ``"decode"`` (uniform, midpoint or label; default: the release's). An output the attribute can't
 hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
 their sha256.
