@@ -110,7 +110,8 @@ def numeric_counts(numbers: np.ndarray, cells: Cells) -> dict[str, np.ndarray]:
 
 def year_counts(values: pd.Series) -> np.ndarray:
     """Exact counts per year of one partition's timestamps (UTC for aware ones, as encoded)."""
-    stamps = _timestamps(values, Attribute("_", "datetime", ("_",), unit="month"))
+    stamps = _timestamps(values, Attribute("_", "datetime", ("_",), unit="month",
+                                           format="ISO8601"))
     years = _years(stamps)
     return _histogram(np.sort(years[~np.isnan(years)]), year_cells(), False)
 
