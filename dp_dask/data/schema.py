@@ -38,14 +38,15 @@ starting at the edge before it joins it), stored expanded.
 Output (optional, all public; see :mod:`dp_dask.data.dtypes` and :mod:`dp_dask.data.values`):
 ``"dtype"``, the type the release holds (default by kind: categorical → string, numeric →
 float64, boolean → bool, datetime year → timestamp[ns], other calendar units → their name),
-``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins, and
+``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins
+(``min`` = ``max`` only for one bin open at both ends: a constant), and
 ``"decode"`` (uniform, midpoint or label; default: the release's). An output the attribute can't
 hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
 their sha256.
 
 ``"dtype_source"`` (optional; :data:`DTYPE_SOURCES`, set by ``schema draft``): where the
 attribute's type came from: ``declared`` (a public codebook or sample, ``--range``, the user),
-``public-storage-schema`` (the input's storage types, stated public with ``--public-types``) or
+``public-storage-schema`` (the input's storage types, public metadata by default) or
 ``data`` (the input's storage types, which a pandas frame's or pandas-written Parquet's values
 decide: one null turns int64 into float64). A fit of a schema with ``data`` types warns and names
 those attributes in the release's privacy metadata (:attr:`Schema.types_from_data`).
