@@ -392,6 +392,9 @@ class Schema:
     # The budget spent drafting this schema from the data (dp_dask.data.draft), if any: carried into
     # every release's privacy record.
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
+    # The release's privacy unit, {"column": ..., "max_rows": K} (dp_dask.data.units checks it);
+    # None: a row.
+    privacy_unit: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.attributes:
@@ -523,6 +526,8 @@ class Schema:
         }
         if self.drafted_under_dp:  # absent otherwise: other schemas keep their sha256
             spec["drafted_under_dp"] = self.drafted_under_dp
+        if self.privacy_unit:  # likewise
+            spec["privacy_unit"] = self.privacy_unit
         return spec
 
     def dumps(self) -> str:
@@ -546,8 +551,12 @@ class Schema:
         drafted = spec.get("drafted_under_dp")
         if drafted is not None and not isinstance(drafted, dict):
             raise SchemaError("schema JSON: 'drafted_under_dp' must be an object")
+        unit = spec.get("privacy_unit")
+        if unit is not None and not isinstance(unit, dict):
+            raise SchemaError("schema JSON: 'privacy_unit' must be an object "
+                              "{\"column\": ..., \"max_rows\": K}")
         return cls(attributes, name=str(spec.get("name", "schema")), version=version,
-                   drafted_under_dp=drafted)
+                   drafted_under_dp=drafted, privacy_unit=unit)
 
 
 def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:

@@ -35,7 +35,7 @@ from dp_dask.postprocess.consistency import (
     Measurement,
     estimated_rows,
 )
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
+from dp_dask.privacy.accounting import gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_measurements
 
 
@@ -51,7 +51,8 @@ def measure(counts: np.ndarray, schema: Schema, rho: float, *, accountant: str,
 def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
                 accountant: str, sampler: str = "opendp", rng: np.random.Generator | None = None,
                 neighbours: str = "replace", fine_share: float = FINE_SHARE,
-                tables: str = "auto", config: MarginalsConfig = DEFAULTS
+                tables: str = "auto", config: MarginalsConfig = DEFAULTS,
+                max_rows: int | None = None
                 ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
     """One Gaussian measurement per query, and per fine histogram (``fine``: attribute → its
     exact fine histogram), charges summing to at most ``rho`` (:func:`budget_shares`).
@@ -67,7 +68,9 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     (None: all pairs).
 
     A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
-    (a row of an extra bin is in no cell), adding or removing one moves one.
+    (a row of an extra bin is in no cell), adding or removing one moves one. With a privacy unit
+    of at most ``max_rows`` rows (None: a row) every sensitivity is ``max_rows`` times a row's
+    (:func:`~dp_dask.privacy.accounting.table_sensitivity`) and n is private under both notions.
 
     Measurements of one noise scale (same share of ρ) are drawn as one measurement of their
     concatenation, L2 sensitivity √k times one query's for k queries: the same charge as k
@@ -75,7 +78,10 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
     (privacy.noise.gaussian_measurements). The only step that reads exact counts; it returns
     noisy ones: the queries' in query order, the fine histograms' by attribute.
     """
-    sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
+    sensitivity = table_sensitivity(check_neighbours(neighbours), "l2", max_rows)
+    # a row's selection as calibrated before units (√2², the same releases); a unit's exact L1
+    l1_sensitivity = (sensitivity**2 if max_rows is None
+                      else table_sensitivity(neighbours, "l1", max_rows))
     grids = tuple(sorted(fine))
     share_of_fine = check_fine_share(fine_share)
     all_pairs = measured_queries(schema)
@@ -99,8 +105,8 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
 
     shares = budget_shares(schema, all_pairs, grids, share_of_fine, config=config)
     first = draw(one_way, shares[:schema.m])
-    rows = (rows_counted(counts, schema) if neighbours == "replace"
-            else estimated_rows(first))  # under add/remove n is private: its noisy estimate
+    rows = (rows_counted(counts, schema) if neighbours == "replace" and max_rows is None
+            else estimated_rows(first))  # n private (add/remove, or a unit): its noisy estimate
     # all of rho to this one-shot measurement: the adaptive rounds' share is spent apart
     plan = BudgetPlan(rho, adaptive.RoundPlan(0, 0.0, rho, config),
                       share_of_fine if grids else 0.0, config)
@@ -113,7 +119,7 @@ def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
                                                     / config.one_way_share - 1))
         first = adaptive.merged(first + top_up)
         tree = select_tree(counts, schema, [m.values for m in first], rows,
-                           plan.tree_selection, sensitivity**2, accountant,
+                           plan.tree_selection, l1_sensitivity, accountant,
                            noise=noise, sampler=sampler, rng=rng, tree_above=config.tree_above)
         queries = measured_queries(schema, tree.pairs)
         shares = budget_shares(schema, queries, grids, share_of_fine,

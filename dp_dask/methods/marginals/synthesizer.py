@@ -62,6 +62,7 @@ class MarginalSynthesizer(Synthesizer):
     fine_grids = True
     config_class = MarginalsConfig
     dense_tables = True  # its estimate, fit_cost, is the default: dense 2-way tables
+    supports_privacy_unit = True  # every measurement and selection through table_sensitivity
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",
@@ -89,7 +90,7 @@ class MarginalSynthesizer(Synthesizer):
 
     @property
     def rows_public(self) -> bool:
-        return self.neighbours == "replace"
+        return self.neighbours == "replace" and super().rows_public
 
     def _privacy_plan(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
@@ -102,7 +103,7 @@ class MarginalSynthesizer(Synthesizer):
         sensitivity, hence twice its charge, and twice each selection's score sensitivity
         (privacy.selection.replace_one_rho)."""
         plan = self._privacy_plan()
-        if self.rows_public:
+        if self.neighbours == "replace":  # a unit's plan is already replace-one-unit
             return plan
         rho = replace_one_rho(plan["rho"], self.budget_plan().selections(
             self.schema, self.tree_possible, self.accountant))

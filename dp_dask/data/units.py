@@ -1,0 +1,148 @@
+"""Privacy units: protect a person (all rows of one ``customer_id``), not one row.
+
+A release declares its unit as ``privacy_unit: {column: customer_id, max_rows: K}`` (schema JSON,
+job config, ``--privacy-unit``/``--max-rows-per-unit``, ``privacy_unit=``); without one the unit
+is a row. :func:`bound_contributions` keeps at most K rows of each unit, out of core, before
+anything is encoded or counted, and drops the unit column: it never reaches a model or a release.
+The counts are then those of the bounded data, so n means rows after bounding.
+
+Which K rows a unit keeps depends on that unit's rows and a seed alone, never on another unit,
+on file position or on partitioning: the rows are shuffled on the unit column (Dask's P2P
+shuffle where a distributed client runs, so a unit's rows meet in one partition without the
+table in memory), then each row is ranked by a keyed hash of its schema codes (and fine cells)
+under a per-release seed (secret, or derived from ``noise_seed``), ties broken by the codes
+themselves, and a unit keeps its K smallest. Rows tied all the way have the same codes and fine
+cells: every count sees them alike, so keeping any K of them gives the same counts. The unit's
+value is not hashed: its storage type (an integer column read as float once a null appears) is
+not a function of the unit's own rows. So neighbouring data sets that differ in one unit give
+bounded data sets that differ in that unit's at most K rows (a stable transformation), whatever
+the other units hold. Rows whose unit is null form ONE unit together, bounded to K like any other
+(each null row its own unit would let one person with nulls contribute unboundedly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from dp_dask.data.encode import encode_partition, fine_cells
+from dp_dask.data.order import order_seed
+from dp_dask.data.schema import Schema
+
+ROW_UNIT: dict[str, Any] = {"unit": "row"}
+NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
+_SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """The column whose value identifies a unit (a person), and the most rows one keeps."""
+
+    column: str
+    max_rows: int
+
+    @classmethod
+    def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
+        """A unit from ``{"column": ..., "max_rows": K}`` (None: the unit is a row); ValueError
+        naming the column where K is not an integer >= 1."""
+        if spec is None or isinstance(spec, PrivacyUnit):
+            return spec
+        if not isinstance(spec, dict) or set(spec) != {"column", "max_rows"}:
+            raise ValueError(f"privacy_unit must be {{'column': ..., 'max_rows': K}}, got {spec!r}")
+        column, k = spec["column"], spec["max_rows"]
+        if not isinstance(column, str) or not column:
+            raise ValueError(f"privacy_unit column must be a column name, got {column!r}")
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"privacy unit {column!r}: max_rows must be an integer >= 1, "
+                             f"got {k!r}")
+        return cls(column, int(k))
+
+    def check(self, schema: Schema) -> None:
+        """ValueError where the unit column is also something the schema reads: it would reach
+        the model."""
+        if self.column in set(schema.names) | set(schema.columns):
+            raise ValueError(f"privacy unit column {self.column!r} is also an attribute of "
+                             f"schema {schema.name!r}; a unit column never reaches a model: "
+                             "drop it from the schema")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"column": self.column, "max_rows": self.max_rows}
+
+
+def unit_record(unit: PrivacyUnit | None, noise_seed: int | None) -> dict[str, Any]:
+    """What a release records of its unit: the row, or the column, K and how rows were kept
+    (never the seed)."""
+    if unit is None:
+        return dict(ROW_UNIT)
+    seed = "a secret seed" if noise_seed is None else "a seed derived from noise_seed"
+    return {"unit": unit.column, "max_rows": unit.max_rows, "null_units": NULL_RULE,
+            "bounding": f"at most {unit.max_rows} rows per unit, the smallest by a keyed hash "
+                        f"of their codes under {seed} (dp_dask.data.units); counts and n are "
+                        "of the bounded rows"}
+
+
+def unit_seed(noise_seed: int | None) -> int:
+    """The bounding's seed, once per fit on the driver (secret unless ``noise_seed``)."""
+    return order_seed(noise_seed, _SEED_STREAM)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every output bit depends on every input bit."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
+    """(1 + m + fine grids, rows): per row its keyed hash, then its codes and fine cells (the
+    tiebreak): a function of the row's values, the schema and the seed alone."""
+    codes = encode_partition(frame, schema)
+    fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
+            for i in schema.fine_grids]
+    parts = np.vstack([codes.astype(np.int64), *fine]) if fine else codes.astype(np.int64)
+    h = np.full(len(frame), seed & _MASK, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for part in parts:
+            h = _mix(h ^ part.astype(np.uint64) ^ np.uint64(seed >> 64 & _MASK))
+    return np.vstack([h.view(np.int64)[None, :], parts])
+
+
+def _bounded(frame: pd.DataFrame, schema: Schema, column: str, max_rows: int,
+             seed: int) -> pd.DataFrame:
+    """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
+    smallest key, the unit column dropped."""
+    if frame.empty:
+        return frame.drop(columns=column)
+    groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
+    keys = row_keys(frame, schema, seed)
+    order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes
+    sorted_groups = groups[order]
+    positions = np.arange(len(order))
+    starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]
+    rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    kept = np.sort(order[rank < max_rows])
+    return frame.iloc[kept].drop(columns=column)
+
+
+def shuffle_method() -> str:
+    """P2P (out of core, disk-backed) where a distributed client runs, else tasks."""
+    try:
+        from distributed import default_client
+        default_client()
+    except (ImportError, ValueError):
+        return "tasks"
+    return "p2p"
+
+
+def bound_contributions(ddf: dd.DataFrame, schema: Schema, unit: PrivacyUnit,
+                        seed: int) -> dd.DataFrame:
+    """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
+    unit, chosen by :func:`row_keys` (module docstring), without the unit column."""
+    shuffled = ddf.shuffle(on=unit.column, shuffle_method=shuffle_method())
+    return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
+                                   meta=ddf._meta.drop(columns=unit.column))
