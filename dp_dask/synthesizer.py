@@ -374,7 +374,7 @@ class Synthesizer:
                   "noise_sampler": self.noise_sampler,
                   "noise_seeded": self.noise_seed is not None,
                   "neighbouring": neighbouring,
-                  "privacy_unit": unit_record(self.privacy_unit, self.noise_seed)}
+                  "privacy_unit": unit_record(self.privacy_unit, self.noise_seed is not None)}
         if self.schema.types_from_data:  # see _fit's warning
             record["schema_types_from_data"] = self.schema.types_from_data
         drafted = self.schema.drafted_under_dp

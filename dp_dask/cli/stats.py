@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dp_dask.checks import epsilon_value, non_negative_int, positive_float, positive_int
 from dp_dask.cli.common import check_data, check_ledger, check_out
-from dp_dask.cli.options import cluster_options, ledger_options
+from dp_dask.cli.options import cluster_options, ledger_options, privacy_unit, unit_options
 from dp_dask.cli.summary import job_summary, started_now, write_summary
 from dp_dask.privacy.ledger import Ledger
 
@@ -43,6 +43,7 @@ def arguments() -> argparse.ArgumentParser:
                         help="opendp (secure, default) or numpy (seeded; testing only)")
     parser.add_argument("--noise-seed", type=non_negative_int, default=None,
                         help="seed of the numpy noise sampler: never for a real release")
+    unit_options(parser)
     ledger_options(parser)
     cluster_options(parser)
     return parser
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> None:
         network_share=args.network_from_noisy_tables, smoothing=args.smoothing,
         noise_sampler=args.noise_sampler, noise_seed=args.noise_seed, ledger=ledger,
         dataset_name=args.dataset_name, run_id=args.run_id,
-        budget_epsilon=args.budget_epsilon, force=args.force, show_progress=not args.quiet)
+        budget_epsilon=args.budget_epsilon, force=args.force, show_progress=not args.quiet,
+        privacy_unit=privacy_unit(args))
     privacy = release.metadata["privacy"]
     print(f"{privacy['label']}: {privacy['statement']} (ε={privacy['epsilon']:g})")
     if args.mechanism == "tabular-ddp":

@@ -32,6 +32,7 @@ import pandas as pd
 from dp_dask.data.encode import encode_partition, fine_cells
 from dp_dask.data.order import order_seed
 from dp_dask.data.schema import Schema
+from dp_dask.privacy.labels import NEIGHBOURING
 
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
@@ -74,16 +75,25 @@ class PrivacyUnit:
         return {"column": self.column, "max_rows": self.max_rows}
 
 
-def unit_record(unit: PrivacyUnit | None, noise_seed: int | None) -> dict[str, Any]:
+def unit_record(unit: PrivacyUnit | None, seeded: bool) -> dict[str, Any]:
     """What a release records of its unit: the row, or the column, K and how rows were kept
-    (never the seed)."""
+    (never the seed; ``seeded``: derived from noise_seed)."""
     if unit is None:
         return dict(ROW_UNIT)
-    seed = "a secret seed" if noise_seed is None else "a seed derived from noise_seed"
+    seed = "a seed derived from noise_seed" if seeded else "a secret seed"
     return {"unit": unit.column, "max_rows": unit.max_rows, "null_units": NULL_RULE,
             "bounding": f"at most {unit.max_rows} rows per unit, the smallest by a keyed hash "
                         f"of their codes under {seed} (dp_dask.data.units); counts and n are "
                         "of the bounded rows"}
+
+
+def neighbouring(notion: str, unit: PrivacyUnit | None) -> str:
+    """The release's neighbouring data sets in words: a row's (NEIGHBOURING), or a unit's."""
+    if unit is None:
+        return NEIGHBOURING[notion]
+    change = {"replace": "replace", "add_remove": "add or remove"}[notion]
+    return (f"{change} all rows of one {unit.column!r} (at most {unit.max_rows} after bounding); "
+            "n private")
 
 
 def unit_seed(noise_seed: int | None) -> int:

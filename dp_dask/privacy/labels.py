@@ -54,4 +54,9 @@ def describe(privacy: dict[str, Any]) -> str:
     if "replace_one_row" in privacy:
         line += (f"; neighbours: {privacy['neighbouring']} (as replace one row: "
                  f"ε={privacy['replace_one_row']['epsilon']:.4g})")
+    unit = privacy.get("privacy_unit")  # absent from releases made before units
+    if unit is not None:
+        line += ("; privacy unit: a row (a person with many rows is protected less)"
+                 if unit["unit"] == "row" else
+                 f"; privacy unit: {unit['unit']!r}, at most {unit['max_rows']} rows each")
     return line

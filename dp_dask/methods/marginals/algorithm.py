@@ -24,6 +24,7 @@ import numpy as np
 
 from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
+from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.measurements import measure_all
 from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
@@ -31,7 +32,6 @@ from dp_dask.methods.marginals.plan import BudgetPlan
 from dp_dask.methods.marginals.select_pairs import TreeChoice
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.privacy.accounting import table_sensitivity
-from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.timing import timed
 from dp_dask.tuning import changed
 
@@ -124,7 +124,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
         "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
         "privacy": method._privacy_record(
             mechanism="gaussian", accountant=method.accountant, rho=plan.rho, k=k,
-            neighbouring=NEIGHBOURING[method.neighbours], **as_replace_one,
+            neighbouring=neighbouring(method.neighbours, method.privacy_unit), **as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
             budget_split=f"{split}; the {method.accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
