@@ -118,9 +118,9 @@ class ChunkNoise:
     epsilon: float  # the chunk's share of the histograms' ε
     scale: float
     dependent_sensitivity: float | None = None  # None under plain DP
-    max_rows: int | None = None  # a privacy unit's bound (None: a row)
     rho: dict[str, float] = field(default_factory=dict)
     fallback: bool = False  # DS ≥ k_c: the plain-DP scale instead
+    max_rows: int | None = None  # a privacy unit's bound (None: a row)
 
     @property
     def sensitivity(self) -> int:
