@@ -320,7 +320,7 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
                      plain_dp_epsilon(schema, hist_epsilon, k, public_network, smoothing))
     entries = _reserve(book, data, schema, mechanism, hist_epsilon, tables_epsilon,
                        plain_epsilon, noise_sampler, dataset_name, run_id or new_run_id(),
-                       budget_epsilon, force)
+                       budget_epsilon, force, unit)
     # cancelled on a failure before the first noise draw; spent (failed) after it
     with charging(book, entries) as charge:
         release = _release(source, schema, epsilon, mechanism, k, column_chunks,
@@ -354,7 +354,7 @@ def plain_dp_epsilon(schema: Schema, epsilon: float, k: int, network: Network | 
 def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: str,
              hist_epsilon: float, tables_epsilon: float, plain_epsilon: float | None,
              sampler: str, dataset_name: str | None, run_id: str, budget_epsilon: float | None,
-             force: bool) -> list[Entry]:
+             force: bool, unit: PrivacyUnit | None = None) -> list[Entry]:
     """Ledger entries, reserved before any private data is read: the DP part (laplace, or the
     noisy tables) counted and budget-checked; the dependent-DP part under its own notion, and
     counted and checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP
@@ -363,7 +363,9 @@ def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: 
         return []
     common = {"dataset_name": dataset_name_for(data, dataset_name),
               "schema_sha256": schema.sha256(), "delta": 0.0, "rho": None,
-              "private": sampler in PRIVATE_SAMPLERS, "sampler": sampler}
+              "private": sampler in PRIVATE_SAMPLERS, "sampler": sampler,
+              "unit_column": getattr(unit, "column", None),
+              "unit_max_rows": getattr(unit, "max_rows", None)}
     requests = []
     if mechanism == "laplace":
         requests.append(Entry(run_id=run_id, epsilon=hist_epsilon, mechanism="laplace",

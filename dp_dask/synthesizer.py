@@ -333,7 +333,9 @@ class Synthesizer:
                                  dataset_name=dataset_name_for(data, self.dataset_name),
                                  schema_sha256=self.schema.sha256(),
                                  run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
-                                 private=self.noise_sampler in PRIVATE_SAMPLERS)
+                                 private=self.noise_sampler in PRIVATE_SAMPLERS,
+                                 unit_column=getattr(self.privacy_unit, "column", None),
+                                 unit_max_rows=self.max_rows)
         reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
                                           force=self.force, storage_options=storage_options)
         self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused

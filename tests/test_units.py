@@ -203,3 +203,7 @@ def test_synth_cli_with_a_unit(client, tmp_path, capsys):
     metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
     assert metadata["privacy"]["privacy_unit"]["unit"] == "uid"
     assert "uid" not in pd.read_parquet(tmp_path / "out" / "synthetic.parquet").columns
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert (entry.unit_column, entry.unit_max_rows) == ("uid", 4)
+    assert main(["ledger", "list", "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
+    assert "'uid' <= 4 rows" in capsys.readouterr().out
