@@ -37,6 +37,7 @@ from dp_dask.privacy.labels import NEIGHBOURING
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
 _SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
+UNIT_KEY = "__dp_dask_unit_key__"  # the shuffle's partitioning key, dropped after it
 _MASK = (1 << 64) - 1
 
 
@@ -122,10 +123,25 @@ def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
     return np.vstack([h.view(np.int64)[None, :], parts])
 
 
+def _with_unit_key(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``frame`` and the partition key of each row's unit: equal for equal units whatever their
+    storage type (5 and 5.0, a number and its text) and for every null (None, NaN, NaT), so a
+    unit's rows meet in one partition. Other units may share a key: they are grouped apart by
+    value in :func:`_bounded`."""
+    values = frame[column]
+    numbers = pd.to_numeric(values.astype(object), errors="coerce").astype(np.float64)
+    by_number = pd.util.hash_array(numbers.to_numpy())
+    by_text = pd.util.hash_array(values.astype(str).to_numpy(dtype=object))
+    keys = np.where(numbers.notna().to_numpy(), by_number, by_text)
+    keys[values.isna().to_numpy()] = 0
+    return frame.assign(**{UNIT_KEY: keys.view(np.int64)})
+
+
 def _bounded(frame: pd.DataFrame, schema: Schema, column: str, max_rows: int,
              seed: int) -> pd.DataFrame:
     """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
-    smallest key, the unit column dropped."""
+    smallest key, the unit column (and the shuffle's key) dropped."""
+    frame = frame.drop(columns=UNIT_KEY, errors="ignore")
     if frame.empty:
         return frame.drop(columns=column)
     groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
@@ -153,6 +169,8 @@ def bound_contributions(ddf: dd.DataFrame, schema: Schema, unit: PrivacyUnit,
                         seed: int) -> dd.DataFrame:
     """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
     unit, chosen by :func:`row_keys` (module docstring), without the unit column."""
-    shuffled = ddf.shuffle(on=unit.column, shuffle_method=shuffle_method())
+    meta = ddf._meta.assign(**{UNIT_KEY: np.array([], dtype=np.int64)})
+    keyed = ddf.map_partitions(_with_unit_key, unit.column, meta=meta)
+    shuffled = keyed.shuffle(on=UNIT_KEY, shuffle_method=shuffle_method())
     return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
                                    meta=ddf._meta.drop(columns=unit.column))
