@@ -84,21 +84,21 @@ def test_bounding_is_a_function_of_each_units_rows_alone(client):
 
 
 def test_a_unit_is_one_unit_whatever_its_storage_type(client):
-    """A unit stored as 7 in one partition and 7.0 in another, and nulls as None, NaN and
-    pd.NA: each is one unit, bounded to K once (a shuffle on the raw column sends 7 and 7.0 to
-    different partitions: 2K rows)."""
+    """Units stored as int64 in some partitions and float64 in others (7 and 7.0), and nulls as
+    None, NaN and pd.NA: each is one unit, bounded to K once (a shuffle on the raw column sends
+    7 and 7.0 to different partitions: up to 2K rows)."""
     schema = load_schema(SMALL_SCHEMA)
-    rows = correlated_frame(120, seed=6)
-    ints = rows.iloc[:40].assign(uid=np.int64(7))
-    floats = rows.iloc[40:80].assign(uid=7.0)
-    nulls = rows.iloc[80:].assign(uid=pd.Series([None, np.nan, pd.NA, None] * 10,
-                                                dtype=object, index=rows.index[80:]))
-    parts = [dask.delayed(f) for f in (ints, floats, nulls)]
-    ddf = dd.from_delayed(parts, meta=floats.iloc[:0].astype({"uid": object}),
-                          verify_meta=False)
-    kept = bound_contributions(ddf.assign(_u=ddf["uid"]), schema, PrivacyUnit("uid", 3),
-                               SEED).compute()
-    assert len(kept) == 6  # 3 of unit 7, 3 of the nulls
+    rows = correlated_frame(360, seed=6)
+    parts = []
+    for p in range(6):  # 10 units of 5 rows in each partition, int64 or float64 by turns
+        part = rows.iloc[p * 60:p * 60 + 50].assign(uid=np.repeat(np.arange(10), 5))
+        parts.append(part if p % 2 else part.astype({"uid": np.float64}))
+    nulls = rows.iloc[50:62].assign(uid=pd.Series([None, np.nan, pd.NA] * 4, dtype=object,
+                                                  index=rows.index[50:62]))
+    ddf = dd.from_delayed([dask.delayed(f) for f in (*parts, nulls)],
+                          meta=parts[0].iloc[:0].astype({"uid": object}), verify_meta=False)
+    kept = bound_contributions(ddf, schema, PrivacyUnit("uid", 3), SEED).compute()
+    assert len(kept) == 11 * 3  # 3 of each of the 10 units, 3 of the nulls
 
 
 def test_identical_rows_tie_without_file_position():

@@ -6,8 +6,11 @@ is a row. :func:`bound_contributions` keeps at most K rows of each unit, out of 
 anything is encoded or counted, and drops the unit column: it never reaches a model or a release.
 The counts are then those of the bounded data, so n means rows after bounding.
 
-Which K rows a unit keeps depends on that unit's rows and a seed alone, never on another unit,
-on file position or on partitioning: the rows are shuffled on the unit column (Dask's P2P
+A unit is identified by its value as text (:func:`unit_text`: 7, 7.0 and "7" are one unit, as
+an integer column read as float once a null appears must stay one), and every null (None, NaN,
+NA) is one and the same unit. Which K rows a unit keeps depends on that unit's rows and a seed
+alone, never on another unit, on file position or on partitioning: the rows are shuffled on that
+text (Dask's P2P
 shuffle where a distributed client runs, so a unit's rows meet in one partition without the
 table in memory), then each row is ranked by a keyed hash of its schema codes (and fine cells)
 under a per-release seed (secret, or derived from ``noise_seed``), ties broken by the codes
@@ -37,7 +40,6 @@ from dp_dask.privacy.labels import NEIGHBOURING
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
 _SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
-UNIT_KEY = "__dp_dask_unit_key__"  # the shuffle's partitioning key, dropped after it
 _MASK = (1 << 64) - 1
 
 
@@ -123,25 +125,42 @@ def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
     return np.vstack([h.view(np.int64)[None, :], parts])
 
 
-def _with_unit_key(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``frame`` and the partition key of each row's unit: equal for equal units whatever their
-    storage type (5 and 5.0, a number and its text) and for every null (None, NaN, NaT), so a
-    unit's rows meet in one partition. Other units may share a key: they are grouped apart by
-    value in :func:`_bounded`."""
-    values = frame[column]
-    numbers = pd.to_numeric(values.astype(object), errors="coerce").astype(np.float64)
-    by_number = pd.util.hash_array(numbers.to_numpy())
-    by_text = pd.util.hash_array(values.astype(str).to_numpy(dtype=object))
-    keys = np.where(numbers.notna().to_numpy(), by_number, by_text)
-    keys[values.isna().to_numpy()] = 0
-    return frame.assign(**{UNIT_KEY: keys.view(np.int64)})
+def _text(value: object) -> str:
+    """A unit value as text, an integral number as an integer's (7.0 → "7")."""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def unit_text(values: pd.Series) -> pd.Series:
+    """Each row's unit as text (object dtype), None where null (None, NaN, NA, NaT): equal for
+    equal units whatever their storage type (an integer column read as float once a null
+    appears, a number or its text), so that every partition holds one type and a unit's rows
+    meet in one partition, and all nulls make one unit."""
+    null = values.isna().to_numpy()
+    if pd.api.types.is_float_dtype(values.dtype):
+        numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        integral = np.isfinite(numbers) & (numbers == np.round(numbers)) & (
+            np.abs(numbers) < 2.0**63)
+        text = np.where(integral, np.where(integral, numbers, 0).astype(np.int64).astype(str),
+                        numbers.astype(str)).astype(object)
+    elif pd.api.types.is_integer_dtype(values.dtype) or pd.api.types.is_string_dtype(
+            values.dtype) and not pd.api.types.is_object_dtype(values.dtype):
+        text = values.astype(str).to_numpy(dtype=object)
+    else:
+        text = np.array([_text(v) for v in values.to_numpy(dtype=object)], dtype=object)
+    text[null] = None
+    return pd.Series(text, index=values.index, dtype=object)
+
+
+def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    return frame.assign(**{column: unit_text(frame[column])})
 
 
 def _bounded(frame: pd.DataFrame, schema: Schema, column: str, max_rows: int,
              seed: int) -> pd.DataFrame:
     """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
-    smallest key, the unit column (and the shuffle's key) dropped."""
-    frame = frame.drop(columns=UNIT_KEY, errors="ignore")
+    smallest key, the unit column dropped."""
     if frame.empty:
         return frame.drop(columns=column)
     groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
@@ -169,8 +188,8 @@ def bound_contributions(ddf: dd.DataFrame, schema: Schema, unit: PrivacyUnit,
                         seed: int) -> dd.DataFrame:
     """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
     unit, chosen by :func:`row_keys` (module docstring), without the unit column."""
-    meta = ddf._meta.assign(**{UNIT_KEY: np.array([], dtype=np.int64)})
-    keyed = ddf.map_partitions(_with_unit_key, unit.column, meta=meta)
-    shuffled = keyed.shuffle(on=UNIT_KEY, shuffle_method=shuffle_method())
+    meta = ddf._meta.assign(**{unit.column: pd.Series([], dtype=object)})
+    texts = ddf.map_partitions(_with_unit_text, unit.column, meta=meta)
+    shuffled = texts.shuffle(on=unit.column, shuffle_method=shuffle_method())
     return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
                                    meta=ddf._meta.drop(columns=unit.column))
