@@ -225,3 +225,20 @@ def test_synth_cli_with_a_unit(client, tmp_path, capsys):
     assert (entry.unit_column, entry.unit_max_rows) == ("uid", 4)
     assert main(["ledger", "list", "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
     assert "'uid' <= 4 rows" in capsys.readouterr().out
+
+
+def test_stats_cli_with_a_unit_and_its_refusal_under_tabular_ddp(client, tmp_path, capsys):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(600).to_csv(tmp_path / "data.csv", index=False)
+    common = ["stats", "--data", str(tmp_path / "data.csv"), "--schema",
+              str(tmp_path / "schema.json"), "--ledger", str(tmp_path / "ledger.sqlite"),
+              "--privacy-unit", "uid", "--max-rows-per-unit", "2",
+              "--scheduler", client.scheduler.address, "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "ddp"), "--mechanism", "tabular-ddp",
+                 "--network-from-noisy-tables", "0.5"]) == 2
+    assert "'uid'" in capsys.readouterr().err and not Ledger(tmp_path / "ledger.sqlite").entries()
+    assert main([*common, "--out", str(tmp_path / "out")]) == 0
+    metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert metadata["privacy"]["privacy_unit"]["max_rows"] == 2 and "n_rows" not in metadata
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert (entry.unit_column, entry.unit_max_rows) == ("uid", 2)
