@@ -147,6 +147,8 @@ def unit_text(values: pd.Series) -> pd.Series:
     elif pd.api.types.is_integer_dtype(values.dtype) or pd.api.types.is_string_dtype(
             values.dtype) and not pd.api.types.is_object_dtype(values.dtype):
         text = values.astype(str).to_numpy(dtype=object)
+    elif pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):  # CSV's text
+        text = values.to_numpy(dtype=object, copy=True)
     else:
         text = np.array([_text(v) for v in values.to_numpy(dtype=object)], dtype=object)
     text[null] = None
