@@ -293,6 +293,9 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
     unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None else schema.privacy_unit)
     source = data
     if unit is not None:  # before any budget is spent
+        if unit.max_rows == "auto":
+            raise ValueError(f"privacy unit {unit.column!r}: stats takes an integer "
+                             "max_rows, not 'auto'")
         if mechanism != "laplace":
             raise ValueError(f"privacy unit {unit.column!r}: --mechanism {mechanism} does not "
                              "support a privacy unit (its dependent sensitivity is a row's); "

@@ -15,9 +15,17 @@ import pytest
 from dp_dask.cli import main
 from dp_dask.data.counts import partition_counts
 from dp_dask.data.schema import load_schema
-from dp_dask.data.units import PrivacyUnit, _bounded, bound_contributions, row_keys
+from dp_dask.data.units import (
+    AUTO_CANDIDATES,
+    AUTO_SHARE,
+    PrivacyUnit,
+    _bounded,
+    bound_contributions,
+    choose_max_rows,
+    row_keys,
+)
 from dp_dask.methods.marginals.measurements import measure_all
-from dp_dask.privacy.accounting import table_sensitivity
+from dp_dask.privacy.accounting import rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
@@ -242,3 +250,22 @@ def test_stats_cli_with_a_unit_and_its_refusal_under_tabular_ddp(client, tmp_pat
     assert metadata["privacy"]["privacy_unit"]["max_rows"] == 2 and "n_rows" not in metadata
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert (entry.unit_column, entry.unit_max_rows) == ("uid", 2)
+
+
+def test_max_rows_auto_is_a_charged_dp_quantile(client):
+    """K "auto": a candidate near the 0.9 quantile of the rows per unit, chosen under DP with
+    AUTO_SHARE of ρ, which the measurements no longer spend."""
+    sizes = pd.Series([700, 200, 90, 10], index=[1, 4, 30, 400])  # 0.9 quantile: 4 rows
+    k, record = choose_max_rows(sizes, 10.0, "zcdp", sampler="numpy",
+                                rng=np.random.default_rng(0))
+    assert k == 5 and record["chosen"] == 5 and record["quantile"] == 0.9
+    fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
+                                noise_seed=2, ledger=False,
+                                privacy_unit={"column": "uid", "max_rows": "auto"}
+                                ).fit(events(2_000))
+    privacy = fitted.model.metadata["privacy"]
+    chosen = privacy["privacy_unit"]["auto"]["chosen"]
+    assert chosen in AUTO_CANDIDATES and privacy["privacy_unit"]["max_rows"] == chosen
+    total = rho_budget(1.0, fitted.delta, fitted.accountant)
+    assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
+    assert privacy["rho"] == pytest.approx((1 - AUTO_SHARE) * total)

@@ -38,6 +38,12 @@ from dp_dask.data.schema import Schema
 from dp_dask.privacy.labels import NEIGHBOURING
 
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
+AUTO = "auto"  # max_rows chosen under DP: a quantile of the rows per unit
+# max_rows "auto": the candidates (public), the quantile (level / levels) of the rows per unit
+# chosen among them, and the share of the release's ρ the choice spends.
+AUTO_CANDIDATES = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
+AUTO_QUANTILE = (9, 10)
+AUTO_SHARE = 0.05
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
 _SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
 _MASK = (1 << 64) - 1
@@ -48,12 +54,12 @@ class PrivacyUnit:
     """The column whose value identifies a unit (a person), and the most rows one keeps."""
 
     column: str
-    max_rows: int
+    max_rows: int | str  # an integer >= 1, or AUTO
 
     @classmethod
     def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
         """A unit from ``{"column": ..., "max_rows": K}`` (None: the unit is a row); ValueError
-        naming the column where K is not an integer >= 1."""
+        naming the column where K is neither an integer >= 1 nor "auto"."""
         if spec is None or isinstance(spec, PrivacyUnit):
             return spec
         if not isinstance(spec, dict) or set(spec) != {"column", "max_rows"}:
@@ -61,9 +67,11 @@ class PrivacyUnit:
         column, k = spec["column"], spec["max_rows"]
         if not isinstance(column, str) or not column:
             raise ValueError(f"privacy_unit column must be a column name, got {column!r}")
+        if k == AUTO:
+            return cls(column, AUTO)
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise ValueError(f"privacy unit {column!r}: max_rows must be an integer >= 1, "
-                             f"got {k!r}")
+            raise ValueError(f"privacy unit {column!r}: max_rows must be an integer >= 1 or "
+                             f"{AUTO!r}, got {k!r}")
         return cls(column, int(k))
 
     def check(self, schema: Schema) -> None:
@@ -97,6 +105,36 @@ def neighbouring(notion: str, unit: PrivacyUnit | None) -> str:
     change = {"replace": "replace", "add_remove": "add or remove"}[notion]
     return (f"{change} all rows of one {unit.column!r} (at most {unit.max_rows} after bounding); "
             "n private")
+
+
+def rows_per_unit_graph(ddf: dd.DataFrame, column: str) -> dd.Series:
+    """Lazily, how many units hold each number of rows (clipped past the largest candidate):
+    the exact counts :func:`choose_max_rows` reads on the driver."""
+    sizes = ddf[column].map_partitions(unit_text, meta=(column, object)).value_counts(
+        dropna=False)
+    return sizes.clip(upper=AUTO_CANDIDATES[-1] + 1).value_counts()
+
+
+def choose_max_rows(sizes: pd.Series, rho: float, accountant: str, *, sampler: str,
+                    rng: np.random.Generator | None) -> tuple[int, dict[str, Any]]:
+    """K among :data:`AUTO_CANDIDATES` near the AUTO_QUANTILE of the rows per unit (``sizes``:
+    units by their number of rows), by the exponential mechanism charged ``rho``, and its
+    record. OpenDP's quantile score |(k − i)·#(< c) − i·#(> c)| moves by at most k when one
+    unit is added, removed or replaced (its row count is one value): L∞ sensitivity k."""
+    from dp_dask.privacy.selection import calibrate_selection, noisy_max_index, quantile_scores
+
+    level, levels = AUTO_QUANTILE
+    counts = sizes.to_numpy(dtype=np.int64)
+    values = sizes.index.to_numpy(dtype=np.int64)
+    below = np.array([counts[values < c].sum() for c in AUTO_CANDIDATES])
+    above = np.array([counts[values > c].sum() for c in AUTO_CANDIDATES])
+    scores = quantile_scores(below, above, level, levels).astype(np.float64)
+    selection = calibrate_selection(rho, float(levels), accountant)
+    k = AUTO_CANDIDATES[noisy_max_index(-scores, selection, sampler=sampler, rng=rng)]
+    return k, {"max_rows": AUTO, "chosen": k, "quantile": level / levels,
+               "candidates": list(AUTO_CANDIDATES), "rho": selection.rho,
+               "mechanism": f"exponential mechanism (OpenDP make_noisy_max, Gumbel) over the "
+                            f"quantile score of the rows per unit, L-inf sensitivity {levels}"}
 
 
 def unit_seed(noise_seed: int | None) -> int:

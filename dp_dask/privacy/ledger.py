@@ -135,9 +135,10 @@ class Entry:
 
     @property
     def unit(self) -> str:
-        """The privacy unit in words: "row", or "'column' <= K rows"."""
+        """The privacy unit in words: "row", or "'column' <= K rows" (K "auto": chosen under
+        DP, recorded in the release)."""
         return ("row" if self.unit_column is None
-                else f"{self.unit_column!r} <= {self.unit_max_rows} rows")
+                else f"{self.unit_column!r} <= {self.unit_max_rows or 'auto'} rows")
 
     @classmethod
     def for_plan(cls, plan: Mapping[str, Any], *, dataset_name: str, schema_sha256: str,

@@ -125,8 +125,9 @@ class MarginalSynthesizer(Synthesizer):
         return rows_counted(exact[0], self.schema)
 
     def budget_plan(self) -> BudgetPlan:
-        """This release's ρ by step (:class:`~.plan.BudgetPlan`)."""
-        rho = self._privacy_plan()["rho"]
+        """This release's ρ by step (:class:`~.plan.BudgetPlan`), less what a choice of the
+        privacy unit's max_rows spends."""
+        rho = self._privacy_plan()["rho"] - self.unit_rho
         return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
                                                   self.config),
                           self.fine_share if self.schema.fine_grids else 0.0, self.config)
