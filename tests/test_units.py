@@ -203,6 +203,7 @@ def test_the_schema_declares_the_unit(client):
     (["--privacy-unit", "colour", "--max-rows-per-unit", "3"], "'colour'"),  # an attribute
     (["--privacy-unit", "uid", "--max-rows-per-unit", "3", "--method", "dpview"],
      "'dpview'"),
+    (["--privacy-unit", "uid"], "'uid'"),  # no K
 ])
 def test_bad_units_exit_2_before_any_budget(client, tmp_path, capsys, options, says):
     (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
@@ -269,3 +270,19 @@ def test_max_rows_auto_is_a_charged_dp_quantile(client):
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
     assert privacy["rho"] == pytest.approx((1 - AUTO_SHARE) * total)
+
+
+def test_synth_cli_with_max_rows_auto(client, tmp_path, capsys):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(1_000).to_csv(tmp_path / "data.csv", index=False)
+    assert main(["synth", "--data", str(tmp_path / "data.csv"), "--schema",
+                 str(tmp_path / "schema.json"), "--out", str(tmp_path / "out"),
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--privacy-unit", "uid",
+                 "--max-rows-per-unit", "auto", "--rows", "100", "--noise-sampler", "numpy",
+                 "--noise-seed", "3", "--scheduler", client.scheduler.address,
+                 "--quiet"]) == 0
+    unit = json.loads((tmp_path / "out" / "metadata.json").read_text())["privacy"][
+        "privacy_unit"]
+    assert unit["max_rows"] == unit["auto"]["chosen"] in AUTO_CANDIDATES
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert entry.unit == "'uid' <= auto rows"
