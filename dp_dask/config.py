@@ -68,6 +68,9 @@ class JobSpec:
     epsilon: float = key("privacy.epsilon", required=True)  # a scheduled job states its budget
     noise_sampler: str = key("privacy.noise_sampler")
     noise_seed: int | None = key("privacy.noise_seed")
+    # the rows of one value of this column are protected together, at most K kept (data/units.py)
+    privacy_unit: str | None = key("privacy.privacy_unit")
+    max_rows_per_unit: str | None = key("privacy.max_rows_per_unit", accepts=int | str)  # K|auto
     ledger: Location | None = key("ledger.path", path=True)
     dataset_name: str | None = key("ledger.dataset_name")
     run_id: str | None = key("ledger.run_id")

@@ -61,6 +61,13 @@ from dp_dask.cluster import compute
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import Schema, load_schema
+from dp_dask.data.units import (
+    PrivacyUnit,
+    bound_contributions,
+    neighbouring,
+    unit_record,
+    unit_seed,
+)
 from dp_dask.network import (
     DEFAULT_SMOOTHING,
     Network,
@@ -72,7 +79,8 @@ from dp_dask.network import (
 )
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy import BASIC_COMPOSITION, laplace_noise
-from dp_dask.privacy.labels import NEIGHBOURING, NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
+from dp_dask.privacy.accounting import table_sensitivity
+from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
     APPROX_DP,
     DEPENDENT_DP,
@@ -112,11 +120,12 @@ class ChunkNoise:
     dependent_sensitivity: float | None = None  # None under plain DP
     rho: dict[str, float] = field(default_factory=dict)
     fallback: bool = False  # DS ≥ k_c: the plain-DP scale instead
+    max_rows: int | None = None  # a privacy unit's bound (None: a row)
 
     @property
     def sensitivity(self) -> int:
         """L1 sensitivity of the chunk's histograms under replace-one (plain DP)."""
-        return HISTOGRAM_L1_SENSITIVITY * len(self.columns)
+        return int(table_sensitivity("replace", "l1", self.max_rows)) * len(self.columns)
 
     @property
     def dp_epsilon(self) -> float:
@@ -124,9 +133,10 @@ class ChunkNoise:
         return self.sensitivity / self.scale
 
 
-def laplace_scale(m: int, epsilon: float) -> float:
-    """Plain DP: Laplace scale of every count of m histograms at total ε (replace-one)."""
-    return HISTOGRAM_L1_SENSITIVITY * m / epsilon
+def laplace_scale(m: int, epsilon: float, max_rows: int | None = None) -> float:
+    """Plain DP: Laplace scale of every count of m histograms at total ε (replace one row, or
+    one unit of at most ``max_rows`` rows)."""
+    return table_sensitivity("replace", "l1", max_rows) * m / epsilon
 
 
 def tabular_ddp_scale(m: int, chunk_size: int, ds: float, epsilon: float) -> tuple[float, bool]:
@@ -139,11 +149,14 @@ def tabular_ddp_scale(m: int, chunk_size: int, ds: float, epsilon: float) -> tup
 
 def plan_chunks(schema: Schema, epsilon: float, mechanism: str, *, k: int = DEFAULT_K,
                 network: Network | None = None,
-                smoothing: float = DEFAULT_SMOOTHING) -> list[ChunkNoise]:
-    """The noise of every count: one chunk of all m columns (laplace) or one per chunk of k."""
+                smoothing: float = DEFAULT_SMOOTHING,
+                max_rows: int | None = None) -> list[ChunkNoise]:
+    """The noise of every count: one chunk of all m columns (laplace) or one per chunk of k;
+    ``max_rows``: a privacy unit's bound (laplace only)."""
     m = schema.m
     if mechanism == "laplace":
-        return [ChunkNoise(tuple(range(m)), epsilon, laplace_scale(m, epsilon))]
+        return [ChunkNoise(tuple(range(m)), epsilon, laplace_scale(m, epsilon, max_rows),
+                           max_rows=max_rows)]
     if network is None:
         raise ValueError("tabular-ddp needs a network")
     plan = []
@@ -258,7 +271,8 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
                   ledger: Ledger | str | Path | bool | None = None,
                   dataset_name: str | None = None, run_id: str | None = None,
                   budget_epsilon: float | None = None, force: bool = False,
-                  show_progress: bool = False) -> StatsRelease:
+                  show_progress: bool = False,
+                  privacy_unit: PrivacyUnit | dict[str, Any] | None = None) -> StatsRelease:
     """Per-column noisy histograms of ``data`` under ``mechanism`` ("laplace" or
     "tabular-ddp"); see the module docstring. Tabular-DDP needs one network source: ``network``
     (public JSON), ``public_sample`` (a public file) or ``network_share`` (that share of ε on
@@ -268,11 +282,26 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
     data is read. The ledger (as for ``Synthesizer``: None = default, False = none) counts DP
     spending, lists the dependent-DP release apart, and counts it at its plain-DP ε too
     (:func:`_reserve`): past the budget it is refused unless ``force``.
+
+    ``privacy_unit`` (default: the schema's; laplace only): each unit's rows bounded to its
+    ``max_rows`` (:mod:`dp_dask.data.units`), the noise scaled to them, n not recorded.
     """
     schema = load_schema(schema)
     sources = {"--network": network, "--public-sample": public_sample,
                "--network-from-noisy-tables": network_share}
     _check_options(epsilon, mechanism, k, sources, network_share, smoothing)
+    unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None else schema.privacy_unit)
+    source = data
+    if unit is not None:  # before any budget is spent
+        if unit.max_rows == "auto":
+            raise ValueError(f"privacy unit {unit.column!r}: stats takes an integer "
+                             "max_rows, not 'auto'")
+        if mechanism != "laplace":
+            raise ValueError(f"privacy unit {unit.column!r}: --mechanism {mechanism} does not "
+                             "support a privacy unit (its dependent sensitivity is a row's); "
+                             "use --mechanism laplace")
+        unit.check(schema)
+        source = read_table(data, schema, extra=(unit.column,))
     rng = np.random.default_rng(noise_seed) if noise_sampler == "numpy" else None
     timings: dict[str, float] = {}
     column_chunks = chunks(schema.m, k)
@@ -294,12 +323,13 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
                      plain_dp_epsilon(schema, hist_epsilon, k, public_network, smoothing))
     entries = _reserve(book, data, schema, mechanism, hist_epsilon, tables_epsilon,
                        plain_epsilon, noise_sampler, dataset_name, run_id or new_run_id(),
-                       budget_epsilon, force)
+                       budget_epsilon, force, unit)
     # cancelled on a failure before the first noise draw; spent (failed) after it
     with charging(book, entries) as charge:
-        release = _release(data, schema, epsilon, mechanism, k, column_chunks, public_network,
-                           tables_epsilon, hist_epsilon, smoothing, noise_sampler, rng,
-                           timings, show_progress)
+        release = _release(source, schema, epsilon, mechanism, k, column_chunks,
+                           public_network, tables_epsilon, hist_epsilon, smoothing,
+                           noise_sampler, rng, timings, show_progress, unit,
+                           unit_seed(noise_seed))
         for entry in entries:  # a network learnt from the data: its own plain-DP ε, not the bound
             if entry.mechanism == "tabular-ddp" and entry.notion == APPROX_DP:
                 charge.settle(entry, release.metadata["privacy"]["dp_without_assumption"]
@@ -327,7 +357,7 @@ def plain_dp_epsilon(schema: Schema, epsilon: float, k: int, network: Network | 
 def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: str,
              hist_epsilon: float, tables_epsilon: float, plain_epsilon: float | None,
              sampler: str, dataset_name: str | None, run_id: str, budget_epsilon: float | None,
-             force: bool) -> list[Entry]:
+             force: bool, unit: PrivacyUnit | None = None) -> list[Entry]:
     """Ledger entries, reserved before any private data is read: the DP part (laplace, or the
     noisy tables) counted and budget-checked; the dependent-DP part under its own notion, and
     counted and checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP
@@ -336,7 +366,9 @@ def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: 
         return []
     common = {"dataset_name": dataset_name_for(data, dataset_name),
               "schema_sha256": schema.sha256(), "delta": 0.0, "rho": None,
-              "private": sampler in PRIVATE_SAMPLERS, "sampler": sampler}
+              "private": sampler in PRIVATE_SAMPLERS, "sampler": sampler,
+              "unit_column": getattr(unit, "column", None),
+              "unit_max_rows": getattr(unit, "max_rows", None)}
     requests = []
     if mechanism == "laplace":
         requests.append(Entry(run_id=run_id, epsilon=hist_epsilon, mechanism="laplace",
@@ -367,16 +399,19 @@ def _release(data: TableSource, schema: Schema, epsilon: float, mechanism: str, 
              column_chunks: list[list[int]], network: Network | None, tables_epsilon: float,
              hist_epsilon: float, smoothing: float, sampler: str,
              rng: np.random.Generator | None, timings: dict[str, float],
-             show_progress: bool) -> StatsRelease:
+             show_progress: bool, unit: PrivacyUnit | None = None,
+             bounding_seed: int = 0) -> StatsRelease:
     views = (table_views(schema, column_chunks) if tables_epsilon > 0
              else [(a,) for a in range(schema.m)])
     with timed(timings, "read_count"):
-        ddf = read_table(data, schema)
+        ddf = read_table(data, schema, extra=() if unit is None else (unit.column,))
+        if unit is not None:
+            ddf = bound_contributions(ddf, schema, unit, bounding_seed)
         (flat,) = compute(view_count_graph(ddf, schema, views), show_progress=show_progress)
     sizes = [int(np.prod(schema.sizes[list(v)])) for v in views]
     exact = np.split(flat, np.cumsum(sizes)[:-1])  # exact counts end in this function
     n_rows = int(exact[0].sum())
-    if n_rows == 0:
+    if n_rows == 0 and unit is None:  # with a unit n is private: never refused, nor recorded
         raise EmptyInputError("the input has no rows; nothing to release")
     if tables_epsilon > 0:
         with timed(timings, "network"):
@@ -384,31 +419,34 @@ def _release(data: TableSource, schema: Schema, epsilon: float, mechanism: str, 
             network = network_from_tables(measurements, schema, n_rows, column_chunks)
     with timed(timings, "sensitivity"):
         plan = plan_chunks(schema, hist_epsilon, mechanism, k=k, network=network,
-                           smoothing=smoothing)
+                           smoothing=smoothing, max_rows=None if unit is None else unit.max_rows)
     with timed(timings, "noise"):
         noisy = add_noise(exact[: schema.m], plan, sampler=sampler, rng=rng)
     metadata = stats_metadata(schema, n_rows, epsilon, mechanism, k, plan, network,
-                              tables_epsilon, smoothing, sampler, rng is not None)
+                              tables_epsilon, smoothing, sampler, rng is not None, unit)
     return StatsRelease(schema, noisy, metadata, timings)
 
 
 def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, k: int,
                    plan: Sequence[ChunkNoise], network: Network | None, tables_epsilon: float,
-                   smoothing: float, sampler: str, seeded: bool) -> dict[str, Any]:
+                   smoothing: float, sampler: str, seeded: bool,
+                   unit: PrivacyUnit | None = None) -> dict[str, Any]:
     """What a reviewer needs: the notion in words, ε and its split, every chunk's noise."""
     private = sampler in PRIVATE_SAMPLERS
     hist_epsilon = epsilon - tables_epsilon
     privacy: dict[str, Any] = {
         "epsilon": epsilon, "delta": 0.0, "mechanism": mechanism,
-        "neighbouring": NEIGHBOURING["replace"],
+        "neighbouring": neighbouring("replace", unit),
         "noise_sampler": sampler, "noise_seeded": seeded,
+        "privacy_unit": unit_record(unit, seeded),
     }
     if mechanism == "laplace":
         privacy |= {"notion": "differential privacy", "ledger_notion": APPROX_DP,
                     "statement": DP_STATEMENT, "accountant": BASIC_COMPOSITION,
                     "differentially_private": private,
                     "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
-                                    f"2m/ε = {plan[0].scale:.6g} per count"}
+                                    + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")
+                                    + f" = {plan[0].scale:.6g} per count"}
     else:
         fallen = [[schema.names[a] for a in c.columns] for c in plan if c.fallback]
         privacy |= {
@@ -443,6 +481,7 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
         privacy |= {"differentially_private": False,
                     "label": f"{NON_PRIVATE_LABEL}: ε gives the noise scale only"}
     return {"created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "kind": "per-column noisy histograms (dp-dask stats)", "n_rows": n_rows,
+            "kind": "per-column noisy histograms (dp-dask stats)",
+            **({"n_rows": n_rows} if unit is None else {}),
             "schema": {"name": schema.name, "sha256": schema.sha256(), "attributes": schema.m},
             "privacy": privacy}

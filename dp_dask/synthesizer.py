@@ -43,6 +43,16 @@ from dp_dask.data.io import (
     write_json,
 )
 from dp_dask.data.schema import Schema, SchemaError, load_schema
+from dp_dask.data.units import (
+    AUTO,
+    AUTO_SHARE,
+    PrivacyUnit,
+    bound_contributions,
+    choose_max_rows,
+    rows_per_unit_graph,
+    unit_record,
+    unit_seed,
+)
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
 from dp_dask.estimate import FitCost, FitWork, dense_tables_cost
 from dp_dask.model_io import ModelError, read_model_document
@@ -133,6 +143,11 @@ class Synthesizer:
         than spending again (default: a fresh id per fit).
     budget_epsilon: refuse to fit past this total ε for the dataset (besides its stored budget).
     force: fit even past the budget, or when the run id is recorded without a saved model.
+    privacy_unit: ``{"column": ..., "max_rows": K}`` or a :class:`PrivacyUnit`: protect every
+        row of one value of that column together, after keeping at most K rows of each
+        (:mod:`dp_dask.data.units`); default: the schema's ``privacy_unit``, else a row. Only
+        methods whose ``supports_privacy_unit`` scale their sensitivity to K take one. K "auto":
+        chosen under DP (a quantile of the rows per unit) with ``AUTO_SHARE`` of the budget.
     """
 
     name: ClassVar[str]
@@ -150,6 +165,8 @@ class Synthesizer:
     # the kinds of schema constraints (dp_dask.data.constraints) every release of it satisfies;
     # a schema declaring another kind is refused
     constraint_kinds: ClassVar[frozenset[str]] = frozenset()
+    # whether every mechanism it runs scales its sensitivity to a privacy unit's max_rows
+    supports_privacy_unit: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -160,9 +177,21 @@ class Synthesizer:
                  noise_seed: int | None = None, show_progress: bool = False,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, run_id: str | None = None,
-                 budget_epsilon: float | None = None, force: bool = False) -> None:
+                 budget_epsilon: float | None = None, force: bool = False,
+                 privacy_unit: PrivacyUnit | dict[str, Any] | None = None) -> None:
         self.schema = load_schema(schema)
         self._check_constraints()
+        self.privacy_unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None
+                                           else self.schema.privacy_unit)
+        if self.privacy_unit is not None:  # before any budget is spent
+            if not self.supports_privacy_unit:
+                raise ValueError(f"method {self.name!r} does not support a privacy unit "
+                                 f"({self.privacy_unit.column!r}): its mechanisms' sensitivity "
+                                 "is that of one row; use the marginals method")
+            self.privacy_unit.check(self.schema)
+        # max_rows "auto": chosen under DP at each fit (self.privacy_unit then holds the K)
+        self.unit_auto = self.privacy_unit is not None and self.privacy_unit.max_rows == AUTO
+        self.unit_choice_: dict[str, Any] | None = None  # its record
         self.epsilon = epsilon
         self.delta = delta
         self.noise_sampler = noise_sampler
@@ -255,13 +284,15 @@ class Synthesizer:
         that fails before drawing noise drops its entry; after, the entry stays, counted.
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
+        # a missing unit column fails before any budget is spent
+        source = data if self.privacy_unit is None else self._read(data, storage_options)
         reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "", storage_options)
             return self
         # cancelled on a failure before the first noise draw; spent (failed) after it
         with charging(self.ledger, [] if reservation is None else [reservation.entry]):
-            self._fit(data, storage_options)
+            self._fit(source, storage_options)
             privacy = self.model.metadata["privacy"]
             privacy.update(privacy_claim(self.noise_sampler, privacy))
         if reservation is not None:
@@ -285,7 +316,12 @@ class Synthesizer:
                           f"{', '.join(unused)} is unused (values are drawn within the bins); "
                           "the marginals method uses it", DpDaskWarning, stacklevel=3)
         with timed(self.timings_, "read_encode_count"):
-            ddf = read_table(data, self.schema, storage_options=storage_options)
+            ddf = self._read(data, storage_options)
+            if self.privacy_unit is not None:
+                if self.unit_auto:
+                    self._choose_max_rows(ddf)
+                ddf = bound_contributions(ddf, self.schema, self.privacy_unit,
+                                          unit_seed(self.noise_seed))
             (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
             n_rows = self._rows_counted(exact)
             if n_rows == 0 and self.rows_public:
@@ -299,12 +335,42 @@ class Synthesizer:
         }
         self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
 
+    def _choose_max_rows(self, ddf: dd.DataFrame) -> None:
+        """max_rows "auto": K from the rows per unit under DP, with ``AUTO_SHARE`` of the
+        plan's ρ (the method's measurements spend the rest, :attr:`unit_rho`)."""
+        (sizes,) = compute(rows_per_unit_graph(ddf, self.privacy_unit.column),
+                           show_progress=self.show_progress)
+        plan = self._privacy_plan()
+        rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 57])
+        k, self.unit_choice_ = choose_max_rows(sizes, self.unit_rho,
+                                               plan["accountant"], sampler=self.noise_sampler,
+                                               rng=rng)
+        self.privacy_unit = PrivacyUnit(self.privacy_unit.column, k)
+
+    @property
+    def unit_rho(self) -> float:
+        """The ρ a choice of max_rows "auto" spends (0 without one)."""
+        return self._privacy_plan()["rho"] * AUTO_SHARE if self.unit_auto else 0.0
+
+    def _read(self, data: TableSource, storage_options: dict[str, Any] | None) -> dd.DataFrame:
+        """The schema's columns of ``data``, lazily, and the privacy unit's where there is one
+        (an error naming it where the input lacks it)."""
+        unit = () if self.privacy_unit is None else (self.privacy_unit.column,)
+        return read_table(data, self.schema, storage_options=storage_options, extra=unit)
+
+    @property
+    def max_rows(self) -> int | None:
+        """The privacy unit's bound on rows (None: the unit is a row, or "auto" not yet
+        chosen)."""
+        unit = self.privacy_unit
+        return None if unit is None or unit.max_rows == AUTO else int(unit.max_rows)
+
     @property
     def rows_public(self) -> bool:
         """Whether the row count n is public under the method's neighbouring datasets (replace
         one row). Where it is not, it is neither recorded nor refused when 0: that refusal
-        would tell."""
-        return True
+        would tell. Never with a privacy unit: replacing a unit of 1 row by one of K moves n."""
+        return self.privacy_unit is None
 
     def _ledger_reserve(self, data: TableSource,
                         storage_options: dict[str, Any] | None = None) -> Reservation | None:
@@ -316,7 +382,9 @@ class Synthesizer:
                                  dataset_name=dataset_name_for(data, self.dataset_name),
                                  schema_sha256=self.schema.sha256(),
                                  run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
-                                 private=self.noise_sampler in PRIVATE_SAMPLERS)
+                                 private=self.noise_sampler in PRIVATE_SAMPLERS,
+                                 unit_column=getattr(self.privacy_unit, "column", None),
+                                 unit_max_rows=self.max_rows)
         reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
                                           force=self.force, storage_options=storage_options)
         self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
@@ -356,7 +424,9 @@ class Synthesizer:
         record = {"epsilon": float(self.epsilon), "delta": float(self.delta), **fields,
                   "noise_sampler": self.noise_sampler,
                   "noise_seeded": self.noise_seed is not None,
-                  "neighbouring": neighbouring}
+                  "neighbouring": neighbouring,
+                  "privacy_unit": {**unit_record(self.privacy_unit, self.noise_seed is not None),
+                                   **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
         if self.schema.types_from_data:  # see _fit's warning
             record["schema_types_from_data"] = self.schema.types_from_data
         drafted = self.schema.drafted_under_dp

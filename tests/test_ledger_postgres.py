@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -323,3 +324,31 @@ def test_cli_fit_records_and_its_retry_reuses_on_postgresql(client, data, pg_url
     assert entry.status == SPENT and entry.model_path == str(model.resolve())
     assert main([*fit, "--run-id", "team-2"]) == 2  # two Gaussian ε=1 compose to ≈1.41 > 1.2
     assert "has a budget of ε=1.2" in capsys.readouterr().err
+
+
+def test_privacy_units_are_recorded_and_totalled_apart(location):
+    """Entries name their privacy unit; `ledger list` shows it and, where row-level and
+    person-level releases of one dataset mix, warns and totals each unit apart. A ledger made
+    before units (no unit columns) gains them, its entries a row's."""
+    import sqlalchemy as sa
+
+    ledger = Ledger(location)
+    ledger.mark_spent(ledger.reserve(gaussian(1.0, "row", 0.01)).entry.id)
+    with ledger._store.transaction() as connection:  # back to a ledger made before units
+        for column in ("unit_column", "unit_max_rows"):
+            connection.execute(sa.text(f"ALTER TABLE releases DROP COLUMN {column}"))
+    ledger = Ledger(location)  # a new connection upgrades it
+    assert ledger.entries()[0].unit == "row"
+    person = replace(gaussian(1.0, "person", 0.02), unit_column="customer_id", unit_max_rows=10)
+    ledger.mark_spent(ledger.reserve(person).entry.id)
+    assert [e.unit for e in ledger.entries()] == ["row", "'customer_id' <= 10 rows"]
+    lines = totals(ledger)
+    assert " row " in lines[2] and "'customer_id' <= 10 rows" in lines[3]
+    warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING"))
+    assert "different privacy units (row, 'customer_id' <= 10 rows)" in lines[warning]
+    assert lines[warning + 1].startswith("  unit row: ε=")
+    assert "over 1 DP release(s)" in lines[warning + 2]
+    running = ledger.reserve(replace(person, run_id="again")).entry
+    with pytest.raises(LedgerError, match="unit_max_rows=10"):  # a retry under another K
+        ledger.reserve(replace(person, run_id="again", unit_max_rows=5))
+    ledger.cancel(running.id)

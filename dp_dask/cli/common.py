@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dp_dask.checks import check_cost, check_input, check_output_dir
-from dp_dask.cli.options import FLAG_PARAMETERS, REFUSED_ELSEWHERE, taking
+from dp_dask.cli.options import FLAG_PARAMETERS, REFUSED_ELSEWHERE, privacy_unit, taking
 from dp_dask.config import Options
 from dp_dask.data.io import load_schema_from, local_only, local_path, remote
 from dp_dask.privacy.labels import describe
@@ -34,7 +34,7 @@ def new_synthesizer(args: Options, schema: str) -> Synthesizer:
               "dataset_name": getattr(args, "dataset_name", None),
               "run_id": getattr(args, "run_id", None),
               "budget_epsilon": getattr(args, "budget_epsilon", None),
-              "force": getattr(args, "force", False)}
+              "force": getattr(args, "force", False), "privacy_unit": privacy_unit(args)}
     common |= flag_parameters(args)
     return Synthesizer.create(args.method,
                               load_schema_from(schema, getattr(args, "storage_options", None)),

@@ -184,6 +184,29 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                        help="opendp (secure, default) or numpy (seeded; testing only)")
     group.add_argument("--noise-seed", type=non_negative_int, default=None,
                        help="seed of the numpy noise sampler: never for a real release")
+    unit_options(group)
+
+
+def unit_options(group: argparse._ActionsContainer) -> None:
+    """--privacy-unit and --max-rows-per-unit (read together by :func:`privacy_unit`)."""
+    group.add_argument("--privacy-unit", default=None, metavar="COLUMN",
+                       help="protect all rows of one value of COLUMN together (a person), not "
+                       "one row; needs --max-rows-per-unit (default: the schema's "
+                       "privacy_unit, else a row)")
+    group.add_argument("--max-rows-per-unit", default=None, metavar="K",
+                       help="keep at most K rows of each unit (chosen per unit by a keyed "
+                       "hash); the noise grows with K")
+
+
+def privacy_unit(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The unit the options give (None: none given); ValueError naming the column where one of
+    the two is missing (K itself is checked by dp_dask.data.units.PrivacyUnit)."""
+    column, k = getattr(args, "privacy_unit", None), getattr(args, "max_rows_per_unit", None)
+    if column is None and k is None:
+        return None
+    if column is None or k is None:
+        raise ValueError(f"--privacy-unit {column!r} and --max-rows-per-unit {k!r} go together")
+    return {"column": column, "max_rows": int(k) if str(k).strip().lstrip("-").isdigit() else k}
 
 
 LEDGER_HELP = (f"privacy ledger: a SQLite file (a path or sqlite:///PATH) or a team's "

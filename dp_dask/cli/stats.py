@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dp_dask.checks import epsilon_value, non_negative_int, positive_float, positive_int
 from dp_dask.cli.common import check_data, check_ledger, check_out
-from dp_dask.cli.options import cluster_options, ledger_options
+from dp_dask.cli.options import cluster_options, ledger_options, privacy_unit, unit_options
 from dp_dask.cli.summary import job_summary, started_now, write_summary
 from dp_dask.config import StatsSpec
 from dp_dask.privacy.ledger import Ledger
@@ -44,6 +44,7 @@ def arguments() -> argparse.ArgumentParser:
                         help="opendp (secure, default) or numpy (seeded; testing only)")
     parser.add_argument("--noise-seed", type=non_negative_int, default=None,
                         help="seed of the numpy noise sampler: never for a real release")
+    unit_options(parser)
     ledger_options(parser)
     cluster_options(parser)
     return parser
@@ -74,7 +75,8 @@ def run(spec: StatsSpec) -> None:
         network_share=spec.network_from_noisy_tables, smoothing=spec.smoothing,
         noise_sampler=spec.noise_sampler, noise_seed=spec.noise_seed, ledger=ledger,
         dataset_name=spec.dataset_name, run_id=spec.run_id,
-        budget_epsilon=spec.budget_epsilon, force=spec.force, show_progress=not spec.quiet)
+        budget_epsilon=spec.budget_epsilon, force=spec.force, show_progress=not spec.quiet,
+        privacy_unit=privacy_unit(spec))
     privacy = release.metadata["privacy"]
     print(f"{privacy['label']}: {privacy['statement']} (ε={privacy['epsilon']:g})")
     if spec.mechanism == "tabular-ddp":

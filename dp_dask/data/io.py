@@ -12,6 +12,7 @@ import io
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pandas as pd
 import zarr
 from fsspec.utils import get_protocol
 
-from dp_dask.data.encode import check_columns
+from dp_dask.data.encode import EncodingError, check_columns
 from dp_dask.data.schema import Schema, load_schema
 
 TableSource = str | Path | pd.DataFrame | dd.DataFrame
@@ -153,8 +154,10 @@ def load_schema_from(source: Any, storage_options: dict[str, Any] | None = None)
 
 def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250_000,
                csv_blocksize: str = "64MB",
-               storage_options: dict[str, Any] | None = None) -> dd.DataFrame:
-    """The schema's columns of a Parquet file/directory, a CSV, or a (Dask) DataFrame, lazily.
+               storage_options: dict[str, Any] | None = None,
+               extra: Sequence[str] = ()) -> dd.DataFrame:
+    """The schema's columns of a Parquet file/directory, a CSV, or a (Dask) DataFrame, lazily,
+    and the ``extra`` columns (a privacy unit's) after them.
 
     CSV cells are read as text and parsed by the encoder, so a stray non-number in a numeric
     column is reported by the schema's rules rather than by the CSV parser. No cell is a null:
@@ -188,22 +191,25 @@ def read_table(source: TableSource, schema: Schema, *, partition_rows: int = 250
                 raise FileNotFoundError(f"input {path} does not exist")
             name, options = path.name.lower(), {}
         if name.endswith((".csv", ".csv.gz")):
-            columns = _columns(pd.read_csv(path, nrows=0, **options).columns, schema)
+            columns = _columns(pd.read_csv(path, nrows=0, **options).columns, schema, extra)
             blocksize = None if name.endswith(".gz") else csv_blocksize  # gzip can't be split
             ddf = dd.read_csv(path, usecols=columns, dtype=str, blocksize=blocksize,
                               keep_default_na=False, na_filter=False, **options)
         else:
             ddf = dd.read_parquet(path, **options)
-    return ddf[_columns(ddf.columns, schema)]
+    return ddf[_columns(ddf.columns, schema, extra)]
 
 
-def _columns(available: pd.Index, schema: Schema) -> list[str]:
-    """The columns a table is read by (:meth:`Schema.read_columns`); raises naming the input
-    columns it lacks."""
+def _columns(available: pd.Index, schema: Schema, extra: Sequence[str] = ()) -> list[str]:
+    """The columns a table is read by (:meth:`Schema.read_columns`), then ``extra``; raises
+    naming the input columns it lacks."""
     columns = schema.read_columns(available)
     if not set(columns) <= set(available):
         check_columns(available, schema)  # lacking one means lacking an input column
-    return columns
+    missing = [name for name in extra if name not in set(available)]
+    if missing:
+        raise EncodingError(f"input lacks the privacy unit column {missing[0]!r}")
+    return columns + list(extra)
 
 
 # Zarr skips writing a chunk that holds only its fill value, and to know, compares every byte of

@@ -36,13 +36,13 @@ _KEY_END = 2**63  # keys in [0, 2⁶³): int64
 _TIES = 1  # the seed stream of the tie-breaking permutations (keys use stream 0)
 
 
-def order_seed(noise_seed: int | None) -> int:
+def order_seed(noise_seed: int | None, stream: int = 0x0DE5) -> int:
     """The order's seed, drawn once per fit on the driver: 128 bits of OS entropy when the noise
     is unseeded (then it is as secret as the noise), else derived from ``noise_seed``
-    (reproducible runs, like the noise itself)."""
+    (reproducible runs, like the noise itself); another ``stream`` for another step's seed."""
     if noise_seed is None:
         return secrets.randbits(128)
-    return int(np.random.SeedSequence([int(noise_seed), 0x0DE5]).generate_state(1, np.uint64)[0])
+    return int(np.random.SeedSequence([int(noise_seed), stream]).generate_state(1, np.uint64)[0])
 
 
 def order_record(noise_seed: int | None) -> str:

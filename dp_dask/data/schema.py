@@ -401,6 +401,9 @@ class Schema:
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
     # Declared constraints (dp_dask.data.constraints), compiled and checked.
     constraints: tuple[Constraint, ...] = ()
+    # The release's privacy unit, {"column": ..., "max_rows": K} (dp_dask.data.units checks it);
+    # None: a row.
+    privacy_unit: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.attributes:
@@ -534,6 +537,8 @@ class Schema:
             spec["drafted_under_dp"] = self.drafted_under_dp
         if self.constraints:  # likewise
             spec["constraints"] = [c.to_json() for c in self.constraints]
+        if self.privacy_unit:  # likewise
+            spec["privacy_unit"] = self.privacy_unit
         return spec
 
     def dumps(self) -> str:
@@ -559,9 +564,14 @@ class Schema:
         drafted = spec.get("drafted_under_dp")
         if drafted is not None and not isinstance(drafted, dict):
             raise SchemaError("schema JSON: 'drafted_under_dp' must be an object")
+        unit = spec.get("privacy_unit")
+        if unit is not None and not isinstance(unit, dict):
+            raise SchemaError("schema JSON: 'privacy_unit' must be an object "
+                              "{\"column\": ..., \"max_rows\": K}")
         return cls(attributes, name=str(spec.get("name", "schema")), version=version,
                    drafted_under_dp=drafted,
-                   constraints=parse_constraints(spec.get("constraints", []), attributes, base))
+                   constraints=parse_constraints(spec.get("constraints", []), attributes, base),
+                   privacy_unit=unit)
 
 
 def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:

@@ -52,7 +52,7 @@ from dp_dask.release import ReleaseError, pinned_table, release_version
 REPORT_NAME = "report.html"
 _PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",
                    "accountant", "rho", "k", "budget_split", "noise_sampler", "neighbouring",
-                   "post_processing", "reason")
+                   "privacy_unit", "post_processing", "reason")
 
 
 def attribute_shares(comparison: Comparison, schema: Schema) -> dict[str, pd.DataFrame]:

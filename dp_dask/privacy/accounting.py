@@ -374,6 +374,21 @@ QUERY_L1_SENSITIVITY = 2.0  # one replaced row: one count -1, another +1, in eac
 # itself is private: it is estimated from the noisy counts (consistency.estimated_rows), never
 # read from the data.
 TABLE_L2_SENSITIVITY = {"replace": math.sqrt(2.0), "add_remove": 1.0}
+TABLE_L1_SENSITIVITY = {"replace": 2.0, "add_remove": 1.0}
+
+
+def table_sensitivity(neighbours: str, norm: str = "l2", max_rows: int | None = None) -> float:
+    """How far one count table (histogram, 2-way table, fine grid) moves in ``norm`` ("l1" or
+    "l2") between neighbours: a row (``max_rows`` None) or a privacy unit of at most
+    ``max_rows`` rows (dp_dask.data.units) added or removed, or replaced. A unit's rows may all
+    fall in one cell: K in one cell (add/remove, L1 = L2 = K), or K out of one cell and K into
+    another (replace: L1 2K, L2 √2·K; the removed and added rows' count vectors are >= 0, so
+    ‖a − r‖₂² <= ‖a‖₂² + ‖r‖₂² <= 2K²). Every sensitivity of a count and of a score over counts
+    is this times the query's own factor; the exponential mechanism's L1 scores use "l1"."""
+    table = {"l1": TABLE_L1_SENSITIVITY, "l2": TABLE_L2_SENSITIVITY}[norm]
+    if neighbours not in table:
+        raise ValueError(f"neighbours must be one of {sorted(table)}, got {neighbours!r}")
+    return table[neighbours] * (1 if max_rows is None else max_rows)
 
 
 def sigma_table(ms: Sequence[int] = (9, 15, 27, 100),

@@ -51,7 +51,13 @@ def describe(privacy: dict[str, Any]) -> str:
         line = (f"{NON_PRIVATE_LABEL}: not differentially private; {privacy['mechanism']} noise "
                 f"from the seeded {privacy.get('noise_sampler', 'numpy')} sampler, scaled for a "
                 f"nominal ε={privacy['epsilon']}, δ={privacy['delta']:.3g} (no guarantee)")
+    unit = privacy.get("privacy_unit")  # absent from releases made before units
     if "replace_one_row" in privacy:
-        line += (f"; neighbours: {privacy['neighbouring']} (as replace one row: "
+        one = "row" if unit is None or unit["unit"] == "row" else "unit"
+        line += (f"; neighbours: {privacy['neighbouring']} (as replace one {one}: "
                  f"ε={privacy['replace_one_row']['epsilon']:.4g})")
+    if unit is not None:
+        line += ("; privacy unit: a row (a person with many rows is protected less)"
+                 if unit["unit"] == "row" else
+                 f"; privacy unit: {unit['unit']!r}, at most {unit['max_rows']} rows each")
     return line

@@ -130,17 +130,29 @@ class Entry:
     model_path: str | None = None
     release_path: str | None = None
     id: int | None = None
+    unit_column: str | None = None  # the privacy unit (dp_dask.data.units); None: a row
+    unit_max_rows: int | None = None  # its bound on rows per unit
+
+    @property
+    def unit(self) -> str:
+        """The privacy unit in words: "row", or "'column' <= K rows" (K "auto": chosen under
+        DP, recorded in the release)."""
+        return ("row" if self.unit_column is None
+                else f"{self.unit_column!r} <= {self.unit_max_rows or 'auto'} rows")
 
     @classmethod
     def for_plan(cls, plan: Mapping[str, Any], *, dataset_name: str, schema_sha256: str,
-                 run_id: str, sampler: str, private: bool) -> Entry:
+                 run_id: str, sampler: str, private: bool, unit_column: str | None = None,
+                 unit_max_rows: int | None = None) -> Entry:
         """The entry of a release calibrated by ``plan`` (epsilon, delta, mechanism,
-        accountant and, for Gaussian noise, the charge rho: e.g. ``NoisePlan.to_json()``)."""
+        accountant and, for Gaussian noise, the charge rho: e.g. ``NoisePlan.to_json()``), of
+        privacy unit ``unit_column`` (None: a row) with at most ``unit_max_rows`` rows."""
         gaussian = plan["mechanism"] == "gaussian"
         basic = plan["mechanism"] == "laplace" and plan["accountant"] == BASIC_COMPOSITION
         return cls(dataset_name, schema_sha256, run_id, plan["epsilon"],
                    0.0 if basic else plan["delta"], plan["mechanism"], plan["accountant"],
-                   plan["rho"] if gaussian else None, private, sampler)
+                   plan["rho"] if gaussian else None, private, sampler,
+                   unit_column=unit_column, unit_max_rows=unit_max_rows)
 
     @classmethod
     def for_draft(cls, *, dataset_name: str, request_sha256: str, run_id: str, epsilon: float,
@@ -541,7 +553,8 @@ def _run(connection: Connection, request: Entry) -> Entry | None:
 def _check_same_settings(prior: Entry, request: Entry) -> None:
     """A retry reuses or takes over ``prior`` only for the same charge: any field the ledger
     composes or labels by (dataset, schema and run id are the lookup's key)."""
-    keys = ("epsilon", "delta", "mechanism", "accountant", "rho", "notion", "private", "sampler")
+    keys = ("epsilon", "delta", "mechanism", "accountant", "rho", "notion", "private", "sampler",
+            "unit_column", "unit_max_rows")
     differ = [k for k in keys if getattr(prior, k) != getattr(request, k)]
     if differ:
         was = ", ".join(f"{k}={getattr(prior, k)!r}" for k in differ)
@@ -590,6 +603,24 @@ def _plain_dp_counted(entries: list[Entry]) -> str:
             "counted above at their plain-DP ε, as DP entries '<run id>-dp')")
 
 
+def unit_totals(entries: list[Entry], delta: float) -> list[str]:
+    """Where a dataset's DP releases protect different privacy units, a warning and their
+    totals unit by unit: the dataset's total sums them all, but a row-level release protects
+    one row, not a person's many rows, so a person is protected only as far as the releases of
+    their unit say (and not at all by how the row-level ones add up)."""
+    units = dict.fromkeys(e.unit for e in entries if e.counted)
+    if len(units) < 2:
+        return []
+    lines = [f"WARNING: dataset {entries[0].dataset_name!r} has DP releases of different privacy "
+             f"units ({', '.join(units)}); its total above sums them all. A row-level release "
+             "protects one row: a person with many rows is protected less by it. By unit:"]
+    for unit in units:
+        part = composed([e for e in entries if e.unit == unit], delta)
+        lines.append(f"  unit {unit}: ε={part.epsilon:.6g} at δ={part.delta:.3g} over "
+                     f"{part.releases} DP release(s)")
+    return lines
+
+
 def report(ledger: Ledger, dataset_name: str | None = None) -> str:
     """A plain-text table of the entries and, per dataset name, the composed total."""
     entries = ledger.entries(dataset_name)
@@ -599,9 +630,9 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
         return "\n".join([*lines, "no entries" + (f" for dataset {dataset_name!r}"
                                                    if dataset_name else "")])
     header = ["id", "created (UTC)", "dataset", "run id", "ε", "δ", "mechanism", "ρ", "notion",
-              "kind", "status", "model"]
+              "unit", "kind", "status", "model"]
     rows = [[str(e.id), e.created, e.dataset_id, e.run_id, _number(e.epsilon),
-             _number(e.delta, ".3g"), e.mechanism, _number(e.rho), e.notion,
+             _number(e.delta, ".3g"), e.mechanism, _number(e.rho), e.notion, e.unit,
              e.kind + (" forced" if e.forced else ""),
              UNFINISHED if e.status == RESERVED else e.status, e.model_path or "-"]
             for e in entries]
@@ -624,6 +655,7 @@ def report(ledger: Ledger, dataset_name: str | None = None) -> str:
         if total.unfinished:
             line += f"; {total.unfinished} UNFINISHED entry(ies) counted"
         lines.append(line)
+        lines += unit_totals([e for e in entries if e.dataset_name == name], total.delta)
     if any(e.status == RESERVED for e in entries):
         lines.append(f"{UNFINISHED}: reserved by a fit that has not drawn its noise yet: still "
                      "running, or killed. Counted, as its noise may have been drawn; a retry "

@@ -55,6 +55,8 @@ releases = sa.Table(
     sa.Column("forced", sa.Boolean, nullable=False),
     sa.Column("model_path", sa.Text),
     sa.Column("release_path", sa.Text),
+    sa.Column("unit_column", sa.Text),  # the privacy unit's column (NULL: a row)
+    sa.Column("unit_max_rows", sa.Integer),
     sa.Index("releases_run", "dataset_name", "schema_sha256", "run_id"),
     sqlite_autoincrement=True,  # ids never reused, as in the ledgers written before
 )
@@ -150,6 +152,7 @@ class Store:
             if not self.sqlite:  # CREATE TABLE IF NOT EXISTS races in PostgreSQL
                 connection.execute(sa.select(sa.func.pg_advisory_xact_lock(_HOLD_CLASS)))
             metadata.create_all(connection)
+            _add_unit_columns(connection)
             if self.sqlite:
                 version = connection.exec_driver_sql("PRAGMA user_version").scalar()
                 if version == 0:
@@ -252,6 +255,16 @@ class Store:
             connection.exec_driver_sql(
                 "SELECT setval(pg_get_serial_sequence('releases', 'id'), max(id)) FROM releases "
                 "HAVING max(id) IS NOT NULL")
+
+
+def _add_unit_columns(connection: Connection) -> None:
+    """A ledger made before privacy units gains their two columns, NULL (a row) in its rows;
+    the format stays: older dp_dask versions read and write it as before."""
+    present = {c["name"] for c in sa.inspect(connection).get_columns("releases")}
+    for column in ("unit_column", "unit_max_rows"):
+        if column not in present:
+            kind = releases.c[column].type.compile(connection.dialect)
+            connection.exec_driver_sql(f"ALTER TABLE releases ADD COLUMN {column} {kind}")
 
 
 def _sqlite_manual_transactions(dbapi_connection: Any, _record: Any) -> None:

@@ -45,7 +45,7 @@ from dp_dask.data.tables import Domain
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.postprocess.reweight import fit_weights
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
+from dp_dask.privacy.accounting import TABLE_L1_SENSITIVITY, gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_measurements
 from dp_dask.privacy.selection import (
     Selection,
@@ -59,7 +59,7 @@ from dp_dask.privacy.selection import (
 ADAPTIVE_SHARE = 0.3
 # The score's sensitivity per unit weight: an ℓ1 distance to the exact counts moves by as much
 # as one table's L1 sensitivity.
-SCORE_L1_SENSITIVITY = {"replace": 2.0, "add_remove": 1.0}
+SCORE_L1_SENSITIVITY = TABLE_L1_SENSITIVITY
 WILDCARD = "*"
 
 
@@ -243,20 +243,22 @@ def merged(measurements: list[Measurement]) -> list[Measurement]:
 def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measurement],
                answers: dict[tuple[int, ...], np.ndarray],
                candidates: dict[tuple[int, ...], float], plan: RoundPlan, schema: Schema, *,
-               neighbours: str, sampler: str, rng: np.random.Generator | None
-               ) -> tuple[list[Measurement], list[dict[str, Any]]]:
+               neighbours: str, sampler: str, rng: np.random.Generator | None,
+               max_rows: int | None = None) -> tuple[list[Measurement], list[dict[str, Any]]]:
     """The rounds on the estimate ``codes``/``weights`` (rows summing to the release's n):
     select, measure, refit. Returns the measurements with the rounds' appended, and each
-    round's record (selected marginal, its cells, ρ of selection and measurement, σ)."""
+    round's record (selected marginal, its cells, ρ of selection and measurement, σ).
+    ``max_rows``: a privacy unit's bound (None: a row), which scales both sensitivities."""
     sizes = schema.sizes
     keys = list(candidates)
     weight = np.array([candidates[c] for c in keys])
     candidate_cells = np.array([cells(schema, c) for c in keys], dtype=np.float64)
     domain = Domain(sizes)
     row_cells = [domain.index(codes, c) for c in keys]  # the candidate rows never change
-    sigma = gaussian_sigma(plan.rho_measure, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
+    l2 = table_sensitivity(neighbours, "l2", max_rows)
+    sigma = gaussian_sigma(plan.rho_measure, l2, "zcdp")
     bias = math.sqrt(2 / math.pi) * sigma * candidate_cells
-    sensitivity = SCORE_L1_SENSITIVITY[neighbours] * float(weight.max())
+    sensitivity = table_sensitivity(neighbours, "l1", max_rows) * float(weight.max())
     selection = plan.selection(sensitivity)
     measurements, record = list(measurements), []
     for r in range(plan.rounds):
@@ -265,7 +267,7 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
                                    for k, n in zip(row_cells, candidate_cells)], bias, weight)
         chosen = keys[noisy_max_index(scores, selection, sampler=sampler, rng=rng)]
         (noisy,) = gaussian_measurements(
-            [(answers[chosen], sigma, TABLE_L2_SENSITIVITY[neighbours])], sampler=sampler,
+            [(answers[chosen], sigma, l2)], sampler=sampler,
             rng=rng)
         measurements.append(Measurement(chosen, noisy, sigma))
         weights = fit_weights(codes, merged(measurements), sizes, weights,

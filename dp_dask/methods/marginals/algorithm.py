@@ -26,6 +26,7 @@ import numpy as np
 
 from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
+from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.measurements import (
     Measurer,
@@ -38,8 +39,7 @@ from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
 from dp_dask.methods.marginals.plan import BudgetPlan
 from dp_dask.methods.marginals.select_pairs import TreeChoice
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
-from dp_dask.privacy.labels import NEIGHBOURING
+from dp_dask.privacy.accounting import table_sensitivity
 from dp_dask.timing import timed
 from dp_dask.tuning import changed
 
@@ -57,7 +57,7 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     measurer = Measurer(exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
                         accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
                         neighbours=method.neighbours, fine_share=method.fine_share,
-                        config=method.config)
+                        config=method.config, max_rows=method.max_rows)
     with timed(method.timings_, "noise"):
         one_way = measure_one_way(measurer)
         pairs = choose_pairs(measurer, one_way, method.tables)
@@ -95,7 +95,8 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
     answers = adaptive.exact_answers(exact[0], exact[2], schema, method.candidates)
     measured, record = adaptive.run_rounds(
         codes, weights * (n_rows / rows), measurements, answers, method.candidates, plan,
-        schema, neighbours=method.neighbours, sampler=method.noise_sampler, rng=rng)
+        schema, neighbours=method.neighbours, sampler=method.noise_sampler, rng=rng,
+        max_rows=method.max_rows)
     return adaptive.merged(measured), {
         "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
         "rho_one_shot": plan.rho_one_shot,
@@ -107,7 +108,7 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
         "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
                      "eps^2/8); score w*(L1 error of the current estimate - "
                      "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
-                     f"{adaptive.SCORE_L1_SENSITIVITY[method.neighbours]:g}*max w",
+                     f"{table_sensitivity(method.neighbours, 'l1', method.max_rows):g}*max w",
         "measured": record}
 
 
@@ -118,11 +119,12 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     the ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' record."""
     schema: Schema = method.schema
     as_replace_one = {}
-    if not method.rows_public:
+    if method.neighbours != "replace":
         ledger = method._ledger_plan()
         as_replace_one = {"replace_one_row": {"epsilon": ledger["epsilon"], "rho": ledger["rho"]}}
     split = plan.budget_split(
-        schema, k=k, sensitivity=TABLE_L2_SENSITIVITY[method.neighbours], tree=tree, fine=fine,
+        schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
+        tree=tree, fine=fine,
         replace_one_rho=as_replace_one["replace_one_row"]["rho"] if as_replace_one else None,
         tree_possible=method.tree_possible)
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
@@ -133,7 +135,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
         "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
         "privacy": method._privacy_record(
             mechanism="gaussian", accountant=method.accountant, rho=plan.rho, k=k,
-            neighbouring=NEIGHBOURING[method.neighbours], **as_replace_one,
+            neighbouring=neighbouring(method.neighbours, method.privacy_unit), **as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
             budget_split=f"{split}; the {method.accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,

@@ -46,7 +46,7 @@ from dp_dask.postprocess.consistency import (
     Measurement,
     estimated_rows,
 )
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma
+from dp_dask.privacy.accounting import gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_measurements
 
 
@@ -57,17 +57,24 @@ class Measurer:
     accountant, the noise sampler (``rng`` for numpy's) and the tuned numbers.
 
     A fine histogram has a table's L2 sensitivity: replacing a row moves at most two cells by 1
-    (a row of an extra bin is in no cell), adding or removing one moves one.
+    (a row of an extra bin is in no cell), adding or removing one moves one. With a privacy unit
+    of at most ``max_rows`` rows (None: a row) every sensitivity is ``max_rows`` times a row's
+    (:func:`~dp_dask.privacy.accounting.table_sensitivity`) and n is private under both notions.
     """
 
     def __init__(self, counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema,
                  rho: float, *, accountant: str, sampler: str = "opendp",
                  rng: np.random.Generator | None = None, neighbours: str = "replace",
-                 fine_share: float = FINE_SHARE, config: MarginalsConfig = DEFAULTS) -> None:
+                 fine_share: float = FINE_SHARE, config: MarginalsConfig = DEFAULTS,
+                 max_rows: int | None = None) -> None:
         self.counts, self.fine, self.schema, self.rho = counts, fine, schema, rho
         self.accountant, self.sampler, self.rng = accountant, sampler, rng
         self.neighbours, self.config = neighbours, config
-        self.sensitivity = TABLE_L2_SENSITIVITY[check_neighbours(neighbours)]
+        self.max_rows = max_rows
+        self.sensitivity = table_sensitivity(check_neighbours(neighbours), "l2", max_rows)
+        # a row's selection as calibrated before units (√2², the same releases); a unit's exact L1
+        self.l1_sensitivity = (self.sensitivity**2 if max_rows is None
+                               else table_sensitivity(neighbours, "l1", max_rows))
         self.grids = tuple(sorted(fine))
         self.fine_share = check_fine_share(fine_share)
         self.all_pairs = measured_queries(schema)
@@ -128,8 +135,9 @@ def choose_pairs(measurer: Measurer, one_way: list[Measurement], tables: str = "
     pairs is selected under DP with ``selection_share`` of ρ. ``tables`` "all" or "tree"
     overrides the choice (:data:`~.select_pairs.TABLES`)."""
     schema, config, m = measurer.schema, measurer.config, measurer.schema.m
-    rows = (rows_counted(measurer.counts, schema) if measurer.neighbours == "replace"
-            else estimated_rows(one_way))  # under add/remove n is private: its noisy estimate
+    rows = (rows_counted(measurer.counts, schema)
+            if measurer.neighbours == "replace" and measurer.max_rows is None
+            else estimated_rows(one_way))  # n private (add/remove, or a unit): its noisy estimate
     noise = all_pairs_noise(schema, rows, measurer.plan.coarse * (1 - config.one_way_share),
                             measurer.sensitivity, measurer.accountant, config.cells_exponent)
     if m <= 2 or check_tables(tables) == "all" or (tables != "tree" and not tree_wanted(
@@ -139,7 +147,7 @@ def choose_pairs(measurer: Measurer, one_way: list[Measurement], tables: str = "
         config.tree_one_way_share / config.one_way_share - 1))
     one_way = adaptive.merged(one_way + top_up)
     tree = select_tree(measurer.counts, schema, [h.values for h in one_way], rows,
-                       measurer.plan.tree_selection, measurer.sensitivity**2,
+                       measurer.plan.tree_selection, measurer.l1_sensitivity,
                        measurer.accountant, noise=noise, sampler=measurer.sampler,
                        rng=measurer.rng, tree_above=config.tree_above)
     queries = measured_queries(schema, tree.pairs)

@@ -64,6 +64,7 @@ class MarginalSynthesizer(Synthesizer):
     config_class = MarginalsConfig
     dense_tables = True  # its estimate, fit_cost, is the default: dense 2-way tables
     constraint_kinds = frozenset(CONSTRAINT_KINDS)  # structural zeros, exact sampling
+    supports_privacy_unit = True  # every measurement and selection through table_sensitivity
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",
@@ -91,7 +92,7 @@ class MarginalSynthesizer(Synthesizer):
 
     @property
     def rows_public(self) -> bool:
-        return self.neighbours == "replace"
+        return self.neighbours == "replace" and super().rows_public
 
     def _privacy_plan(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
@@ -104,7 +105,7 @@ class MarginalSynthesizer(Synthesizer):
         sensitivity, hence twice its charge, and twice each selection's score sensitivity
         (privacy.selection.replace_one_rho)."""
         plan = self._privacy_plan()
-        if self.rows_public:
+        if self.neighbours == "replace":  # a unit's plan is already replace-one-unit
             return plan
         rho = replace_one_rho(plan["rho"], self.budget_plan().selections(
             self.schema, self.tree_possible, self.accountant))
@@ -126,8 +127,9 @@ class MarginalSynthesizer(Synthesizer):
         return rows_counted(exact[0], self.schema)
 
     def budget_plan(self) -> BudgetPlan:
-        """This release's ρ by step (:class:`~.plan.BudgetPlan`)."""
-        rho = self._privacy_plan()["rho"]
+        """This release's ρ by step (:class:`~.plan.BudgetPlan`), less what a choice of the
+        privacy unit's max_rows spends."""
+        rho = self._privacy_plan()["rho"] - self.unit_rho
         return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
                                                   self.config),
                           self.fine_share if self.schema.fine_grids else 0.0, self.config)

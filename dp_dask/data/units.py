@@ -1,0 +1,235 @@
+"""Privacy units: protect a person (all rows of one ``customer_id``), not one row.
+
+A release declares its unit as ``privacy_unit: {column: customer_id, max_rows: K}`` (schema JSON,
+job config, ``--privacy-unit``/``--max-rows-per-unit``, ``privacy_unit=``); without one the unit
+is a row. :func:`bound_contributions` keeps at most K rows of each unit, out of core, before
+anything is encoded or counted, and drops the unit column: it never reaches a model or a release.
+The counts are then those of the bounded data, so n means rows after bounding.
+
+A unit is identified by its value as text (:func:`unit_text`: 7, 7.0 and "7" are one unit, as
+an integer column read as float once a null appears must stay one), and every null (None, NaN,
+NA) is one and the same unit. Which K rows a unit keeps depends on that unit's rows and a seed
+alone, never on another unit, on file position or on partitioning: the rows are shuffled on that
+text (Dask's P2P
+shuffle where a distributed client runs, so a unit's rows meet in one partition without the
+table in memory), then each row is ranked by a keyed hash of its schema codes (and fine cells)
+under a per-release seed (secret, or derived from ``noise_seed``), ties broken by the codes
+themselves, and a unit keeps its K smallest. Rows tied all the way have the same codes and fine
+cells: every count sees them alike, so keeping any K of them gives the same counts. The unit's
+value is not hashed: its storage type (an integer column read as float once a null appears) is
+not a function of the unit's own rows. So neighbouring data sets that differ in one unit give
+bounded data sets that differ in that unit's at most K rows (a stable transformation), whatever
+the other units hold. Rows whose unit is null form ONE unit together, bounded to K like any other
+(each null row its own unit would let one person with nulls contribute unboundedly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from dp_dask.data.encode import encode_partition, fine_cells
+from dp_dask.data.order import order_seed
+from dp_dask.data.schema import Schema
+from dp_dask.privacy.labels import NEIGHBOURING
+
+ROW_UNIT: dict[str, Any] = {"unit": "row"}
+AUTO = "auto"  # max_rows chosen under DP: a quantile of the rows per unit
+# max_rows "auto": the candidates (public), the quantile (level / levels) of the rows per unit
+# chosen among them, and the share of the release's ρ the choice spends.
+AUTO_CANDIDATES = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
+AUTO_QUANTILE = (9, 10)
+AUTO_SHARE = 0.05
+NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
+_SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """The column whose value identifies a unit (a person), and the most rows one keeps."""
+
+    column: str
+    max_rows: int | str  # an integer >= 1, or AUTO
+
+    @classmethod
+    def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
+        """A unit from ``{"column": ..., "max_rows": K}`` (None: the unit is a row); ValueError
+        naming the column where K is neither an integer >= 1 nor "auto"."""
+        if spec is None or isinstance(spec, PrivacyUnit):
+            return spec
+        if not isinstance(spec, dict) or set(spec) != {"column", "max_rows"}:
+            raise ValueError(f"privacy_unit must be {{'column': ..., 'max_rows': K}}, got {spec!r}")
+        column, k = spec["column"], spec["max_rows"]
+        if not isinstance(column, str) or not column:
+            raise ValueError(f"privacy_unit column must be a column name, got {column!r}")
+        if k == AUTO:
+            return cls(column, AUTO)
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"privacy unit {column!r}: max_rows must be an integer >= 1 or "
+                             f"{AUTO!r}, got {k!r}")
+        return cls(column, int(k))
+
+    def check(self, schema: Schema) -> None:
+        """ValueError where the unit column is also something the schema reads: it would reach
+        the model."""
+        if self.column in set(schema.names) | set(schema.columns):
+            raise ValueError(f"privacy unit column {self.column!r} is also an attribute of "
+                             f"schema {schema.name!r}; a unit column never reaches a model: "
+                             "drop it from the schema")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"column": self.column, "max_rows": self.max_rows}
+
+
+def unit_record(unit: PrivacyUnit | None, seeded: bool) -> dict[str, Any]:
+    """What a release records of its unit: the row, or the column, K and how rows were kept
+    (never the seed; ``seeded``: derived from noise_seed)."""
+    if unit is None:
+        return dict(ROW_UNIT)
+    seed = "a seed derived from noise_seed" if seeded else "a secret seed"
+    return {"unit": unit.column, "max_rows": unit.max_rows, "null_units": NULL_RULE,
+            "bounding": f"at most {unit.max_rows} rows per unit, the smallest by a keyed hash "
+                        f"of their codes under {seed} (dp_dask.data.units); counts and n are "
+                        "of the bounded rows"}
+
+
+def neighbouring(notion: str, unit: PrivacyUnit | None) -> str:
+    """The release's neighbouring data sets in words: a row's (NEIGHBOURING), or a unit's."""
+    if unit is None:
+        return NEIGHBOURING[notion]
+    change = {"replace": "replace", "add_remove": "add or remove"}[notion]
+    return (f"{change} all rows of one {unit.column!r} (at most {unit.max_rows} after bounding); "
+            "n private")
+
+
+def rows_per_unit_graph(ddf: dd.DataFrame, column: str) -> dd.Series:
+    """Lazily, how many units hold each number of rows (clipped past the largest candidate):
+    the exact counts :func:`choose_max_rows` reads on the driver."""
+    sizes = ddf[column].map_partitions(unit_text, meta=(column, object)).value_counts(
+        dropna=False)
+    return sizes.clip(upper=AUTO_CANDIDATES[-1] + 1).value_counts()
+
+
+def choose_max_rows(sizes: pd.Series, rho: float, accountant: str, *, sampler: str,
+                    rng: np.random.Generator | None) -> tuple[int, dict[str, Any]]:
+    """K among :data:`AUTO_CANDIDATES` near the AUTO_QUANTILE of the rows per unit (``sizes``:
+    units by their number of rows), by the exponential mechanism charged ``rho``, and its
+    record. OpenDP's quantile score |(k − i)·#(< c) − i·#(> c)| moves by at most k when one
+    unit is added, removed or replaced (its row count is one value): L∞ sensitivity k."""
+    from dp_dask.privacy.selection import calibrate_selection, noisy_max_index, quantile_scores
+
+    level, levels = AUTO_QUANTILE
+    counts = sizes.to_numpy(dtype=np.int64)
+    values = sizes.index.to_numpy(dtype=np.int64)
+    below = np.array([counts[values < c].sum() for c in AUTO_CANDIDATES])
+    above = np.array([counts[values > c].sum() for c in AUTO_CANDIDATES])
+    scores = quantile_scores(below, above, level, levels).astype(np.float64)
+    selection = calibrate_selection(rho, float(levels), accountant)
+    k = AUTO_CANDIDATES[noisy_max_index(-scores, selection, sampler=sampler, rng=rng)]
+    return k, {"max_rows": AUTO, "chosen": k, "quantile": level / levels,
+               "candidates": list(AUTO_CANDIDATES), "rho": selection.rho,
+               "mechanism": f"exponential mechanism (OpenDP make_noisy_max, Gumbel) over the "
+                            f"quantile score of the rows per unit, L-inf sensitivity {levels}"}
+
+
+def unit_seed(noise_seed: int | None) -> int:
+    """The bounding's seed, once per fit on the driver (secret unless ``noise_seed``)."""
+    return order_seed(noise_seed, _SEED_STREAM)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every output bit depends on every input bit."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
+    """(1 + m + fine grids, rows): per row its keyed hash, then its codes and fine cells (the
+    tiebreak): a function of the row's values, the schema and the seed alone."""
+    codes = encode_partition(frame, schema)
+    fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
+            for i in schema.fine_grids]
+    parts = np.vstack([codes.astype(np.int64), *fine]) if fine else codes.astype(np.int64)
+    h = np.full(len(frame), seed & _MASK, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for part in parts:
+            h = _mix(h ^ part.astype(np.uint64) ^ np.uint64(seed >> 64 & _MASK))
+    return np.vstack([h.view(np.int64)[None, :], parts])
+
+
+def _text(value: object) -> str:
+    """A unit value as text, an integral number as an integer's (7.0 → "7")."""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def unit_text(values: pd.Series) -> pd.Series:
+    """Each row's unit as text (object dtype), None where null (None, NaN, NA, NaT): equal for
+    equal units whatever their storage type (an integer column read as float once a null
+    appears, a number or its text), so that every partition holds one type and a unit's rows
+    meet in one partition, and all nulls make one unit."""
+    null = values.isna().to_numpy()
+    if pd.api.types.is_float_dtype(values.dtype):
+        numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        integral = np.isfinite(numbers) & (numbers == np.round(numbers)) & (
+            np.abs(numbers) < 2.0**63)
+        text = np.where(integral, np.where(integral, numbers, 0).astype(np.int64).astype(str),
+                        numbers.astype(str)).astype(object)
+    elif pd.api.types.is_integer_dtype(values.dtype) or pd.api.types.is_string_dtype(
+            values.dtype) and not pd.api.types.is_object_dtype(values.dtype):
+        text = values.astype(str).to_numpy(dtype=object)
+    elif pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):  # CSV's text
+        text = values.to_numpy(dtype=object, copy=True)
+    else:
+        text = np.array([_text(v) for v in values.to_numpy(dtype=object)], dtype=object)
+    text[null] = None
+    return pd.Series(text, index=values.index, dtype=object)
+
+
+def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    return frame.assign(**{column: unit_text(frame[column])})
+
+
+def _bounded(frame: pd.DataFrame, schema: Schema, column: str, max_rows: int,
+             seed: int) -> pd.DataFrame:
+    """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
+    smallest key, the unit column dropped."""
+    if frame.empty:
+        return frame.drop(columns=column)
+    groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
+    keys = row_keys(frame, schema, seed)
+    order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes
+    sorted_groups = groups[order]
+    positions = np.arange(len(order))
+    starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]
+    rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    kept = np.sort(order[rank < max_rows])
+    return frame.iloc[kept].drop(columns=column)
+
+
+def shuffle_method() -> str:
+    """P2P (out of core, disk-backed) where a distributed client runs, else tasks."""
+    try:
+        from distributed import default_client
+        default_client()
+    except (ImportError, ValueError):
+        return "tasks"
+    return "p2p"
+
+
+def bound_contributions(ddf: dd.DataFrame, schema: Schema, unit: PrivacyUnit,
+                        seed: int) -> dd.DataFrame:
+    """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
+    unit, chosen by :func:`row_keys` (module docstring), without the unit column."""
+    meta = ddf._meta.assign(**{unit.column: pd.Series([], dtype=object)})
+    texts = ddf.map_partitions(_with_unit_text, unit.column, meta=meta)
+    shuffled = texts.shuffle(on=unit.column, shuffle_method=shuffle_method())
+    return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
+                                   meta=ddf._meta.drop(columns=unit.column))

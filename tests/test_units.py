@@ -1,0 +1,288 @@
+"""Privacy units (issue 57): contribution bounding on Dask, sensitivity scaled to K, the record
+of the unit, and the refusals of bad units before any budget is spent."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_dask.cli import main
+from dp_dask.data.counts import partition_counts
+from dp_dask.data.schema import load_schema
+from dp_dask.data.units import (
+    AUTO_CANDIDATES,
+    AUTO_SHARE,
+    PrivacyUnit,
+    _bounded,
+    bound_contributions,
+    choose_max_rows,
+    row_keys,
+)
+from dp_dask.methods.marginals.measurements import measure_all
+from dp_dask.privacy.accounting import rho_budget, table_sensitivity
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.stats import release_stats
+from dp_dask.synthesizer import Synthesizer
+from tests.conftest import SMALL_SCHEMA, correlated_frame
+
+SEED = 20261127
+
+
+def events(n: int = 3_000, seed: int = 0) -> pd.DataFrame:
+    """SMALL_SCHEMA rows with a skewed unit column: most units 1-5 rows, a few with hundreds,
+    every 97th row's unit null."""
+    frame = correlated_frame(n, seed=seed)
+    rng = np.random.default_rng(seed)
+    frame["uid"] = (rng.zipf(1.6, n) % 400).astype(object)
+    frame.loc[::97, "uid"] = None
+    return frame
+
+
+def frame_of(frame: pd.DataFrame, partitions: int) -> dd.DataFrame:
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_pandas(frame, npartitions=partitions)
+
+
+def multiset(frame: pd.DataFrame) -> list[tuple]:
+    return sorted(map(tuple, frame.astype(str).to_numpy().tolist()))
+
+
+def kept_per_unit(frame: pd.DataFrame, k: int, schema) -> dict:
+    """What bounding keeps of ``frame`` on one worker (one partition), by unit."""
+    kept = _bounded(frame.assign(_u=frame["uid"]), schema, "uid", k, SEED)
+    return {u: multiset(g.drop(columns="_u"))
+            for u, g in kept.groupby(kept["_u"].fillna(-1))}
+
+
+def test_at_most_k_rows_per_unit_and_nulls_form_one_unit(client):
+    schema = load_schema(SMALL_SCHEMA)
+    frame = events()
+    ddf = frame_of(frame, 5)
+    kept = bound_contributions(ddf.assign(_u=ddf["uid"]), schema, PrivacyUnit("uid", 3),
+                               SEED).compute()
+    assert "uid" not in kept.columns  # the unit column never goes on
+    sizes = kept.groupby(kept["_u"].fillna(-1)).size()
+    assert sizes.max() <= 3 and sizes[-1] == 3  # the nulls: one unit, bounded like any
+    expected = frame.groupby(frame["uid"].fillna(-1)).size().clip(upper=3)
+    assert (sizes.sort_index() == expected.sort_index()).all()
+
+
+def test_bounding_is_a_function_of_each_units_rows_alone(client):
+    """1 vs 2 workers, other partitions and row orders: the same multiset; adding a unit (and a
+    null in a column elsewhere) changes nothing kept of any other unit."""
+    schema = load_schema(SMALL_SCHEMA)
+    frame = events()
+    unit = PrivacyUnit("uid", 2)
+    on_cluster = bound_contributions(frame_of(frame, 4), schema, unit, SEED).compute()
+    shuffled = frame.sample(frac=1.0, random_state=1)
+    other = bound_contributions(frame_of(shuffled, 7), schema, unit, SEED).compute()
+    one_worker = _bounded(frame, schema, "uid", 2, SEED)  # one partition holding every unit
+    assert multiset(on_cluster) == multiset(other) == multiset(one_worker)
+
+    before = kept_per_unit(frame, 2, schema)
+    newcomer = frame.iloc[:50].assign(uid="newcomer")
+    after = kept_per_unit(pd.concat([frame, newcomer], ignore_index=True), 2, schema)
+    assert after.pop("newcomer") and after == before
+
+
+def test_a_unit_is_one_unit_whatever_its_storage_type(client):
+    """Units stored as int64 in some partitions and float64 in others (7 and 7.0), and nulls as
+    None, NaN and pd.NA: each is one unit, bounded to K once (a shuffle on the raw column sends
+    7 and 7.0 to different partitions: up to 2K rows)."""
+    schema = load_schema(SMALL_SCHEMA)
+    rows = correlated_frame(360, seed=6)
+    parts = []
+    for p in range(6):  # 10 units of 5 rows in each partition, int64 or float64 by turns
+        part = rows.iloc[p * 60:p * 60 + 50].assign(uid=np.repeat(np.arange(10), 5))
+        parts.append(part if p % 2 else part.astype({"uid": np.float64}))
+    nulls = rows.iloc[50:62].assign(uid=pd.Series([None, np.nan, pd.NA] * 4, dtype=object,
+                                                  index=rows.index[50:62]))
+    ddf = dd.from_delayed([dask.delayed(f) for f in (*parts, nulls)],
+                          meta=parts[0].iloc[:0].astype({"uid": object}), verify_meta=False)
+    kept = bound_contributions(ddf, schema, PrivacyUnit("uid", 3), SEED).compute()
+    assert len(kept) == 11 * 3  # 3 of each of the 10 units, 3 of the nulls
+
+
+def test_identical_rows_tie_without_file_position():
+    schema = load_schema(SMALL_SCHEMA)
+    frame = correlated_frame(4, seed=3)
+    keys = row_keys(pd.concat([frame, frame.iloc[::-1]]), schema, SEED)
+    assert (keys[:, :4] == keys[:, 4:][:, ::-1]).all()  # a row's key: its values and the seed
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_a_moved_unit_changes_each_table_by_at_most_the_bound(neighbours):
+    """Neighbours: one unit of 60 rows, all in one cell, added (or replacing a unit of other
+    rows): after bounding each count table moves by at most K (2K) in L1, K (√2·K) in L2."""
+    schema = load_schema(SMALL_SCHEMA)
+    k = 4
+    base = events(800, seed=5)
+    same = correlated_frame(1, seed=9)
+    person = pd.concat([same] * 60, ignore_index=True).assign(uid="person")
+    if neighbours == "replace":
+        victim = base["uid"].value_counts().index[0]
+        removed = base[base["uid"] == victim]
+        base, other = base[base["uid"] != victim], removed
+    else:
+        other = base.iloc[:0]
+    first, second = (partition_counts(_bounded(f, schema, "uid", k, SEED), schema)
+                     for f in (pd.concat([base, other]), pd.concat([base, person])))
+    diff = second - first
+    for i, o, s in zip(range(schema.m), schema.offsets, schema.sizes):
+        one_way = np.diag(diff)[o:o + s]
+        assert np.abs(one_way).sum() <= table_sensitivity(neighbours, "l1", k)
+        assert np.linalg.norm(one_way) <= table_sensitivity(neighbours, "l2", k) + 1e-12
+        for j, p, t in zip(range(schema.m), schema.offsets, schema.sizes):
+            if j > i:
+                table = diff[o:o + s, p:p + t]
+                assert np.abs(table).sum() <= table_sensitivity(neighbours, "l1", k)
+                assert np.linalg.norm(table) <= table_sensitivity(neighbours, "l2", k) + 1e-12
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_marginals_sigma_scales_by_k(neighbours):
+    schema = load_schema(SMALL_SCHEMA)
+    counts = partition_counts(correlated_frame(500, seed=2), schema)
+    sigmas = {k: [m.sigma for m in measure_all(
+        counts, {}, schema, 0.1, accountant=accountant, sampler="numpy",
+        rng=np.random.default_rng(0), neighbours=neighbours, tables="all", max_rows=k)[0]]
+        for k in (None, 1, 7) for accountant in ["zcdp"]}
+    assert sigmas[None] == sigmas[1]
+    assert np.allclose(np.array(sigmas[7]) / np.array(sigmas[1]), 7.0)  # zCDP: σ = Δ/√(2ρ)
+    assert table_sensitivity(neighbours, "l2", 7) == 7 * table_sensitivity(neighbours, "l2")
+
+
+def test_marginals_release_records_the_unit_and_hides_it(client, tmp_path):
+    frame = events(2_000)
+    fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=4.0, noise_sampler="numpy",
+                                noise_seed=4, ledger=False,
+                                privacy_unit={"column": "uid", "max_rows": 5}).fit(frame)
+    privacy = fitted.model.metadata["privacy"]
+    assert privacy["privacy_unit"]["unit"] == "uid" and privacy["privacy_unit"]["max_rows"] == 5
+    assert "L2 sensitivity 7.07107 each" in privacy["budget_split"]  # √2·5
+    assert "'uid'" in privacy["neighbouring"] and "n private" in privacy["neighbouring"]
+    bounded_rows = int(frame.groupby(frame["uid"].fillna(-1)).size().clip(upper=5).sum())
+    assert fitted.model.metadata["n_rows"] != bounded_rows  # noisy n of the bounded rows
+    assert abs(fitted.model.metadata["n_rows"] - bounded_rows) < 0.2 * bounded_rows
+    paths = fitted.write(tmp_path / "out", 300)
+    assert "uid" not in pd.read_parquet(paths["parquet"]).columns
+    row = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
+                             noise_seed=4, ledger=False).fit(frame.drop(columns="uid"))
+    assert row.model.metadata["privacy"]["privacy_unit"] == {"unit": "row"}
+
+
+def test_stats_laplace_scale_follows_k(tmp_path):
+    frame = events(1_000)
+    release = release_stats(frame, SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
+                            noise_seed=1, ledger=False,
+                            privacy_unit={"column": "uid", "max_rows": 10})
+    privacy = release.metadata["privacy"]
+    m = len(SMALL_SCHEMA["attributes"])
+    assert math.isclose(float(privacy["budget_split"].rsplit("= ", 1)[1].split()[0]),
+                        2 * 10 * m / 1.0)
+    assert privacy["privacy_unit"]["max_rows"] == 10 and "n_rows" not in release.metadata
+
+
+def test_the_schema_declares_the_unit(client):
+    schema = {**SMALL_SCHEMA, "privacy_unit": {"column": "uid", "max_rows": 2}}
+    fitted = Synthesizer.create("marginals", schema, noise_sampler="numpy", noise_seed=1,
+                                ledger=False).fit(events(500))
+    assert fitted.model.metadata["privacy"]["privacy_unit"]["max_rows"] == 2
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--privacy-unit", "customer", "--max-rows-per-unit", "3"], "'customer'"),  # missing
+    (["--privacy-unit", "uid", "--max-rows-per-unit", "0"], "'uid'"),
+    (["--privacy-unit", "uid", "--max-rows-per-unit", "2.5"], "'uid'"),
+    (["--privacy-unit", "colour", "--max-rows-per-unit", "3"], "'colour'"),  # an attribute
+    (["--privacy-unit", "uid", "--max-rows-per-unit", "3", "--method", "dpview"],
+     "'dpview'"),
+    (["--privacy-unit", "uid"], "'uid'"),  # no K
+])
+def test_bad_units_exit_2_before_any_budget(client, tmp_path, capsys, options, says):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(300).to_csv(tmp_path / "data.csv", index=False)
+    ledger = tmp_path / "ledger.sqlite"
+    code = main(["synth", "--data", str(tmp_path / "data.csv"), "--schema",
+                 str(tmp_path / "schema.json"), "--out", str(tmp_path / "out"),
+                 "--ledger", str(ledger), *options,
+                 "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 2 and says in capsys.readouterr().err
+    assert not ledger.exists() or Ledger(ledger).entries() == []
+
+
+def test_synth_cli_with_a_unit(client, tmp_path, capsys):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(1_500).to_csv(tmp_path / "data.csv", index=False)
+    code = main(["synth", "--data", str(tmp_path / "data.csv"), "--schema",
+                 str(tmp_path / "schema.json"), "--out", str(tmp_path / "out"),
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--privacy-unit", "uid",
+                 "--max-rows-per-unit", "4", "--rows", "200",
+                 "--scheduler", client.scheduler.address, "--quiet"])
+    assert code == 0
+    assert "privacy unit: 'uid', at most 4 rows each" in capsys.readouterr().out
+    metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert metadata["privacy"]["privacy_unit"]["unit"] == "uid"
+    assert "uid" not in pd.read_parquet(tmp_path / "out" / "synthetic.parquet").columns
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert (entry.unit_column, entry.unit_max_rows) == ("uid", 4)
+    assert main(["ledger", "list", "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
+    assert "'uid' <= 4 rows" in capsys.readouterr().out
+
+
+def test_stats_cli_with_a_unit_and_its_refusal_under_tabular_ddp(client, tmp_path, capsys):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(600).to_csv(tmp_path / "data.csv", index=False)
+    common = ["stats", "--data", str(tmp_path / "data.csv"), "--schema",
+              str(tmp_path / "schema.json"), "--ledger", str(tmp_path / "ledger.sqlite"),
+              "--privacy-unit", "uid", "--max-rows-per-unit", "2",
+              "--scheduler", client.scheduler.address, "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "ddp"), "--mechanism", "tabular-ddp",
+                 "--network-from-noisy-tables", "0.5"]) == 2
+    assert "'uid'" in capsys.readouterr().err and not Ledger(tmp_path / "ledger.sqlite").entries()
+    assert main([*common, "--out", str(tmp_path / "out")]) == 0
+    metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
+    assert metadata["privacy"]["privacy_unit"]["max_rows"] == 2 and "n_rows" not in metadata
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert (entry.unit_column, entry.unit_max_rows) == ("uid", 2)
+
+
+def test_max_rows_auto_is_a_charged_dp_quantile(client):
+    """K "auto": a candidate near the 0.9 quantile of the rows per unit, chosen under DP with
+    AUTO_SHARE of ρ, which the measurements no longer spend."""
+    sizes = pd.Series([700, 200, 90, 10], index=[1, 4, 30, 400])  # 0.9 quantile: 4 rows
+    k, record = choose_max_rows(sizes, 10.0, "zcdp", sampler="numpy",
+                                rng=np.random.default_rng(0))
+    assert k == 5 and record["chosen"] == 5 and record["quantile"] == 0.9
+    fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
+                                noise_seed=2, ledger=False,
+                                privacy_unit={"column": "uid", "max_rows": "auto"}
+                                ).fit(events(2_000))
+    privacy = fitted.model.metadata["privacy"]
+    chosen = privacy["privacy_unit"]["auto"]["chosen"]
+    assert chosen in AUTO_CANDIDATES and privacy["privacy_unit"]["max_rows"] == chosen
+    total = rho_budget(1.0, fitted.delta, fitted.accountant)
+    assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
+    assert privacy["rho"] == pytest.approx((1 - AUTO_SHARE) * total)
+
+
+def test_synth_cli_with_max_rows_auto(client, tmp_path, capsys):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(1_000).to_csv(tmp_path / "data.csv", index=False)
+    assert main(["synth", "--data", str(tmp_path / "data.csv"), "--schema",
+                 str(tmp_path / "schema.json"), "--out", str(tmp_path / "out"),
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--privacy-unit", "uid",
+                 "--max-rows-per-unit", "auto", "--rows", "100", "--noise-sampler", "numpy",
+                 "--noise-seed", "3", "--scheduler", client.scheduler.address,
+                 "--quiet"]) == 0
+    unit = json.loads((tmp_path / "out" / "metadata.json").read_text())["privacy"][
+        "privacy_unit"]
+    assert unit["max_rows"] == unit["auto"]["chosen"] in AUTO_CANDIDATES
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert entry.unit == "'uid' <= auto rows"
