@@ -236,6 +236,19 @@ def test_synth_cli_with_a_unit(client, tmp_path, capsys):
     assert "'uid' <= 4 rows" in capsys.readouterr().out
 
 
+def test_a_job_config_declares_the_unit(client, tmp_path, capsys):
+    (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
+    events(1_500).to_csv(tmp_path / "data.csv", index=False)
+    (tmp_path / "job.yaml").write_text(
+        "data: data.csv\nschema: schema.json\noutput: {out: out, rows: 200}\n"
+        "privacy: {epsilon: 1, privacy_unit: uid, max_rows_per_unit: 4}\n"
+        "ledger: {path: ledger.sqlite}\n")
+    assert main(["run", str(tmp_path / "job.yaml"), "--scheduler", client.scheduler.address,
+                 "--quiet"]) == 0
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert (entry.unit_column, entry.unit_max_rows) == ("uid", 4)
+
+
 def test_stats_cli_with_a_unit_and_its_refusal_under_tabular_ddp(client, tmp_path, capsys):
     (tmp_path / "schema.json").write_text(json.dumps(SMALL_SCHEMA))
     events(600).to_csv(tmp_path / "data.csv", index=False)
