@@ -4,6 +4,8 @@
     select      (a tree plan) the histograms measured again, a spanning tree of pairs chosen
                 under DP and its tables measured, then a few more chosen against it (refine);
                 (all pairs) every 2-way table; the fine histograms with the tables
+    cliques     (cliques="auto") cliques of 3+ attributes chosen from the noisy tables as large
+                as the noise allows, and measured (:mod:`.cliques`)
     n           under add/remove neighbours the noisy n replaces the exact one from here on
     rounds      (with a workload) adaptive rounds: select the marginal the estimate gets most
                 wrong, measure it, refit
@@ -25,6 +27,7 @@ import numpy as np
 from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.cliques import measure_cliques
 from dp_dask.methods.marginals.measurements import measure_all
 from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
 from dp_dask.methods.marginals.plan import BudgetPlan
@@ -48,19 +51,29 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
     with timed(method.timings_, "noise"):
         measured, fine, tree = measure_all(
-            exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
+            exact[0], split_fine(exact[1], schema), schema, plan.pairs,
             accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
             neighbours=method.neighbours, fine_share=method.fine_share, tables=method.tables,
             config=method.config)
-    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
-        n_rows = metadata["n_rows"] = estimated_rows(measured)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
+    cliques: dict[str, Any] = {}
+    if plan.with_cliques:
+        with timed(method.timings_, "cliques"):
+            measured, cliques = measure_cliques(
+                exact[3], measured, schema,
+                n_rows if method.rows_public else estimated_rows(measured), plan.cliques,
+                sensitivity=TABLE_L2_SENSITIVITY[method.neighbours],
+                accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
+                config=method.config)
+        k += cliques["measurements"]
+    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
+        n_rows = metadata["n_rows"] = estimated_rows(measured)
     rounds: dict[str, Any] = {}
     if plan.rounds.rounds:
         with timed(method.timings_, "adaptive_rounds"):
             measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
-    metadata |= release_record(method, plan, k, tree, fine, rounds)
+    metadata |= release_record(method, plan, k, tree, fine, rounds, cliques)
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
@@ -102,9 +115,10 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
 
 def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
                    tree: TreeChoice | None, fine: dict[int, Measurement],
-                   rounds: dict[str, Any]) -> dict[str, Any]:
-    """The release metadata's method and privacy record: ``k`` one-shot 1-/2-way measurements,
-    the ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' record."""
+                   rounds: dict[str, Any], cliques: dict[str, Any]) -> dict[str, Any]:
+    """The release metadata's method and privacy record: ``k`` one-shot measurements, the
+    ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' and the
+    ``cliques``' records (empty: none)."""
     schema: Schema = method.schema
     as_replace_one = {}
     if not method.rows_public:
@@ -127,6 +141,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             budget_split=f"{split}; the {method.accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
+            **({"cliques": cliques} if cliques else {}),
             post_processing="consistent marginals (inverse-variance 1-way estimates, "
             "tables shrunk towards independence and fitted to them); rows sampled from a "
             "spanning tree, weighted to fit the noisy measurements and updated towards the "

@@ -81,16 +81,28 @@ class BudgetPlan:
     rounds: adaptive.RoundPlan
     fine_share: float
     config: MarginalsConfig = DEFAULTS
+    with_cliques: bool = False  # cliques measured (cliques.cliques_possible)
 
     @property
     def one_shot(self) -> float:
-        """The 1-/2-way measurements' (and selections'), fine histograms included."""
+        """The one-shot measurements' (and selections'), fine histograms and cliques
+        included."""
         return self.rounds.rho_one_shot
+
+    @property
+    def cliques(self) -> float:
+        """The cliques' of 3+ attributes (cliques.py): ``clique_share`` of the one-shot ρ."""
+        return self.one_shot * self.config.clique_share if self.with_cliques else 0.0
+
+    @property
+    def pairs(self) -> float:
+        """The 1-/2-way measurements' (and selections'), fine histograms included."""
+        return self.one_shot - self.cliques
 
     @property
     def coarse(self) -> float:
         """The 1-/2-way measurements' and a tree plan's selections'."""
-        return self.one_shot * (1.0 - self.fine_share)
+        return self.pairs * (1.0 - self.fine_share)
 
     @property
     def tree_selection(self) -> float:
@@ -144,18 +156,24 @@ class BudgetPlan:
                       f"{refined.rho_measure:.6g}), the rest to the "
                       "tree's tables")
         split = (f"{k} Gaussian measurements ({which}, L2 "
-                 f"sensitivity {sensitivity:.6g} each) sharing rho = {self.one_shot:.6g}: "
+                 f"sensitivity {sensitivity:.6g} each) sharing rho = {self.pairs:.6g}: "
                  f"{histograms}, {tables}, each in "
                  f"proportion to cells^(1/3)")
         if fine:
             names = [schema.names[a] for a in sorted(fine)]
             split = (f"{k + len(fine)} Gaussian measurements sharing rho = "
-                     f"{self.one_shot:.6g}: "
+                     f"{self.pairs:.6g}: "
                      f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
                      f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
                      f"the rest to {k} measurements ({which}, "
                      f"L2 sensitivity {sensitivity:.6g} each), of it {histograms}, {tables}, "
                      "each in proportion to cells^(1/3)")
+        if self.with_cliques:
+            split += (f"; rho = {self.cliques:.6g} ({self.config.clique_share:g} of the one-shot "
+                      "rho) to one Gaussian measurement of each clique of 3 or more attributes "
+                      "chosen from the noisy 1-/2-way tables (post-processing), in proportion to "
+                      f"cells^(1/3), L2 sensitivity {sensitivity:.6g} each (or to the pairs again "
+                      "where no clique fits)")
         rounds = self.rounds
         if rounds.rounds:
             split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "

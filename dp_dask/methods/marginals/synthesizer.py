@@ -13,7 +13,7 @@ from dask.delayed import Delayed
 from dp_dask.data.counts import fine_count_graph, rows_counted
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
-from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.algorithm import fit_model
 from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.methods.marginals.model import MarginalModel
@@ -116,6 +116,8 @@ class MarginalSynthesizer(Synthesizer):
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
         counts of the candidate triples), in one pass."""
+        if self.budget_plan().with_cliques:  # and the sparse joint the cliques are read from
+            return cliques.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         if self.rounds:
             return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         return fine_count_graph(ddf, self.schema)
@@ -128,7 +130,8 @@ class MarginalSynthesizer(Synthesizer):
         rho = self._privacy_plan()["rho"]
         return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
                                                   self.config),
-                          self.fine_share if self.schema.fine_grids else 0.0, self.config)
+                          self.fine_share if self.schema.fine_grids else 0.0, self.config,
+                          cliques.cliques_possible(self.schema, self.config))
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
