@@ -244,4 +244,5 @@ def clique_draws(model: MarginalModel, codes: np.ndarray, weights: np.ndarray,
     for a, values in zip(clique, np.unravel_index(cells, domain.shape(clique))):
         copies[:, a] = values
     return (np.concatenate([codes, copies]),
-            np.concatenate([weights * (1 - DRAWN_SHARE), np.full(len(codes), weights.mean() * DRAWN_SHARE)]))
+            np.concatenate([weights * (1 - DRAWN_SHARE),
+                            np.full(len(codes), weights.mean() * DRAWN_SHARE)]))
