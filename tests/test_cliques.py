@@ -129,3 +129,14 @@ def test_memory_cap_bounds_every_clique():
 def test_cliques_option_checked():
     with pytest.raises(ValueError, match="cliques must be one of"):
         MarginalsConfig(cliques="all")
+
+
+def test_plan_reports_the_memory_cap():
+    from dp_dask.estimate import estimate
+
+    schema = parity_schema()
+    planned = estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 64})
+    assert planned.cliques["max_clique_cells"] == 64
+    assert planned.cliques["joint_bytes"] == 16 * 144  # min(rows, the joint's 144 cells)
+    assert "max_clique_cells" in planned.describe()
+    assert "cliques" not in estimate(schema, 20_000).to_json()  # default plans as before
