@@ -3,6 +3,7 @@ notions, on Adult's 9 categorical columns and a generated narrow table with plan
 4-way structure that no pair shows (6 attributes, 200 k rows by default).
 
     python -m benchmarks.cliques --seeds 3 [--rows 200000] [--tables adult planted]
+        [--auto-config '{"clique_share": 0.25}']
 
 Scored by the project's scorer (Q1/Q2/Q3: mean error over the best 95 % of queries, and the
 worst 2-way query; evaluate.queries), with fit + sample seconds. Seeded numpy noise of the
@@ -45,16 +46,18 @@ def planted(rows: int, seed: int = 0) -> tuple[Schema, pd.DataFrame]:
 
 
 def run(table: str, schema: Schema, frame: pd.DataFrame, neighbours: str, mode: str,
-        seed: int) -> dict:
+        seed: int, config: dict | None = None) -> dict:
+    """One release with ``cliques=mode`` (and, under "auto", ``config``'s other fields)."""
+    config = {"cliques": mode, **((config or {}) if mode == "auto" else {})}
     start = time.perf_counter()
     synthesizer = fitted("marginals", schema, frame, 1.0, DELTA, seed, neighbours=neighbours,
-                         config={"cliques": mode})
+                         config=config)
     synthetic = synthesizer.sample(len(frame), seed=seed).compute()
     seconds = time.perf_counter() - start
     records, _ = evaluate_release(frame, synthetic, schema, q3_sample=Q3_SAMPLE, seed=0)
     summary = error_summary(records)
     cliques = synthesizer.model_.metadata["privacy"].get("cliques", {})
-    return {"table": table, "neighbours": neighbours, "cliques": mode, "seed": seed,
+    return {"table": table, "neighbours": neighbours, "config": config, "seed": seed,
             "Q1": summary["Q1"]["avg95"], "Q2": summary["Q2"]["avg95"],
             "worst2": summary["Q2"]["max"], "Q3": summary["Q3"]["avg95"],
             "seconds": round(seconds, 1),
@@ -67,17 +70,21 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--tables", nargs="+", default=["adult", "planted"])
+    parser.add_argument("--neighbours", nargs="+", default=["replace", "add_remove"])
+    parser.add_argument("--modes", nargs="+", default=["pairs", "auto"])
+    parser.add_argument("--auto-config", type=json.loads, default=None,
+                        help="MarginalsConfig fields for the auto releases, as JSON")
     args = parser.parse_args()
     tables = {"adult": lambda: (table_schema("categorical"), read_data(DEFAULT_DATA)),
               "planted": lambda: planted(args.rows)}
     with Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False)):
         for table in args.tables:
             schema, frame = tables[table]()
-            for neighbours in ("replace", "add_remove"):
+            for neighbours in args.neighbours:
                 for seed in range(args.seeds):
-                    for mode in ("pairs", "auto"):
-                        print(json.dumps(run(table, schema, frame, neighbours, mode, seed)),
-                              flush=True)
+                    for mode in args.modes:
+                        print(json.dumps(run(table, schema, frame, neighbours, mode, seed,
+                                             args.auto_config)), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -62,6 +63,11 @@ def test_cliques_charged_once_and_plan_fields_sum_to_rho(client, neighbours):
     plan = synthesizer.budget_plan()
     assert plan.with_cliques and plan.cliques > 0
     assert plan.pairs + plan.cliques + plan.adaptive == pytest.approx(plan.rho, rel=1e-12)
+    # the cliques' ρ comes out of the 2-way tables': the histograms keep theirs
+    without = replace(plan, with_cliques=False)
+    assert plan.pairs_options()[1].one_way_share * plan.coarse == pytest.approx(
+        without.config.one_way_share * without.coarse, rel=1e-12)
+    assert plan.cliques == pytest.approx(without.coarse * 0.75 * 0.5, rel=1e-12)
     record = synthesizer.model_.metadata["privacy"]["cliques"]
     assert record["rho"] == plan.cliques
     assert record["sensitivity"] == TABLE_L2_SENSITIVITY[neighbours]

@@ -49,12 +49,14 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     privacy record (and, under add/remove, the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
+    fine_share, config = plan.pairs_options()  # with cliques, the histograms keep their ρ
     with timed(method.timings_, "noise"):
         measured, fine, tree = measure_all(
             exact[0], split_fine(exact[1], schema), schema, plan.pairs,
             accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-            neighbours=method.neighbours, fine_share=method.fine_share, tables=method.tables,
-            config=method.config)
+            neighbours=method.neighbours, fine_share=fine_share or method.fine_share,  # 0: no grids
+            tables=method.tables,
+            config=config)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
     cliques: dict[str, Any] = {}

@@ -15,7 +15,7 @@ from dp_dask.data.cells import table_sums
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import adaptive
-from dp_dask.methods.marginals.cliques import clique_draws, model_cliques
+from dp_dask.methods.marginals.cliques import clique_draws
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.config import ReweightConfig
@@ -91,17 +91,15 @@ def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 Start = Callable[["MarginalModel", int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
-def balance_groups(schema: Schema, config: MarginalsConfig = DEFAULTS,
-                   cliques: tuple[tuple[int, ...], ...] = ()) -> tuple[tuple[int, ...], ...]:
+def balance_groups(schema: Schema,
+                   config: MarginalsConfig = DEFAULTS) -> tuple[tuple[int, ...], ...]:
     """The tables a partition's resample is balanced on: every triple while
-    ``adaptive.default_workload`` holds them, else none (a plain resample); then the measured
-    ``cliques`` of 3+ attributes (cliques.py) not among them. Balancing on pairs
+    ``adaptive.default_workload`` holds them, else none (a plain resample). Balancing on pairs
     bought nothing measurable (Adult 9, ε = 1, seed 0: 3-way error 1.170 against the plain
     resample's 1.174) and cost the DSS shape's 351 pairs more than the rest of a partition
     (sampling + write 24 → 101 s)."""
     groups = adaptive.default_workload(schema, config)
-    triples = groups if groups and len(groups[0]) == 3 else ()
-    return triples + tuple(c for c in cliques if c not in triples)
+    return groups if groups and len(groups[0]) == 3 else ()
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ class WeightedRows:
     def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel,
            config: MarginalsConfig = DEFAULTS) -> WeightedRows:
         sizes, m = model.schema.sizes, model.schema.m
-        groups = balance_groups(model.schema, config, model_cliques(model))
+        groups = balance_groups(model.schema, config)
         pairs = list(model.marginals.two_way)
         tables = table_sums(codes, [(a,) for a in range(m)] + pairs, sizes, weights)
         return cls(codes, weights, tuple(tables[:m]), dict(zip(pairs, tables[m:])),
