@@ -231,18 +231,16 @@ def clique_draws(model: MarginalModel, codes: np.ndarray, weights: np.ndarray,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Candidates ``codes`` (weights ``weights``) and as many again, copies of them whose
     largest measured clique's values are drawn from its noisy table (its cells above
-    ``empty_within_sigmas`` σ), so that the
-    candidates cover that clique's cells; ``DRAWN_SHARE`` of the weights' total to the copies,
-    evenly. As
-    they are without one (:func:`model_cliques`: every release under ``cliques="pairs"``)."""
+    ``empty_within_sigmas`` σ), so that the candidates cover that clique's cells;
+    ``DRAWN_SHARE`` of the weights' total to the copies, evenly. As they are without cliques
+    (:func:`model_cliques`: every release under ``cliques="pairs"``)."""
     cliques = model_cliques(model)
     if not cliques:
         return codes, weights
     domain = Domain(model.schema.sizes)
     clique = max(cliques, key=lambda c: (domain.cells(c), c))
     (largest,) = (m for m in model.measurements if m.attributes == clique)
-    # cells within ``empty_within_sigmas`` σ of zero are likely empty: none drawn there (clipped
-    # noise alone filled Adult's impossible cells: worst 2-way query 142 → 357)
+    # cells within ``empty_within_sigmas`` σ of zero are likely empty: none drawn there
     floor = model.config.empty_within_sigmas * largest.sigma
     p = np.where(largest.values > floor, largest.values, 0.0)
     if p.sum() <= 0:
@@ -253,4 +251,4 @@ def clique_draws(model: MarginalModel, codes: np.ndarray, weights: np.ndarray,
         copies[:, a] = values
     return (np.concatenate([codes, copies]),
             np.concatenate([weights * (1 - DRAWN_SHARE),
-                            np.full(len(codes), weights.mean() * DRAWN_SHARE)]))
+                            np.full(len(copies), weights.mean() * DRAWN_SHARE)]))
