@@ -7,7 +7,6 @@ guides for choosing workers and ``--memory-limit`` before a run, not promises. N
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -159,8 +158,8 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
              sample_rows: int | None = None, workers: int = 1,
              partition_rows: int | None = None, config: dict[str, Any] | None = None) -> Estimate:
     """The sizes, memory and time of fitting ``rows`` rows and sampling ``sample_rows``
-    (default: as many), the marginals method with ``config`` (its MarginalsConfig's fields:
-    under ``cliques="auto"`` the cliques' memory cap, :func:`clique_memory`). Refuses
+    (default: as many), the method with ``config`` (its config's fields; the marginals method's
+    ``cliques="auto"`` adds its memory cap, ``config_memory``). Refuses
     (CostError) or warns exactly as a fit would (check_cost)."""
     from dp_dask.synthesizer import Synthesizer  # here: synthesizer imports this module
 
@@ -188,7 +187,7 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
         "sample_write": (fit.sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL
                          + sample_rows * d * WRITE_SECONDS_PER_DUMMY) / workers,
     }
-    cliques = clique_memory(schema, rows, config) if method == "marginals" else None
+    cliques = Synthesizer.methods[method].config_memory(schema, rows, config)
     return Estimate(
         schema=schema.name, method=method, attributes=m, dummy_columns=d,
         queries=query_count(m), table_cells=cells, largest_table=cost.largest_table,
@@ -198,25 +197,6 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
         + (cliques["joint_bytes"] + cliques["clique_bytes"] if cliques else 0),
         worker_bytes=PROCESS_BYTES + max(count_task, sample_task),
         seconds={stage: round(value, 3) for stage, value in seconds.items()}, cliques=cliques)
-
-
-def clique_memory(schema: Schema, rows: int,
-                  config: dict[str, Any] | None) -> dict[str, int] | None:
-    """Under ``cliques="auto"`` (methods.marginals.cliques): the cap on a clique's cells, the
-    sparse joint's bytes (an int64 key and count per distinct row: at most min(rows, cells))
-    and the cliques' dense tables' at most (exact, noisy, σ and a work copy per cell, of at
-    most m cliques at the cap). None without cliques."""
-    from dp_dask.methods.marginals.cliques import cliques_possible
-    from dp_dask.methods.marginals.config import MarginalsConfig
-    from dp_dask.tuning import as_config
-
-    marginals = as_config(MarginalsConfig, config)
-    if not cliques_possible(schema, marginals):
-        return None
-    cells = math.prod(int(s) for s in schema.sizes)
-    cap = marginals.max_clique_cells
-    return {"max_clique_cells": cap, "joint_bytes": 16 * min(rows, cells),
-            "clique_bytes": 4 * 8 * min(cap, cells) * schema.m}
 
 
 def calibration_seconds(sizes: list[int], draws: int = CALIBRATION_DRAWS) -> float:

@@ -71,6 +71,20 @@ def cliques_possible(schema: Schema, config: MarginalsConfig = DEFAULTS) -> bool
             and math.prod(int(s) for s in schema.sizes) < MAX_JOINT_CELLS)
 
 
+def clique_memory(schema: Schema, rows: int,
+                  config: MarginalsConfig = DEFAULTS) -> dict[str, int] | None:
+    """For ``dp-dask plan``: the cap on a clique's cells, the sparse joint's bytes on the driver
+    (an int64 key and count per distinct row: at most min(rows, cells)) and the cliques' dense
+    tables' at most (exact, noisy, σ-scaled and a work copy per cell, m cliques at the cap).
+    None where no clique is measured (:func:`cliques_possible`)."""
+    if not cliques_possible(schema, config):
+        return None
+    cells = math.prod(int(s) for s in schema.sizes)
+    cap = config.max_clique_cells
+    return {"max_clique_cells": cap, "joint_bytes": 16 * min(rows, cells),
+            "clique_bytes": 4 * 8 * min(cap, cells) * schema.m}
+
+
 def joint_keys(codes: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     """The distinct mixed-radix keys of the rows ``codes`` (rows, m) over every attribute,
     sorted, and their counts (int64)."""

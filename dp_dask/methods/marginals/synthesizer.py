@@ -113,6 +113,12 @@ class MarginalSynthesizer(Synthesizer):
         """Whether a tree plan may be chosen: unless ``tables`` is "all" (or m ≤ 2)."""
         return self.schema.m > 2 and self.tables != "all"
 
+    @classmethod
+    def config_memory(cls, schema: Schema, rows: int,
+                      config: dict[str, Any] | None) -> dict[str, int] | None:
+        """Under ``cliques="auto"``: :func:`~.cliques.clique_memory`."""
+        return cliques.clique_memory(schema, rows, as_config(MarginalsConfig, config))
+
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
         counts of the candidate triples), in one pass."""
