@@ -122,9 +122,14 @@ class Estimate:
     driver_bytes: int
     worker_bytes: int
     seconds: dict[str, float]
+    # marginals under cliques="auto": the memory cap and what it bounds (None: no cliques)
+    cliques: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "total_seconds": sum(self.seconds.values())}
+        record = asdict(self)
+        if self.cliques is None:  # such plans' JSON stays as it was
+            del record["cliques"]
+        return {**record, "total_seconds": sum(self.seconds.values())}
 
     def describe(self) -> str:
         pair = (f"; largest {self.largest_table[0]} × {self.largest_table[1]}: "
@@ -141,14 +146,21 @@ class Estimate:
             f"{format_bytes(self.worker_bytes)} (give --memory-limit at least that)",
             f"time (rough, 2-core reference machine): {times}; total ≈ "
             f"{format_time(sum(self.seconds.values()))}",
+            *([] if self.cliques is None else [
+                f"cliques: each at most {self.cliques['max_clique_cells']:,} cells "
+                "(max_clique_cells); the exact sparse joint on the driver ≈ "
+                f"{format_bytes(self.cliques['joint_bytes'])}, the cliques' tables ≤ "
+                f"{format_bytes(self.cliques['clique_bytes'])}"]),
         ])
 
 
 def estimate(schema: Schema, rows: int, *, method: str = "marginals",
              sample_rows: int | None = None, workers: int = 1,
-             partition_rows: int | None = None) -> Estimate:
+             partition_rows: int | None = None, config: dict[str, Any] | None = None) -> Estimate:
     """The sizes, memory and time of fitting ``rows`` rows and sampling ``sample_rows``
-    (default: as many). Refuses (CostError) or warns exactly as a fit would (check_cost)."""
+    (default: as many), the method with ``config`` (its config's fields; the marginals method's
+    ``cliques="auto"`` adds its memory cap, ``config_memory``). Refuses
+    (CostError) or warns exactly as a fit would (check_cost)."""
     from dp_dask.synthesizer import Synthesizer  # here: synthesizer imports this module
 
     cost: Cost = check_cost(schema, method)
@@ -175,14 +187,16 @@ def estimate(schema: Schema, rows: int, *, method: str = "marginals",
         "sample_write": (fit.sample_seconds + sample_rows * m * WRITE_SECONDS_PER_CELL
                          + sample_rows * d * WRITE_SECONDS_PER_DUMMY) / workers,
     }
+    cliques = Synthesizer.methods[method].config_memory(schema, rows, config)
     return Estimate(
         schema=schema.name, method=method, attributes=m, dummy_columns=d,
         queries=query_count(m), table_cells=cells, largest_table=cost.largest_table,
         largest_table_cells=cost.table_cells, rows=rows, sample_rows=sample_rows,
         workers=workers, sample_partition_rows=partition_rows, count_matrix_bytes=matrix,
-        driver_bytes=PROCESS_BYTES + 2 * matrix + fit.model_bytes + fit.calibration_bytes,
+        driver_bytes=PROCESS_BYTES + 2 * matrix + fit.model_bytes + fit.calibration_bytes
+        + (cliques["joint_bytes"] + cliques["clique_bytes"] if cliques else 0),
         worker_bytes=PROCESS_BYTES + max(count_task, sample_task),
-        seconds={stage: round(value, 3) for stage, value in seconds.items()})
+        seconds={stage: round(value, 3) for stage, value in seconds.items()}, cliques=cliques)
 
 
 def calibration_seconds(sizes: list[int], draws: int = CALIBRATION_DRAWS) -> float:

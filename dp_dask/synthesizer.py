@@ -227,6 +227,13 @@ class Synthesizer:
         by."""
         return dense_tables_cost(work)
 
+    @classmethod
+    def config_memory(cls, schema: Schema, rows: int,
+                      config: dict[str, Any] | None) -> dict[str, int] | None:
+        """What the method's ``config`` (a dict of its fields) adds to the driver's memory, for
+        ``dp-dask plan``: a record whose ``*_bytes`` entries are added (None: nothing)."""
+        return None
+
     @staticmethod
     def create(method: str, schema: Schema | str | Path, **params: Any) -> Synthesizer:
         """The synthesizer of ``method`` ("marginals", the default, "copula", "dpview", ...);

@@ -14,9 +14,11 @@ Config = TypeVar("Config")
 def check_fields(config: object, positive: tuple[str, ...] = ()) -> None:
     """Every field a number ≥ 0 (> 0 if named in ``positive``) of its default's kind (an int
     field takes only integers), else ValueError naming the field: called by each config's
-    ``__post_init__``."""
+    ``__post_init__``. A field of a string default is a choice its config checks."""
     for f in fields(config):
         value, default = getattr(config, f.name), f.default
+        if isinstance(default, str):
+            continue
         kind = int if isinstance(default, int) else (int, float)
         least = "> 0" if f.name in positive else ">= 0"
         if (isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value)

@@ -50,6 +50,12 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+def _default(config_class: type, name: str) -> str:
+    """A config field's default as --help shows it: a number in %g, a choice as is."""
+    value = getattr(config_class(), name)
+    return value if isinstance(value, str) else f"{value:g}"
+
+
 def json_object(text: str) -> dict[str, Any]:
     """argparse ``type=``: a JSON object (fsspec storage options, cluster options)."""
     try:
@@ -175,7 +181,7 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                                    for name, cls in sorted(Synthesizer.methods.items())
                                    if own_options(cls))
                        + "".join(f"; the {name} config's fields (docs/tuning.md): "
-                                 + ", ".join(f"{f.name}={getattr(cls.config_class(), f.name):g}"
+                                 + ", ".join(f"{f.name}={_default(cls.config_class, f.name)}"
                                              for f in dataclasses.fields(cls.config_class))
                                  for name, cls in sorted(Synthesizer.methods.items())
                                  if cls.config_class is not None)

@@ -24,6 +24,7 @@ import numpy as np
 
 from dp_dask.compiled import compiled
 from dp_dask.data.cells import KEY_CHUNK, add_weights, chunk_keys
+from dp_dask.data.tables import Domain
 from dp_dask.postprocess.config import ReweightConfig
 from dp_dask.postprocess.consistency import Measurement
 
@@ -65,23 +66,25 @@ class _Tables(NamedTuple):
 
 def as_pairs(codes: np.ndarray, measurements: list[Measurement],
              sizes: np.ndarray) -> tuple[np.ndarray, list[Measurement], np.ndarray]:
-    """3-way measurements (a, b, c) as 2-way ones of a derived column a·|b| + b and c (the
-    same cells, row-major), so the compiled passes, which read two columns a table, fit them:
-    the codes with those columns appended, the measurements, the sizes. Unchanged without."""
+    """k-way measurements (a, …, y, z), k ≥ 3, as 2-way ones of a derived column, the
+    row-major cell of (a, …, y), and z (the same cells, row-major), so the compiled passes,
+    which read two columns a table, fit them: the codes with those columns appended, the
+    measurements, the sizes. Unchanged without."""
     if all(len(m.attributes) <= 2 for m in measurements):
         return codes, measurements, sizes
-    derived: dict[tuple[int, int], int] = {}
+    domain = Domain(sizes)
+    derived: dict[tuple[int, ...], int] = {}
     columns, pairs = [], []
     for m in measurements:
         if len(m.attributes) <= 2:
             pairs.append(m)
             continue
-        a, b, c = m.attributes
-        if (a, b) not in derived:
-            derived[(a, b)] = len(sizes) + len(columns)
-            columns.append(codes[:, a].astype(np.int64) * int(sizes[b]) + codes[:, b])
-        pairs.append(Measurement((derived[(a, b)], c), m.values, m.sigma))
-    sizes = np.concatenate([sizes, [sizes[a] * sizes[b] for a, b in derived]])
+        *head, last = m.attributes
+        if tuple(head) not in derived:
+            derived[tuple(head)] = len(sizes) + len(columns)
+            columns.append(domain.index(codes, head))
+        pairs.append(Measurement((derived[tuple(head)], last), m.values, m.sigma))
+    sizes = np.concatenate([sizes, [domain.cells(head) for head in derived]])
     dtype = np.min_scalar_type(int(sizes.max()) - 1)
     return (np.column_stack([codes.astype(dtype), *(c.astype(dtype) for c in columns)]),
             pairs, sizes)
@@ -178,7 +181,7 @@ def fit_weights(codes: np.ndarray, measurements: list[Measurement], sizes: np.nd
     """The weights of the rows ``codes`` after ``iterations`` (None: ``config.fit_iterations``)
     steps of entropic mirror descent on Σ_t ‖A_t w − y_t‖² / σ_t², from ``weights``; their
     total stays that of ``weights``. Each measurement's values are a flattened (row-major)
-    table of its attributes (1 to 3: :func:`as_pairs`)."""
+    table of its attributes (any number: :func:`as_pairs`)."""
     total = float(weights.sum())
     iterations = config.fit_iterations if iterations is None else iterations
     if iterations == 0 or total <= 0 or not measurements:

@@ -5,6 +5,8 @@
                      the histograms measured again and a spanning tree of pairs chosen under DP
     measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
     refine_tree      (a tree) a few more tables, chosen against the tree's model
+    cliques          (cliques="auto") cliques of 3+ attributes chosen from the noisy tables as
+                     large as the noise allows, and measured (:mod:`.cliques`)
     n                under add/remove neighbours the noisy n replaces the exact one from here on
     rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
                      most wrong, measure it, refit
@@ -28,6 +30,7 @@ from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
 from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.cliques import measure_cliques
 from dp_dask.methods.marginals.measurements import (
     Measurer,
     choose_pairs,
@@ -54,24 +57,36 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     privacy record (and, under add/remove, the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
-    measurer = Measurer(exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
+    fine_share, config = plan.pairs_options()  # with cliques, the histograms keep their ρ
+    measurer = Measurer(exact[0], split_fine(exact[1], schema), schema, plan.pairs,
                         accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-                        neighbours=method.neighbours, fine_share=method.fine_share,
-                        config=method.config, max_rows=method.max_rows)
+                        neighbours=method.neighbours,
+                        fine_share=fine_share or method.fine_share,  # 0: no grids
+                        config=config, max_rows=method.max_rows)
     with timed(method.timings_, "noise"):
         one_way = measure_one_way(measurer)
         pairs = choose_pairs(measurer, one_way, method.tables)
         measured, fine = measure_pairs(measurer, pairs)
         measured, tree = refine_tree(measurer, measured, pairs)
-    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
-        n_rows = metadata["n_rows"] = estimated_rows(measured)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
+    cliques: dict[str, Any] = {}
+    if plan.with_cliques:
+        with timed(method.timings_, "cliques"):
+            measured, cliques = measure_cliques(
+                exact[3], measured, schema,
+                n_rows if method.rows_public else estimated_rows(measured), plan.cliques,
+                sensitivity=measurer.sensitivity,  # a row's, or a privacy unit's
+                accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
+                config=method.config)
+        k += cliques["measurements"]
+    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
+        n_rows = metadata["n_rows"] = estimated_rows(measured)
     rounds: dict[str, Any] = {}
     if plan.rounds.rounds:
         with timed(method.timings_, "adaptive_rounds"):
             measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
-    metadata |= release_record(method, plan, k, tree, fine, rounds)
+    metadata |= release_record(method, plan, k, tree, fine, rounds, cliques)
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
@@ -114,9 +129,10 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
 
 def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
                    tree: TreeChoice | None, fine: dict[int, Measurement],
-                   rounds: dict[str, Any]) -> dict[str, Any]:
-    """The release metadata's method and privacy record: ``k`` one-shot 1-/2-way measurements,
-    the ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' record."""
+                   rounds: dict[str, Any], cliques: dict[str, Any]) -> dict[str, Any]:
+    """The release metadata's method and privacy record: ``k`` one-shot measurements, the
+    ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' and the
+    ``cliques``' records (empty: none)."""
     schema: Schema = method.schema
     as_replace_one = {}
     if method.neighbours != "replace":
@@ -140,6 +156,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             budget_split=f"{split}; the {method.accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
+            **({"cliques": cliques} if cliques else {}),
             post_processing="consistent marginals (inverse-variance 1-way estimates, "
             "tables shrunk towards independence and fitted to them); rows sampled from a "
             "spanning tree, weighted to fit the noisy measurements and updated towards the "

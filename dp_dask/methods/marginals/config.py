@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from dp_dask.tuning import check_fields
 
+CLIQUES = ("pairs", "auto")
+
 
 @dataclass(frozen=True)
 class MarginalsConfig:
@@ -46,9 +48,17 @@ class MarginalsConfig:
     max_draws_per_row: int = 16  # the tree's draws per candidate, at most
     unsettled_draws_per_row: int = 4  # the same without value moves
     unbalanced_candidates_per_row: int = 2  # candidates per row of an unbalanced resample
+    # cliques of 3+ attributes (cliques.py)
+    cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": cliques as large as the noise allows
+    clique_share: float = 0.5  # the cliques' share of the 2-way tables' ρ (under "auto")
+    clique_noise: float = 0.5  # a clique's cells·σ/n̂ at most
+    max_clique_cells: int = 2**20  # a clique's cells at most: its dense tables' memory cap
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.cliques not in CLIQUES:
+            raise ValueError(f"MarginalsConfig.cliques must be one of {CLIQUES}, "
+                             f"not {self.cliques!r}")
 
 
 DEFAULTS = MarginalsConfig()

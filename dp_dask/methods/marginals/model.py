@@ -85,10 +85,11 @@ class MarginalModel:
         schema = model_schema(path, document, MODEL_FORMAT)
         sizes = schema.sizes.tolist()
         queries = [tuple(q["attributes"]) for q in document["measurements"]]
-        rest = queries[schema.m:]  # the one-shot pairs, then the adaptive rounds' marginals
+        # the one-shot pairs, then any cliques (cliques.py) and the adaptive rounds' marginals
+        rest = queries[schema.m:]
         pairs = [q for q in rest if len(q) == 2]
         if queries[:schema.m] != measured_queries(schema, []) or len(set(rest)) != len(rest) or any(
-                len(q) not in (2, 3) or list(q) != sorted(set(q)) or q[0] < 0 or q[-1] >= schema.m
+                len(q) < 2 or list(q) != sorted(set(q)) or q[0] < 0 or q[-1] >= schema.m
                 for q in rest):
             raise ModelError(f"model {path}/model.json: its measurements are not those of its "
                              "schema: fit again")
@@ -151,6 +152,8 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
     if any(len(m.attributes) == 3 for m in measurements):  # the adaptive rounds'
         sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
+    if any(len(m.attributes) > 3 for m in measurements):  # cliques.py's
+        sigmas["cliques"] = [m.sigma for m in measurements if len(m.attributes) > 3]
     consistent = {a: consistent_fine(measured.values, layouts[a].first, layouts[a].measured.start,
                                      marginals.one_way[a]) for a, measured in fine.items()}
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares

@@ -16,6 +16,7 @@ from dp_dask.data.constraints import satisfied
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.cliques import clique_draws
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.config import ReweightConfig
@@ -48,13 +49,15 @@ def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
     :func:`distinct_draws`), weighted towards every consistent 2-way table by raking
-    (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
+    (dp_dask.postprocess.raking), and with measured cliques of 3+ attributes as many again
+    drawn from the largest (:func:`~.cliques.clique_draws`). benchmarks/starts.py measures it
+    against others."""
     candidates, counts, draws = distinct_draws(model, rows, rng, draws_per_row)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
                       model.schema.sizes, rng, start=counts * (rows / draws))
-    return candidates, weights
+    return clique_draws(model, candidates, weights, rng)
 
 
 def distinct_draws(model: MarginalModel, rows: int, rng: np.random.Generator,

@@ -14,7 +14,7 @@ from dp_dask.data.constraints import CONSTRAINT_KINDS
 from dp_dask.data.counts import fine_count_graph, rows_counted
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
-from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.algorithm import fit_model
 from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.methods.marginals.model import MarginalModel
@@ -116,9 +116,17 @@ class MarginalSynthesizer(Synthesizer):
         """Whether a tree plan may be chosen: unless ``tables`` is "all" (or m ≤ 2)."""
         return self.schema.m > 2 and self.tables != "all"
 
+    @classmethod
+    def config_memory(cls, schema: Schema, rows: int,
+                      config: dict[str, Any] | None) -> dict[str, int] | None:
+        """Under ``cliques="auto"``: :func:`~.cliques.clique_memory`."""
+        return cliques.clique_memory(schema, rows, as_config(MarginalsConfig, config))
+
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
         counts of the candidate triples), in one pass."""
+        if self.budget_plan().with_cliques:  # and the sparse joint the cliques are read from
+            return cliques.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         if self.rounds:
             return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         return fine_count_graph(ddf, self.schema)
@@ -132,7 +140,8 @@ class MarginalSynthesizer(Synthesizer):
         rho = self._privacy_plan()["rho"] - self.unit_rho
         return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
                                                   self.config),
-                          self.fine_share if self.schema.fine_grids else 0.0, self.config)
+                          self.fine_share if self.schema.fine_grids else 0.0, self.config,
+                          cliques.cliques_possible(self.schema, self.config))
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:

@@ -1,0 +1,148 @@
+"""Cliques of 3+ attributes under a noise budget (marginals.cliques, issue 59)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_dask.data.encode import encode_partition
+from dp_dask.data.schema import Schema
+from dp_dask.data.tables import Domain
+from dp_dask.methods.marginals import MarginalsConfig
+from dp_dask.methods.marginals.cliques import exact_clique, joint_keys, select_cliques
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
+from dp_dask.synthesizer import Synthesizer, load_model
+
+NAMES = ("a", "b", "c", "d", "e", "f")
+
+
+def parity_schema() -> Schema:
+    """a–d binary, e and f of 3 values."""
+    return Schema.from_json({"schema_version": 1, "name": "parity", "attributes": [
+        {"name": name, "type": "categorical",
+         "categories": ["0", "1"] if name in "abcd" else ["0", "1", "2"]} for name in NAMES]})
+
+
+def parity_frame(n: int = 20_000, seed: int = 0) -> pd.DataFrame:
+    """d = a XOR b XOR c: every pair and triple of a–d independent, the 4-way table half
+    empty; e, f independent."""
+    rng = np.random.default_rng(seed)
+    codes = np.column_stack([rng.integers(0, 2, (n, 4)), rng.integers(0, 3, (n, 2))])
+    codes[:, 3] = codes[:, 0] ^ codes[:, 1] ^ codes[:, 2]
+    return pd.DataFrame({name: codes[:, i].astype(str) for i, name in enumerate(NAMES)})
+
+
+def shares(frame: pd.DataFrame, schema: Schema, clique: tuple[int, ...]) -> np.ndarray:
+    codes = encode_partition(frame[schema.names], schema).T
+    return Domain(schema.sizes).table(codes, clique) / len(frame)
+
+
+def fit(frame: pd.DataFrame, mode: str, *, epsilon: float = 1.0, seed: int = 0,
+        neighbours: str = "replace", **config) -> Synthesizer:
+    """All pairs (no tree plan, whose selections are charged beside the measurements)."""
+    return Synthesizer.create("marginals", parity_schema(), epsilon=epsilon,
+                              noise_sampler="numpy", noise_seed=seed, ledger=False,
+                              accountant="zcdp", neighbours=neighbours, tables="all",
+                              config={"cliques": mode, **config}).fit(frame)
+
+
+def spent(synthesizer: Synthesizer) -> float:
+    """Σ Δ²/(2σ²) over the model's measurements (zCDP): repeats merged by inverse variance
+    keep their precision, so this is every Gaussian charge of the release, counted once."""
+    sensitivity = TABLE_L2_SENSITIVITY[synthesizer.neighbours]
+    return sum(sensitivity**2 / (2 * m.sigma**2) for m in synthesizer.model_.measurements)
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_cliques_charged_once_and_plan_fields_sum_to_rho(client, neighbours):
+    synthesizer = fit(parity_frame(), "auto", neighbours=neighbours)
+    plan = synthesizer.budget_plan()
+    assert plan.with_cliques and plan.cliques > 0
+    assert plan.pairs + plan.cliques + plan.adaptive == pytest.approx(plan.rho, rel=1e-12)
+    # the cliques' ρ comes out of the 2-way tables': the histograms keep theirs
+    without = replace(plan, with_cliques=False)
+    assert plan.pairs_options()[1].one_way_share * plan.coarse == pytest.approx(
+        without.config.one_way_share * without.coarse, rel=1e-12)
+    assert plan.cliques == pytest.approx(without.coarse * 0.75 * 0.5, rel=1e-12)
+    record = synthesizer.model_.metadata["privacy"]["cliques"]
+    assert record["rho"] == plan.cliques
+    assert record["sensitivity"] == TABLE_L2_SENSITIVITY[neighbours]
+    assert [c["attributes"] for c in record["cliques"]] == [list(NAMES)]  # the full joint
+    # every measurement's charge, the cliques' included, sums to the release's ρ: no more
+    assert spent(synthesizer) == pytest.approx(plan.rho, rel=1e-9)
+    assert spent(synthesizer) <= plan.rho
+    assert "clique" in synthesizer.model_.metadata["privacy"]["budget_split"]
+
+
+def test_selection_refused_where_the_budget_is_too_small(client):
+    synthesizer = fit(parity_frame(2_000), "auto", epsilon=0.05)
+    record = synthesizer.model_.metadata["privacy"]["cliques"]
+    assert "refused" in record and "cliques" not in record
+    assert all(len(m.attributes) <= 2 for m in synthesizer.model_.measurements)
+    # the cliques' ρ measured the pairs again: still spent once, in full
+    assert spent(synthesizer) == pytest.approx(synthesizer.budget_plan().rho, rel=1e-9)
+
+
+def test_default_pairs_measures_no_clique(client):
+    synthesizer = fit(parity_frame(2_000), "pairs")
+    assert not synthesizer.budget_plan().with_cliques
+    assert "cliques" not in synthesizer.model_.metadata["privacy"]
+
+
+def test_planted_four_way_structure_recovered_better_than_pairs(client, tmp_path):
+    frame, schema = parity_frame(), parity_schema()
+    clique = (0, 1, 2, 3)
+    true = shares(frame, schema, clique)
+    errors = {}
+    for mode in ("pairs", "auto"):
+        synthesizer = fit(frame, mode)
+        rows = synthesizer.sample(len(frame), seed=0).compute()
+        errors[mode] = 0.5 * float(np.abs(shares(rows, schema, clique) - true).sum())
+    # The 4-way table summed from the measured joint (its 16 cells each a sum of 9 cells of
+    # σ) is off by about 16·3σ·√(2/π)/(2n) in TVD, a sample of n rows by 16·√(p/n)·√(2/π)/2;
+    # pairs alone cannot see the parity (TVD ≈ 0.5: half the 4-way cells are empty).
+    (measured,) = [m for m in synthesizer.model_.measurements if len(m.attributes) == 6]
+    spread = math.sqrt(2 / math.pi) / 2
+    tolerance = 3 * spread * 16 * (3 * measured.sigma / len(frame) + math.sqrt(1 / 16 / len(frame)))
+    assert errors["pairs"] > 0.4
+    assert errors["auto"] < tolerance < errors["pairs"] / 4
+    # the model, its 6-way measurement included, saves and loads
+    loaded = load_model(synthesizer.save(tmp_path / "model"))
+    assert any(len(m.attributes) == 6 for m in loaded.measurements)
+
+
+def test_memory_cap_bounds_every_clique():
+    schema, frame = parity_schema(), parity_frame(20_000)
+    codes = encode_partition(frame[schema.names], schema).T
+    joint = joint_keys(codes, schema)
+    assert np.array_equal(exact_clique(joint, schema, (1, 4)),
+                          Domain(schema.sizes).table(codes, (1, 4)))
+    from dp_dask.postprocess.consistency import Measurement
+    measured = [Measurement((a, b), exact_clique(joint, schema, (a, b)).astype(float), 1.0)
+                for a in range(schema.m) for b in range(a + 1, schema.m)]
+    for cap in (96, 24, 12):
+        config = MarginalsConfig(cliques="auto", max_clique_cells=cap)
+        cliques = select_cliques(measured, schema, len(frame), 1.0, 1.0, "zcdp", config)
+        assert cliques and all(Domain(schema.sizes).cells(c) <= cap for c in cliques)
+    config = MarginalsConfig(cliques="auto", max_clique_cells=7)  # below every triple's 8
+    assert select_cliques(measured, schema, len(frame), 1.0, 1.0, "zcdp", config) == []
+
+
+def test_cliques_option_checked():
+    with pytest.raises(ValueError, match="cliques must be one of"):
+        MarginalsConfig(cliques="all")
+
+
+def test_plan_reports_the_memory_cap():
+    from dp_dask.estimate import estimate
+
+    schema = parity_schema()
+    planned = estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 64})
+    assert planned.cliques["max_clique_cells"] == 64
+    assert planned.cliques["joint_bytes"] == 16 * 144  # min(rows, the joint's 144 cells)
+    assert "max_clique_cells" in planned.describe()
+    assert "cliques" not in estimate(schema, 20_000).to_json()  # default plans as before
