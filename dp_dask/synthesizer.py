@@ -31,6 +31,7 @@ from dp_dask.copula.sample import (
     sample_frame,
     write_partitions,
 )
+from dp_dask.data import units
 from dp_dask.data.counts import count_graph, rows_counted
 from dp_dask.data.io import (
     Location,
@@ -43,16 +44,6 @@ from dp_dask.data.io import (
     write_json,
 )
 from dp_dask.data.schema import Schema, SchemaError, load_schema
-from dp_dask.data.units import (
-    AUTO,
-    AUTO_SHARE,
-    PrivacyUnit,
-    bound_contributions,
-    choose_max_rows,
-    rows_per_unit_graph,
-    unit_record,
-    unit_seed,
-)
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
 from dp_dask.estimate import FitCost, FitWork, dense_tables_cost
 from dp_dask.model_io import ModelError, read_model_document
@@ -143,11 +134,11 @@ class Synthesizer:
         than spending again (default: a fresh id per fit).
     budget_epsilon: refuse to fit past this total ε for the dataset (besides its stored budget).
     force: fit even past the budget, or when the run id is recorded without a saved model.
-    privacy_unit: ``{"column": ..., "max_rows": K}`` or a :class:`PrivacyUnit`: protect every
-        row of one value of that column together, after keeping at most K rows of each
+    privacy_unit: ``{"column": ..., "max_rows": K}`` or a :class:`~.data.units.PrivacyUnit`:
+        protect every row of one value of that column together, after keeping at most K rows of each
         (:mod:`dp_dask.data.units`); default: the schema's ``privacy_unit``, else a row. Only
         methods whose ``supports_privacy_unit`` scale their sensitivity to K take one. K "auto":
-        chosen under DP (a quantile of the rows per unit) with ``AUTO_SHARE`` of the budget.
+        chosen under DP (a quantile of the rows per unit) with ``units.AUTO_SHARE`` of the budget.
     """
 
     name: ClassVar[str]
@@ -178,11 +169,11 @@ class Synthesizer:
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, run_id: str | None = None,
                  budget_epsilon: float | None = None, force: bool = False,
-                 privacy_unit: PrivacyUnit | dict[str, Any] | None = None) -> None:
+                 privacy_unit: units.PrivacyUnit | dict[str, Any] | None = None) -> None:
         self.schema = load_schema(schema)
         self._check_constraints()
-        self.privacy_unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None
-                                           else self.schema.privacy_unit)
+        self.privacy_unit = units.PrivacyUnit.of(privacy_unit if privacy_unit is not None
+                                                 else self.schema.privacy_unit)
         if self.privacy_unit is not None:  # before any budget is spent
             if not self.supports_privacy_unit:
                 raise ValueError(f"method {self.name!r} does not support a privacy unit "
@@ -190,7 +181,7 @@ class Synthesizer:
                                  "is that of one row; use the marginals method")
             self.privacy_unit.check(self.schema)
         # max_rows "auto": chosen under DP at each fit (self.privacy_unit then holds the K)
-        self.unit_auto = self.privacy_unit is not None and self.privacy_unit.max_rows == AUTO
+        self.unit_auto = self.privacy_unit is not None and self.privacy_unit.max_rows == units.AUTO
         self.unit_choice_: dict[str, Any] | None = None  # its record
         self.epsilon = epsilon
         self.delta = delta
@@ -327,8 +318,8 @@ class Synthesizer:
             if self.privacy_unit is not None:
                 if self.unit_auto:
                     self._choose_max_rows(ddf)
-                ddf = bound_contributions(ddf, self.schema, self.privacy_unit,
-                                          unit_seed(self.noise_seed))
+                ddf = units.bound_contributions(ddf, self.schema, self.privacy_unit,
+                                                units.unit_seed(self.noise_seed))
             (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
             n_rows = self._rows_counted(exact)
             if n_rows == 0 and self.rows_public:
@@ -343,21 +334,20 @@ class Synthesizer:
         self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
 
     def _choose_max_rows(self, ddf: dd.DataFrame) -> None:
-        """max_rows "auto": K from the rows per unit under DP, with ``AUTO_SHARE`` of the
+        """max_rows "auto": K from the rows per unit under DP, with ``units.AUTO_SHARE`` of the
         plan's ρ (the method's measurements spend the rest, :attr:`unit_rho`)."""
-        (sizes,) = compute(rows_per_unit_graph(ddf, self.privacy_unit.column),
+        (sizes,) = compute(units.rows_per_unit_graph(ddf, self.privacy_unit.column),
                            show_progress=self.show_progress)
         plan = self._privacy_plan()
         rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 57])
-        k, self.unit_choice_ = choose_max_rows(sizes, self.unit_rho,
-                                               plan["accountant"], sampler=self.noise_sampler,
-                                               rng=rng)
-        self.privacy_unit = PrivacyUnit(self.privacy_unit.column, k)
+        k, self.unit_choice_ = units.choose_max_rows(sizes, self.unit_rho, plan["accountant"],
+                                                     sampler=self.noise_sampler, rng=rng)
+        self.privacy_unit = units.PrivacyUnit(self.privacy_unit.column, k)
 
     @property
     def unit_rho(self) -> float:
         """The ρ a choice of max_rows "auto" spends (0 without one)."""
-        return self._privacy_plan()["rho"] * AUTO_SHARE if self.unit_auto else 0.0
+        return self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
 
     def _read(self, data: TableSource, storage_options: dict[str, Any] | None) -> dd.DataFrame:
         """The schema's columns of ``data``, lazily, and the privacy unit's where there is one
@@ -370,7 +360,7 @@ class Synthesizer:
         """The privacy unit's bound on rows (None: the unit is a row, or "auto" not yet
         chosen)."""
         unit = self.privacy_unit
-        return None if unit is None or unit.max_rows == AUTO else int(unit.max_rows)
+        return None if unit is None or unit.max_rows == units.AUTO else int(unit.max_rows)
 
     @property
     def rows_public(self) -> bool:
@@ -432,8 +422,9 @@ class Synthesizer:
                   "noise_sampler": self.noise_sampler,
                   "noise_seeded": self.noise_seed is not None,
                   "neighbouring": neighbouring,
-                  "privacy_unit": {**unit_record(self.privacy_unit, self.noise_seed is not None),
-                                   **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
+                  "privacy_unit": {
+                      **units.unit_record(self.privacy_unit, self.noise_seed is not None),
+                      **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
         if self.schema.types_from_data:  # see _fit's warning
             record["schema_types_from_data"] = self.schema.types_from_data
         drafted = self.schema.drafted_under_dp

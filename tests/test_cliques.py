@@ -14,7 +14,7 @@ from dp_dask.data.schema import Schema
 from dp_dask.data.tables import Domain
 from dp_dask.methods.marginals import MarginalsConfig
 from dp_dask.methods.marginals.cliques import exact_clique, joint_keys, select_cliques
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, table_sensitivity
 from dp_dask.synthesizer import Synthesizer, load_model
 
 NAMES = ("a", "b", "c", "d", "e", "f")
@@ -146,3 +146,19 @@ def test_plan_reports_the_memory_cap():
     assert planned.cliques["joint_bytes"] == 16 * 144  # min(rows, the joint's 144 cells)
     assert "max_clique_cells" in planned.describe()
     assert "cliques" not in estimate(schema, 20_000).to_json()  # default plans as before
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_cliques_of_a_privacy_unit_are_measured_at_its_sensitivity(client, neighbours):
+    """With at most K rows per unit every measurement, the cliques' included, has K times a
+    row's sensitivity: the charges sum to ρ at K·Δ, not at Δ (a clique measured at a row's
+    sensitivity would spend K² times its share)."""
+    frame = parity_frame().assign(uid=lambda f: (np.arange(len(f)) // 3).astype(str))
+    synthesizer = Synthesizer.create(
+        "marginals", parity_schema(), epsilon=1.0, noise_sampler="numpy", noise_seed=0,
+        ledger=False, accountant="zcdp", neighbours=neighbours, tables="all",
+        config={"cliques": "auto"}, privacy_unit={"column": "uid", "max_rows": 3}).fit(frame)
+    record = synthesizer.model_.metadata["privacy"]["cliques"]
+    assert record["sensitivity"] == table_sensitivity(neighbours, "l2", 3)
+    plan = synthesizer.budget_plan()
+    assert spent(synthesizer) * 3**2 == pytest.approx(plan.rho, rel=1e-9)
