@@ -60,6 +60,7 @@ class MarginalSynthesizer(Synthesizer):
 
     name = "marginals"
     fine_grids = True
+    conditional = True  # its model conditioned: dp_dask.methods.marginals.conditioned
     config_class = MarginalsConfig
     dense_tables = True  # its estimate, fit_cost, is the default: dense 2-way tables
 
