@@ -167,9 +167,11 @@ def _pieces(thresholds: list[float], integers: bool) -> list[tuple[float, float,
     return pieces
 
 
-def _split_masses(attribute: Attribute, fine: np.ndarray | None,
-                  pieces: list[tuple[float, float, float]]) -> np.ndarray:
-    """(bins, pieces): each piece's probability within each bin under ``uniform`` decoding."""
+def _decoding_cells(attribute: Attribute, fine: np.ndarray | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The cells ``uniform`` decoding draws a bin's values in: bin b's are first[b]:first[b+1],
+    with their weights within the bin and value ranges (the fine layout's where the model has
+    a fine histogram, else the bins)."""
     if fine is not None:
         layout = fine_layout(attribute)
         edges, first = tuple(layout.edges), layout.first
@@ -177,7 +179,13 @@ def _split_masses(attribute: Attribute, fine: np.ndarray | None,
     else:
         edges, first = attribute.edges, np.arange(attribute.bins + 1)
         weights = np.ones(attribute.bins)
-    low, high = _cell_ranges(attribute, edges)
+    return (first, weights, *_cell_ranges(attribute, edges))
+
+
+def _split_masses(attribute: Attribute, fine: np.ndarray | None,
+                  pieces: list[tuple[float, float, float]]) -> np.ndarray:
+    """(bins, pieces): each piece's probability within each bin under ``uniform`` decoding."""
+    first, weights, low, high = _decoding_cells(attribute, fine)
     masses = np.zeros((attribute.bins, len(pieces)))
     for b in range(attribute.bins):
         cells = range(first[b], first[b + 1])
@@ -416,14 +424,7 @@ def _within(attribute: Attribute, bins: np.ndarray, low: np.ndarray, high: np.nd
             fine: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
     """Per row, a value of its bin within [low, high]: a decoding cell of the bin by its weight
     times its share in the piece, then uniform within the cell and the piece."""
-    if fine is not None:
-        layout = fine_layout(attribute)
-        edges, first = tuple(layout.edges), layout.first
-        weights = fine_weights(attribute, fine)
-    else:
-        edges, first = attribute.edges, np.arange(attribute.bins + 1)
-        weights = np.ones(attribute.bins)
-    cell_low, cell_high = _cell_ranges(attribute, edges)
+    first, weights, cell_low, cell_high = _decoding_cells(attribute, fine)
     integers = _draws_integers(attribute)
     values = np.empty(len(bins))
     # rows of a few distinct (bin, piece) pairs: each drawn at once

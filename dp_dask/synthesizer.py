@@ -456,7 +456,9 @@ class Synthesizer:
         if partition_rows is None:
             partition_rows = default_partition_rows(self.schema.d)
         partitions = len(partition_sizes(n_rows, partition_rows))
-        sampler = self.sampler(device, where, balance, decode)
+        # built here only when conditioned: else in _write_staged, timed as before
+        sampler = (None if where is None and balance is None
+                   else self.sampler(device, where, balance, decode))
         metadata = self.release_metadata(n_rows, seed, partition_rows, device, decode, sampler)
         labels_only = all(column["decode"] == "label" for column in metadata["output"])
         plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
