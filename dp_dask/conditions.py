@@ -393,7 +393,7 @@ class Condition:
 
     def split(self) -> dict[int, Units]:
         """The attributes whose values are drawn within pieces of their bins."""
-        return {i: u for i, u in self.units.items() if np.isfinite(u.low).any()}
+        return {i: u for i, u in self.units.items() if (~np.isnan(u.low)).any()}
 
     def draw_values(self, frame: pd.DataFrame, codes: np.ndarray,
                     rng: np.random.Generator) -> pd.DataFrame:
@@ -410,7 +410,7 @@ class Condition:
         frame = frame.copy()
         for index, units in split.items():
             unit = np.choose(pick, [chosen[index] for chosen, _ in combos])
-            rows = np.flatnonzero(np.isfinite(units.low[unit]))
+            rows = np.flatnonzero(~np.isnan(units.low[unit]))  # a piece: low may be -inf
             attribute = self.schema.attributes[index]
             values = _within(attribute, codes[rows, index].astype(np.intp), units.low[unit[rows]],
                              units.high[unit[rows]], self.fine.get(index), rng)

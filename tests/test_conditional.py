@@ -50,6 +50,7 @@ def sample(fitted, where=None, balance=None, rows=ROWS, seed=1):
     "sex == 'Female'",
     "workclass in ['Federal-gov', 'State-gov', 'Local-gov']",
     "age >= 33 and age < 37",
+    "age < 32 and sex == 'Female'",  # a piece open below: (-inf, 31] of the bin 30-34
     "(sex == 'Male' and age < 25) or not (race != 'Black')",
     "hours-per-week > 45 and education != 'HS-grad'".replace("hours-per-week", "`hours-per-week`"),
 ])
@@ -156,3 +157,36 @@ def test_methods_whose_model_cannot_be_conditioned_refuse(client, adult_csv):
     assert not copula.conditional
     with pytest.raises(ConditionError, match="method 'copula' cannot sample conditionally"):
         copula.sample(10, where="sex == 'Female'")
+
+
+@pytest.fixture(scope="module")
+def with_nulls(client):
+    """Floats with nulls (an extra bin), a boolean, a category with an 'other' bin."""
+    spec = {"name": "nulls", "attributes": [
+        {"name": "size", "type": "numeric", "dtype": "float64", "edges": [0, 10, 20, 50, "inf"],
+         "max": 1000, "extra": ["missing"], "on_missing": "missing"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "city", "type": "categorical", "categories": ["a", "b", "c"],
+         "extra": ["other"], "on_unknown": "other", "on_missing": "other"}]}
+    rng = np.random.default_rng(0)
+    size = rng.exponential(20, 20_000)
+    size[rng.random(len(size)) < 0.1] = np.nan
+    frame = pd.DataFrame({"size": size, "ok": rng.random(len(size)) < 0.3,
+                          "city": rng.choice(["a", "b", "c", "zz"], len(size))})
+    return Synthesizer.create("marginals", load_schema(spec), epsilon=2.0, noise_sampler="numpy",
+                              noise_seed=0, ledger=False).fit(frame)
+
+
+@pytest.mark.parametrize("where", [
+    "ok == True and size < 12.5",  # a float bin cut, its lower piece open
+    "size != 15 and city == 'other'",  # nulls hold != (as in pandas), 'other' by its label
+    "not (size >= 5) or ok == False",  # a null holds not (size >= 5)
+])
+def test_nulls_booleans_and_float_pieces(with_nulls, where):
+    frame = with_nulls.sample(2000, where=where, seed=3).compute()
+    assert len(frame) == len(frame.query(where)) == 2000
+
+
+def test_a_float_point_has_probability_0(with_nulls):
+    with pytest.raises(ConditionError, match="probability 0"):
+        with_nulls.sampler(where="size == 15.0")
