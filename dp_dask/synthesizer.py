@@ -21,7 +21,9 @@ from dask.delayed import Delayed
 
 from dp_dask.checks import DpDaskWarning, check_cost
 from dp_dask.cluster import compute
+from dp_dask.conditions import ConditionError
 from dp_dask.copula.sample import (
+    PartitionSampler,
     SampledModel,
     default_partition_rows,
     model_sampler,
@@ -145,6 +147,8 @@ class Synthesizer:
     methods: ClassVar[dict[str, type[Synthesizer]]] = {}
     gpu_sampling: ClassVar[bool] = False  # whether write(device="gpu") can draw on a GPU
     fine_grids: ClassVar[bool] = False  # whether it measures the schema's fine grids
+    # whether sample/write take ``where``/``balance``: its model's ``conditioned_sampler``
+    conditional: ClassVar[bool] = False
     # the frozen dataclass of its tuned numbers, given as ``config`` (docs/tuning.md), if any
     config_class: ClassVar[type | None] = None
     # Its cost from the schema alone (dp_dask.checks.check_cost, before a fit and in plan):
@@ -445,15 +449,31 @@ class Synthesizer:
             raise ValueError(f"the number of rows must be a positive integer, got {n_rows!r}")
         return int(n_rows)
 
+    def sampler(self, device: str = "cpu", where: str | None = None,
+                balance: str | None = None, decode: str = "uniform") -> PartitionSampler:
+        """The model's partition sampler; with ``where`` (a condition, dp_dask.conditions) or
+        ``balance`` (an attribute: equal rows per class), its model conditioned, where the
+        method's model allows it (``conditional``), else a ConditionError."""
+        if where is None and balance is None:
+            return model_sampler(self.model, device)
+        if not self.conditional:
+            raise ConditionError(f"method {self.name!r} cannot sample conditionally (--where, "
+                                 "--balance); the marginals method can")
+        if resolve_device(self.model, device) != "cpu":
+            raise ConditionError("conditional sampling draws on the CPU only")
+        return self.model.conditioned_sampler(where, balance, decode)
+
     def sample(self, n_rows: int | None = None, *, seed: int = 0,
                partition_rows: int | None = None, device: str = "cpu",
-               decode: str = "uniform") -> dd.DataFrame:
+               decode: str = "uniform", where: str | None = None,
+               balance: str | None = None) -> dd.DataFrame:
         """A lazy Dask DataFrame of synthetic rows, in the schema's output types.
 
         ``device``: "cpu", "gpu" or "auto" (see :meth:`write`); ``decode``: "uniform",
-        "midpoint" or "label" (see :meth:`write`)."""
+        "midpoint" or "label" (see :meth:`write`); ``where``, ``balance``: rows of the model
+        conditioned (see :meth:`write`)."""
         warn_open_bins(self.schema, check_decode(decode))
-        sampler = model_sampler(self.model, device)
+        sampler = self.sampler(device, where, balance, decode)
         return sample_frame(self.model, self._rows(n_rows), seed=seed,
                             partition_rows=partition_rows, sampler=sampler, decode=decode)
 
@@ -465,10 +485,13 @@ class Synthesizer:
                              partition_rows=partition_rows, sampler=sampler)
 
     def release_metadata(self, n_rows: int, seed: int, partition_rows: int,
-                         device: str = "cpu", decode: str = "uniform") -> dict[str, Any]:
+                         device: str = "cpu", decode: str = "uniform",
+                         sampler: PartitionSampler | None = None) -> dict[str, Any]:
+        record = getattr(sampler, "record", None)  # a conditioned sampler's condition
         return {**self.model.metadata,
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
-                             "device": device, "decode": decode},
+                             "device": device, "decode": decode,
+                             **({"conditioned": record(n_rows)} if record else {})},
                 "output": output_record(self.schema, decode, getattr(self.model, "fine", {})),
                 # absent without constraints: such releases stay as they were
                 **({"constraints": {c.name: c.to_json() for c in self.schema.constraints}}
@@ -477,7 +500,8 @@ class Synthesizer:
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,
               device: str = "cpu", storage_options: dict[str, Any] | None = None,
-              decode: str = "uniform", with_binary: bool = False) -> dict[str, Location]:
+              decode: str = "uniform", with_binary: bool = False, where: str | None = None,
+              balance: str | None = None) -> dict[str, Location]:
         """Sample and publish the release ``synthetic.parquet`` and ``metadata.json`` (the model
         in ``model/`` with ``with_model``; the dummy-coded rows as ``synthetic.zarr`` with
         ``with_binary``) at ``out``.
@@ -496,6 +520,11 @@ class Synthesizer:
         Categoricals). Post-processing: no privacy cost. Recorded in ``metadata.json``
         (``output``) and part of what a resumed write must match.
 
+        ``where``: a condition on the rows (``"region == 'EU' and age >= 30"``,
+        dp_dask.conditions); ``balance``: an attribute whose classes get equal rows. The model
+        is conditioned, not its release filtered (methods whose model allows it:
+        ``conditional``); metadata.json records the condition (``sampling.conditioned``).
+
         Atomic (docs/releases.md): written into the version directory ``.<name>.v-<key>``
         beside ``out`` under the target's lock, completed by ``_COMPLETE.json``, then published
         by switching the link ``out`` to it, replacing an earlier release as a whole (kept for
@@ -513,7 +542,10 @@ class Synthesizer:
         if partition_rows is None:
             partition_rows = default_partition_rows(self.schema.d)
         partitions = len(partition_sizes(n_rows, partition_rows))
-        metadata = self.release_metadata(n_rows, seed, partition_rows, device, decode)
+        # built here only when conditioned: else in _write_staged, timed as before
+        sampler = (None if where is None and balance is None
+                   else self.sampler(device, where, balance, decode))
+        metadata = self.release_metadata(n_rows, seed, partition_rows, device, decode, sampler)
         labels_only = all(column["decode"] == "label" for column in metadata["output"])
         plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
                 "partition_rows": partition_rows, "with_model": with_model,
@@ -523,11 +555,14 @@ class Synthesizer:
                 # the CPU's and the labels' plans stay as they were, so their releases resume
                 **({"device": device} if device != "cpu" else {}),
                 # a resumed write never mixes decodings
-                **({} if labels_only else {"output": metadata["output"]})}
+                **({} if labels_only else {"output": metadata["output"]}),
+                **({"conditioned": metadata["sampling"]["conditioned"]}
+                   if "conditioned" in metadata["sampling"] else {})}
         with release_lock(target, storage_options):
             staged = stage_release(target, plan, storage_options)
             if not staged.complete:
-                self._write_staged(staged, metadata, partitions, with_model, with_binary)
+                self._write_staged(staged, metadata, partitions, with_model, with_binary,
+                                   sampler)
             published = staged.publish()
         paths = {name: join(published, file) for name, file in (
             ("parquet", "synthetic.parquet"), ("metadata", "metadata.json"),
@@ -542,14 +577,16 @@ class Synthesizer:
         return paths
 
     def _write_staged(self, staged: StagedRelease, metadata: dict[str, Any], partitions: int,
-                      with_model: bool, with_binary: bool) -> None:
-        """The missing partitions, then metadata and the completion record, into staging."""
+                      with_model: bool, with_binary: bool,
+                      sampler: PartitionSampler | None = None) -> None:
+        """The missing partitions, then metadata and the completion record, into staging
+        (drawn by ``sampler``, else the model's on the release's device)."""
         sampling = metadata["sampling"]
         options = staged.storage_options
         if with_model:  # recorded here first, so a retry with the run id reuses this model
             self.save(join(staged.path, "model"), options)
         with timed(self.timings_, "prepare_sampler"):
-            sampler = model_sampler(self.model, sampling["device"])
+            sampler = sampler or model_sampler(self.model, sampling["device"])
         with timed(self.timings_, "sample_write"):
             done = staged.done()
             zarr_path = join(staged.path, "synthetic.zarr")

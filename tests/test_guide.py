@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -25,7 +26,7 @@ def run_blocks() -> list[str]:
 
 def test_guide_commands_run(tmp_path):
     blocks = run_blocks()
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     # `dp-dask` and `python3` of this checkout and interpreter, whatever is installed
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -44,6 +45,8 @@ def test_guide_commands_run(tmp_path):
     assert "nothing spent again" in done.stdout  # the retried fit reused its model
     assert re.search(r"^1 +\S+ +census@sha256:\w+ +guide-1 ", done.stdout, re.M)
     assert (work / "release" / "_COMPLETE.json").is_file()
+    conditioned = json.loads((work / "older" / "metadata.json").read_text())["sampling"]
+    assert conditioned["conditioned"]["where"] == "age >= 60 and sex == 'Female'"
     assert OWNER_ONLY in (work / "evaluation" / "report.html").read_text().lower()
     assert OWNER_ONLY in (work / "evaluation" / "values.md").read_text().lower()  # typed release
     assert not (tmp_path / "unused.sqlite").exists()  # the guide's export took effect

@@ -124,16 +124,22 @@ def run_chromium(binary: str, tmp_path: Path, *arguments: str) -> subprocess.Com
         capture_output=True, text=True, timeout=120, check=True)
 
 
-def test_browser_renders_figures_and_tables(evaluated, tmp_path):
+def rendered(page: Path, tmp_path: Path) -> tuple[str, dict]:
+    """Chromium's binary and what it rendered of ``page`` (CHECKER's record); skipped without
+    chromium."""
     binary = chromium()
     if binary is None:
         pytest.skip("chromium is not installed (.ci/browser installs it)")
     checked = tmp_path / "checked.html"
-    checked.write_text((evaluated / REPORT_NAME).read_text().replace("</body>", CHECKER))
+    checked.write_text(page.read_text().replace("</body>", CHECKER))
     dom = run_chromium(binary, tmp_path, "--dump-dom", checked.as_uri()).stdout
     found = re.search(r'<pre id="checked">(.*?)</pre>', dom, re.S)
     assert found, "the page's load handler did not run"
-    result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return binary, json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def test_browser_renders_figures_and_tables(evaluated, tmp_path):
+    binary, result = rendered(evaluated / REPORT_NAME, tmp_path)
     assert len(result["images"]) == FIGURES
     assert all(complete and width > 100 and height > 100
                for complete, width, height in result["images"])

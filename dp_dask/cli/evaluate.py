@@ -44,6 +44,14 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                           "--workload, e.g. 'income,*,*')")
     evaluate.add_argument("--seed", type=non_negative_int, default=0,
                           help="seed of the Q3 sample and of the value metrics' row sample")
+    evaluate.add_argument("--target", default=None, metavar="COLUMN",
+                          help="also train logistic regression and gradient boosting to predict "
+                          "this attribute, on the release and on the real training rows, tested "
+                          "on real held-out rows, and score column shapes and pairs "
+                          "(tasks.json, the report)")
+    evaluate.add_argument("--test-data", default=None,
+                          help="held-out real rows for --target (default: a seeded 30 %% split "
+                          "of --data by a hash of each row)")
     cluster_options(evaluate)
     evaluate.set_defaults(run=run_evaluate, preflight=preflight)
 
@@ -86,10 +94,16 @@ def run_evaluate(args: argparse.Namespace) -> None:
         synthetic = read_table(checked_table(synthetic, options), schema,
                                storage_options=options)
     paths = {}
+    tasks = None
+    if args.target is not None:
+        from dp_dask.evaluate.tasks import evaluate_tasks
+
+        tasks = evaluate_tasks(data, synthetic, schema, target=args.target,
+                               test_data=args.test_data, seed=args.seed)
     if args.out:
         comparison, paths = write_evaluation(data, synthetic, schema, args.out,
                                              q3_sample=args.q3_sample, seed=args.seed,
-                                             force=args.force)
+                                             force=args.force, tasks=tasks)
         records, workload, values = comparison.records, comparison.workload, comparison.values
         constraints = comparison.constraints
     else:
@@ -113,6 +127,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
         errors = workload_errors(data, synthetic, schema, args.workload)
         print(f"\nworkload ({len(errors)} marginals, mean TVD {errors['tvd'].mean():.4g}):")
         print(markdown_table(errors))
+    if tasks is not None:
+        from dp_dask.evaluate.tasks import tasks_tables
+
+        for name, table in tasks_tables(tasks).items():
+            print(f"\n{name}:")
+            print(markdown_table(table, "{:.3f}"))
     for kind, path in paths.items():
         print(f"{kind:>11}: {path}")
 

@@ -16,6 +16,13 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     sample = commands.add_parser("sample", help="sample a release from a saved model")
     sample.add_argument("--model", required=True,
                         help="model directory or object-store URL (from fit)")
+    sample.add_argument("--where", default=None, metavar="CONDITION",
+                        help="rows that hold a condition, e.g. \"sex == 'Female' and age >= 30\" "
+                        "(==, !=, <, <=, >, >=, in, and, or, not; `name` for other names): "
+                        "drawn from the model conditioned on it (marginals models)")
+    sample.add_argument("--balance", default=None, metavar="ATTRIBUTE",
+                        help="equal rows for each class of this attribute (those the condition "
+                        "leaves possible), up to one row per partition")
     storage_options(sample)
     sampling_options(sample)
     cluster_options(sample)
@@ -26,6 +33,9 @@ def preflight(args: argparse.Namespace) -> None:
     # Loaded once: checked here, sampled from in run (a wide model is ~100 MB).
     args.model = load_model(args.model, args.storage_options)
     resolve_device(args.model, args.sampling_device)
+    # an unknown name, a bad value or a condition of probability 0 stop here (exit 2)
+    Synthesizer.from_model(args.model).sampler(args.sampling_device, args.where, args.balance,
+                                               args.decode)
     check_release_out(args)
 
 
@@ -38,6 +48,7 @@ def run(args: argparse.Namespace) -> None:
                                   partition_rows=args.partition_rows,
                                   device=args.sampling_device,
                                   storage_options=args.storage_options,
-                                  decode=args.decode, with_binary=args.zarr)
+                                  decode=args.decode, with_binary=args.zarr,
+                                  where=args.where, balance=args.balance)
     report(synthesizer, paths)
     write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))

@@ -264,10 +264,18 @@ def draw_codes(sampler: PartitionSampler, rows: int,
     return sampler.draw(rows, child)[1]
 
 
+def decoded(sampler: PartitionSampler, codes: np.ndarray, decode: str,
+            child: np.random.SeedSequence) -> pd.DataFrame:
+    """A partition's codes decoded; a conditioned sampler then draws the values of bins the
+    condition splits within it (its ``finish_frame``)."""
+    frame = decode_frame(codes, sampler.schema, decode, child, fine_histograms(sampler))
+    finish = getattr(sampler, "finish_frame", None)
+    return frame if finish is None else finish(frame, codes, child)
+
+
 def _draw_frame(sampler: PartitionSampler, rows: int, child: np.random.SeedSequence,
                 decode: str) -> pd.DataFrame:
-    return decode_frame(draw_codes(sampler, rows, child), sampler.schema, decode, child,
-                        fine_histograms(sampler))
+    return decoded(sampler, draw_codes(sampler, rows, child), decode, child)
 
 
 def sample_frame(model: SampledModel, n_rows: int, *, seed: int = 0,
@@ -301,7 +309,7 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
     # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
     partial = io.BytesIO()
-    frame = decode_frame(codes, sampler.schema, decode, child, fine_histograms(sampler))
+    frame = decoded(sampler, codes, decode, child)
     # One Arrow schema for every part: the same types (a part without nulls included).
     pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial,
                    use_dictionary=dictionary_columns(arrow), compression=compression(arrow))

@@ -101,11 +101,9 @@ def _cell_ranges(attribute: Attribute, edges: tuple[float, ...]) -> tuple[np.nda
     return integer_ranges(*bounds) if _draws_integers(attribute) else float_ranges(*bounds)
 
 
-def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
-               rng: np.random.Generator) -> np.ndarray:
-    """Per row of bin ``codes``, a cell of the attribute's fine layout (``fine_layout``) drawn
-    by the consistent fine ``histogram`` restricted to the row's bin; a bin whose cells hold no
-    mass draws them by their size (uniform within the bin). Extra bins: any cell, nulled later."""
+def fine_weights(attribute: Attribute, histogram: np.ndarray) -> np.ndarray:
+    """Per cell of the attribute's fine layout (``fine_layout``), its weight within its bin:
+    the consistent fine ``histogram``, or the cells' sizes in a bin whose cells hold no mass."""
     layout = fine_layout(attribute)
     low, high = _cell_ranges(attribute, tuple(layout.edges))
     sizes = (high - low + 1).astype(np.float64) if _draws_integers(attribute) else high - low
@@ -113,7 +111,17 @@ def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
     weights[layout.measured] = histogram
     bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
     totals = np.bincount(bin_of, weights=weights, minlength=attribute.bins)
-    weights = np.where(totals[bin_of] > 0, weights, np.where(sizes > 0, sizes, 1.0))
+    return np.where(totals[bin_of] > 0, weights, np.where(sizes > 0, sizes, 1.0))
+
+
+def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
+               rng: np.random.Generator) -> np.ndarray:
+    """Per row of bin ``codes``, a cell of the attribute's fine layout (``fine_layout``) drawn
+    by the consistent fine ``histogram`` restricted to the row's bin; a bin whose cells hold no
+    mass draws them by their size (uniform within the bin). Extra bins: any cell, nulled later."""
+    layout = fine_layout(attribute)
+    weights = fine_weights(attribute, histogram)
+    bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
     # Within-bin CDFs, each shifted by its bin's index: one searchsorted draws every row.
     totals = np.bincount(bin_of, weights=weights, minlength=attribute.bins)
     within = np.cumsum(weights) - np.repeat(np.cumsum(totals) - totals, np.diff(layout.first))

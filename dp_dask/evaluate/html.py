@@ -39,6 +39,7 @@ from dp_dask.evaluate.queries import (
     marginal_distances,
 )
 from dp_dask.evaluate.tables import check_outside_release, wide_table, write_tables
+from dp_dask.evaluate.tasks import tasks_tables
 from dp_dask.evaluate.values import (
     ValueComparison,
     compare_values,
@@ -50,6 +51,7 @@ from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import ReleaseError, pinned_table, release_version
 
 REPORT_NAME = "report.html"
+TASKS_NAME = "tasks.json"
 _PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",
                    "accountant", "rho", "k", "budget_split", "noise_sampler", "neighbouring",
                    "privacy_unit", "post_processing", "reason")
@@ -230,9 +232,26 @@ def _values_section(values: ValueComparison, plots: bool) -> str:
     return text
 
 
+def _tasks_section(tasks: dict[str, Any]) -> str:
+    """The downstream task and the quality scores (:mod:`dp_dask.evaluate.tasks`)."""
+    tables = tasks_tables(tasks)
+    text = ('<h2 id="quality">Quality scores</h2><p>SDMetrics-style: column shapes (1 − KS of '
+            "values, 1 − TV of label shares), column pairs (correlation or contingency "
+            "similarity), and their mean (1 = identical).</p>" + _table(tables["quality"]))
+    if "downstream" in tasks:
+        task = tasks["downstream"]
+        text += (f'<h2 id="downstream">Downstream task: {html.escape(task["target"])}</h2>'
+                 f"<p>Trained on the real training rows ({task['train_rows']['real']}) and on "
+                 f"the release ({task['train_rows']['synthetic']} rows), both tested on "
+                 f"{task['test_rows']} real held-out rows ({html.escape(task['test_split'])})."
+                 "</p>" + _table(tables["downstream"]))
+    return text
+
+
 def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
-                metadata: dict[str, Any] | None) -> str:
-    """The report as one HTML document (figures only when matplotlib is installed)."""
+                metadata: dict[str, Any] | None, tasks: dict[str, Any] | None = None) -> str:
+    """The report as one HTML document (figures only when matplotlib is installed);
+    ``tasks``: the downstream task and quality scores, when evaluated."""
     sections = [f"<h2>Privacy parameters of the release</h2>{_privacy_section(metadata)}"]
     distances = pd.DataFrame([marginal_distances(comparison.real_counts,
                                                  comparison.synthetic_counts, schema)])
@@ -266,6 +285,8 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
         sections.append("<h2>Declared constraints</h2><p>Rows of the release breaking each of "
                         "the schema's constraints (0 expected; read from the release alone)."
                         "</p>" + _table(comparison.constraints))
+    if tasks is not None:
+        sections.append(_tasks_section(tasks))
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>dp_dask evaluation: {html.escape(synthetic_name)}</title>"
@@ -278,12 +299,15 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
 
 def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
                      out: str | Path, *, q3_sample: int | None = DEFAULT_Q3_SAMPLE,
-                     seed: int = 0, force: bool = False) -> tuple[Comparison, dict[str, Path]]:
+                     seed: int = 0, force: bool = False,
+                     tasks: dict[str, Any] | None = None) -> tuple[Comparison, dict[str, Path]]:
     """Evaluate ``synthetic`` against ``data`` and write ``alpha-beta.{csv,json,md}``,
     ``values.{csv,json,md}`` (when a column holds values: :mod:`dp_dask.evaluate.values`, also
     in the returned comparison's ``values``), ``constraints.json`` (when the schema declares
-    some: :mod:`dp_dask.evaluate.constraints`) and ``report.html`` under ``out`` (refused inside
-    a release directory unless ``force``). ``seed``: of the Q3 sample and the value sample."""
+    some: :mod:`dp_dask.evaluate.constraints`), ``tasks.json`` (``tasks``: the downstream task and
+    quality scores of :func:`~dp_dask.evaluate.tasks.evaluate_tasks`, when given) and
+    ``report.html`` under ``out`` (refused inside a release directory unless ``force``).
+    ``seed``: of the Q3 sample and the value sample."""
     out = Path(out)
     check_outside_release(out, force)  # before reading anything
     name = str(synthetic) if isinstance(synthetic, str | Path) else "an in-memory table"
@@ -303,7 +327,10 @@ def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
         write_json(paths["constraints"], {
             "source": "the release alone (no raw data)",
             "records": comparison.constraints.to_dict(orient="records")})
+    if tasks is not None:
+        paths["tasks"] = out / TASKS_NAME
+        paths["tasks"].write_text(json.dumps(tasks, indent=2) + "\n")
     paths["html"] = out / REPORT_NAME
     paths["html"].write_text(render_html(comparison, schema, synthetic_name=name,
-                                         metadata=release_metadata(synthetic)))
+                                         metadata=release_metadata(synthetic), tasks=tasks))
     return comparison, paths

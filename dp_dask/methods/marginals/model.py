@@ -13,6 +13,7 @@ from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals.conditioned import ConditionedSampler, conditioned_sampler
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
 from dp_dask.methods.marginals.sampler import MarginalSampler
@@ -60,6 +61,11 @@ class MarginalModel:
     def sampler(self) -> MarginalSampler:
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]),
                                config=self.config)
+
+    def conditioned_sampler(self, where: str | None, balance: str | None,
+                            decode: str = "uniform") -> ConditionedSampler:
+        """The sampler of this model conditioned on ``where`` / balanced on ``balance``."""
+        return conditioned_sampler(self, where, balance, decode)
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (measurements, consistent marginals, tree) and

@@ -61,6 +61,7 @@ class MarginalSynthesizer(Synthesizer):
 
     name = "marginals"
     fine_grids = True
+    conditional = True  # its model conditioned: dp_dask.methods.marginals.conditioned
     config_class = MarginalsConfig
     dense_tables = True  # its estimate, fit_cost, is the default: dense 2-way tables
     constraint_kinds = frozenset(CONSTRAINT_KINDS)  # structural zeros, exact sampling
