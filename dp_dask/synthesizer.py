@@ -3,6 +3,10 @@
 fit: read lazily → exact counts on Dask → noise once on the driver → a model of noisy statistics.
 sample: per-partition draws on Dask → Zarr (binary dummies) and Parquet (decoded), + metadata.
 The methods differ only in what they measure and how they turn it into a model and rows.
+
+Size: the base estimator is the one place every method's fit and release pass through (ledger
+reservation, privacy unit bounding, constraints, conditioned sampling, the release record), so
+that no method can skip a guarantee; what is method-specific lives in dp_dask.methods.
 """
 
 from __future__ import annotations
