@@ -10,6 +10,7 @@ import pytest
 
 from dp_dask.cli import main
 from dp_dask.data.draft import NOT_PRIVATE, check_schema, draft_schema
+from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
 
 
@@ -84,7 +85,9 @@ def test_placeholders_are_refused_by_name_until_filled(tmp_path):
     assert filled.todo == {}
     schema = load_schema(filled.schema)
     assert schema["age"].edges == tuple(range(0, 101, 10))
-    assert schema["answer"].labels == ("yes", "no", "NA", "missing")
+    # A public bin by kind for values outside the domain (--on-unknown), unless stated.
+    assert schema["answer"].labels == ("yes", "no", "NA", "other", "missing")
+    assert (schema["answer"].on_unknown, schema["age"].on_unknown) == ("other", "clip")
     assert schema["zip"].labels == ("10000", "other")
 
 
@@ -260,3 +263,44 @@ def test_a_release_warns_of_types_taken_from_the_data(client, tmp_path):
         else:
             synthesizer.fit(parquet)
             assert "schema_types_from_data" not in synthesizer.model.metadata["privacy"]
+
+
+def test_drafted_domains_never_lose_a_run(client, tmp_path, capsys):
+    """Values outside a drafted domain (a category the codebook lacks, numbers beyond public
+    ranges, a UTC time in the next year) go to the public bin of their kind, and the release
+    runs; with --on-unknown error the fit stops (exit 2) naming the column and count, never a
+    value."""
+    frame = table(3)
+    frame.loc[5, "answer"], frame.loc[6, "age"], frame.loc[7, "income"] = "x-secret", 12345, -9e9
+    frame["when"] = frame["when"].dt.tz_localize("UTC")
+    frame.loc[8, "when"] = pd.Timestamp("2031-01-01 00:30", tz="UTC")  # past the public years
+    frame.to_parquet(tmp_path / "t.parquet")
+    common = ["schema", "draft", str(tmp_path / "t.parquet"), "--range", "age=0:100:10",
+              "--range", "income=0:100000:10000", "--range", "when=2020:2023:1",
+              "--public", _codebook(tmp_path, {"answer": ["yes", "no", "NA"],
+                                               "zip": [str(z) for z in range(10_000, 10_400)]})]
+    assert main([*common, "--out", str(tmp_path / "kind.json")]) == 0
+    schema = load_schema(tmp_path / "kind.json")
+    assert {a.name: a.on_unknown for a in schema.attributes} == {
+        "answer": "other", "age": "clip", "income": "clip", "when_year": "clip",
+        "when_month": "missing", "when_weekday": "missing", "when_hour": "missing",
+        "ok": "missing", "zip": "other"}
+    codes = encode_partition(frame, schema)
+    assert codes[0, 5] == schema["answer"].labels.index("other")
+    assert codes[1, 6] == 9 and codes[2, 7] == 0  # the nearest end bins
+    assert codes[3, 8] == 2  # 2031 → the last public year bin, [2022, 2023)
+    release = ["synth", "--data", str(tmp_path / "t.parquet"), "--epsilon", "1", "--rows", "50",
+               "--ledger", str(tmp_path / "ledger.sqlite"), "--scheduler",
+               client.scheduler.address, "--quiet"]
+    assert main([*release, "--schema", str(tmp_path / "kind.json"),
+                 "--out", str(tmp_path / "out")]) == 0
+    assert main([*common, "--out", str(tmp_path / "error.json"), "--on-unknown", "error"]) == 0
+    assert load_schema(tmp_path / "error.json")["age"].on_unknown == "error"
+    capsys.readouterr()
+    assert main([*release, "--schema", str(tmp_path / "error.json"),
+                 "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err
+    assert "out-of-domain value(s)" in err
+    assert not any(secret in err for secret in ("x-secret", "12345", "9e+09", "2031"))
+    with pytest.raises(SystemExit, match="2"):  # argparse: exit 2 before anything is read
+        main([*common, "--out", str(tmp_path / "bad.json"), "--on-unknown", "drop"])

@@ -149,3 +149,24 @@ def test_missing_column_is_named(small_schema):
     frame = pd.DataFrame({"colour": ["red"], "size": [1.0], "flag": ["no"]})
     with pytest.raises(EncodingError, match=r"missing column\(s\) \['city'\]"):
         encode_partition(frame, small_schema)
+
+
+def test_clip_counts_numbers_beyond_the_bins_in_the_end_bins():
+    """on_unknown 'clip': a number (a year) beyond the bins is counted in the nearest end bin;
+    a value that is no number follows on_missing; only attributes with edges may clip."""
+    schema = load_schema({"attributes": [
+        {"name": "size", "type": "numeric", "edges": [0, 10, 20], "extra": ["missing"],
+         "on_missing": "missing", "on_unknown": "clip"},
+        {"name": "year", "type": "datetime", "unit": "year", "edges": [2013, 2014],
+         "on_unknown": "clip"}]})
+    frame = pd.DataFrame({"size": [-5, 5, 25, "abc", None],
+                          "year": pd.to_datetime(["2012-12-31", "2013-06-01", "2014-01-01 00:05",
+                                                  "2013-01-01", "2099-01-01"], utc=True,
+                                                 format="ISO8601")})
+    assert encode_partition(frame, schema).tolist() == [[0, 0, 1, 2, 2], [0, 0, 0, 0, 0]]
+    bare = {"name": "size", "type": "numeric", "edges": [0, 10], "on_unknown": "clip"}
+    with pytest.raises(EncodingError, match="1 value.s. that are no number") as error:
+        encode_partition(pd.DataFrame({"size": ["x-secret"]}), load_schema({"attributes": [bare]}))
+    assert "x-secret" not in str(error.value)
+    with pytest.raises(SchemaError, match="on_unknown 'clip' needs bin edges"):
+        load_schema({"attributes": [{"name": "c", "categories": ["a"], "on_unknown": "clip"}]})

@@ -34,6 +34,10 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                        help="the input's storage types (Parquet schema) are public, fixed by the "
                        "pipeline that wrote it: draft output dtypes from them (default: they are "
                        "data, as one null turns pandas' int64 into float64; marked so)")
+    draft.add_argument("--on-unknown", choices=["kind", "error", "missing"], default="kind",
+                       help="a value outside the drafted domain: a public bin by kind (default: "
+                       "numbers clip to the nearest end bin, text 'other', the rest 'missing'), "
+                       "'missing' for all, or 'error' (the fit stops, naming no value)")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
     draft.add_argument("--force", action="store_true", help="overwrite --out")
     dp = draft.add_argument_group(
@@ -88,7 +92,7 @@ def run_draft(args: argparse.Namespace) -> None:
             dp_grids=dict(parse_range(g, "--dp-grid") for g in args.dp_grid) or None,
             dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
             noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
-            public_types=args.public_types)
+            public_types=args.public_types, on_unknown=args.on_unknown)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")

@@ -45,6 +45,7 @@ from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import domain_codes
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import (
+    CLIP,
     DECLARED,
     ERROR,
     FALSE_VALUES,
@@ -203,6 +204,42 @@ def _with_missing_bin(spec: dict[str, Any], extra: tuple[str, ...] = ()) -> dict
     return {**spec, "extra": [*extra, MISSING], "on_missing": MISSING}
 
 
+def free_label(label: str, taken: list[str]) -> str:
+    """``label``, or with stars appended while a category or bin has that text."""
+    while label in taken:
+        label += "*"
+    return label
+
+
+# --on-unknown: the public bin of a value outside the drafted domain, by kind, or stop.
+ON_UNKNOWN = ("kind", ERROR, MISSING)
+ON_UNKNOWN_NOTE = (
+    "on_unknown: a value outside the drafted domain is counted in a public bin, not an error: "
+    "numeric and year bins 'clip' (the nearest end bin; no number at all counts as missing), "
+    "text 'other', boolean and calendar units 'missing'; --on-unknown error stops instead, "
+    "--on-unknown missing counts them all as missing")
+
+
+def with_unknown_rule(spec: dict[str, Any], choice: str) -> dict[str, Any]:
+    """The attribute with the public ``on_unknown`` of :data:`ON_UNKNOWN_NOTE` (``choice``:
+    one of :data:`ON_UNKNOWN`), unless it states one or the choice is 'error'."""
+    if "on_unknown" in spec or choice == ERROR:
+        return spec
+    kind, extra = spec.get("type", "categorical"), list(spec.get("extra", []))
+    taken = [*map(str, spec.get("categories") or []), *extra]
+    if choice == MISSING or kind == "boolean" or (kind == "datetime"
+                                                  and spec.get("unit") != "year"):
+        if spec.get("on_missing", ERROR) == ERROR:
+            missing = free_label(MISSING, taken)
+            spec = {**spec, "extra": [*extra, missing], "on_missing": missing}
+        return {**spec, "on_unknown": spec["on_missing"]}
+    if kind == "categorical":
+        other = OTHER if OTHER in extra else free_label(OTHER, taken)
+        return {**spec, "extra": extra if other in extra else [other, *extra],
+                "on_unknown": other}
+    return {**spec, "on_unknown": CLIP}  # numeric, datetime year: bins with edges
+
+
 # The calendar features a datetime column with public years is drafted as, in recombination order.
 CALENDAR_FEATURES = ("year", "month", "weekday", "hour")
 
@@ -356,7 +393,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
-                 public_types: bool = False) -> Draft:
+                 public_types: bool = False, on_unknown: str = "kind") -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
 
@@ -376,9 +413,16 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     ``public_types``: the input's storage types (Parquet schema, frame dtypes) are public, fixed
     by the producing pipeline: output dtypes are drafted from them, recorded as
     ``"dtype_source": "public-storage-schema"``. Without it they are data (the module docstring).
+
+    ``on_unknown`` (:data:`ON_UNKNOWN`): every attribute that states no ``on_unknown`` gets a
+    public bin by its kind ("kind", :data:`ON_UNKNOWN_NOTE`), its missing bin ("missing"), or
+    none ("error": encoding stops there, naming the column and count, never the value).
     """
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
+    if on_unknown not in ON_UNKNOWN:
+        raise ValueError(f"--on-unknown must be one of {', '.join(ON_UNKNOWN)}, "
+                         f"got {on_unknown!r}")
     dp_options = {"--dp-delta": dp_delta, "--dp-columns": dp_columns, "--dp-grid": dp_grids}
     given = [option for option, value in dp_options.items() if value is not None]
     if dp_epsilon is None and given:
@@ -456,6 +500,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
                        show_progress=show_progress)
+    draft.schema["attributes"] = [with_unknown_rule(a, on_unknown)
+                                  for a in draft.schema["attributes"]]
+    if on_unknown != ERROR:
+        draft.notes.append(ON_UNKNOWN_NOTE)
     if not draft.todo:
         load_schema(draft.schema)  # a complete draft must be a valid schema
     return draft

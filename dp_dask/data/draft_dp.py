@@ -26,6 +26,7 @@ from dp_dask.data.draft import (
     Draft,
     _round,
     _with_missing_bin,
+    free_label,
 )
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import DECLARED, Attribute, load_schema
@@ -106,13 +107,6 @@ def _merge_counts(blocks: list[dict[str, Any]]) -> dict[str, Any]:
         merged[column] = (pd.concat(parts).groupby(level=0).sum()
                           if isinstance(first, pd.Series) else np.sum(parts, axis=0))
     return merged
-
-
-def _free_label(label: str, taken: list[str]) -> str:
-    """``label``, or with stars appended while a released category has that text."""
-    while label in taken:
-        label += "*"
-    return label
 
 
 def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
@@ -203,8 +197,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             counts, grid = exact[column], candidates[column]
             if grid is None:
                 released = threshold_keys(counts.to_dict(), threshold, sampler=sampler, rng=rng)
-                other = _free_label(OTHER, released)
-                missing = _free_label(MISSING, released + [other])
+                other = free_label(OTHER, released)
+                missing = free_label(MISSING, released + [other])
                 specs[column] = {"name": column, "type": "categorical", "categories": released,
                                  "extra": [other, missing], "on_missing": missing,
                                  "on_unknown": other, "dtype_source": typed_by[column]}

@@ -18,8 +18,11 @@ Categories are text, and each value is compared with them on its own: a string a
 integer or an integral float as its digits (3 and 3.0 are "3"), any other float as its repr
 ("2.5", "inf"), a bool as "True"/"False"; never depending on the other rows or the column's dtype.
 ``on_missing`` (a missing value) and ``on_unknown`` (a value outside the domain) are either
-``"error"`` (the default: encoding stops with a message naming the column and an offending value)
-or the label of a bin of the attribute's domain that such values are counted in.
+``"error"`` (the default: encoding stops with a message naming the column, the count and the rule,
+never the value) or the label of a bin of the attribute's domain that such values are counted in.
+``on_unknown`` may also be ``"clip"`` where the attribute has bin edges (numeric, datetime
+``year``): a number (year) beyond the bins is counted in the nearest end bin, a value that is no
+number (time) at all follows ``on_missing``.
 
 Missing values: a real null (None, NaN, pd.NA, NaT; a Parquet null) always, and any value whose
 text is listed in ``missing_values`` — per attribute, else the schema-wide ``missing_values``
@@ -59,6 +62,11 @@ inside its outermost cell (that cell is then closed by the bound, as the open bi
 stopping at the open bin's finite edge leaves that bin decoded as without a grid. At most 100,000
 cells, splitting at least one bin (``fine_problem``).
 
+Numeric ``"format"`` (optional, public; :data:`NUMERIC_FORMATS`): ``HHMM`` clock times (1345 is
+13:45; the bins are minutes of the day, 0 to 1440, and the release writes valid HHMM values back),
+``currency`` (text such as "$1,234.50" read as 1234.5; released rounded to cents) or ``percent``
+("12.5%" read as 12.5).
+
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
@@ -91,6 +99,8 @@ from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
 
 SCHEMA_VERSION = 1
 ERROR = "error"
+CLIP = "clip"  # on_unknown of an attribute with edges: beyond the bins, the nearest end bin
+NUMERIC_FORMATS = ("HHMM", "currency", "percent")
 BUILTIN_SCHEMAS = ("adult", "demo")
 TODO = "todo"  # key of a drafted attribute the user still has to fill in
 DECLARED, PUBLIC_STORAGE, FROM_DATA = "declared", "public-storage-schema", "data"
@@ -212,7 +222,7 @@ class Attribute:
     true_values: tuple[str, ...] = ()  # boolean: texts read as True / False
     false_values: tuple[str, ...] = ()
     unit: str = ""  # datetime: a key of CALENDAR_UNITS
-    format: str = ""  # datetime: the public parse format of text values
+    format: str = ""  # datetime: the public parse format of text values; numeric: NUMERIC_FORMATS
     dtype: str = ""  # output type (dp_dask.data.dtypes); "": the kind's default
     decode: str = ""  # "uniform", "midpoint" or "label"; "": the release's choice
     minimum: float | None = None  # public bounds closing open outer bins
@@ -251,9 +261,18 @@ class Attribute:
         if self.kind == "datetime" and self.unit not in CALENDAR_UNITS:
             raise SchemaError(f"{where}: datetime 'unit' must be one of "
                               f"{', '.join(CALENDAR_UNITS)}, got {self.unit!r}")
+        if CLIP in self.labels and CLIP in (self.on_missing, self.on_unknown):
+            raise SchemaError(f"{where}: {CLIP!r} is both a rule and a label; rename the label")
+        if self.on_unknown == CLIP and not self.edges:
+            raise SchemaError(f"{where}: on_unknown {CLIP!r} needs bin edges (numeric or datetime "
+                              "year); use a public bin such as 'other' or 'missing'")
+        if self.kind == "numeric" and self.format and self.format not in NUMERIC_FORMATS:
+            raise SchemaError(f"{where}: numeric format must be one of "
+                              f"{', '.join(NUMERIC_FORMATS)}, got {self.format!r}")
         for rule_name in ("on_missing", "on_unknown"):
             rule = getattr(self, rule_name)
-            if rule != ERROR and rule not in self.labels:
+            if rule != ERROR and rule not in self.labels and (
+                    rule_name, rule) != ("on_unknown", CLIP):
                 raise SchemaError(
                     f"{where}: {rule_name}={rule!r} is neither 'error' "
                     f"nor a label of its domain {list(self.labels)}"
@@ -298,8 +317,8 @@ class Attribute:
         return 2 if self.kind == "boolean" else len(CALENDAR_UNITS[self.unit])
 
     def rule_code(self, rule: str) -> int:
-        """Code of the public bin a rule maps to, or -1 for 'error'."""
-        return -1 if rule == ERROR else self.labels.index(rule)
+        """Code of the public bin a rule maps to, or -1 for 'error' ('clip': per value)."""
+        return -1 if rule in (ERROR, CLIP) else self.labels.index(rule)
 
     @classmethod
     def from_json(cls, spec: dict[str, Any],
@@ -333,7 +352,8 @@ class Attribute:
             if "edges" not in spec:
                 raise SchemaError(f"{where}: numeric needs 'edges'")
             edges = _edges(spec["edges"], where)
-            return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges, **common)
+            return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges,
+                       format=str(spec.get("format", "")), **common)
         if kind == "boolean":
             return cls(name, kind, ("False", "True") + extra,
                        true_values=_texts(spec, "true_values", where, TRUE_VALUES),
@@ -356,6 +376,8 @@ class Attribute:
             spec["categories"] = list(self.categories)
         if self.kind == "datetime":
             spec |= {"unit": self.unit, "format": self.format}
+        elif self.format:  # a numeric format; absent when not declared (sha256 kept)
+            spec["format"] = self.format
             if self.source:  # absent when not declared: older schemas keep their sha256
                 spec["source"] = self.source
         if self.kind == "boolean":

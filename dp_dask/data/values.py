@@ -89,8 +89,10 @@ def nullable(attribute: Attribute, mode: str) -> bool:
 
 
 def _draws_integers(attribute: Attribute) -> bool:
-    """Whether values are drawn among integers: integer dtypes, and years of a datetime."""
-    return attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
+    """Whether values are drawn among integers: integer dtypes, years of a datetime, and
+    minutes of an HHMM clock time."""
+    return (attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
+            or attribute.format == "HHMM")
 
 
 def _cell_ranges(attribute: Attribute, edges: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +189,10 @@ def _typed(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Ge
     if fine is not None and mode == "uniform":
         codes, edges = fine_codes(codes, attribute, fine, rng), tuple(fine_layout(attribute).edges)
     values = _numbers(codes, attribute, mode, rng, edges)
+    if attribute.format == "HHMM":  # minutes of the day, written back as valid HHMM times
+        return (values // 60 * 100 + values % 60).astype(dtype)
+    if attribute.format == "currency" and dtype in FLOAT_DTYPES:
+        values = np.floor(values * 100) / 100  # whole cents, still below the bin's upper edge
     if dtype == "float32":
         return _float32(values, codes, attribute, edges)
     return values if attribute.kind == "datetime" else values.astype(dtype)
