@@ -490,7 +490,8 @@ class Synthesizer:
             staged.finish({
                 "rows": sampling["rows"], "partitions": partitions,
                 "partition_rows": sampling["partition_rows"], "seed": sampling["seed"],
-                "columns": [c.name for c in output_columns(self.schema, sampling["decode"])],
+                "columns": [*(c.name for c in output_columns(self.schema, sampling["decode"])),
+                            *(ids.name for ids in self.schema.ids)],
                 "dummy_columns": self.schema.d,
                 "method": self.name,
                 "privacy": {key: privacy.get(key) for key in (

@@ -68,7 +68,9 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
     assert record["columns"] == ["answer", "age"]
     assert record["differentially_private"] is False  # seeded noise: labelled as a test
-    assert record["mechanisms"]["answer"]["epsilon"] == 0.5
+    # The text share: 5 % to count distinct values (no identifier here), the rest thresholded.
+    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(0.5 * 0.95)
+    assert record["text"]["identifiers"]["columns"] == []
     assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(0.5 / 3)
     entries = Ledger(ledger).entries()
     assert len(entries) == 1
@@ -235,3 +237,54 @@ def test_one_null_does_not_change_the_default_grid(client, tmp_path):
         records.append((age["grid"], age["candidates"], draft.schema["attributes"][1]))
     assert records[0][:2] == records[1][:2]
     assert records[0][2]["dtype_source"] == records[1][2]["dtype_source"] == "data"
+
+
+def flights(rows: int = 60_000, seed: int = 0) -> pd.DataFrame:
+    """Two text columns of few large levels, one of 100 levels of 600 rows each, a text column
+    unique per row (named like no identifier) and an integer column named like one."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "origin": rng.choice(["EWR", "JFK", "LGA"], rows),
+        "carrier": rng.choice(list("ABCDE"), rows),
+        "dest": np.repeat([f"D{i:03d}" for i in range(100)], rows // 100),
+        "code": [f"c{i:06d}" for i in range(rows)],
+        "tail_id": rng.permutation(rows) + 10_000})
+
+
+def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(client,
+                                                                              tmp_path):
+    """At ε = 0.1 over four text columns an equal split thresholds at about 1,200 rows and
+    releases none of dest's 600-row levels; a first round covers origin and carrier, and the
+    rows it leaves outside send most of the second round to dest. The unique column is found
+    by its noisy count of distinct values, tail_id by its name: both are released as synthetic
+    ids of a public format, never thresholded, never read into the release."""
+    frame = flights()
+    frame.to_parquet(tmp_path / "flights.parquet")
+    draft = draft_schema(tmp_path / "flights.parquet", dp_epsilon=0.1, dp_delta=1e-6,
+                         ledger=False, noise_sampler="numpy", noise_seed=1)
+    schema = load_schema(draft.schema)
+    assert schema.names == ["origin", "carrier", "dest"]
+    assert schema["origin"].categories == ("EWR", "JFK", "LGA")
+    assert len(schema["carrier"].categories) == 5
+    assert len(schema["dest"].categories) >= 90
+    record = draft.schema["drafted_under_dp"]["text"]
+    assert record["identifiers"]["columns"] == ["code"]
+    split = record["split"]["epsilon"]
+    assert split["dest"] > 5 * split["origin"] and split["dest"] > 5 * split["carrier"]
+    spent = (sum(split.values()) + record["distinct_values"]["epsilon"]
+             + record["rows_outside_first_round"]["epsilon"])
+    assert spent == pytest.approx(0.1)
+    assert draft.schema["ids"] == [
+        {"name": "tail_id", "dtype": "int64", "format": "#" * 12},
+        {"name": "code", "dtype": "string", "format": "#" * 12}]
+    out = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
+        tmp_path / "flights.parquet").write(tmp_path / "release", 2_000)
+    release = pd.read_parquet(out["parquet"])
+    assert list(release.columns) == ["origin", "carrier", "dest", "tail_id", "code"]
+    assert release["code"].str.fullmatch(r"\d{12}").all()
+    assert not release["code"].isin(frame["code"]).any()
+    assert release["tail_id"].dtype == np.int64
+    assert release["tail_id"].between(10**11, 10**12 - 1).all()
+    dropped = draft_schema(tmp_path / "flights.parquet", dp_epsilon=0.1, dp_delta=1e-6,
+                           ledger=False, noise_sampler="numpy", noise_seed=1, ids="drop")
+    assert "ids" not in dropped.schema and load_schema(dropped.schema).names == schema.names

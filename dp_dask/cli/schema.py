@@ -38,6 +38,10 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                        help="a value outside the drafted domain: a public bin by kind (default: "
                        "numbers clip to the nearest end bin, text 'other', the rest 'missing'), "
                        "'missing' for all, or 'error' (the fit stops, naming no value)")
+    draft.add_argument("--ids", choices=["synthetic", "drop"], default="synthetic",
+                       help="identifier columns (by codebook, name and storage type, or under DP "
+                       "a noisy count of distinct values near the rows): released as synthetic "
+                       "ids of a public format (default), or dropped")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
     draft.add_argument("--force", action="store_true", help="overwrite --out")
     dp = draft.add_argument_group(
@@ -92,7 +96,8 @@ def run_draft(args: argparse.Namespace) -> None:
             dp_grids=dict(parse_range(g, "--dp-grid") for g in args.dp_grid) or None,
             dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
             noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
-            public_types=args.public_types, on_unknown=args.on_unknown)
+            public_types=args.public_types, on_unknown=args.on_unknown,
+            ids=args.ids)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")

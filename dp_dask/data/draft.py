@@ -43,6 +43,7 @@ import pyarrow.dataset as pds
 from dp_dask.cluster import compute
 from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import domain_codes
+from dp_dask.data.ids import IdColumn, id_like
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import (
     CLIP,
@@ -209,6 +210,23 @@ def free_label(label: str, taken: list[str]) -> str:
     while label in taken:
         label += "*"
     return label
+
+
+def add_identifier(draft: Draft, column: str, kind: str, ids: str, why: str,
+                   spec: dict[str, Any] | None = None) -> None:
+    """Make ``column`` an identifier of the draft: a synthetic id column of the schema (of a
+    public codebook's ``spec``, else by its storage ``kind``), or dropped (``ids`` "drop")."""
+    if ids == "drop":
+        draft.notes.append(f"{column}: an identifier ({why}): dropped (--ids drop)")
+        return
+    dtype = "string" if kind in ("text", "unknown") else "int64"
+    column_spec = IdColumn.from_json({"name": column, "dtype": dtype, **(spec or {})})
+    draft.schema.setdefault("ids", []).append(column_spec.to_json())
+    draft.notes.append(f"{column}: an identifier ({why}): released as synthetic ids of format "
+                       f"{column_spec.format!r}, drawn, never read (--ids drop to leave it out)")
+
+
+IDS = ("synthetic", "drop")  # --ids: what an identifier column becomes
 
 
 # --on-unknown: the public bin of a value outside the drafted domain, by kind, or stop.
@@ -393,7 +411,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
-                 public_types: bool = False, on_unknown: str = "kind") -> Draft:
+                 public_types: bool = False, on_unknown: str = "kind",
+                 ids: str = "synthetic") -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
 
@@ -417,9 +436,16 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     ``on_unknown`` (:data:`ON_UNKNOWN`): every attribute that states no ``on_unknown`` gets a
     public bin by its kind ("kind", :data:`ON_UNKNOWN_NOTE`), its missing bin ("missing"), or
     none ("error": encoding stops there, naming the column and count, never the value).
+
+    ``ids`` ("synthetic" or "drop"): identifiers — codebook entries of ``"type": "id"``, columns
+    :func:`~dp_dask.data.ids.id_like` by name and storage type, and under DP text columns whose
+    noisy count of distinct values nears the rows — are released as synthetic ids of a public
+    format (the schema's ``"ids"``), or left out of the schema.
     """
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
+    if ids not in IDS:
+        raise ValueError(f"--ids must be one of {', '.join(IDS)}, got {ids!r}")
     if on_unknown not in ON_UNKNOWN:
         raise ValueError(f"--on-unknown must be one of {', '.join(ON_UNKNOWN)}, "
                          f"got {on_unknown!r}")
@@ -463,6 +489,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         spec, why = None, ""
         # Declared: the type comes from public sources, or the storage states none (a CSV).
         declared = column in codebook or column in ranges or kind == "unknown"
+        if codebook.get(column, {}).get("type") == "id":
+            add_identifier(draft, column, kind, ids, "the public codebook", codebook[column])
+            continue
+        if not (column in codebook or column in ranges) and id_like(column, kind):
+            add_identifier(draft, column, kind, ids, "its name and storage type")
+            continue
         if column in codebook:
             spec, why = codebook[column], "from the public codebook"
         elif column in ranges and kind == "datetime":
@@ -499,7 +531,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
-                       show_progress=show_progress)
+                       show_progress=show_progress, ids=ids)
     draft.schema["attributes"] = [with_unknown_rule(a, on_unknown)
                                   for a in draft.schema["attributes"]]
     if on_unknown != ERROR:

@@ -26,21 +26,17 @@ from dp_dask.data.draft import (
     Draft,
     _round,
     _with_missing_bin,
+    add_identifier,
     free_label,
 )
+from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import DECLARED, Attribute, load_schema
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
-from dp_dask.privacy.selection import (
-    calibrate_threshold,
-    noisy_min_index,
-    noisy_min_scale,
-    quantile_scores,
-    threshold_keys,
-)
+from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
 
 
 def default_grid(kind: str) -> np.ndarray:
@@ -114,17 +110,22 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                    grids: dict[str, dict[str, float]] | None = None, bins: int = DP_BINS,
                    ledger: Ledger | str | Path | bool | None = None,
                    dataset_name: str | None = None, sampler: str = "opendp",
-                   seed: int | None = None, show_progress: bool = False) -> None:
+                   seed: int | None = None, show_progress: bool = False,
+                   ids: str = "synthetic") -> None:
     """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (replace one row).
 
-    The budget is split equally over the columns (basic composition). Exact counts are reduced
+    The budget is split equally over the columns (basic composition); the text columns' shares
+    and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts are reduced
     on Dask to the driver, noised once there (dp_dask.privacy.selection) and dropped; only the
     selected values and quantiles enter the schema.
 
-    * A text column (or a CSV column without a grid): its categories are the value texts
+    * A text column (or a CSV column without a grid): an identifier if its noisy count of
+      distinct values nears the rows (released as synthetic ids, or dropped with ``ids``
+      "drop"); else its categories are the value texts
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
-      count passes (OpenDP's Laplace threshold, (ε_col, δ / text columns)). Values below the
-      threshold go to a public ``other`` bin (``on_unknown``), missing ones to ``missing``.
+      count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
+      below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
+      ``missing``.
     * A numeric column (integer/float storage type, or a column given a public grid in
       ``grids``: ``{"start", "stop", "step"}``; default :func:`default_grid`): bin edges at
       the DP quantiles i/``bins``, i = 1..bins−1, each a report-noisy-min over the candidates
@@ -162,8 +163,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         default_grid(kinds[c]) if kinds[c] in NUMBER_KINDS else None for c in columns}
     texts = [c for c in columns if candidates[c] is None]
     share = epsilon / len(columns)
-    # Calibrated before any data is read: bad budgets fail here.
-    threshold = calibrate_threshold(share, delta / len(texts)) if texts else None
+    if texts:  # bad budgets fail here, before any data is read
+        check_text_budget(share * len(texts), delta, len(texts))
     levels = list(range(1, bins))
     scale = noisy_min_scale(share / len(levels), bins)
     rng = None if seed is None else np.random.default_rng(seed)
@@ -192,22 +193,32 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         parts = read_table(source, reading).to_delayed()
         blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values)
                   for part in parts]
-        (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
-        for column in columns:  # noise drawn once per measurement, after the reduction
+        # n is public (neighbours replace a row): the identifiers' rule compares with it
+        exact, rows = compute(dask.delayed(_merge_counts)(blocks),
+                              dask.delayed(sum)([dask.delayed(len)(part) for part in parts]),
+                              show_progress=show_progress)
+        # noise drawn once per measurement, after the reduction
+        text = draft_texts({c: exact[c] for c in texts}, rows, share * len(texts), delta,
+                           sampler=sampler, rng=rng) if texts else TextDraft()
+        for column in columns:
             counts, grid = exact[column], candidates[column]
-            if grid is None:
-                released = threshold_keys(counts.to_dict(), threshold, sampler=sampler, rng=rng)
+            if column in text.identifiers:
+                add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
+                               f"values is at least {ID_DISTINCT:g} x the rows")
+            elif grid is None:
+                released = text.categories[column]
                 other = free_label(OTHER, released)
                 missing = free_label(MISSING, released + [other])
                 specs[column] = {"name": column, "type": "categorical", "categories": released,
                                  "extra": [other, missing], "on_missing": missing,
                                  "on_unknown": other, "dtype_source": typed_by[column]}
-                mechanisms[column] = {**threshold.to_json(), "released": len(released),
+                mechanisms[column] = {**text.mechanisms[column],
                                       "rest": f"values below the threshold go to {other!r}"}
                 draft.notes.append(f"{column}: {len(released)} categories released under DP "
-                                   f"(noisy count >= {threshold.threshold}); the rest in {other!r}"
-                                   + ("" if released else "; if it is numeric, give it a public "
-                                      "grid (--dp-grid) for DP quantile bins"))
+                                   f"(ε {mechanisms[column]['epsilon']:.3g}); the rest in "
+                                   f"{other!r}" + ("" if released else "; if it is numeric, give "
+                                                   "it a public grid (--dp-grid) for DP quantile "
+                                                   "bins"))
             else:
                 below, above = counts
                 chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
@@ -228,15 +239,18 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                               "alpha = i/bins, computed from counts below/above each candidate"}
                 draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
                                    f"{edges}), open at both ends")
-    draft.schema["attributes"] = [specs.get(a["name"], a) for a in draft.schema["attributes"]]
+    draft.schema["attributes"] = [specs.get(a["name"], a) for a in draft.schema["attributes"]
+                                  if a["name"] not in text.identifiers]
     for column in columns:
         draft.todo.pop(column)
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
-        "composition": f"basic: ε split equally over {len(columns)} column(s), δ over the "
-                       f"{len(texts)} text column(s)",
-        "mechanisms": mechanisms, "noise_sampler": sampler,
+        "composition": f"basic: ε split equally over {len(columns)} column(s); the "
+                       f"{len(texts)} text column(s)' shares and all of δ split among them by "
+                       "\"text\"",
+        "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
+        "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,
         "ledger": None if reservation is None else {
             "path": str(book.path), "dataset_name": reservation.entry.dataset_name,

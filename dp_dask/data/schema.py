@@ -79,6 +79,10 @@ input column ``signup`` (not a column of its own name), so several attributes (`
 named ``signup`` (:mod:`dp_dask.data.values`), of the features' ``dtype`` (a timestamp type,
 declared alike on any of them; default ``timestamp[ns]``) and ``decode`` (alike too). Checked
 here (:meth:`Schema.sources`), naming the attribute, before any data is read.
+
+Identifiers (optional, top level): ``"ids": [{"name": "tailnum", "dtype": "string", "format":
+"N###@@"}]``, columns that are no attribute: never read, released as synthetic ids of the public
+format (:mod:`dp_dask.data.ids`).
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ from typing import Any
 import numpy as np
 
 from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
+from dp_dask.data.ids import IdColumn
 
 SCHEMA_VERSION = 1
 ERROR = "error"
@@ -414,6 +419,7 @@ class Schema:
     # The budget spent drafting this schema from the data (dp_dask.data.draft), if any: carried into
     # every release's privacy record.
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
+    ids: tuple[IdColumn, ...] = ()  # synthetic id columns of the release (dp_dask.data.ids)
 
     def __post_init__(self) -> None:
         if not self.attributes:
@@ -421,6 +427,11 @@ class Schema:
         names = [a.name for a in self.attributes]
         if len(set(names)) != len(names):
             raise SchemaError(f"duplicate attribute names in {names}")
+        ids = [column.name for column in self.ids]
+        clash = sorted(set(ids) & {*names, *self.sources}) or sorted(
+            {i for i in ids if ids.count(i) > 1})
+        if clash:
+            raise SchemaError(f"id column {clash[0]!r} is named like another column")
         self._check_sources()
 
     def _check_sources(self) -> None:
@@ -545,6 +556,8 @@ class Schema:
         }
         if self.drafted_under_dp:  # absent otherwise: other schemas keep their sha256
             spec["drafted_under_dp"] = self.drafted_under_dp
+        if self.ids:  # absent otherwise, as drafted_under_dp
+            spec["ids"] = [column.to_json() for column in self.ids]
         return spec
 
     def dumps(self) -> str:
@@ -568,8 +581,14 @@ class Schema:
         drafted = spec.get("drafted_under_dp")
         if drafted is not None and not isinstance(drafted, dict):
             raise SchemaError("schema JSON: 'drafted_under_dp' must be an object")
+        if not isinstance(spec.get("ids", []), list):
+            raise SchemaError("schema JSON: 'ids' must be a list")
+        try:
+            ids = tuple(IdColumn.from_json(column) for column in spec.get("ids", []))
+        except ValueError as exc:
+            raise SchemaError(str(exc)) from None
         return cls(attributes, name=str(spec.get("name", "schema")), version=version,
-                   drafted_under_dp=drafted)
+                   drafted_under_dp=drafted, ids=ids)
 
 
 def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:

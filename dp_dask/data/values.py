@@ -49,6 +49,7 @@ from dp_dask.data.dtypes import (
     timestamp_type,
 )
 from dp_dask.data.encode import _text_lookup, encode_column
+from dp_dask.data.ids import draw_ids
 from dp_dask.data.schema import CALENDAR_UNITS, ERROR, Attribute, Schema
 
 # Spawn-key word of the value draws' seed: a child no partition seed spawns (they use 0, 1...).
@@ -332,6 +333,8 @@ def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random
             (i,) = column.features
             frame[column.name] = _column(codes[:, i], schema.attributes[i], column.mode, rng,
                                          fine.get(i))
+    for ids in schema.ids:  # drawn after every attribute: their values are as without ids
+        frame[ids.name] = draw_ids(ids, len(codes), rng)
     return pd.DataFrame(frame)
 
 
@@ -345,9 +348,9 @@ def arrow_schema(schema: Schema, decode: str) -> pa.Schema:
     """The Arrow schema of the decoded Parquet: every part the same, nullable only where a
     null can be decoded."""
     inferred = pa.Schema.from_pandas(empty_frame(schema, decode), preserve_index=False)
-    return pa.schema([field.with_nullable(_nullable(schema, column))
-                      for field, column in zip(inferred, output_columns(schema, decode))],
-                     metadata=inferred.metadata)
+    nullable = [_nullable(schema, column) for column in output_columns(schema, decode)]
+    return pa.schema([field.with_nullable(n) for field, n in zip(
+        inferred, nullable + [False] * len(schema.ids))], metadata=inferred.metadata)
 
 
 def _nullable(schema: Schema, column: OutputColumn) -> bool:
@@ -380,7 +383,8 @@ def output_record(schema: Schema, decode: str,
     the fine histogram ``uniform`` draws from (``fine``: the model's, by attribute)."""
     record = []
     fine = fine or {}
-    for output, field in zip(output_columns(schema, decode), arrow_schema(schema, decode)):
+    arrow = arrow_schema(schema, decode)
+    for output, field in zip(output_columns(schema, decode), arrow):
         mode = output.mode
         index = output.features[0]
         if output.recombined:  # the year feature's bounds and grid
@@ -402,7 +406,9 @@ def output_record(schema: Schema, decode: str,
         if mode == "uniform" and index in fine:
             column["fine_cells"] = len(fine[index])
         record.append(column)
-    return record
+    return record + [{"name": ids.name, "dtype": ids.dtype, "nullable": False,
+                      "arrow": str(arrow.field(ids.name).type),
+                      "decode": f"synthetic ids of format {ids.format!r}"} for ids in schema.ids]
 
 
 def _recombination(schema: Schema, column: OutputColumn) -> dict[str, Any]:
