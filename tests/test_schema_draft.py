@@ -12,6 +12,8 @@ from dp_dask.cli import main
 from dp_dask.data.draft import NOT_PRIVATE, check_schema, draft_schema
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.synthesizer import Synthesizer
 
 
 def table(seed: int, rows: int = 200) -> pd.DataFrame:
@@ -304,3 +306,83 @@ def test_drafted_domains_never_lose_a_run(client, tmp_path, capsys):
     assert not any(secret in err for secret in ("x-secret", "12345", "9e+09", "2031"))
     with pytest.raises(SystemExit, match="2"):  # argparse: exit 2 before anything is read
         main([*common, "--out", str(tmp_path / "bad.json"), "--on-unknown", "drop"])
+
+
+CODEBOOK = """\
+# Public knowledge of the flights table, in one file
+dep_time: {format: HHMM, units: local time}
+distance: {start: 0, stop: 5000, step: 250, units: miles}
+time_hour: {start: 2013, stop: 2014, step: 1}
+price: {format: currency, start: 0, stop: 2000, step: 100}
+share: {format: percent}
+carrier: [AA, B6, UA]
+"""
+
+
+def clock_table(rows: int = 3_000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    minutes = rng.integers(0, 1440, rows)
+    dep = (minutes // 60 * 100 + minutes % 60).astype(np.float64)
+    dep[:20], dep[20] = np.nan, 2400  # nullable clock times, and midnight as 2400
+    return pd.DataFrame({
+        "dep_time": dep, "distance": rng.integers(80, 4_983, rows),
+        "time_hour": pd.Timestamp("2013-01-01", tz="UTC") + pd.to_timedelta(
+            rng.integers(0, 365 * 24, rows), "h"),
+        "price": [f"${p:,.2f}" for p in rng.uniform(0, 1999, rows)],
+        "share": rng.uniform(0, 100, rows), "carrier": rng.choice(["AA", "B6", "UA"], rows)})
+
+
+def test_a_yaml_codebook_replaces_range_flags_and_clock_times_stay_valid(client, tmp_path):
+    """One public codebook (YAML) gives ranges, units and formats: HHMM clock times are binned
+    as minutes of the day and released as valid HHMM values of the input's type (no 12:75),
+    currency text is read as numbers and released in whole cents, a bare range of a timestamp
+    gives its public years; nothing is left to fill in."""
+    frame = clock_table()
+    frame.to_parquet(tmp_path / "flights.parquet")
+    (tmp_path / "codebook.yaml").write_text(CODEBOOK)
+    draft = draft_schema(tmp_path / "flights.parquet", public=tmp_path / "codebook.yaml",
+                         public_types=True)
+    assert draft.todo == {}
+    schema = load_schema(draft.schema)
+    clock = schema["dep_time"]
+    assert (clock.format, clock.edges[0], clock.edges[-1], clock.dtype) == (
+        "HHMM", 0, 1440, "float64")
+    assert schema["time_hour_year"].edges == (2013, 2014)
+    assert schema["price"].format == "currency" and schema["share"].edges[-1] == 100
+    codes = encode_partition(frame, schema)
+    assert codes[0, 20] == clock.bins - 1  # 2400: minute 1440, clipped into the last bin
+    assert (codes[0, :20] == clock.labels.index("missing")).all()
+    assert codes[0, 21] == (frame["dep_time"][21] // 100 * 60 + frame["dep_time"][21] % 100) // 60
+    out = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
+        tmp_path / "flights.parquet").write(tmp_path / "release", 5_000)
+    release = pd.read_parquet(out["parquet"])
+    times = release["dep_time"].dropna()
+    assert release["dep_time"].dtype == np.float64 and (times == times.round()).all()
+    assert ((times % 100 < 60) & (times // 100 < 24) & (times >= 0)).all()
+    assert len(set(times % 100)) > 30  # minutes drawn within the hour, not its start
+    price = release["price"].dropna()
+    assert np.allclose(price * 100, (price * 100).round()) and price.between(0, 2000).all()
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("c.yaml", "dep_time: {format: HHMM2}", "column 'dep_time': format must be one of HHMM"),
+    ("c.yaml", "price: {format: currency}", "'price': format 'currency' needs a public range"),
+    ("c.yaml", "dep_time: [unclosed", "invalid YAML"),
+    ("c.yaml", "dep_time: {format: HHMM, start: 0, stop: 2400, step: 100}", "minutes of the day"),
+    ("c.yaml", "- just a list", "expected a JSON/YAML mapping"),
+    ("c.json", '{"carrier": {"categories": ["AA"], "on_unknown": "nope"}}',
+     "on_unknown='nope' is neither"),
+])
+def test_bad_codebooks_exit_2_before_any_budget(tmp_path, capsys, name, text, message):
+    """A bad public codebook stops the draft (exit 2) before the DP draft reads or spends
+    anything, naming the column, never a value of the data."""
+    clock_table(rows=50).to_parquet(tmp_path / "flights.parquet")
+    (tmp_path / name).write_text(text)
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["schema", "draft", str(tmp_path / "flights.parquet"), "--out",
+                 str(tmp_path / "schema.json"), "--public", str(tmp_path / name),
+                 "--dp-epsilon", "0.1", "--dp-delta", "1e-9", "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "$" not in err  # no value of the data
+    assert not (tmp_path / "schema.json").exists()
+    assert not ledger.exists() or Ledger(ledger).entries() == []

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pds
+import yaml
 
 from dp_dask.cluster import compute
 from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
@@ -51,10 +52,12 @@ from dp_dask.data.schema import (
     ERROR,
     FALSE_VALUES,
     FROM_DATA,
+    NUMERIC_FORMATS,
     PUBLIC_STORAGE,
     SCHEMA_VERSION,
     TODO,
     TRUE_VALUES,
+    Attribute,
     Schema,
     load_schema,
 )
@@ -370,18 +373,40 @@ def _read_public(path: Path) -> pd.DataFrame | dict[str, Any]:
             return json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise ValueError(f"public codebook {path}: invalid JSON ({exc})") from exc
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            return yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"public codebook {path}: invalid YAML ({exc})") from exc
     if _is_csv(path):  # text as text, the empty cell missing, as drafted CSV schemas read it
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
         return frame.replace("", np.nan)
     return pd.read_parquet(path)
 
 
+RANGE_KEYS = ("start", "stop", "step", "open_below", "open_above")
+# The public range of a numeric format without one: minutes of the day, hourly; 0-100 %.
+FORMAT_RANGES = {"HHMM": {"start": 0, "stop": 1440, "step": 60},
+                 "percent": {"start": 0, "stop": 100, "step": 10}}
+
+
 def _codebook_spec(name: str, entry: Any) -> dict[str, Any]:
-    """A codebook entry: a list of categories, a range shorthand, or an attribute spec."""
+    """A codebook entry: a list of categories, a numeric range shorthand with optional
+    ``format``, ``units`` and attribute keys (``dtype``, ``min``...), or an attribute spec."""
     if isinstance(entry, list):
         return _with_missing_bin({"name": name, "type": "categorical", "categories": entry})
-    if isinstance(entry, dict) and {"start", "stop", "step"} <= set(entry):
-        return _with_missing_bin({"name": name, "type": "numeric", "edges": entry})
+    if isinstance(entry, dict) and "type" not in entry and (
+            "format" in entry or set(entry) & set(RANGE_KEYS)):
+        fmt = entry.get("format")
+        if fmt is not None and fmt not in NUMERIC_FORMATS:
+            raise ValueError(f"public codebook: column {name!r}: format must be one of "
+                             f"{', '.join(NUMERIC_FORMATS)}, got {fmt!r}")
+        edges = {k: entry[k] for k in RANGE_KEYS if k in entry} or FORMAT_RANGES.get(fmt)
+        if edges is None:
+            raise ValueError(f"public codebook: column {name!r}: format {fmt!r} needs a public "
+                             "range {start, stop, step}")
+        rest = {k: v for k, v in entry.items() if k not in RANGE_KEYS}
+        return _with_missing_bin({"name": name, "type": "numeric", "edges": edges, **rest})
     if isinstance(entry, dict):
         return {"name": name, **entry}
     raise ValueError(f"public codebook: entry of column {name!r} must be a list of categories, "
@@ -473,8 +498,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             codebook = {str(a.get("name")): dict(a) for a in loaded["attributes"]}
         elif isinstance(loaded, dict):
             codebook = {str(k): _codebook_spec(str(k), v) for k, v in loaded.items()}
+            # A bare range is a --range: a datetime column's public years, or numeric bins.
+            ranges = {**{k: v for k, v in loaded.items() if k in kinds and isinstance(v, dict)
+                         and v and set(v) <= set(RANGE_KEYS)}, **ranges}
+            codebook = {k: v for k, v in codebook.items() if k not in ranges}
         else:
-            raise ValueError(f"public codebook {public}: expected a JSON object")
+            raise ValueError(f"public codebook {public}: expected a JSON/YAML mapping")
     draft = Draft({"schema_version": SCHEMA_VERSION,
                    "name": name or (Path(source).name.split(".")[0]
                                     if isinstance(source, str | Path) else "schema"),
@@ -524,6 +553,9 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         elif why:
             draft.notes.append(f"{column}: {why}")
         draft.schema["attributes"].append(_sourced(spec, dtypes.get(column), declared, storage))
+    for spec in draft.schema["attributes"]:  # a bad public spec stops before any budget
+        if TODO not in spec:
+            Attribute.from_json(spec, tuple(draft.schema.get("missing_values", ())))
     if dp_epsilon is not None:
         # imported here: draft_dp builds on this module (Draft, the bins' helpers)
         from dp_dask.data.draft_dp import draft_under_dp

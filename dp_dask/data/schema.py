@@ -274,6 +274,10 @@ class Attribute:
         if self.kind == "numeric" and self.format and self.format not in NUMERIC_FORMATS:
             raise SchemaError(f"{where}: numeric format must be one of "
                               f"{', '.join(NUMERIC_FORMATS)}, got {self.format!r}")
+        if self.format == "HHMM" and not all(0 <= e <= 1440 for e in self.edges
+                                             if math.isfinite(e)):
+            raise SchemaError(f"{where}: the edges of an HHMM clock time are minutes of the "
+                              "day, within [0, 1440]")
         for rule_name in ("on_missing", "on_unknown"):
             rule = getattr(self, rule_name)
             if rule != ERROR and rule not in self.labels and (
