@@ -385,10 +385,10 @@ class Attribute:
             spec["categories"] = list(self.categories)
         if self.kind == "datetime":
             spec |= {"unit": self.unit, "format": self.format}
-        elif self.format:  # a numeric format; absent when not declared (sha256 kept)
-            spec["format"] = self.format
             if self.source:  # absent when not declared: older schemas keep their sha256
                 spec["source"] = self.source
+        elif self.format:  # a numeric format; absent when not declared (sha256 kept)
+            spec["format"] = self.format
         if self.kind == "boolean":
             spec |= {"true_values": list(self.true_values),
                      "false_values": list(self.false_values)}
