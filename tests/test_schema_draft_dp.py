@@ -288,3 +288,15 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     dropped = draft_schema(tmp_path / "flights.parquet", dp_epsilon=0.1, dp_delta=1e-6,
                            ledger=False, noise_sampler="numpy", noise_seed=1, ids="drop")
     assert "ids" not in dropped.schema and load_schema(dropped.schema).names == schema.names
+
+
+def test_noise_alone_makes_no_identifier_on_a_small_table(client, tmp_path):
+    """50 rows at ε = 0.05: the noisy counts of distinct values have a scale (40) near n, yet no
+    text column is taken for an identifier (the rule asks for a margin of 5 scales)."""
+    people(rows=50).to_parquet(tmp_path / "small.parquet")
+    for seed in range(5):
+        draft = draft_schema(tmp_path / "small.parquet", dp_epsilon=0.05, dp_delta=1e-6,
+                             dp_columns=["answer"], ledger=False, noise_sampler="numpy",
+                             noise_seed=seed)
+        assert draft.schema["drafted_under_dp"]["text"]["identifiers"]["columns"] == []
+        assert "ids" not in draft.schema

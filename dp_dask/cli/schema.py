@@ -24,7 +24,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     draft.add_argument("data", help="the input (Parquet/CSV): only its header/metadata is read")
     draft.add_argument("--out", type=Path, required=True, help="schema JSON to write")
     draft.add_argument("--public", default=None, metavar="FILE",
-                       help="public codebook (JSON) or public sample file (CSV/Parquet)")
+                       help="public codebook (JSON/YAML: per column categories, a range, a "
+                       "format HHMM/currency/percent, units, type id) or public sample file "
+                       "(CSV/Parquet)")
     draft.add_argument("--range", action="append", default=[], metavar="NAME=START:STOP:STEP",
                        help="public bounds of a numeric column, or public years of a datetime "
                        "column (calendar features released as one timestamp; repeatable)")

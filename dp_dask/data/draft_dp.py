@@ -154,7 +154,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                              f"{sorted(kinds)}")
         if column not in draft.todo:
             raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is drafted from public "
-                             "information already (its type, --range or --public); leave it out")
+                             "information already (its type, --range, --public, or an "
+                             "identifier's name); leave it out")
     if set(grids) - set(columns):
         raise ValueError(f"--dp-grid names column(s) {sorted(set(grids) - set(columns))} not "
                          f"in --dp-columns {columns}")
@@ -204,7 +205,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             counts, grid = exact[column], candidates[column]
             if column in text.identifiers:
                 add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
-                               f"values is at least {ID_DISTINCT:g} x the rows")
+                               f"values is above {ID_DISTINCT:g} x the rows")
             elif grid is None:
                 released = text.categories[column]
                 other = free_label(OTHER, released)

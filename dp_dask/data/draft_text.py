@@ -7,7 +7,9 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
 
 1. :data:`DISTINCT_SHARE` of ε_T: each column's number of distinct values plus Laplace noise (a
    replaced row moves each count by at most 1: L1 sensitivity = the number of text columns). A
-   column whose noisy count is at least :data:`ID_DISTINCT` of the rows n is an identifier,
+   column whose noisy count is at least :data:`ID_DISTINCT` of the rows n, by a margin of
+   :data:`ID_MARGIN` noise scales (so that noise alone, on a small table or budget, makes an
+   identifier with probability below 0.4 %), is an identifier,
    released as synthetic ids (:mod:`dp_dask.data.ids`) or dropped, never thresholded. n is
    public: neighbours replace a row, so every neighbour has n rows.
 2. One text column left: its categories are thresholded with the rest of ε_T.
@@ -40,6 +42,7 @@ DISTINCT_SHARE = 0.05
 FIRST_SHARE = 0.2
 MASS_SHARE = 0.05
 ID_DISTINCT = 0.5
+ID_MARGIN = 5
 FLOOR = 0.01
 
 
@@ -81,16 +84,19 @@ def draft_texts(counts: dict[str, pd.Series], rows: int, epsilon: float, delta: 
     result = TextDraft()
     distinct_epsilon = DISTINCT_SHARE * epsilon
     distinct = _noisy([len(counts[c]) for c in columns], distinct_epsilon, sampler, rng)
-    result.identifiers = [c for c, d in zip(columns, distinct) if d >= ID_DISTINCT * rows]
+    scale = len(columns) / distinct_epsilon
+    result.identifiers = [c for c, d in zip(columns, distinct)
+                          if d >= ID_DISTINCT * rows + ID_MARGIN * scale]
     left = [c for c in columns if c not in result.identifiers]
     split: dict[str, float] = {}
     record: dict[str, Any] = {
         "epsilon": epsilon, "delta": delta, "columns": columns,
         "distinct_values": {"mechanism": "laplace", "epsilon": distinct_epsilon,
-                            "sensitivity": len(columns), "scale": len(columns) / distinct_epsilon,
+                            "sensitivity": len(columns), "scale": scale,
                             "noisy": {c: round(float(d)) for c, d in zip(columns, distinct)}},
         "identifiers": {"columns": result.identifiers,
-                        "rule": f"noisy distinct values >= {ID_DISTINCT} x the rows (public n)"}}
+                        "rule": f"noisy distinct values >= {ID_DISTINCT} x the rows (public n) "
+                                f"+ {ID_MARGIN} x the noise scale"}}
     rest = epsilon - distinct_epsilon
     if len(left) == 1:
         (column,) = left
