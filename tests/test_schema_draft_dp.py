@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import opendp.prelude as dp
 import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
 import pytest
 from test_ingest import survey_csv
 
@@ -274,13 +276,17 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     spent = (sum(split.values()) + record["distinct_values"]["epsilon"]
              + record["rows_outside_first_round"]["epsilon"])
     assert spent == pytest.approx(0.1)
-    assert draft.schema["ids"] == [
-        {"name": "tail_id", "dtype": "int64", "format": "#" * 12},
-        {"name": "code", "dtype": "string", "format": "#" * 12}]
+    assert draft.schema["ids"] == [  # each at its input's place among the release's columns
+        {"name": "tail_id", "dtype": "int64", "format": "#" * 12, "position": 4},
+        {"name": "code", "dtype": "string", "format": "#" * 12, "position": 3}]
     out = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
         tmp_path / "flights.parquet").write(tmp_path / "release", 2_000)
     release = pd.read_parquet(out["parquet"])
-    assert list(release.columns) == ["origin", "carrier", "dest", "tail_id", "code"]
+    assert list(release.columns) == list(frame.columns)
+    written = pads.dataset(out["parquet"]).schema
+    assert not written.field("code").nullable and written.field("tail_id").type == pa.int64()
+    output = {c["name"]: c for c in json.loads(Path(out["metadata"]).read_text())["output"]}
+    assert output["code"]["decode"] == "synthetic ids of format '############'"
     assert release["code"].str.fullmatch(r"\d{12}").all()
     assert not release["code"].isin(frame["code"]).any()
     assert release["tail_id"].dtype == np.int64

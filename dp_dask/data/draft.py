@@ -232,6 +232,18 @@ def add_identifier(draft: Draft, column: str, kind: str, ids: str, why: str,
 IDS = ("synthetic", "drop")  # --ids: what an identifier column becomes
 
 
+def _place_ids(draft: Draft, columns: list[str]) -> None:
+    """Give each id column its input's place among the release's columns (``columns``: the
+    input's, in order), so the release's columns come in the input's order."""
+    ids = {spec["name"]: spec for spec in draft.schema.get("ids", [])}
+    released = {a.get("source") or a["name"] for a in draft.schema["attributes"]}
+    placed = 0
+    for column in columns:
+        if column in ids:
+            ids[column]["position"] = placed
+        placed += column in ids or column in released
+
+
 # --on-unknown: the public bin of a value outside the drafted domain, by kind, or stop.
 ON_UNKNOWN = ("kind", ERROR, MISSING)
 ON_UNKNOWN_NOTE = (
@@ -566,6 +578,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                        show_progress=show_progress, ids=ids)
     draft.schema["attributes"] = [with_unknown_rule(a, on_unknown)
                                   for a in draft.schema["attributes"]]
+    _place_ids(draft, list(kinds))
     if on_unknown != ERROR:
         draft.notes.append(ON_UNKNOWN_NOTE)
     if not draft.todo:

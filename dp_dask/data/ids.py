@@ -7,7 +7,8 @@ threshold releases its values and no model learns them, so thresholding it would
     "ids": [{"name": "tailnum", "dtype": "string", "format": "N###@@"}]
 
 The encoder never reads them (they are no attribute: no budget, no bin) and the decoder writes
-each as random ids of its public ``format``: ``#`` a digit, ``@`` an upper-case letter, any other
+each, at its ``position`` among the release's columns (the input's place, as drafted; default the
+end), as random ids of its public ``format``: ``#`` a digit, ``@`` an upper-case letter, any other
 character itself (default :data:`DEFAULT_FORMAT`, 12 digits); ``dtype`` ``string``, or an integer
 type whose format is digits only (the first drawn 1-9, so every id has the format's length).
 The draws come from the partition's value seed after the attributes' values: a function of the
@@ -50,6 +51,7 @@ class IdColumn:
     name: str
     dtype: str = "string"
     format: str = DEFAULT_FORMAT
+    position: int | None = None  # its place among the release's columns (None: the end)
 
     def problem(self) -> str | None:
         """Why the id column can't be released, or None."""
@@ -69,19 +71,35 @@ class IdColumn:
     def from_json(cls, spec: Any) -> IdColumn:
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise ValueError(f"an id column is an object with a 'name', got {spec!r}")
-        unknown = set(spec) - {"name", "dtype", "format", "type"}
+        unknown = set(spec) - {"name", "dtype", "format", "position", "type"}
         if unknown or spec.get("type", "id") != "id":
-            raise ValueError(f"id column {spec['name']!r}: keys are name, dtype, format "
-                             f"(and type 'id'), got {sorted(spec)}")
+            raise ValueError(f"id column {spec['name']!r}: keys are name, dtype, format, "
+                             f"position (and type 'id'), got {sorted(spec)}")
+        position = spec.get("position")
+        if position is not None and (isinstance(position, bool) or not isinstance(position, int)
+                                     or position < 0):
+            raise ValueError(f"id column {spec['name']!r}: position must be an integer >= 0, "
+                             f"got {position!r}")
         column = cls(spec["name"], str(spec.get("dtype", "string")),
-                     str(spec.get("format", DEFAULT_FORMAT)))
+                     str(spec.get("format", DEFAULT_FORMAT)), position)
         problem = column.problem()
         if problem:
             raise ValueError(f"id column {column.name!r}: {problem}")
         return column
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "format": self.format}
+        spec = {"name": self.name, "dtype": self.dtype, "format": self.format}
+        return spec if self.position is None else {**spec, "position": self.position}
+
+
+def with_ids(columns: list[str], ids: tuple[IdColumn, ...]) -> list[str]:
+    """The release's column names: ``columns`` (the attributes' output columns) with the id
+    columns inserted at their positions, in order of position (those without one at the end)."""
+    names = list(columns)
+    placed = sorted((i for i in ids if i.position is not None), key=lambda i: i.position)
+    for column in placed:
+        names.insert(min(column.position, len(names)), column.name)
+    return names + [i.name for i in ids if i.position is None]
 
 
 def draw_ids(column: IdColumn, rows: int, rng: np.random.Generator) -> Any:

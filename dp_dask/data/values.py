@@ -49,7 +49,7 @@ from dp_dask.data.dtypes import (
     timestamp_type,
 )
 from dp_dask.data.encode import _text_lookup, encode_column
-from dp_dask.data.ids import draw_ids
+from dp_dask.data.ids import draw_ids, with_ids
 from dp_dask.data.schema import CALENDAR_UNITS, ERROR, Attribute, Schema
 
 # Spawn-key word of the value draws' seed: a child no partition seed spawns (they use 0, 1...).
@@ -335,7 +335,7 @@ def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random
                                          fine.get(i))
     for ids in schema.ids:  # drawn after every attribute: their values are as without ids
         frame[ids.name] = draw_ids(ids, len(codes), rng)
-    return pd.DataFrame(frame)
+    return pd.DataFrame({name: frame[name] for name in with_ids(list(frame), schema.ids)})
 
 
 def empty_frame(schema: Schema, decode: str) -> pd.DataFrame:
@@ -348,9 +348,10 @@ def arrow_schema(schema: Schema, decode: str) -> pa.Schema:
     """The Arrow schema of the decoded Parquet: every part the same, nullable only where a
     null can be decoded."""
     inferred = pa.Schema.from_pandas(empty_frame(schema, decode), preserve_index=False)
-    nullable = [_nullable(schema, column) for column in output_columns(schema, decode)]
-    return pa.schema([field.with_nullable(n) for field, n in zip(
-        inferred, nullable + [False] * len(schema.ids))], metadata=inferred.metadata)
+    nullable = {column.name: _nullable(schema, column)
+                for column in output_columns(schema, decode)}  # an id column: never null
+    return pa.schema([field.with_nullable(nullable.get(field.name, False))
+                      for field in inferred], metadata=inferred.metadata)
 
 
 def _nullable(schema: Schema, column: OutputColumn) -> bool:
@@ -384,7 +385,8 @@ def output_record(schema: Schema, decode: str,
     record = []
     fine = fine or {}
     arrow = arrow_schema(schema, decode)
-    for output, field in zip(output_columns(schema, decode), arrow):
+    for output in output_columns(schema, decode):
+        field = arrow.field(output.name)
         mode = output.mode
         index = output.features[0]
         if output.recombined:  # the year feature's bounds and grid
