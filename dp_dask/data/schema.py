@@ -81,8 +81,8 @@ declared alike on any of them; default ``timestamp[ns]``) and ``decode`` (alike 
 here (:meth:`Schema.sources`), naming the attribute, before any data is read.
 
 Identifiers (optional, top level): ``"ids": [{"name": "tailnum", "dtype": "string", "format":
-"N###@@"}]``, columns that are no attribute: never read, released as synthetic ids of the public
-format (:mod:`dp_dask.data.ids`).
+"N###@@", "position": 4}]``, columns that are no attribute: never read, released as synthetic ids
+of the public format at their place among the release's columns (:mod:`dp_dask.data.ids`).
 """
 
 from __future__ import annotations
