@@ -250,7 +250,8 @@ ON_UNKNOWN_NOTE = (
     "on_unknown: a value outside the drafted domain is counted in a public bin, not an error: "
     "numeric and year bins 'clip' (the nearest end bin; no number at all counts as missing), "
     "text 'other', boolean and calendar units 'missing'; --on-unknown error stops instead, "
-    "--on-unknown missing counts them all as missing")
+    "--on-unknown missing counts them as missing (text drafted under DP keeps its 'other', "
+    "which holds the values below its threshold)")
 
 
 def with_unknown_rule(spec: dict[str, Any], choice: str) -> dict[str, Any]:
