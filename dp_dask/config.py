@@ -1,13 +1,17 @@
-"""Job configs: one YAML file naming a job's data, schema, privacy, output, cluster and ledger.
+"""Job specs, and the job configs (YAML) that fill them.
 
-``dp-dask run job.yaml [options]`` runs the job the config names: ``job: synth`` (the default:
-fit and sample, options of ``dp-dask synth``) or ``job: stats`` (per-column noisy histograms,
-options of ``dp-dask stats``, its own keys in a ``stats:`` section); options given after the
-file override it. The config is turned into that command's own command line, so every value is
-checked by the same rules as the option it stands for (``dp_dask.checks``) and there is one set
-of defaults: a key left out takes the option's default. pydantic checks the structure: unknown
-keys, keys of the other job kind, wrong types and missing required keys are errors naming the
-key (docs/config.md).
+A job spec (:class:`SynthSpec`, :class:`StatsSpec`) is everything one ``dp-dask synth`` or
+``dp-dask stats`` job runs with: the command's ``preflight`` and ``run`` read the spec, nothing
+else. Two ways fill it: the command line (:meth:`JobSpec.of`, from argparse's Namespace) and a
+job config, ``dp-dask run job.yaml [options]`` (:func:`config_spec`), whose options after the
+file win over it. There is one set of rules and defaults, the command's options
+(``dp_dask.checks``' types, choices, argparse's defaults that ``--help`` shows): a config's value
+is checked by the rule of its field's option, and a key left out takes that option's default.
+
+A field a config gives names its key (:func:`key`); the YAML's shape (top-level keys and the
+sections privacy, output, stats, cluster, ledger) and its structural checks follow from those
+declarations: unknown keys, keys of the other job kind, wrong types and missing required keys
+are errors naming the key (docs/config.md).
 
 In string values, ``${VAR}`` is replaced by the environment variable VAR (an error if it is
 unset) and ``${VAR:-fallback}`` by VAR or, if unset or empty, the fallback. Relative local paths
@@ -18,16 +22,21 @@ to the config file's directory, so a config works from any working directory.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
+import typing
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, Required, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
+from typing_extensions import TypedDict  # pydantic needs it, not typing's, before Python 3.12
 
-from dp_dask.data.io import is_url
+from dp_dask.data.io import Location, is_url
 from dp_dask.data.schema import BUILTIN_SCHEMAS
 
 
@@ -35,126 +44,124 @@ class ConfigError(ValueError):
     """A job config that cannot be run; the message names the file and the key."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def key(name: str, *, required: bool = False, path: bool = False, accepts: Any = None) -> Any:
+    """A spec field a config gives as ``name`` (``section.key`` inside a section).
+    ``required``: a config must give it; ``path``: relative to the config's directory;
+    ``accepts``: the YAML's type where it is not the field's (a memory limit as a number)."""
+    return dataclasses.field(metadata={"key": name, "required": required, "path": path,
+                                       "accepts": accepts})
 
 
-class Privacy(_Section):
-    """The privacy keys of every job."""
-
-    epsilon: float  # required: a scheduled release states its budget
-    noise_sampler: str | None = None
-    noise_seed: int | None = None
+# assignments are checked too: preflight makes paths absolute in place
+SPEC = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class SynthPrivacy(Privacy):
-    delta: float | None = None
-    accountant: str | None = None
-    workload: list[list[str] | str] | None = None  # marginals: the column groups that matter
-    mechanism: str | None = None
-    within_attribute: str | None = None
+@dataclass(config=SPEC)
+class JobSpec:
+    """The fields of every job: its data, privacy basics, ledger, cluster and logging."""
+
+    command: str  # the dp-dask command that runs it
+    config: Path | None  # the job config it was read from (dp-dask run), else None
+    data: str = key("data", required=True, path=True)
+    schema: str = key("schema", required=True, path=True)
+    summary: str | None = key("output.summary", path=True)
+    epsilon: float = key("privacy.epsilon", required=True)  # a scheduled job states its budget
+    noise_sampler: str = key("privacy.noise_sampler")
+    noise_seed: int | None = key("privacy.noise_seed")
+    ledger: Location | None = key("ledger.path", path=True)
+    dataset_name: str | None = key("ledger.dataset_name")
+    run_id: str | None = key("ledger.run_id")
+    budget_epsilon: float | None = key("ledger.budget_epsilon")
+    force: bool = key("ledger.force")
+    cluster_kind: str | None = key("cluster.kind")
+    scheduler: str | None = key("cluster.address")
+    workers: int | None = key("cluster.workers")
+    memory_limit: str = key("cluster.memory_limit", accepts=str | int | float)  # 4GiB, 0.5
+    cluster_options: dict[str, Any] | None = key("cluster.options")
+    quiet: bool
+    show_values: bool
+    log_format: str
+
+    @classmethod
+    def of(cls, args: argparse.Namespace, **given: Any) -> Self:
+        """The spec of parsed options (``dp-dask synth``'s, ``stats``'), ``given`` added."""
+        return cls(**{field.name: getattr(args, field.name, None)
+                      for field in dataclasses.fields(cls)} | given)
 
 
-class Output(_Section):
-    """The output keys of every job."""
-
-    out: str
-    summary: str | None = None
-
-
-class SynthOutput(Output):
-    rows: int | None = None
-    seed: int | None = None
-    partition_rows: int | None = None
-    sampling_device: str | None = None
-    decode: str | None = None
-
-
-class Stats(_Section):
-    """``dp-dask stats``' own options: the mechanism and Tabular-DDP's network source."""
-
-    mechanism: str | None = None
-    k: int | None = None
-    network: str | None = None
-    public_sample: str | None = None
-    network_from_noisy_tables: float | None = None
-    smoothing: float | None = None
-
-
-class Cluster(_Section):
-    kind: str | None = None
-    address: str | None = None
-    workers: int | None = None
-    memory_limit: str | int | float | None = None  # "4GiB", bytes, or a fraction of RAM
-    options: dict[str, Any] | None = None  # keyword arguments of the backend's cluster class
-
-
-class LedgerSection(_Section):
-    path: str | None = None
-    dataset_name: str | None = None
-    run_id: str | None = None
-    budget_epsilon: float | None = None
-    force: bool = False
-
-
-class _Job(_Section):
-    """The keys of every job."""
-
-    version: Literal[1] = 1
-    data: str
-    schema_: str = Field(alias="schema")
-    cluster: Cluster = Cluster()
-    ledger: LedgerSection = LedgerSection()
-
-
-class SynthJob(_Job):
+@dataclass(config=SPEC)
+class SynthSpec(JobSpec):
     """``dp-dask synth``: fit and sample a synthetic release."""
 
-    job: Literal["synth"] = "synth"
-    method: str | None = None
-    method_options: dict[str, Any] | None = None  # the method's own parameters
-    storage_options: dict[str, Any] | None = None  # fsspec options of URL inputs
-    privacy: SynthPrivacy
-    output: SynthOutput
+    storage_options: dict[str, Any] | None = key("storage_options")  # of URL inputs, outputs
+    method: str = key("method")
+    method_options: dict[str, Any] | None = key("method_options")  # the method's parameters
+    delta: float = key("privacy.delta")
+    accountant: str | None = key("privacy.accountant")
+    # marginals: the column groups that matter
+    workload: list[Any] | None = key("privacy.workload", accepts=list[list[str] | str])
+    mechanism: str = key("privacy.mechanism")
+    within_attribute: str = key("privacy.within_attribute")
+    out: Location = key("output.out", required=True, path=True)
+    rows: int | None = key("output.rows")
+    seed: int = key("output.seed")
+    partition_rows: int | None = key("output.partition_rows")
+    sampling_device: str = key("output.sampling_device")
+    decode: str = key("output.decode")
+    zarr: bool
 
 
-class StatsJob(_Job):
+@dataclass(config=SPEC)
+class StatsSpec(JobSpec):
     """``dp-dask stats``: per-column noisy histograms (it reads local inputs only, so no
     storage_options)."""
 
-    job: Literal["stats"]
-    stats: Stats = Stats()
-    privacy: Privacy
-    output: Output
+    out: Path = key("output.out", required=True, path=True, accepts=str)
+    mechanism: str = key("stats.mechanism")
+    k: int = key("stats.k")
+    network: str | None = key("stats.network", path=True)
+    public_sample: str | None = key("stats.public_sample", path=True)
+    network_from_noisy_tables: float | None = key("stats.network_from_noisy_tables")
+    smoothing: float = key("stats.smoothing")
 
 
-# a job config's ``job`` -> its model; the job is the dp-dask command it runs
-JOBS: dict[str, type[_Job]] = {"synth": SynthJob, "stats": StatsJob}
+# a job config's ``job`` -> its spec; the job is the dp-dask command it runs
+SPECS: dict[str, type[JobSpec]] = {"synth": SynthSpec, "stats": StatsSpec}
+Options = argparse.Namespace | JobSpec  # what a command runs with: its spec, if it has one
 SECTIONS = ("privacy", "output", "stats", "cluster", "ledger")
-
-
-def _option(key: str) -> str:
-    return f"--{key.replace('_', '-')}"
-
-
-# config key -> option of the job's command (the same option wherever two jobs share a key)
-OPTIONS = {
-    "data": "--data", "schema": "--schema", "method": "--method",
-    "method_options": "--method-options",
-    "storage_options": "--storage-options",
-    **{f"privacy.{key}": _option(key) for key in SynthPrivacy.model_fields},
-    **{f"output.{key}": _option(key) for key in SynthOutput.model_fields},
-    **{f"stats.{key}": _option(key) for key in Stats.model_fields},
-    "cluster.kind": "--cluster", "cluster.address": "--scheduler",
-    "cluster.workers": "--workers", "cluster.memory_limit": "--memory-limit",
-    "cluster.options": "--cluster-options",
-    "ledger.path": "--ledger", "ledger.dataset_name": "--dataset-name",
-    "ledger.run_id": "--run-id", "ledger.budget_epsilon": "--budget-epsilon",
-    "ledger.force": "--force",
-}
-PATH_KEYS = ("data", "schema", "output.out", "output.summary", "ledger.path", "stats.network",
-             "stats.public_sample")
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def _keys(spec: type[JobSpec]) -> dict[str, dataclasses.Field]:
+    """A spec's fields a config gives, by their dotted key."""
+    return {field.metadata["key"]: field for field in dataclasses.fields(spec)
+            if "key" in field.metadata}
+
+
+@cache
+def _document(kind: str) -> TypeAdapter:
+    """The structure of a job config of ``kind``, from its spec's keys."""
+    spec = SPECS[kind]
+    types = typing.get_type_hints(spec)
+    sections: dict[str, dict[str, Any]] = {"": {"version": NotRequired[Literal[1]],
+                                                "job": NotRequired[Literal[kind]]}}
+    for name, field in _keys(spec).items():
+        section, _, name = name.rpartition(".")
+        given = field.metadata["accepts"] or types[field.name]
+        sections.setdefault(section, {})[name] = (
+            Required[given] if field.metadata["required"] else NotRequired[given | None])
+    document = sections.pop("")
+    for section, fields in sections.items():
+        required = any(typing.get_origin(value) is Required for value in fields.values())
+        shape = _typed(section.title(), fields)
+        document[section] = Required[shape] if required else NotRequired[shape]
+    return TypeAdapter(_typed(f"{kind.title()}Job", document))
+
+
+def _typed(name: str, fields: dict[str, Any]) -> type:
+    shape = TypedDict(name, fields)  # type: ignore[operator]
+    shape.__pydantic_config__ = ConfigDict(extra="forbid")
+    return shape
 
 
 def _expand(value: Any, key: str) -> Any:
@@ -179,9 +186,8 @@ def _expand(value: Any, key: str) -> Any:
     return _VARIABLE.sub(variable, value)
 
 
-def _flat(config: _Job) -> dict[str, Any]:
-    """The values given in the file (not the defaults), by dotted key."""
-    document = config.model_dump(by_alias=True, exclude_unset=True)
+def _flat(document: dict[str, Any]) -> dict[str, Any]:
+    """The values given in the file, by dotted key."""
     flat: dict[str, Any] = {}
     for key, value in document.items():
         if key in SECTIONS:
@@ -189,17 +195,6 @@ def _flat(config: _Job) -> dict[str, Any]:
         elif key not in ("version", "job"):
             flat[key] = value
     return flat
-
-
-def _keys(model: type[_Job]) -> set[str]:
-    """The dotted keys a job's config may give."""
-    keys = set()
-    for name, field in model.model_fields.items():
-        key = field.alias or name
-        keys.add(key)
-        if key in SECTIONS:
-            keys |= {f"{key}.{k}" for k in field.annotation.model_fields}
-    return keys
 
 
 def _resolve(key: str, value: str, base: Path) -> str:
@@ -216,7 +211,8 @@ def _error_text(path: Path, error: ValidationError, kind: str) -> str:
     for item in error.errors():
         key = ".".join(str(part) for part in item["loc"])
         if item["type"] == "extra_forbidden":
-            others = [job for job, model in JOBS.items() if key in _keys(model)]
+            others = [job for job, spec in SPECS.items()
+                      if any(given == key or given.startswith(f"{key}.") for given in _keys(spec))]
             problems.append(f"key {key!r} applies to {' and '.join(others)} jobs only, not to "
                             f"a {kind} job" if others else f"unknown key {key!r}")
         elif item["type"] == "missing":
@@ -247,16 +243,15 @@ def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
     except ConfigError as exc:
         raise ConfigError(f"config {path}: {exc}") from None
     kind = document.get("job", "synth")
-    if not isinstance(kind, str) or kind not in JOBS:
-        raise ConfigError(f"config {path}: job: {kind!r} is not one of {', '.join(JOBS)}")
+    if not isinstance(kind, str) or kind not in SPECS:
+        raise ConfigError(f"config {path}: job: {kind!r} is not one of {', '.join(SPECS)}")
     try:
-        config = JOBS[kind].model_validate(document)
+        values = _flat(_document(kind).validate_python(document))
     except ValidationError as exc:
         raise ConfigError(_error_text(path, exc, kind)) from None
-    values = _flat(config)
     base = path.resolve().parent
-    for key in PATH_KEYS:
-        if values.get(key) is not None:
+    for key, field in _keys(SPECS[kind]).items():
+        if field.metadata["path"] and values.get(key) is not None:
             values[key] = _resolve(key, values[key], base)
     data = values["data"]
     if not is_url(data) and not Path(data).exists():
@@ -269,63 +264,59 @@ def _argument(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
 
 
-def config_argv(values: dict[str, Any]) -> list[str]:
-    """``values`` (from :func:`load_config`) as options of the job's command."""
-    argv: list[str] = []
-    for key, value in values.items():
-        if value is None or value is False:
-            continue
-        argv += [OPTIONS[key]] if value is True else [OPTIONS[key], _argument(value)]
-    return argv
-
-
-def check_values(values: dict[str, Any], parser: argparse.ArgumentParser,
-                 path: str | Path) -> None:
-    """Each value by the rule of its option (type and choices), the error naming the key."""
-    actions = {option: action for action in parser._actions for option in action.option_strings}
-    for key, value in values.items():
-        action = actions[OPTIONS[key]]
-        if value is None or isinstance(action, argparse._StoreTrueAction):
-            continue
-        text = _argument(value)
-        try:
-            converted = action.type(text) if action.type else text
-        except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
-            raise ConfigError(f"config {path}: {key}: {exc}") from None
-        if action.choices is not None and converted not in action.choices:
-            raise ConfigError(f"config {path}: {key}: {value!r} is not one of "
-                              f"{', '.join(map(str, action.choices))}")
-    for options in _alternatives(parser):
-        given = [key for key, value in values.items()
-                 if value is not None and OPTIONS[key] in options]
-        if len(given) > 1:
-            raise ConfigError(f"config {path}: {', '.join(given)}: give one of them")
+def _checked(key: str, value: Any, action: argparse.Action, path: Path) -> Any:
+    """A config's value by the rule of its option (type and choices), the error naming the
+    key; the value as the option gives it."""
+    if isinstance(action, argparse._StoreTrueAction):
+        return value
+    text = _argument(value)
+    try:
+        converted = action.type(text) if action.type else text
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
+        raise ConfigError(f"config {path}: {key}: {exc}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise ConfigError(f"config {path}: {key}: {value!r} is not one of "
+                          f"{', '.join(map(str, action.choices))}")
+    return converted
 
 
 def _alternatives(parser: argparse.ArgumentParser) -> list[set[str]]:
-    """The options of each mutually exclusive group (stats: the network sources)."""
-    return [{option for action in group._group_actions for option in action.option_strings}
+    """The fields of each mutually exclusive group (stats: the network sources)."""
+    return [{action.dest for action in group._group_actions}
             for group in parser._mutually_exclusive_groups]
 
 
-def _given(parser: argparse.ArgumentParser, overrides: list[str]) -> set[str]:
-    """The options named on the command line, unique prefixes included, as argparse reads them."""
-    options = [option for action in parser._actions for option in action.option_strings]
-    given = set()
-    for token in overrides:
-        if token.startswith("--"):
-            name = token.split("=", 1)[0]
-            matches = [name] if name in options else [o for o in options if o.startswith(name)]
-            given |= set(matches) if len(matches) == 1 else set()
-    return given
+def _given(parser: argparse.ArgumentParser, options: list[str]) -> dict[str, Any]:
+    """The fields ``options`` give, read by ``parser`` (unique prefixes included; an error
+    names the option)."""
+    unset = object()
+    dests = [action.dest for action in parser._actions if action.dest != argparse.SUPPRESS]
+    parsed = parser.parse_args(options, argparse.Namespace(**dict.fromkeys(dests, unset)))
+    return {name: value for name, value in vars(parsed).items() if value is not unset}
 
 
-def overridden(values: dict[str, Any], parser: argparse.ArgumentParser,
-               overrides: list[str]) -> dict[str, Any]:
-    """``values`` less the keys an override replaces: an override of one of a group of
-    alternatives (``--public-sample`` against the config's ``stats.network``) wins over the
-    config's choice in that group instead of clashing with it."""
+def config_spec(kind: str, values: dict[str, Any], parser: argparse.ArgumentParser,
+                overrides: list[str], path: Path) -> JobSpec:
+    """The spec of a job config (``kind`` and ``values`` from :func:`load_config`), checked by
+    the rules of the job command's options (``parser``), the options ``overrides`` give
+    winning. An override of one of a group of alternatives (``--public-sample`` against the
+    config's ``stats.network``) replaces the config's choice in that group instead of clashing
+    with it."""
+    fields = _keys(SPECS[kind])
+    actions = {action.dest: action for action in parser._actions}
+    config = {fields[key].name: _checked(key, value, actions[fields[key].name], path)
+              for key, value in values.items() if value is not None}
+    for alternatives in _alternatives(parser):
+        given = [key for key in values if fields[key].name in alternatives
+                 and fields[key].name in config]
+        if len(given) > 1:
+            raise ConfigError(f"config {path}: {', '.join(given)}: give one of them")
+    for action in parser._actions:
+        action.required = False  # the config gives them (data, schema, out)
+    defaults = vars(parser.parse_args([]))
     given = _given(parser, overrides)
-    replaced = set().union(*(options - given for options in _alternatives(parser)
-                             if options & given))
-    return {key: value for key, value in values.items() if OPTIONS[key] not in replaced}
+    replaced = set().union(*(alternatives - set(given) for alternatives in _alternatives(parser)
+                             if alternatives & set(given)))
+    config = {name: value for name, value in config.items() if name not in replaced}
+    return SPECS[kind].of(argparse.Namespace(**defaults | config | given), command=kind,
+                          config=path)

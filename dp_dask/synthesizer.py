@@ -43,7 +43,7 @@ from dp_dask.data.io import (
     read_table,
     write_json,
 )
-from dp_dask.data.schema import Schema, load_schema
+from dp_dask.data.schema import Schema, SchemaError, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
 from dp_dask.estimate import FitCost, FitWork, dense_tables_cost
 from dp_dask.model_io import ModelError, read_model_document
@@ -148,6 +148,9 @@ class Synthesizer:
     # WARN_DUMMY_COLUMNS. Every method counts a d×d matrix; those limits hold for all.
     dense_tables: ClassVar[bool] = False
     grows_with_d: ClassVar[str | None] = None
+    # the kinds of schema constraints (dp_dask.data.constraints) every release of it satisfies;
+    # a schema declaring another kind is refused
+    constraint_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -160,6 +163,7 @@ class Synthesizer:
                  dataset_name: str | None = None, run_id: str | None = None,
                  budget_epsilon: float | None = None, force: bool = False) -> None:
         self.schema = load_schema(schema)
+        self._check_constraints()
         self.epsilon = epsilon
         self.delta = delta
         self.noise_sampler = noise_sampler
@@ -176,6 +180,16 @@ class Synthesizer:
         self.force = force
         self.ledger_entry_: Entry | None = None  # this fit's ledger entry
         self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
+
+    def _check_constraints(self) -> None:
+        """A SchemaError naming the first constraint this method cannot honour."""
+        for constraint in self.schema.constraints:
+            if constraint.kind not in self.constraint_kinds:
+                able = sorted(name for name, method in Synthesizer.methods.items()
+                              if constraint.kind in method.constraint_kinds)
+                raise SchemaError(f"{constraint.name}: method {self.name!r} cannot honour "
+                                  f"{constraint.kind!r} constraints (methods that do: "
+                                  f"{', '.join(able) or 'none'})")
 
     @classmethod
     def fit_cost(cls, work: FitWork) -> FitCost:
@@ -263,8 +277,9 @@ class Synthesizer:
             warnings.warn(f"schema {self.schema.name!r}: the types of "
                           f"{self.schema.types_from_data} were taken from the data's storage "
                           "types (dtype_source 'data'), which one null or non-integer can "
-                          "change; if the storage schema is public, draft with --public-types, "
-                          "else declare the types", DpDaskWarning, stacklevel=3)
+                          "change; if the storage schema is public, draft without "
+                          "--no-public-types, else declare the types", DpDaskWarning,
+                          stacklevel=3)
         unused = [self.schema.names[a] for a in self.schema.fine_grids]
         if unused and not self.fine_grids:
             warnings.warn(f"method {self.name!r} does not measure fine grids: 'fine' of "
@@ -387,7 +402,10 @@ class Synthesizer:
         return {**self.model.metadata,
                 "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
                              "device": device, "decode": decode},
-                "output": output_record(self.schema, decode, getattr(self.model, "fine", {}))}
+                "output": output_record(self.schema, decode, getattr(self.model, "fine", {})),
+                # absent without constraints: such releases stay as they were
+                **({"constraints": {c.name: c.to_json() for c in self.schema.constraints}}
+                   if self.schema.constraints else {})}
 
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,

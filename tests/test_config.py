@@ -4,6 +4,7 @@ refused with the key named (exit 2)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ADULT_CSV, ROOT, SMALL_SCHEMA_PATH
 
-from dp_dask.cli import job_arguments, main
+from dp_dask.cli import job_spec, main
 from dp_dask.config import ConfigError, load_config
 from dp_dask.release import verify_release
 from dp_dask.stats import DDP_STATEMENT, DP_STATEMENT
@@ -183,7 +184,7 @@ def test_override_errors_name_the_option(tmp_path, data, capsys):
     assert not (tmp_path / "release").exists()
 
 
-# Stats jobs (job: stats): the config becomes dp-dask stats' command line.
+# Stats jobs (job: stats): the config fills dp-dask stats' job spec.
 STATS = """\
     job: stats
     data: {data}
@@ -267,13 +268,13 @@ def test_tabular_ddp_config_states_dependent_dp(client, people_csv, tmp_path, ca
 def test_an_override_replaces_the_configs_network_source(tmp_path, data):
     config = write_config(tmp_path, textwrap.dedent(STATS_VALID).format(
         data=data, schema=SMALL_SCHEMA_PATH) + "stats: {mechanism: tabular-ddp, network: n.json}\n")
-    args = job_arguments(config, [])
+    args = job_spec(config, [])
     assert args.network == str(tmp_path / "n.json") and args.network_from_noisy_tables is None
     for override in (["--network-from-noisy-tables", "0.3"], ["--network-from=0.3"]):
-        args = job_arguments(config, override)  # a unique prefix, as argparse reads it
+        args = job_spec(config, override)  # a unique prefix, as argparse reads it
         assert args.network is None and args.network_from_noisy_tables == 0.3
         assert args.command == "stats" and args.mechanism == "tabular-ddp"
-    args = job_arguments(config, ["--public-sample", "p.csv"])
+    args = job_spec(config, ["--public-sample", "p.csv"])
     assert args.network is None and args.public_sample == "p.csv"
 
 
@@ -348,3 +349,44 @@ def test_docs_stats_example_runs(client, adult_csv, tmp_path, monkeypatch, capsy
     assert metadata["ledger"]["dataset_name"] == "adult"
     summary = json.loads((tmp_path / "stats.run.json").read_text())
     assert summary["privacy"]["statement"] == DDP_STATEMENT
+
+
+def test_a_config_and_the_command_line_fill_the_same_spec(tmp_path, data):
+    """One job spec: the config's keys and synth's options give the same fields, defaults
+    included, and an option after the file wins."""
+    from dp_dask.cli import build_parser, job
+    from dp_dask.config import SynthSpec
+
+    config = write_config(tmp_path, f"""\
+        data: {data}
+        schema: {SMALL_SCHEMA_PATH}
+        method: copula
+        storage_options: {{anon: true}}
+        privacy: {{epsilon: 0.5, delta: 1.0e-6, mechanism: laplace, noise_seed: 4}}
+        output: {{out: release, rows: 300, seed: 2}}
+        cluster: {{workers: 2, memory_limit: 0.5, options: {{a: 1}}}}
+        ledger: {{path: l.sqlite, force: true}}
+        """)
+    argv = ["--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--method", "copula",
+            "--storage-options", '{"anon": true}', "--epsilon", "0.5", "--delta", "1e-6",
+            "--mechanism", "laplace", "--noise-seed", "4", "--out", str(tmp_path / "release"),
+            "--rows", "300", "--seed", "2", "--workers", "2", "--memory-limit", "0.5",
+            "--cluster-options", '{"a": 1}', "--ledger", str(tmp_path / "l.sqlite"), "--force"]
+    by_hand = job(build_parser().parse_args(["synth", *argv]))
+    from_config = job_spec(config, [])
+    assert isinstance(by_hand, SynthSpec) and isinstance(from_config, SynthSpec)
+    assert by_hand.config is None and from_config.config == config
+    assert dataclasses.replace(from_config, config=None) == by_hand
+    assert job_spec(config, ["--rows", "7", "--zarr"]) == dataclasses.replace(
+        from_config, rows=7, zarr=True)
+
+
+@pytest.mark.parametrize("command", ["synth", "stats"])
+def test_every_option_of_a_job_command_is_a_field_of_its_spec(command):
+    """A new option without its spec field would reach neither run nor the YAML: refused here."""
+    from dp_dask.cli.run import JOB_COMMANDS
+    from dp_dask.config import SPECS
+
+    options = {action.dest for action in JOB_COMMANDS[command].arguments()._actions}
+    assert options == {field.name for field in dataclasses.fields(SPECS[command])} - {
+        "command", "config"}

@@ -302,16 +302,16 @@ def test_a_method_that_draws_noise_while_counting_keeps_its_charge(client, data,
 
 def test_a_schema_draft_interrupted_after_its_noise_keeps_its_charge(client, tmp_path,
                                                                      monkeypatch):
-    from dp_dask.data import draft, draft_dp
+    from dp_dask.data import draft, draft_dp, draft_numeric
 
     path = tmp_path / "people.parquet"
     correlated_frame(500, seed=2).to_parquet(path)
     ledger = Ledger(tmp_path / "ledger.sqlite")
 
-    def interrupted(*_):  # rounding the first noisy quantile: post-processing, after noise
+    def interrupted(*_):  # thresholding the noisy octaves: post-processing, after noise
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(draft_dp, "_round", interrupted)
+    monkeypatch.setattr(draft_numeric, "_passing", interrupted)
     options = {"dp_epsilon": 0.5, "dp_delta": 1e-6, "dp_columns": ["size"], "ledger": ledger}
     with pytest.raises(KeyboardInterrupt):
         draft.draft_schema(path, **options)

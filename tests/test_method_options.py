@@ -83,13 +83,13 @@ def test_job_config_gives_method_options(tmp_path, data):
     _, values = load_config(config)
     given = {"view_size": 3, "tries": 50, "config": {"plan_rounds": 20}}
     assert values["method_options"] == given
-    from dp_dask.cli import job_arguments
+    from dp_dask.cli import job_spec
 
-    args = job_arguments(config, [])
+    args = job_spec(config, [])
     assert args.method_options == given
     assert Synthesizer.create("dpview", SMALL_SCHEMA_PATH, ledger=False,
                               **args.method_options).config.plan_rounds == 20
-    args = job_arguments(config, ["--method-options", json.dumps({"view_size": 4})])
+    args = job_spec(config, ["--method-options", json.dumps({"view_size": 4})])
     assert args.method_options == {"view_size": 4}
 
 
@@ -148,9 +148,9 @@ def test_job_config_gives_the_marginals_config(tmp_path, data):
     config.write_text(f"data: {data}\nschema: {SMALL_SCHEMA_PATH}\nmethod: marginals\n"
                       "method_options: {config: {max_estimates: 2}}\n"
                       "privacy: {epsilon: 1}\noutput: {out: release}\n")
-    from dp_dask.cli import job_arguments
+    from dp_dask.cli import job_spec
 
-    assert job_arguments(config, []).method_options == {"config": {"max_estimates": 2}}
+    assert job_spec(config, []).method_options == {"config": {"max_estimates": 2}}
 
 
 def test_synth_help_lists_the_marginals_config_fields(capsys):

@@ -200,18 +200,19 @@ def _neighbours(tmp_path) -> dict[str, list]:
 
 
 def test_neighbours_storage_types_draft_the_same_schema(tmp_path):
-    """Without --public-types the storage types are data: one null in an integer column must
+    """With --no-public-types the storage types are data: one null in an integer column must
     not change the drafted output types or the DP grid (pandas turns int64 into float64)."""
     ranges = {"age": {"start": 0, "stop": 100, "step": 10}}
     for sources in _neighbours(tmp_path).values():
-        drafts = [draft_schema(source, ranges=ranges, name="t") for source in sources]
+        drafts = [draft_schema(source, ranges=ranges, name="t", public_types=False)
+                  for source in sources]
         assert drafts[0].schema == drafts[1].schema and drafts[0].todo == drafts[1].todo
         ages = [load_schema({"attributes": [a for a in d.schema["attributes"]
                                             if a["name"] == "age"]})["age"] for d in drafts]
         assert [a.output_dtype for a in ages] == ["float64", "float64"]
-        placeholders = [draft_schema(source, name="t") for source in sources]
+        placeholders = [draft_schema(source, name="t", public_types=False) for source in sources]
         assert placeholders[0].schema == placeholders[1].schema  # "age" to fill in
-        assert any("dtype_source" in note and "--public-types" in note
+        assert any("dtype_source" in note and "--no-public-types" in note
                    for note in drafts[0].notes)
     # The boolean and datetime columns' types came from the storage types: marked as data.
     sources = {a["name"]: a["dtype_source"] for a in drafts[0].schema["attributes"]}
@@ -253,7 +254,7 @@ def test_a_release_warns_of_types_taken_from_the_data(client, tmp_path):
         assert schema.types_from_data == flagged
         synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False)
         if flagged:
-            with pytest.warns(DpDaskWarning, match=r"\['when', 'ok'\].*--public-types"):
+            with pytest.warns(DpDaskWarning, match=r"\['when', 'ok'\].*--no-public-types"):
                 synthesizer.fit(parquet)
             assert synthesizer.model.metadata["privacy"]["schema_types_from_data"] == flagged
             (tmp_path / "schema.json").write_text(schema.dumps())

@@ -16,10 +16,9 @@ import pyarrow.dataset as pads
 import pytest
 from test_ingest import survey_csv
 
-from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
-from dp_dask.data.draft_dp import _partition_counts, default_grid
+from dp_dask.data.draft_dp import _partition_counts
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
 from dp_dask.privacy.selection import (
@@ -61,6 +60,8 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert schema["answer"].on_unknown == "other"
     edges = schema["age"].edges
     assert edges[0] == -np.inf and edges[-1] == np.inf
+    # the grid's ends close the open bins, and the stored int64 stays the output type
+    assert (schema["age"].minimum, schema["age"].maximum, schema["age"].dtype) == (0, 100, "int64")
     inner = np.array(edges[1:-1])
     assert np.all(np.diff(inner) > 0) and np.isin(inner, GRID).all()
     # Quartiles of ages uniform on 0..99: score slope k·n/100 = 240 per step against Gumbel
@@ -89,12 +90,11 @@ def test_default_opendp_draft_composes_with_the_release(client, parquet, tmp_pat
     draft = draft_schema(parquet, dp_epsilon=2.0, dp_delta=1e-6, ledger=ledger)
     schema = load_schema(draft.schema)
     assert schema["answer"].categories == ("NA", "no", "yes")
-    inner = np.array(schema["age"].edges[1:-1])
-    assert np.all(np.diff(inner) > 0) and np.isin(inner, default_grid("integer")).all()
+    # ages 0..99, 60 rows each: the search stays within the octaves around them, int64 kept
+    age = schema["age"]
+    assert -16 <= age.minimum <= 0 and 99 <= age.maximum < 128 and age.dtype == "int64"
     assert draft.schema["drafted_under_dp"]["differentially_private"] is True
-    with pytest.warns(DpDaskWarning, match=r"\['answer', 'age'\] were taken from the data"):
-        synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0,
-                                         ledger=ledger).fit(parquet)
+    synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=ledger).fit(parquet)
     privacy = synthesizer.model.metadata["privacy"]
     drafted = privacy["schema_drafted_under_dp"]
     assert (drafted["epsilon"], drafted["delta"]) == (2.0, 1e-6)
@@ -224,9 +224,9 @@ def test_from_csv_doc_dp_section_runs_as_written(client, tmp_path, monkeypatch, 
     assert (entry.epsilon, entry.delta, entry.private) == (1.0, 1e-6, True)
 
 
-def test_one_null_does_not_change_the_default_grid(client, tmp_path):
-    """pandas stores an integer column with one null as float64: without --public-types the
-    storage type is data, so both neighbours get the same default grid (and a data-typed mark)."""
+def test_one_null_does_not_change_the_search_cells_of_data_types(client, tmp_path):
+    """pandas stores an integer column with one null as float64: with --no-public-types the
+    storage type is data, so both neighbours get the same search cells (and a data-typed mark)."""
     near = people(600)
     near["age"] = near["age"].astype("float64")
     near.loc[3, "age"] = np.nan
@@ -234,11 +234,13 @@ def test_one_null_does_not_change_the_default_grid(client, tmp_path):
     for name, frame in (("base", people(600)), ("near", near)):
         frame.to_parquet(tmp_path / f"{name}.parquet")
         draft = draft_schema(tmp_path / f"{name}.parquet", dp_epsilon=1.0, dp_delta=1e-6,
-                             ledger=False, noise_sampler="numpy", noise_seed=1)
+                             ledger=False, noise_sampler="numpy", noise_seed=1,
+                             public_types=False)
         age = draft.schema["drafted_under_dp"]["mechanisms"]["age"]
-        records.append((age["grid"], age["candidates"], draft.schema["attributes"][1]))
-    assert records[0][:2] == records[1][:2]
-    assert records[0][2]["dtype_source"] == records[1][2]["dtype_source"] == "data"
+        records.append((age["steps"][0], draft.schema["attributes"][1]))
+    assert records[0][0] == records[1][0]
+    assert records[0][1]["dtype_source"] == records[1][1]["dtype_source"] == "data"
+    assert "dtype" not in records[0][1] and "dtype" not in records[1][1]
 
 
 def flights(rows: int = 60_000, seed: int = 0) -> pd.DataFrame:
@@ -279,9 +281,8 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     assert draft.schema["ids"] == [  # each at its input's place among the release's columns
         {"name": "tail_id", "dtype": "int64", "format": "#" * 12, "position": 4},
         {"name": "code", "dtype": "string", "format": "#" * 12, "position": 3}]
-    with pytest.warns(DpDaskWarning, match="were taken from the data"):
-        fitted = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
-            tmp_path / "flights.parquet")
+    fitted = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
+        tmp_path / "flights.parquet")
     out = fitted.write(tmp_path / "release", 2_000)
     release = pd.read_parquet(out["parquet"])
     assert list(release.columns) == list(frame.columns)

@@ -3,13 +3,16 @@
 A command module has ``add_arguments(commands)``, which adds its parser(s) and sets their
 defaults: ``run`` (the job), ``preflight`` (its checks before the cluster starts and any data
 is read, if it has any) and ``cluster=False`` for a command that starts no Dask cluster. Adding
-a command is one module and one line in :data:`COMMANDS` (docs/architecture.md).
+a command is one module and one line in :data:`COMMANDS` (docs/architecture.md). A command
+with a job spec (``dp_dask.config.SPECS``: synth, stats) runs with its spec, from its options
+or, through ``dp-dask run``, from a job config; the others with their parsed options.
 """
 
 from __future__ import annotations
 
 import argparse
 import warnings
+from typing import Any
 
 import dask
 
@@ -30,13 +33,13 @@ from dp_dask.cli import (
 )
 from dp_dask.cli.logs import Messages
 from dp_dask.cli.options import Parser
-from dp_dask.cli.run import job_arguments
+from dp_dask.cli.run import JOB_COMMANDS, job_spec
 from dp_dask.cluster import ClusterError, dask_client
-from dp_dask.config import ConfigError
+from dp_dask.config import SPECS, ConfigError, JobSpec, Options
 from dp_dask.data.encode import SHOW_VALUES
 from dp_dask.privacy.ledger import LedgerError
 
-__all__ = ["COMMANDS", "build_parser", "job_arguments", "main", "preflight"]
+__all__ = ["COMMANDS", "build_parser", "job", "job_spec", "main", "preflight"]
 
 # the commands, in the order of ``dp-dask --help``
 COMMANDS = (fit, sample, synth, run, demo, evaluate, plan, stats, audit, schema, ledger)
@@ -53,16 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def preflight(args: argparse.Namespace) -> None:
+def job(args: argparse.Namespace) -> Options:
+    """What the command runs with: synth's and stats' job spec (for ``run``, the config's),
+    else the parsed options."""
+    if args.command == "run":
+        return job_spec(args.config, args.overrides)
+    spec = SPECS.get(args.command)
+    return args if spec is None else spec.of(args)
+
+
+def preflight(command: Any, args: Options) -> None:
     """Everything the job can check before the cluster starts and any data is read (the
     command's ``preflight``): outputs writable (made absolute, so remote workers write where
     the driver means), schema sane and affordable, inputs complete, a saved model intact."""
-    check = getattr(args, "preflight", None)
+    check = getattr(command, "preflight", None)
     if check is not None:
         check(args)
 
 
-def _undecodable(args: argparse.Namespace, exc: UnicodeDecodeError) -> str:
+def _undecodable(args: Options, exc: UnicodeDecodeError) -> str:
     """A decoding failure (raised on a worker, so without its file) located in the input."""
     data = getattr(args, "data", None)
     if data is not None and str(data).lower().endswith((".csv", ".csv.gz")):
@@ -81,24 +93,24 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("default", DpDaskWarning)  # once each, though checked twice
         warnings.showwarning = messages.show_warning
-        args = build_parser().parse_args(argv)
-        if args.command == "run":
-            try:
-                args = job_arguments(args.config, args.overrides)
-            except ConfigError as exc:
-                messages.say("error", str(exc))
-                return 2
+        try:
+            args = job(build_parser().parse_args(argv))
+        except ConfigError as exc:
+            messages.say("error", str(exc))
+            return 2
+        # the command's run and preflight: a spec's command module's, else the parsed options'
+        command = JOB_COMMANDS[args.command] if isinstance(args, JobSpec) else args
         with messages.logging(args):
             try:
                 if not getattr(args, "cluster", True):
-                    args.run(args)
+                    command.run(args)
                     return 0
-                preflight(args)
+                preflight(command, args)
                 with (dask.config.set({SHOW_VALUES: getattr(args, "show_values", False)}),
                       dask_client(args.scheduler, n_workers=args.workers,
                                   memory_limit=args.memory_limit, quiet=args.quiet,
                                   kind=args.cluster_kind, options=args.cluster_options)):
-                    args.run(args)
+                    command.run(args)
             except UnicodeDecodeError as exc:
                 messages.say("error", _undecodable(args, exc))
                 return 2

@@ -3,13 +3,13 @@ checks before the cluster starts."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 from dp_dask.checks import check_cost, check_input, check_output_dir
 from dp_dask.cli.options import FLAG_PARAMETERS, REFUSED_ELSEWHERE, taking
+from dp_dask.config import Options
 from dp_dask.data.io import load_schema_from, local_only, local_path, remote
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import Ledger
@@ -18,13 +18,13 @@ from dp_dask.release import check_target, resolve_target
 from dp_dask.synthesizer import Synthesizer
 
 
-def progress(args: argparse.Namespace) -> bool:
+def progress(args: Options) -> bool:
     """Progress bars on a terminal only: in a log file a bar's redraws are one endless line, and
     the stage log lines (one per stage, dp_dask.timing) say the same."""
     return not args.quiet and sys.stdout.isatty()
 
 
-def new_synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
+def new_synthesizer(args: Options, schema: str) -> Synthesizer:
     """The method ``--method`` names, with the privacy, ledger and method options given."""
     common = {"epsilon": args.epsilon, "delta": args.delta,
               "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
@@ -41,7 +41,7 @@ def new_synthesizer(args: argparse.Namespace, schema: str) -> Synthesizer:
                               **common, **(args.method_options or {}))
 
 
-def flag_parameters(args: argparse.Namespace) -> dict[str, Any]:
+def flag_parameters(args: Options) -> dict[str, Any]:
     """The method's parameters that have options of their own (``FLAG_PARAMETERS``), given as
     the method declares (``Synthesizer.options``): the CLI knows no method by name."""
     takes = Synthesizer.methods[args.method].options()
@@ -82,14 +82,14 @@ def report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
 # Checks of preflight (a command's own, before the cluster starts and any data is read), in
 # the order each command runs them.
 
-def check_out(args: argparse.Namespace) -> None:
+def check_out(args: Options) -> None:
     """A local --out: made absolute (so remote workers write where the driver means) and
     checked writable."""
     if isinstance(args.out, str | Path) and not remote(args.out):
         args.out = check_output_dir(args.out, "--out")
 
 
-def check_release_out(args: argparse.Namespace) -> None:
+def check_release_out(args: Options) -> None:
     """A release's --out: its pointer resolved; in a store, the store, the bucket and the
     absence of foreign data checked; locally, as :func:`check_out`."""
     args.out = resolve_target(args.out)
@@ -98,7 +98,7 @@ def check_release_out(args: argparse.Namespace) -> None:
     check_out(args)
 
 
-def check_ledger(args: argparse.Namespace) -> None:
+def check_ledger(args: Options) -> None:
     """An unreachable ledger server fails now, before any data is read; SQLite needs a local
     file."""
     if args.ledger is not None and database_url(args.ledger) is not None:
@@ -107,7 +107,7 @@ def check_ledger(args: argparse.Namespace) -> None:
         args.ledger = local_only(args.ledger, "--ledger")
 
 
-def check_data(args: argparse.Namespace, method: str | None = None) -> None:
+def check_data(args: Options, method: str | None = None) -> None:
     """The schema sane (and, given the method, affordable) and the input complete."""
     schema = load_schema_from(args.schema, getattr(args, "storage_options", None))
     if method is not None:

@@ -17,6 +17,7 @@ from dp_dask.cli.options import (
 )
 from dp_dask.data.io import read_table, remote
 from dp_dask.data.schema import load_schema
+from dp_dask.evaluate.constraints import constraint_violations
 from dp_dask.evaluate.queries import evaluate_release
 from dp_dask.evaluate.tables import markdown_table, wide_table
 from dp_dask.release import checked_table, pinned_table
@@ -25,8 +26,9 @@ from dp_dask.synthesizer import DEFAULT_DELTA
 
 def add_arguments(commands: argparse._SubParsersAction) -> None:
     evaluate = commands.add_parser(
-        "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries, and "
-        "its values' distances (KS, W1, quantiles, Spearman) to the real columns")
+        "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries, "
+        "its values' distances (KS, W1, quantiles, Spearman) to the real columns, and its "
+        "rows breaking each of the schema's constraints")
     evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
                           help="decoded synthetic table (typed values or schema labels) or "
@@ -89,16 +91,22 @@ def run_evaluate(args: argparse.Namespace) -> None:
                                              q3_sample=args.q3_sample, seed=args.seed,
                                              force=args.force)
         records, workload, values = comparison.records, comparison.workload, comparison.values
+        constraints = comparison.constraints
     else:
         synthetic = pinned_table(synthetic)  # both reads see one version of a release
         records, workload = evaluate_release(data, synthetic, schema,
                                              q3_sample=args.q3_sample, seed=args.seed)
         values = compare_values(data, synthetic, schema, seed=args.seed)
+        constraints = (constraint_violations(synthetic, schema) if schema.constraints
+                       else None)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
     if values is not None:
         print(f"\nvalues ({values.sample}):")
         print(summary_markdown(values), end="")
+    if constraints is not None:
+        print("\nconstraints (rows breaking each; 0 expected):")
+        print(markdown_table(constraints))
     if args.workload is not None:
         from dp_dask.evaluate.workload import workload_errors
 

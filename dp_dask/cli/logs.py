@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import json
@@ -14,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dp_dask.checks import DpDaskWarning
+from dp_dask.config import Options
 
 log = logging.getLogger("dp_dask")
 
@@ -56,7 +56,7 @@ class Messages:
             SHOW_WARNING(message, category, *args, **kwargs)
 
     @contextlib.contextmanager
-    def logging(self, args: argparse.Namespace) -> Iterator[None]:
+    def logging(self, args: Options) -> Iterator[None]:
         """dp_dask's stage logs (and with JSON, distributed's) on stderr in the chosen format,
         for the job only: the loggers are restored after it (main may run many times in a
         process)."""

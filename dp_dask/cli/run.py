@@ -1,4 +1,4 @@
-"""``dp-dask run``: a job config (YAML) filled into the options of the command it names."""
+"""``dp-dask run``: a job config (YAML) read into the job spec of the command it names."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 from dp_dask.cli import stats, synth
 from dp_dask.cli.options import Parser
-from dp_dask.config import check_values, config_argv, load_config, overridden
+from dp_dask.config import JobSpec, config_spec, load_config
 
-# a job config's ``job`` (dp_dask.config.JOBS) -> the command whose options and run it takes
+# a job config's ``job`` (dp_dask.config.SPECS) -> the command whose options and run it takes
 JOB_COMMANDS = {"synth": synth, "stats": stats}
 
 
@@ -22,18 +22,12 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     run.add_argument("overrides", nargs=argparse.REMAINDER, metavar="OPTIONS",
                      help="options of the job's command (synth, stats) overriding the config, "
                      "e.g. --epsilon 2")
-    # main replaces these arguments by job_arguments' before anything runs
+    # main runs job_spec's command instead, before anything runs
     run.set_defaults(run=None, cluster=False, quiet=True)
 
 
-def job_arguments(config: Path, overrides: list[str]) -> argparse.Namespace:
-    """The arguments of the command a job config names (synth, stats) that the config gives,
-    overridden by ``overrides``."""
+def job_spec(config: Path, overrides: list[str]) -> JobSpec:
+    """The spec of the job a config names (synth, stats), overridden by ``overrides``."""
     command, values = load_config(config)
-    module = JOB_COMMANDS[command]
-    parser = Parser(prog=f"dp-dask run {config}", parents=[module.arguments()])
-    parser.set_defaults(run=module.run, preflight=module.preflight, command=command,
-                        config=config)
-    check_values(values, parser, config)  # errors naming the config's key, not the option
-    values = overridden(values, parser, overrides)
-    return parser.parse_args([*config_argv(values), *overrides])
+    parser = Parser(prog=f"dp-dask run {config}", parents=[JOB_COMMANDS[command].arguments()])
+    return config_spec(command, values, parser, overrides, config)

@@ -9,6 +9,7 @@ from dp_dask.checks import epsilon_value, non_negative_int, positive_float, posi
 from dp_dask.cli.common import check_data, check_ledger, check_out
 from dp_dask.cli.options import cluster_options, ledger_options
 from dp_dask.cli.summary import job_summary, started_now, write_summary
+from dp_dask.config import StatsSpec
 from dp_dask.privacy.ledger import Ledger
 
 
@@ -56,35 +57,35 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     stats.set_defaults(run=run, preflight=preflight)
 
 
-def preflight(args: argparse.Namespace) -> None:
-    check_out(args)
-    check_ledger(args)
-    check_data(args)
+def preflight(spec: StatsSpec) -> None:
+    check_out(spec)
+    check_ledger(spec)
+    check_data(spec)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(spec: StatsSpec) -> None:
     from dp_dask.stats import release_stats
 
     started = started_now()
-    ledger = Ledger(args.ledger)
+    ledger = Ledger(spec.ledger)
     release = release_stats(
-        args.data, args.schema, epsilon=args.epsilon, mechanism=args.mechanism, k=args.k,
-        network=args.network, public_sample=args.public_sample,
-        network_share=args.network_from_noisy_tables, smoothing=args.smoothing,
-        noise_sampler=args.noise_sampler, noise_seed=args.noise_seed, ledger=ledger,
-        dataset_name=args.dataset_name, run_id=args.run_id,
-        budget_epsilon=args.budget_epsilon, force=args.force, show_progress=not args.quiet)
+        spec.data, spec.schema, epsilon=spec.epsilon, mechanism=spec.mechanism, k=spec.k,
+        network=spec.network, public_sample=spec.public_sample,
+        network_share=spec.network_from_noisy_tables, smoothing=spec.smoothing,
+        noise_sampler=spec.noise_sampler, noise_seed=spec.noise_seed, ledger=ledger,
+        dataset_name=spec.dataset_name, run_id=spec.run_id,
+        budget_epsilon=spec.budget_epsilon, force=spec.force, show_progress=not spec.quiet)
     privacy = release.metadata["privacy"]
     print(f"{privacy['label']}: {privacy['statement']} (ε={privacy['epsilon']:g})")
-    if args.mechanism == "tabular-ddp":
+    if spec.mechanism == "tabular-ddp":
         plain = privacy["dp_without_assumption"]["epsilon"]
         print(f"   fallback to plain DP: {privacy['fallback']}; as plain DP (no network "
               f"assumption) the same noise gives ε={plain:.6g}")
     print("stage timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in release.timings.items()))
-    paths = release.write(args.out)
+    paths = release.write(spec.out)
     for kind, path in paths.items():
         print(f"{kind:>9}: {path}")
     entries = release.metadata.get("ledger")
-    write_summary(args, args.out, job_summary(
-        args, args.mechanism, release.timings, privacy,
+    write_summary(spec, spec.out, job_summary(
+        spec, spec.mechanism, release.timings, privacy,
         None if entries is None else {"path": str(ledger.path), **entries}, paths, *started))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import resource
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dp_dask
+from dp_dask.config import Options
 from dp_dask.data.io import Location, location, read_bytes, write_json
 from dp_dask.synthesizer import Synthesizer
 
@@ -22,7 +22,7 @@ SUMMARY_PRIVACY = ("epsilon", "delta", "mechanism", "accountant", "rho", "noise_
                    "differentially_private", "label")
 
 
-def run_summary(args: argparse.Namespace, synthesizer: Synthesizer, paths: dict[str, Path],
+def run_summary(args: Options, synthesizer: Synthesizer, paths: dict[str, Path],
                 started: float, started_at: dt.datetime) -> dict[str, Any]:
     """:func:`job_summary` of a fit, sample or synth."""
     entry = synthesizer.ledger_entry_
@@ -34,7 +34,7 @@ def run_summary(args: argparse.Namespace, synthesizer: Synthesizer, paths: dict[
         paths, started, started_at)
 
 
-def job_summary(args: argparse.Namespace, method: str, stages: dict[str, float],
+def job_summary(args: Options, method: str, stages: dict[str, float],
                 privacy: dict[str, Any], ledger: dict[str, Any] | None, paths: dict[str, Path],
                 started: float, started_at: dt.datetime) -> dict[str, Any]:
     """The machine-readable record of a finished job (``run.json``): stages, times, the driver's
@@ -69,7 +69,7 @@ def job_summary(args: argparse.Namespace, method: str, stages: dict[str, float],
     return summary
 
 
-def write_summary(args: argparse.Namespace, beside: Location,
+def write_summary(args: Options, beside: Location,
                   summary: dict[str, Any]) -> Location | None:
     """``--summary``, else for a job config ``<beside>.run.json``: outside the release, whose
     completion record lists its files, so the summary can hold the time the whole job took.

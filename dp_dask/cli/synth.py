@@ -14,6 +14,7 @@ from dp_dask.cli.options import (
     sampling_options,
 )
 from dp_dask.cli.summary import run_summary, started_now, write_summary
+from dp_dask.config import SynthSpec
 from dp_dask.copula.sample import choose_device
 from dp_dask.release import release_lock
 from dp_dask.synthesizer import Synthesizer
@@ -35,26 +36,26 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     synth.set_defaults(run=run, preflight=preflight)
 
 
-def preflight(args: argparse.Namespace) -> None:
-    check_method_options(args.method, args.method_options)
+def preflight(spec: SynthSpec) -> None:
+    check_method_options(spec.method, spec.method_options)
     # before the fit spends any budget
-    choose_device(args.sampling_device, Synthesizer.methods[args.method].gpu_sampling,
-                  f"method {args.method!r}")
-    check_release_out(args)
-    check_ledger(args)
-    check_data(args, args.method)
+    choose_device(spec.sampling_device, Synthesizer.methods[spec.method].gpu_sampling,
+                  f"method {spec.method!r}")
+    check_release_out(spec)
+    check_ledger(spec)
+    check_data(spec, spec.method)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(spec: SynthSpec) -> None:
     started = started_now()
     # before the fit spends any budget; in a store, the lock's PUT is the write probe
-    with release_lock(args.out, args.storage_options):
-        synthesizer = new_synthesizer(args, args.schema).fit(
-            args.data, storage_options=args.storage_options)
-        paths = synthesizer.write(args.out, args.rows, seed=args.seed,
-                                  partition_rows=args.partition_rows, with_model=True,
-                                  device=args.sampling_device,
-                                  storage_options=args.storage_options,
-                                  decode=args.decode, with_binary=args.zarr)
+    with release_lock(spec.out, spec.storage_options):
+        synthesizer = new_synthesizer(spec, spec.schema).fit(
+            spec.data, storage_options=spec.storage_options)
+        paths = synthesizer.write(spec.out, spec.rows, seed=spec.seed,
+                                  partition_rows=spec.partition_rows, with_model=True,
+                                  device=spec.sampling_device,
+                                  storage_options=spec.storage_options,
+                                  decode=spec.decode, with_binary=spec.zarr)
     report(synthesizer, paths)
-    write_summary(args, args.out, run_summary(args, synthesizer, paths, *started))
+    write_summary(spec, spec.out, run_summary(spec, synthesizer, paths, *started))

@@ -7,22 +7,32 @@ public codebook or a public sample file (``public``), or else stays a placeholde
 key that :func:`dp_dask.data.schema.load_schema` refuses, naming the attribute) for the user to
 fill.
 
-Storage types are data unless the user states them public (``public_types``, ``--public-types``:
-the storage schema is fixed by the producing pipeline): a pandas frame's or pandas-written
-Parquet's dtypes follow its values (one null turns int64 into float64). Without it no output
-``dtype`` is drafted from them, integer and float columns share one kind (``number``: one
-placeholder text, one DP grid), and each attribute records where its type came from
-(``"dtype_source"``: ``declared``, ``public-storage-schema`` or ``data``); a fit of a schema with
-``data`` types warns and records them in the release.
+Storage types are the data owner's public metadata by default (``public_types``): the Parquet
+schema or a frame's dtypes are fixed by the pipeline that wrote the table, so each attribute's
+output ``dtype`` (int64 stays int64, a timestamp keeps its unit and zone) and kind (integer or
+float) come from them, recorded as ``"dtype_source": "public-storage-schema"``. Only the types
+are read, never as a fact about the values: a nullable type says "may be null" (the attribute
+keeps a missing bin), a non-nullable one (a Parquet ``required`` column) "never null" (no missing
+bin, so the release's column is not nullable either). Where the types follow the values instead (a
+pandas frame with one null turns int64 into float64), state so (``--no-public-types``): then no
+output ``dtype`` is drafted from them, integer and float columns share one kind (``number``),
+and the attributes whose type they chose say ``"dtype_source": "data"``, which a fit warns about
+and records in the release. A public codebook (``--public``) overrides both per column.
 
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`dp_dask.data.draft_dp.draft_under_dp`
-read values, under DP with the user's budget: categories by thresholded noisy counts, numeric bins
-at DP quantiles over a public grid. The spend is recorded in the privacy ledger, in the schema
-(``"drafted_under_dp"``) and so in the metadata of every release fitted with it.
+read values, under DP with the user's budget: categories by thresholded noisy counts, numeric
+ranges, bins and fine grids by a domain search over cells of the storage type
+(:mod:`dp_dask.data.draft_numeric`), a timestamp's years. The spend is recorded in the privacy
+ledger, in the schema (``"drafted_under_dp"``) and so in the metadata of every release fitted
+with it.
 
 :func:`check_schema` is the opposite: it reads the private data and counts, per column, the values
 missing or outside the schema. Those are exact counts of the raw data, for the data owner's eyes
 only: printed, labelled not private, never written into a release or a model.
+
+Size: every rule of the public draft is here (storage types, codebook and ranges, identifiers'
+places, the drafted ``on_unknown`` by kind, never-null columns), as each reads the specs the
+others wrote; the DP steps live in draft_dp, draft_numeric and draft_text.
 """
 
 from __future__ import annotations
@@ -73,15 +83,15 @@ DP_BINS = 10  # under DP: edges at the 1/10, ..., 9/10 quantiles (at most 10 bin
 # Storage kinds of a number; "number": integer or float, when the storage types are data.
 NUMBER_KINDS = ("integer", "float", "number")
 DATA_TYPES_NOTE = (
-    "types: the input's storage types are taken as data, not public (one null turns a pandas "
-    "int64 column into float64): no output \"dtype\" is drafted from them (releases hold each "
-    "attribute's default type), integer and float columns are one kind (one DP grid), and the "
-    "attributes whose type they chose say \"dtype_source\": \"data\", which a fit warns about "
-    "and records in the release; if the storage schema is public (fixed by the producing "
-    "pipeline), draft with --public-types")
+    "types: the input's storage types are taken as data, not public (--no-public-types): no "
+    "output \"dtype\" is drafted from them (releases hold each attribute's default type), "
+    "integer and float columns are one kind, and the attributes whose type they chose say "
+    "\"dtype_source\": \"data\", which a fit warns about and records in the release")
 PUBLIC_TYPES_NOTE = (
-    "types: the input's storage schema is stated public (--public-types): the output \"dtype\" "
-    "and kinds taken from it say \"dtype_source\": \"public-storage-schema\"")
+    "types: the input's storage schema is read as the data owner's public metadata (the "
+    "default, --public-types): the output \"dtype\" and kinds taken from it say \"dtype_source\": "
+    "\"public-storage-schema\"; if the types follow the values (pandas turns an int64 column "
+    "with a null into float64), draft with --no-public-types or give them in --public")
 
 
 def _is_csv(source: TableSource) -> bool:
@@ -122,6 +132,22 @@ def storage_dtypes(source: TableSource) -> dict[str, str]:
         types = {f.name: f.type for f in pds.dataset(Path(source), format="parquet").schema}
     dtypes = {name: _output_dtype(kind) for name, kind in types.items() if kind is not None}
     return {name: dtype for name, dtype in dtypes.items() if dtype is not None}
+
+
+def storage_required(source: TableSource) -> set[str]:
+    """The columns whose storage schema says they hold no null (a Parquet ``required``, a
+    non-nullable Arrow field). Metadata only; a frame or a CSV says none."""
+    if isinstance(source, pd.DataFrame | dd.DataFrame) or _is_csv(source):
+        return set()
+    return {f.name for f in pds.dataset(Path(source), format="parquet").schema if not f.nullable}
+
+
+def _without_missing_bin(spec: dict[str, Any]) -> dict[str, Any]:
+    """A drafted attribute of a column stored as never null: no missing bin, so its output is
+    not nullable either (a missing value, which the storage rules out, would be an error)."""
+    if spec.get("extra") != [MISSING] or spec.get("on_missing") != MISSING:
+        return spec
+    return {k: v for k, v in spec.items() if k not in ("extra", "on_missing")}
 
 
 def _arrow_of(dtype: Any) -> pa.DataType | None:
@@ -254,16 +280,21 @@ ON_UNKNOWN_NOTE = (
     "which holds the values below its threshold)")
 
 
-def with_unknown_rule(spec: dict[str, Any], choice: str) -> dict[str, Any]:
+def with_unknown_rule(spec: dict[str, Any], choice: str, nullable: bool = True) -> dict[str, Any]:
     """The attribute with the public ``on_unknown`` of :data:`ON_UNKNOWN_NOTE` (``choice``:
-    one of :data:`ON_UNKNOWN`), unless it states one or the choice is 'error'."""
+    one of :data:`ON_UNKNOWN`), unless it states one or the choice is 'error'. A column stored
+    as never null (not ``nullable``) gets no missing bin: without one, the bin of its kind
+    instead of 'missing', none for a boolean or calendar unit (their stored values are known)."""
     if "on_unknown" in spec or choice == ERROR:
         return spec
     kind, extra = spec.get("type", "categorical"), list(spec.get("extra", []))
     taken = [*map(str, spec.get("categories") or []), *extra]
-    if choice == MISSING or kind == "boolean" or (kind == "datetime"
-                                                  and spec.get("unit") != "year"):
-        if spec.get("on_missing", ERROR) == ERROR:
+    binned = spec.get("on_missing", ERROR) != ERROR  # has a missing bin
+    if (choice == MISSING and (nullable or binned)) or kind == "boolean" or (
+            kind == "datetime" and spec.get("unit") != "year"):
+        if not binned:
+            if not nullable:
+                return spec
             missing = free_label(MISSING, taken)
             spec = {**spec, "extra": [*extra, missing], "on_missing": missing}
         return {**spec, "on_unknown": spec["on_missing"]}
@@ -449,7 +480,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
-                 public_types: bool = False, on_unknown: str = "kind",
+                 public_types: bool = True, on_unknown: str = "kind",
                  ids: str = "synthetic") -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
@@ -467,13 +498,17 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     default ledger, False for none) under ``dataset_name`` (default: the input's stem) and in
     the schema's ``"drafted_under_dp"``. Without ``dp_epsilon`` no value of the data is read.
 
-    ``public_types``: the input's storage types (Parquet schema, frame dtypes) are public, fixed
-    by the producing pipeline: output dtypes are drafted from them, recorded as
-    ``"dtype_source": "public-storage-schema"``. Without it they are data (the module docstring).
+    ``public_types`` (default): the input's storage types (Parquet schema, frame dtypes) are
+    the data owner's public metadata, fixed by the producing pipeline: output dtypes and kinds
+    are drafted from them, recorded as ``"dtype_source": "public-storage-schema"``, and a column
+    stored as never null gets no missing bin. False (``--no-public-types``): they are data (the
+    module docstring).
 
     ``on_unknown`` (:data:`ON_UNKNOWN`): every attribute that states no ``on_unknown`` gets a
     public bin by its kind ("kind", :data:`ON_UNKNOWN_NOTE`), its missing bin ("missing"), or
-    none ("error": encoding stops there, naming the column and count, never the value).
+    none ("error": encoding stops there, naming the column and count, never the value). A
+    column stored as never null has no missing bin to count them in: "missing" gives it the
+    bin of its kind, and a boolean or calendar unit (which can hold no unknown value) none.
 
     ``ids`` ("synthetic" or "drop"): identifiers — codebook entries of ``"type": "id"``, columns
     :func:`~dp_dask.data.ids.id_like` by name and storage type, and under DP text columns whose
@@ -553,11 +588,21 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                                       "edges": ranges[column]})
         elif kind == "boolean":
             spec = _with_missing_bin({"name": column, "type": "boolean"})
+        elif kind == "datetime" and dp_epsilon is not None and column in (
+                dp_columns or [column]):  # calendar features, its years found under DP
+            what = (f"timestamp: give its public years (--range {column}=2015:2025:1) for "
+                    "calendar features released as one timestamp")
+            spec = {"name": column, "type": "datetime", "unit": "year",
+                    "edges": {"start": None, "stop": None, "step": None}, TODO: what,
+                    **({"dtype": dtypes[column]} if column in dtypes else {})}
+            draft.todo[column] = what
+            draft.schema["attributes"].append({**spec, "dtype_source": storage})
+            continue
         elif kind == "datetime":
             spec = _with_missing_bin({"name": column, "type": "datetime", "unit": "month"})
             why = (f"datetime drafted as month bins (released as month names); give its public "
-                   f"years (--range {column}=2015:2025:1) for calendar features released as "
-                   "one timestamp")
+                   f"years (--range {column}=2015:2025:1), or draft under DP (--dp-epsilon), "
+                   "for calendar features released as one timestamp")
         elif sample is not None and column in sample.columns:
             spec, why = _from_public_values(column, kind, sample[column].dropna(),
                                             max_categories)
@@ -577,8 +622,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
                        show_progress=show_progress, ids=ids)
-    draft.schema["attributes"] = [with_unknown_rule(a, on_unknown)
-                                  for a in draft.schema["attributes"]]
+    # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
+    required = storage_required(source) if public_types else set()
+    draft.schema["attributes"] = [
+        with_unknown_rule(_without_missing_bin(a), on_unknown, nullable=False)
+        if a.get("source", a["name"]) in required else with_unknown_rule(a, on_unknown)
+        for a in draft.schema["attributes"]]
     _place_ids(draft, list(kinds))
     if on_unknown != ERROR:
         draft.notes.append(ON_UNKNOWN_NOTE)

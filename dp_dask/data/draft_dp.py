@@ -27,7 +27,17 @@ from dp_dask.data.draft import (
     _round,
     _with_missing_bin,
     add_identifier,
+    calendar_features,
     free_label,
+)
+from dp_dask.data.draft_numeric import (
+    Cells,
+    numeric_counts,
+    search_cells,
+    search_numeric,
+    search_years,
+    smallest_table,
+    year_counts,
 )
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.io import TableSource, read_table
@@ -39,19 +49,27 @@ from dp_dask.privacy.noise import _check_sampler
 from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
 
 
-def default_grid(kind: str) -> np.ndarray:
-    """A wide public grid for a numeric storage type: 0 and ±{1, 2, 3, 5, 7}·10^j, j = 0..9 for
-    integers, j = −3..9 for floats and numbers of either (storage types that are data). DP
-    quantiles are chosen among these candidates."""
-    low = 0 if kind == "integer" else -3
-    steps = [round(m * 10.0**j, 12) for j in range(low, 10) for m in (1, 2, 3, 5, 7)]
-    return np.array(sorted({0.0, *steps, *(-v for v in steps)}))
-
-
-def _grid(column: str, spec: dict[str, float]) -> np.ndarray:
-    """The finite candidates of a public range shorthand, validated as the schema would."""
+def _typed_grid(column: str, spec: dict[str, float], kind: str,
+                dtype: str | None) -> np.ndarray:
+    """The finite candidates of a public range shorthand, validated as the schema would and
+    against the column's storage type (checked before any budget is reserved)."""
     edges = Attribute.from_json({"name": column, "type": "numeric", "edges": spec}).edges
-    return np.array([e for e in edges if math.isfinite(e)])
+    grid = np.array([e for e in edges if math.isfinite(e)])
+    if kind == "datetime":
+        raise ValueError(f"--dp-grid {column}: a timestamp column's years are searched under "
+                         f"DP; give public years with --range {column}=START:STOP:1 instead")
+    if kind == "integer" and not np.array_equal(grid, np.round(grid)):
+        raise ValueError(f"--dp-grid {column}: the column stores integers ({dtype}); give a "
+                         "grid of integers (integral start and step)")
+    limit = 2.0**31 if dtype == "int32" else 2.0**63
+    if kind in NUMBER_KINDS and np.abs(grid).max() >= limit:
+        raise ValueError(f"--dp-grid {column}: the grid reaches beyond what its storage type "
+                         f"({dtype or kind}) holds, ±{limit:.3g}")
+    return grid
+
+
+ROWS = "__rows__"  # the reduction's row count: public under replace-one neighbours
+YEARS = "years"  # a timestamp column's candidates: its years
 
 
 def _missing_mask(values: pd.Series, missing_values: tuple[str, ...],
@@ -65,14 +83,18 @@ def _missing_mask(values: pd.Series, missing_values: tuple[str, ...],
     return missing
 
 
-def _partition_counts(frame: pd.DataFrame, grids: dict[str, np.ndarray | None],
+def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
                       missing_values: tuple[str, ...]) -> dict[str, Any]:
     """Exact counts of one partition: per text column, rows per value text (category_text);
-    per numeric column, values below and above each grid candidate (shape (2, candidates))."""
-    counts: dict[str, Any] = {}
+    per numeric column given a grid, values below and above each candidate (shape (2,
+    candidates)); per searched numeric column its cells' counts, per timestamp its years'
+    (:mod:`dp_dask.data.draft_numeric`); the rows under :data:`ROWS`."""
+    counts: dict[str, Any] = {ROWS: len(frame)}
     for column, grid in grids.items():
         values = frame[column]
-        if grid is None:
+        if isinstance(grid, str):  # YEARS
+            counts[column] = year_counts(values)
+        elif grid is None:
             texts, inverse = category_text(values)
             missing = _missing_mask(values, missing_values, texts, inverse)
             if inverse is None:
@@ -89,6 +111,9 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, np.ndarray | None],
             if missing_values:  # a listed numeric text ("-9") is missing, not a number
                 numbers = np.where(_missing_mask(values, missing_values, *category_text(values)),
                                    np.nan, numbers)
+            if isinstance(grid, Cells):
+                counts[column] = numeric_counts(numbers, grid)
+                continue
             numbers = np.sort(numbers[~np.isnan(numbers)])
             counts[column] = np.stack([
                 np.searchsorted(numbers, grid, side="left"),
@@ -100,8 +125,12 @@ def _merge_counts(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for column, first in blocks[0].items():
         parts = [block[column] for block in blocks]
-        merged[column] = (pd.concat(parts).groupby(level=0).sum()
-                          if isinstance(first, pd.Series) else np.sum(parts, axis=0))
+        if isinstance(first, dict):  # a searched column's cells
+            merged[column] = {key: np.sum([part[key] for part in parts], axis=0)
+                              for key in first}
+        else:
+            merged[column] = (pd.concat(parts).groupby(level=0).sum()
+                              if isinstance(first, pd.Series) else np.sum(parts, axis=0))
     return merged
 
 
@@ -126,11 +155,16 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
       ``missing``.
-    * A numeric column (integer/float storage type, or a column given a public grid in
-      ``grids``: ``{"start", "stop", "step"}``; default :func:`default_grid`): bin edges at
-      the DP quantiles i/``bins``, i = 1..bins−1, each a report-noisy-min over the candidates
-      of the grid with ε_col / (bins − 1); edges sorted and deduplicated, open at both ends
-      (``-inf``/``inf``), missing values in ``missing``.
+    * A numeric column (integer/float storage type): its range, bins and fine grid found by
+      the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then cells inside),
+      open outer bins closed by ``min``/``max`` at the found range; missing values in
+      ``missing``.
+    * A numeric column given a public grid in ``grids`` (``{"start", "stop", "step"}``, checked
+      against its storage type): bin edges at the DP quantiles i/``bins``, i = 1..bins−1, each
+      a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
+      deduplicated, open at both ends, closed by the grid's ends where they lie outside.
+    * A timestamp column: its years by thresholded noisy counts per year, drafted as calendar
+      features released as one timestamp of the stored type.
 
     δ is recorded as stated even when no text column uses it. The ledger entry is reserved
     (checked against the dataset's budget) before any data is read, cancelled if the work fails
@@ -159,15 +193,25 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     if set(grids) - set(columns):
         raise ValueError(f"--dp-grid names column(s) {sorted(set(grids) - set(columns))} not "
                          f"in --dp-columns {columns}")
-    candidates: dict[str, np.ndarray | None] = {
-        c: _grid(c, grids[c]) if c in grids else
-        default_grid(kinds[c]) if kinds[c] in NUMBER_KINDS else None for c in columns}
+    given = {a["name"]: a for a in draft.schema["attributes"]}
+    dtypes = {c: given[c].get("dtype") if c in given else None for c in columns}
+    candidates: dict[str, Any] = {}
+    for c in columns:
+        if c in grids:
+            candidates[c] = _typed_grid(c, grids[c], kinds[c], dtypes[c])
+        elif kinds[c] in NUMBER_KINDS:
+            candidates[c] = search_cells(kinds[c], dtypes[c])
+        else:
+            candidates[c] = YEARS if kinds[c] == "datetime" else None
     texts = [c for c in columns if candidates[c] is None]
     share = epsilon / len(columns)
     if texts:  # bad budgets fail here, before any data is read
         check_text_budget(share * len(texts), delta, len(texts))
     levels = list(range(1, bins))
     scale = noisy_min_scale(share / len(levels), bins)
+    # Rows a search needs to find anything (refused on the public row count, before noise).
+    needed = {c: smallest_table(share, grid) for c, grid in candidates.items()
+              if isinstance(grid, Cells | str)}
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
 
@@ -194,12 +238,18 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         parts = read_table(source, reading).to_delayed()
         blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values)
                   for part in parts]
-        # n is public (neighbours replace a row): the identifiers' rule compares with it
-        exact, rows = compute(dask.delayed(_merge_counts)(blocks),
-                              dask.delayed(sum)([dask.delayed(len)(part) for part in parts]),
-                              show_progress=show_progress)
+        (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
+        # The row count is public under replace-one: refusing on it spends nothing, and the
+        # identifiers' rule compares with it.
+        small = [c for c, rows in needed.items() if exact[ROWS] < rows]
+        if small:
+            raise ValueError(
+                f"--dp-epsilon {epsilon:g} is too small to search the domain of {small} in "
+                f"this table: at ε = {share:.3g} per column a range is found only in a table "
+                f"of at least {max(needed[c] for c in small):,.0f} rows; give more --dp-epsilon, "
+                "fewer --dp-columns or public ranges (--range)")
         # noise drawn once per measurement, after the reduction
-        text = draft_texts({c: exact[c] for c in texts}, rows, share * len(texts), delta,
+        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS], share * len(texts), delta,
                            sampler=sampler, rng=rng) if texts else TextDraft()
         for column in columns:
             counts, grid = exact[column], candidates[column]
@@ -220,36 +270,60 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                    f"{other!r}" + ("" if released else "; if it is numeric, give "
                                                    "it a public grid (--dp-grid) for DP quantile "
                                                    "bins"))
+            elif isinstance(grid, Cells | str):
+                spec, mechanisms[column], note = (
+                    search_numeric(column, counts, grid, epsilon=share, bins=bins,
+                                   sampler=sampler, rng=rng) if isinstance(grid, Cells) else
+                    search_years(column, counts, epsilon=share, sampler=sampler, rng=rng))
+                draft.notes.append(note)
+                if spec is not None:
+                    specs[column] = spec
             else:
                 below, above = counts
                 chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
                                                sampler=sampler, rng=rng)] for i in levels]
                 edges = sorted({_round(float(v)) for v in chosen})
+                bounds = {"min": _round(float(grid[0]))} if grid[0] < edges[0] else {}
                 specs[column] = _with_missing_bin({"name": column, "type": "numeric",
-                                                   "edges": ["-inf", *edges, "inf"],
-                                                   "dtype_source": typed_by[column]})
+                                                   "edges": ["-inf", *edges, "inf"], **bounds,
+                                                   "max": _round(float(grid[-1]))})
                 mechanisms[column] = {
                     "mechanism": "noisy-max quantiles", "epsilon": share,
                     "quantiles": [f"{i}/{bins}" for i in levels],
                     "epsilon_each": share / len(levels), "sensitivity": bins, "scale": scale,
-                    "grid": grids.get(column,
-                                      f"default {kinds[column]} grid 0, ±{{1,2,3,5,7}}·10^j"),
-                    "candidates": len(grid),
+                    "grid": grids[column], "candidates": len(grid),
                     "opendp": "make_noisy_max(negate=True) over LInfDistance(u64, "
                               "monotonic=False) of make_quantile_score_candidates' score with "
                               "alpha = i/bins, computed from counts below/above each candidate"}
                 draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
-                                   f"{edges}), open at both ends")
-    draft.schema["attributes"] = [specs.get(a["name"], a) for a in draft.schema["attributes"]
-                                  if a["name"] not in text.identifiers]
-    for column in columns:
+                                   f"{edges}), open at both ends, closed by the grid's ends")
+    for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
+        typed = {"dtype_source": typed_by[column],
+                 **({"dtype": dtypes[column]} if dtypes[column] else {})}
+        found = specs[column]
+        if isinstance(candidates[column], np.ndarray):
+            specs[column] = {**found, **typed}
+        elif isinstance(candidates[column], Cells):
+            specs[column] = _with_missing_bin({"name": column, "type": "numeric", **found,
+                                               **typed})
+        else:  # calendar features, the year closed by the years found
+            features = calendar_features(column, found.pop("edges"), dtypes[column])
+            specs[column] = [{**f, **(found if f["unit"] == "year" else {}),
+                              "dtype_source": typed_by[column]} for f in features]
+    draft.schema["attributes"] = [
+        spec for a in draft.schema["attributes"] if a["name"] not in text.identifiers
+        for spec in (specs[a["name"]] if isinstance(specs.get(a["name"]), list)
+                     else [specs.get(a["name"], a)])]
+    # a search that found nothing leaves its placeholder
+    for column in [*specs, *text.identifiers]:
         draft.todo.pop(column)
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
         "composition": f"basic: ε split equally over {len(columns)} column(s); the "
                        f"{len(texts)} text column(s)' shares and all of δ split among them by "
-                       "\"text\"",
+                       "\"text\"; a searched numeric column's ε halved over its two steps "
+                       "(mechanisms[column].steps)",
         "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
         "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,

@@ -146,7 +146,8 @@ def _bounds_problem(edges: tuple[float, ...], low: float | None, high: float | N
     """Bounds must close the open outer bins without cutting into a finite one."""
     if any(b is not None and not math.isfinite(b) for b in (low, high)):
         return "'min'/'max' must be finite numbers"
-    if low is not None and high is not None and not low < high:
+    # min = max only closes one bin open at both ends: a constant
+    if low is not None and high is not None and (low > high or (low == high and len(edges) > 2)):
         return f"min {low:g} must be below max {high:g}"
     finite = [e for e in edges if math.isfinite(e)]
     if not finite:

@@ -41,14 +41,15 @@ starting at the edge before it joins it), stored expanded.
 Output (optional, all public; see :mod:`dp_dask.data.dtypes` and :mod:`dp_dask.data.values`):
 ``"dtype"``, the type the release holds (default by kind: categorical → string, numeric →
 float64, boolean → bool, datetime year → timestamp[ns], other calendar units → their name),
-``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins, and
+``"min"``/``"max"``, public bounds closing a numeric (or year) attribute's open outer bins
+(``min`` = ``max`` only for one bin open at both ends: a constant), and
 ``"decode"`` (uniform, midpoint or label; default: the release's). An output the attribute can't
 hold is a SchemaError naming it. Absent keys are left out of ``to_json``, so older schemas keep
 their sha256.
 
 ``"dtype_source"`` (optional; :data:`DTYPE_SOURCES`, set by ``schema draft``): where the
 attribute's type came from: ``declared`` (a public codebook or sample, ``--range``, the user),
-``public-storage-schema`` (the input's storage types, stated public with ``--public-types``) or
+``public-storage-schema`` (the input's storage types, public metadata by default) or
 ``data`` (the input's storage types, which a pandas frame's or pandas-written Parquet's values
 decide: one null turns int64 into float64). A fit of a schema with ``data`` types warns and names
 those attributes in the release's privacy metadata (:attr:`Schema.types_from_data`).
@@ -67,6 +68,11 @@ Numeric ``"format"`` (optional, public; :data:`NUMERIC_FORMATS`): ``HHMM`` clock
 ``currency`` (text such as "$1,234.50" read as 1234.5; released rounded to cents) or ``percent``
 ("12.5%" read as 12.5).
 
+Constraints (optional, public): a top-level ``"constraints"`` list of rules every released row
+satisfies (``forbid``, ``allow_only``, ``depends``, ``null_if``, ``order``; syntax in
+:mod:`dp_dask.data.constraints` and docs/guide.md), compiled and checked here (a SchemaError
+naming the rule) into :attr:`Schema.constraints`; absent from ``to_json`` when none.
+
 ``datetime``: one public calendar bin set by ``unit`` (see :data:`CALENDAR_UNITS`): ``year`` (with
 year ``edges``), ``month`` (Jan..Dec), ``weekday`` (Mon..Sun) or ``hour`` (00..23). Values are
 parsed one by one with the public ``format`` (default ``"ISO8601"``); timezone-aware times are
@@ -83,6 +89,10 @@ here (:meth:`Schema.sources`), naming the attribute, before any data is read.
 Identifiers (optional, top level): ``"ids": [{"name": "tailnum", "dtype": "string", "format":
 "N###@@", "position": 4}]``, columns that are no attribute: never read, released as synthetic ids
 of the public format at their place among the release's columns (:mod:`dp_dask.data.ids`).
+
+Size: the parsing and checks of every public key of an attribute and of the schema (bins, fine
+grids, formats, calendar features, identifiers, constraints) in one place, so that a bad schema
+stops here, naming the key, before any data is read.
 """
 
 from __future__ import annotations
@@ -99,6 +109,7 @@ from typing import Any
 
 import numpy as np
 
+from dp_dask.data.constraints import Constraint, parse_constraints
 from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
 from dp_dask.data.ids import IdColumn
 
@@ -424,6 +435,8 @@ class Schema:
     # every release's privacy record.
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
     ids: tuple[IdColumn, ...] = ()  # synthetic id columns of the release (dp_dask.data.ids)
+    # Declared constraints (dp_dask.data.constraints), compiled and checked.
+    constraints: tuple[Constraint, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.attributes:
@@ -562,6 +575,8 @@ class Schema:
             spec["drafted_under_dp"] = self.drafted_under_dp
         if self.ids:  # absent otherwise, as drafted_under_dp
             spec["ids"] = [column.to_json() for column in self.ids]
+        if self.constraints:  # likewise
+            spec["constraints"] = [c.to_json() for c in self.constraints]
         return spec
 
     def dumps(self) -> str:
@@ -572,7 +587,9 @@ class Schema:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     @classmethod
-    def from_json(cls, spec: dict[str, Any]) -> Schema:
+    def from_json(cls, spec: dict[str, Any], base: Path | None = None) -> Schema:
+        """The schema of a JSON object; ``base``: the folder its constraints' relative table
+        paths are read from."""
         if not isinstance(spec, dict) or "attributes" not in spec:
             raise SchemaError("schema JSON must be an object with an 'attributes' list")
         version = int(spec.get("schema_version", SCHEMA_VERSION))
@@ -592,7 +609,8 @@ class Schema:
         except ValueError as exc:
             raise SchemaError(str(exc)) from None
         return cls(attributes, name=str(spec.get("name", "schema")), version=version,
-                   drafted_under_dp=drafted, ids=ids)
+                   drafted_under_dp=drafted, ids=ids,
+                   constraints=parse_constraints(spec.get("constraints", []), attributes, base))
 
 
 def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:
@@ -617,4 +635,4 @@ def load_schema(source: str | Path | dict[str, Any] | Schema) -> Schema:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SchemaError(f"schema {source}: invalid JSON ({exc})") from exc
-    return Schema.from_json(spec)
+    return Schema.from_json(spec, None if str(source) in BUILTIN_SCHEMAS else Path(source).parent)

@@ -29,8 +29,9 @@ import pandas as pd
 from scipy.stats.contingency import association
 
 from dp_dask.data.counts import attribute_pairs
-from dp_dask.data.io import TableSource, join, read_bytes
+from dp_dask.data.io import TableSource, join, read_bytes, write_json
 from dp_dask.data.schema import Schema
+from dp_dask.evaluate.constraints import constraint_violations
 from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
     Comparison,
@@ -261,6 +262,10 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
                     "</p>" + bars + _table(shares_long, "{:.4f}"))
     if comparison.values is not None:
         sections.append(_values_section(comparison.values, plots))
+    if comparison.constraints is not None:
+        sections.append("<h2>Declared constraints</h2><p>Rows of the release breaking each of "
+                        "the schema's constraints (0 expected; read from the release alone)."
+                        "</p>" + _table(comparison.constraints))
     created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>dp_dask evaluation: {html.escape(synthetic_name)}</title>"
@@ -276,7 +281,8 @@ def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
                      seed: int = 0, force: bool = False) -> tuple[Comparison, dict[str, Path]]:
     """Evaluate ``synthetic`` against ``data`` and write ``alpha-beta.{csv,json,md}``,
     ``values.{csv,json,md}`` (when a column holds values: :mod:`dp_dask.evaluate.values`, also
-    in the returned comparison's ``values``) and ``report.html`` under ``out`` (refused inside
+    in the returned comparison's ``values``), ``constraints.json`` (when the schema declares
+    some: :mod:`dp_dask.evaluate.constraints`) and ``report.html`` under ``out`` (refused inside
     a release directory unless ``force``). ``seed``: of the Q3 sample and the value sample."""
     out = Path(out)
     check_outside_release(out, force)  # before reading anything
@@ -290,6 +296,13 @@ def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
                          force=force)
     if comparison.values is not None:
         paths |= write_values(comparison.values, out, f"Values of a release ({name})")
+    if schema.constraints:
+        comparison = dataclasses.replace(comparison,
+                                         constraints=constraint_violations(synthetic, schema))
+        paths["constraints"] = out / "constraints.json"
+        write_json(paths["constraints"], {
+            "source": "the release alone (no raw data)",
+            "records": comparison.constraints.to_dict(orient="records")})
     paths["html"] = out / REPORT_NAME
     paths["html"].write_text(render_html(comparison, schema, synthetic_name=name,
                                          metadata=release_metadata(synthetic)))

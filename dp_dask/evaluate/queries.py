@@ -492,6 +492,8 @@ class Comparison:
     real_counts: np.ndarray
     synthetic_counts: np.ndarray
     values: ValueComparison | None = None
+    # per declared constraint, the release's rows breaking it (dp_dask.evaluate.constraints)
+    constraints: pd.DataFrame | None = None
 
 
 def compare_release(data: TableSource, synthetic: TableSource, schema: Schema, *,

@@ -1,18 +1,20 @@
 """The marginals method's fit, one line per step (compare private-pgm's ``MST()``).
 
-    measure     the 1-way histograms; from them and public quantities, all pairs or a tree
-    select      (a tree plan) the histograms measured again, a spanning tree of pairs chosen
-                under DP and its tables measured, then a few more chosen against it (refine);
-                (all pairs) every 2-way table; the fine histograms with the tables
-    n           under add/remove neighbours the noisy n replaces the exact one from here on
-    rounds      (with a workload) adaptive rounds: select the marginal the estimate gets most
-                wrong, measure it, refit
-    record      the metadata's privacy record, from the :class:`~.plan.BudgetPlan`
-    consistent  consistent marginals and their spanning tree: the :class:`~.model.MarginalModel`
+    measure_one_way  the 1-way histograms
+    choose_pairs     from them and public quantities, all pairs or (a schema too wide for them)
+                     the histograms measured again and a spanning tree of pairs chosen under DP
+    measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
+    refine_tree      (a tree) a few more tables, chosen against the tree's model
+    n                under add/remove neighbours the noisy n replaces the exact one from here on
+    rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
+                     most wrong, measure it, refit
+    record           the metadata's privacy record, from the :class:`~.plan.BudgetPlan`
+    consistent       consistent marginals and their spanning tree: the
+                     :class:`~.model.MarginalModel`
 
-The first two are :func:`~.measurements.measure_all`'s (the steps that read exact counts, with
-:func:`adaptive_rounds`); the candidate rows' estimate runs at sampling time
-(:meth:`~.sampler.MarginalSampler.for_release`).
+The first four are :mod:`.measurements`' (the steps that read exact counts, with
+:func:`adaptive_rounds`), drawing their noise in this order; the candidate rows' estimate runs
+at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ import numpy as np
 from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
-from dp_dask.methods.marginals.measurements import measure_all
+from dp_dask.methods.marginals.measurements import (
+    Measurer,
+    choose_pairs,
+    measure_one_way,
+    measure_pairs,
+    refine_tree,
+)
 from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
 from dp_dask.methods.marginals.plan import BudgetPlan
 from dp_dask.methods.marginals.select_pairs import TreeChoice
@@ -46,12 +54,15 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     privacy record (and, under add/remove, the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
+    measurer = Measurer(exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
+                        accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
+                        neighbours=method.neighbours, fine_share=method.fine_share,
+                        config=method.config)
     with timed(method.timings_, "noise"):
-        measured, fine, tree = measure_all(
-            exact[0], split_fine(exact[1], schema), schema, plan.one_shot,
-            accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-            neighbours=method.neighbours, fine_share=method.fine_share, tables=method.tables,
-            config=method.config)
+        one_way = measure_one_way(measurer)
+        pairs = choose_pairs(measurer, one_way, method.tables)
+        measured, fine = measure_pairs(measurer, pairs)
+        measured, tree = refine_tree(measurer, measured, pairs)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = estimated_rows(measured)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)

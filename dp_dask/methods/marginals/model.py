@@ -4,11 +4,12 @@ the spanning tree, saved and loaded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
+from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
@@ -130,6 +131,9 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     """
     if check_iterations(fit_iterations) is None:
         fit_iterations = iterations_for(m.sigma for m in measurements)
+    # the schema's constraints are public: their cells are zero before consistency, and after
+    measurements = [replace(m, values=structural_zeros(schema, m.attributes, m.values))
+                    for m in measurements]
     fine = fine or {}
     layouts = {a: fine_layout(schema.attributes[a]) for a in fine}
     # A fine histogram's bin sums measure its attribute's histogram too.
@@ -139,6 +143,9 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     prior = implied_tables(first, *spanning_tree(first, schema.m))
     marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True,
                                      extra=sums)
+    marginals = Marginals(
+        tuple(structural_zeros(schema, (a,), v) for a, v in enumerate(marginals.one_way)),
+        {pair: structural_zeros(schema, pair, t) for pair, t in marginals.two_way.items()})
     order, parents = spanning_tree(marginals, schema.m)
     sigmas = {"one_way": [m.sigma for m in measurements if len(m.attributes) == 1],
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
@@ -156,3 +163,11 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
                          {**(metadata or {}), "model": details}, consistent)
+
+
+def structural_zeros(schema: Schema, clique: tuple[int, ...], values: np.ndarray) -> np.ndarray:
+    """``values`` (a table over ``clique``, flat or not) with the cells the schema's constraints
+    rule out set to 0 (:func:`~dp_dask.data.constraints.forbidden_cells`): as they are without
+    constraints."""
+    forbidden = forbidden_cells(schema.constraints, schema.attributes, clique)
+    return values if forbidden is None else np.where(forbidden.reshape(values.shape), 0.0, values)

@@ -12,6 +12,7 @@ import numpy as np
 
 from dp_dask.copula.sample import single_threaded_blas
 from dp_dask.data.cells import table_sums
+from dp_dask.data.constraints import satisfied
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import adaptive
@@ -141,6 +142,18 @@ def one_way_targets(consistent: tuple[np.ndarray, ...], fitted: tuple[np.ndarray
     return [round_to_total(c / c.sum() + f / f.sum(), rows) for c, f in zip(consistent, fitted)]
 
 
+def _redraw_violations(codes: np.ndarray, fitted: WeightedRows, schema: Schema,
+                       rng: np.random.Generator) -> None:
+    """Rows the resample's moves left breaking a constraint, redrawn in place from the
+    candidates (each satisfies every constraint) by their weights: every row released
+    satisfies every constraint."""
+    broken = np.flatnonzero(~satisfied(schema.constraints, codes))
+    if len(broken):
+        weights = np.maximum(fitted.weights, 0.0)
+        codes[broken] = fitted.codes[rng.choice(len(weights), len(broken),
+                                                p=weights / weights.sum())]
+
+
 @dataclass(frozen=True)
 class Aims:
     """What a partition of ``rows`` rows aims at: the 2-way targets of its row updates (None
@@ -196,6 +209,11 @@ class MarginalSampler:
         """The start's candidate rows and their weights fitted to the measurements, scaled to
         ``rows``: the partition's estimate of the joint distribution."""
         candidates, weights = self._start_for(True)(self.model, rows, rng)
+        if self.schema.constraints:  # only rows satisfying every constraint are candidates
+            keep = satisfied(self.schema.constraints, candidates)
+            if not keep.any():
+                raise ValueError("the model drew no row satisfying the schema's constraints")
+            candidates, weights = candidates[keep], weights[keep]
         scale = rows / self.model.n_rows
         scaled = [Measurement(m.attributes, m.values * scale, m.sigma * scale)
                   for m in self.model.measurements]
@@ -310,6 +328,8 @@ class MarginalSampler:
         if kept or not settled:
             with timed(None, "match_one_way", cpu):
                 match_one_way(codes, aims.one_way, sizes, rng, aims.possible)
+        if self.schema.constraints:
+            _redraw_violations(codes, fitted, self.schema, rng)
         return codes, kept
 
     def _aims(self, rows: int, fitted: WeightedRows) -> Aims:

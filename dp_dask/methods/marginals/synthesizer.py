@@ -10,6 +10,7 @@ import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
 
+from dp_dask.data.constraints import CONSTRAINT_KINDS
 from dp_dask.data.counts import fine_count_graph, rows_counted
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
@@ -62,6 +63,7 @@ class MarginalSynthesizer(Synthesizer):
     fine_grids = True
     config_class = MarginalsConfig
     dense_tables = True  # its estimate, fit_cost, is the default: dense 2-way tables
+    constraint_kinds = frozenset(CONSTRAINT_KINDS)  # structural zeros, exact sampling
 
     def __init__(self, schema: Schema | str | Path, *, accountant: str | None = None,
                  fit_iterations: int | None = None, neighbours: str = "replace",

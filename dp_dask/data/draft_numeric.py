@@ -1,0 +1,241 @@
+"""Numeric domains under DP, adapted to where the data is (issue 56): no fixed public grid.
+
+A numeric column's domain is searched coarse to fine over public cells that depend only on the
+storage type, never on the data:
+
+1. **Octaves.** Signed powers of two cover the type's plausible range (±2⁶³ for int64 and
+   floats, ±2³¹ for int32; floats down to ±2⁻¹⁰ around a zero cell). Noisy counts per octave
+   (Laplace, half the column's ε) are thresholded so that an empty octave passes with
+   probability below :data:`OCTAVE_MISS` in all (a zero cell around 0, ±16 for integers, keeps
+   small codes together). The passing octaves, grown outwards through neighbours whose noisy
+   count passes a lower threshold (an empty one joins with probability :data:`GROW_MISS`), bound
+   the range [L, H). No edge can land in an empty far octave, and values beyond the range (at
+   most a lower threshold's rows per octave) are clamped into the outer bins.
+2. **Cells inside [L, H).** Integer columns whose range lies within ±:data:`UNIT_SPAN` get one
+   cell per integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other
+   half of ε) are thresholded the same way (:data:`CELL_MISS`); the range is trimmed to the
+   passing cells when they hold all but :data:`TRIM_SHARE` of the octaves' noisy mass, which finds
+   constants and small integer grids without cutting a spread-out tail.
+
+Then, by post-processing the noisy cell counts only: an integer range of at most
+:data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
+``max``); any other range bins at the noisy counts' quantiles with the cells as the ``fine``
+grid. The outer bins are always open (values beyond the range are clamped into them) and closed
+by ``min``/``max`` at the range's ends, so nothing is drawn outside the learned range.
+
+A timestamp's years are one step: noisy counts per year over the years the timestamp type holds,
+thresholded; one bin per year between the first and last passing one.
+
+Replace-one neighbours: a row moves from one cell to another (or into or out of the missing
+values): L1 sensitivity 2 for every histogram, ε = 2/b. The exact counts are reduced on Dask
+to the driver (:func:`numeric_counts`), and only noisy ones are used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_dask.data.dtypes import _YEARS
+from dp_dask.data.encode import _timestamps, _years
+from dp_dask.data.schema import Attribute
+from dp_dask.privacy.noise import laplace_noise
+
+SENSITIVITY = 2  # L1 of a histogram when one row is replaced by another
+OCTAVE_MISS = 1e-6  # chance that any empty octave passes: a far edge would be absurd
+GROW_MISS = 5e-3  # chance that an empty octave next to the range found joins it
+CELL_MISS = 1e-3  # chance that any empty cell inside the found range passes
+UNIT_SPAN = 2**12  # integers within ±4096 are searched value by value
+OCTAVE_CELLS = 16  # cells per octave otherwise
+MAX_GRID = 100  # integer ranges of at most this many values: one bin per value
+TRIM_SHARE = 0.02  # trim to the passing cells if they hold all but this share of the mass
+FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
+INTEGER_LOW = 4  # integers: the zero cell [−16, 16) keeps small codes (months, hours) whole
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A numeric column's public search cells, from its storage type alone."""
+
+    integer: bool
+    octaves: np.ndarray  # edges of the signed octaves, the zero cell among them
+    fine: np.ndarray  # edges of OCTAVE_CELLS cells per octave
+    units: np.ndarray | None  # integers: edges of the unit cells within ±UNIT_SPAN
+
+
+def search_cells(kind: str, dtype: str | None) -> Cells:
+    """The cells of a storage ``kind`` (integer/float/number) and output ``dtype``."""
+    integer = kind == "integer"
+    top = 30 if dtype == "int32" else 62
+    low = INTEGER_LOW if integer else FLOAT_LOW
+    powers = 2.0 ** np.arange(low, top + 2)
+    octaves = np.concatenate([-powers[::-1], powers])
+    parts = [np.linspace(a, b, 1 + int(min(OCTAVE_CELLS, b - a) if integer else OCTAVE_CELLS))
+             [:-1] for a, b in zip(octaves[:-1], octaves[1:])]
+    fine = np.concatenate([*parts, octaves[-1:]])
+    units = np.arange(-UNIT_SPAN, UNIT_SPAN + 1, dtype=np.float64) if integer else None
+    return Cells(integer, octaves, fine, units)
+
+
+def year_cells() -> np.ndarray:
+    """Edges of one cell per year a timestamp[ns] holds (the widest span of any unit we read)."""
+    return np.arange(_YEARS[0], _YEARS[1] + 2, dtype=np.float64)
+
+
+def _histogram(numbers: np.ndarray, edges: np.ndarray, clamp: bool) -> np.ndarray:
+    """Counts of sorted ``numbers`` in each [edges[j], edges[j+1]); beyond the ends, in the
+    outer cells (``clamp``) or nowhere."""
+    below = np.searchsorted(numbers, edges, side="left")
+    counts = np.diff(below)
+    if clamp:
+        counts[0] += below[0]
+        counts[-1] += len(numbers) - below[-1]
+    return counts.astype(np.int64)
+
+
+def numeric_counts(numbers: np.ndarray, cells: Cells) -> dict[str, np.ndarray]:
+    """Exact counts of one partition's non-missing ``numbers`` over the search cells: octaves
+    (clamped into the plausible range), octave cells and unit cells (nowhere beyond them)."""
+    numbers = np.sort(numbers[~np.isnan(numbers)])
+    counts = {"octaves": _histogram(numbers, cells.octaves, True),
+              "fine": _histogram(numbers, cells.fine, True)}
+    if cells.units is not None:
+        counts["units"] = _histogram(numbers, cells.units, False)
+    return counts
+
+
+def year_counts(values: pd.Series) -> np.ndarray:
+    """Exact counts per year of one partition's timestamps (UTC for aware ones, as encoded)."""
+    stamps = _timestamps(values, Attribute("_", "datetime", ("_",), unit="month",
+                                           format="ISO8601"))
+    years = _years(stamps)
+    return _histogram(np.sort(years[~np.isnan(years)]), year_cells(), False)
+
+
+def threshold(scale: float, cells: int, miss: float) -> float:
+    """The noisy count an empty cell exceeds with probability ``miss`` over ``cells`` cells:
+    P(Lap(b) ≥ t) = ½·e^(−t/b) per cell."""
+    return scale * math.log(max(cells, 1) / (2.0 * miss))
+
+
+def smallest_table(epsilon: float, cells: Cells | str) -> float:
+    """Rows a table needs for its first step to find anything: twice that step's threshold
+    (octaves at half of ``epsilon``; a timestamp's years, ``cells`` a str, at all of it). A
+    smaller table is refused before any noise is drawn."""
+    if isinstance(cells, Cells):
+        return 2.0 * threshold(SENSITIVITY / (epsilon / 2.0), len(cells.octaves) - 1,
+                               OCTAVE_MISS)
+    return 2.0 * threshold(SENSITIVITY / epsilon, len(year_cells()) - 1, OCTAVE_MISS)
+
+
+def _passing(noisy: np.ndarray, scale: float, miss: float) -> np.ndarray:
+    return np.flatnonzero(noisy >= threshold(scale, len(noisy), miss))
+
+
+def _step(what: str, epsilon: float, scale: float, cells: int, miss: float) -> dict[str, Any]:
+    return {"step": what, "mechanism": "laplace histogram", "epsilon": epsilon,
+            "sensitivity": f"L1 {SENSITIVITY} (replace one row)", "scale": scale,
+            "cells": cells, "threshold": threshold(scale, cells, miss), "miss": miss,
+            "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
+
+
+def _number(value: float) -> float | int:
+    value = round(float(value), 12)
+    return int(value) if value.is_integer() else value
+
+
+def _open(inner: list[float], low: float, high: float) -> dict[str, Any]:
+    """Bins open at both ends, closed by the public bounds (min/max) at the learned range."""
+    return {"edges": ["-inf", *(_number(e) for e in inner), "inf"],
+            "min": _number(low), "max": _number(high)}
+
+
+def _grid(low: int, high: int) -> dict[str, Any]:
+    """One bin per integer low..high; the outer ones open, closed by min/max (clamping)."""
+    return _open(list(range(low + 1, high + 1)), low, high)
+
+
+def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
+                   bins: int, sampler: str, rng: np.random.Generator | None
+                   ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+    """The numeric spec keys (edges, min, max, fine) of one column, the record of its
+    mechanisms and a note; no spec (None) where no octave passed."""
+    half = epsilon / 2.0
+    scale = SENSITIVITY / half
+    noisy = laplace_noise(counts["octaves"], scale, sensitivity=SENSITIVITY, sampler=sampler,
+                          rng=rng)
+    record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
+              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS)]}
+    passed = _passing(noisy, scale, OCTAVE_MISS)
+    if not len(passed):
+        return None, record, (f"{column}: no octave held enough rows to be found under DP; "
+                              "give its public range (--range) or more --dp-epsilon")
+    # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
+    grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
+    record["steps"][0]["grow_threshold"] = grow
+    first, last = int(passed[0]), int(passed[-1])
+    while first > 0 and noisy[first - 1] >= grow:
+        first -= 1
+    while last < len(noisy) - 1 and noisy[last + 1] >= grow:
+        last += 1
+    passed = np.arange(first, last + 1)
+    low, high = cells.octaves[first], cells.octaves[last + 1]
+    edges, key = ((cells.units, "units") if cells.units is not None and
+                  -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
+    inside = slice(int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)))
+    edges = edges[inside.start:inside.stop + 1]
+    cell = laplace_noise(counts[key][inside], scale, sensitivity=SENSITIVITY, sampler=sampler,
+                         rng=rng)
+    record["steps"].append(_step(f"{key} cells within [{_number(low)}, {_number(high)})", half,
+                                 scale, len(cell), CELL_MISS))
+    kept = _passing(cell, scale, CELL_MISS)
+    first, last = 0, len(cell) - 1
+    # the passing cells' own sum (few cells: little noise), not their span's
+    if len(kept) and cell[kept].sum() >= (1 - TRIM_SHARE) * noisy[passed].sum():
+        first, last = int(kept[0]), int(kept[-1])
+    low, high = edges[first], edges[last + 1]
+    top = high - 1 if cells.integer else high  # the largest value of the range
+    if key == "units" and high - low <= MAX_GRID:
+        record["result"] = "integer grid"
+        if high - low == 1:
+            return ({"edges": ["-inf", "inf"], "min": _number(low), "max": _number(low)}, record,
+                    f"{column}: a constant under DP ({_number(low)}), one bin, values clamped")
+        return (_grid(int(low), int(top)), record,
+                f"{column}: integers {_number(low)}..{_number(top)} found under DP, one bin "
+                "each; values beyond are clamped into the outer ones")
+    # Bins at the noisy counts' quantiles, the cells as the fine grid: post-processing.
+    mass = np.cumsum(np.clip(cell[first:last + 1], 0.0, None))
+    cuts = edges[first + 1:last + 1]
+    inner = sorted({float(cuts[np.argmin(np.abs(mass[:-1] - i / bins * mass[-1]))])
+                    for i in range(1, bins)} if len(cuts) and mass[-1] > 0 else set())
+    spec = _open(inner, low, top)
+    if inner and len(cuts) + 1 > len(inner) + 1:  # the cells split some bin
+        spec["fine"] = [_number(e) for e in edges[first:last + 2]]
+    record["result"] = "quantile bins" + (" and fine grid" if "fine" in spec else "")
+    return (spec, record,
+            f"{column}: range [{_number(low)}, {_number(top)}] found under DP, {len(inner) + 1} "
+            f"bins at noisy quantiles{', fine grid of ' + key + ' cells' if 'fine' in spec else ''}"
+            "; values beyond are clamped into the outer bins")
+
+
+def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: str,
+                 rng: np.random.Generator | None
+                 ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+    """The year edges (min/max) of a timestamp column: one bin per year found under DP."""
+    scale = SENSITIVITY / epsilon
+    noisy = laplace_noise(counts, scale, sensitivity=SENSITIVITY, sampler=sampler, rng=rng)
+    record = {"mechanism": "year counts", "epsilon": epsilon,
+              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS)]}
+    kept = _passing(noisy, scale, OCTAVE_MISS)
+    if not len(kept):
+        return None, record, (f"{column}: no year held enough rows to be found under DP; give "
+                              f"its public years (--range {column}=2015:2025:1)")
+    low, high = int(year_cells()[kept[0]]), int(year_cells()[kept[-1]])
+    spec = ({"edges": ["-inf", "inf"], "min": low, "max": low} if low == high
+            else _grid(low, high))
+    return spec, record, (f"{column}: years {low}..{high} found under DP; calendar features "
+                          "released as one timestamp, other years clamped into the outer ones")
