@@ -309,3 +309,33 @@ def test_noise_alone_makes_no_identifier_on_a_small_table(client, tmp_path):
                              noise_seed=seed)
         assert draft.schema["drafted_under_dp"]["text"]["identifiers"]["columns"] == []
         assert "ids" not in draft.schema
+
+
+def test_text_column_among_many_numeric_ones_gets_a_floor_of_the_budget(client, tmp_path):
+    """One text column of 105 levels (~1,900 rows each) among 15 numeric columns at ε = 0.1:
+    an equal split gave it ε 0.00625 and a threshold near 4,900 rows (no level released); its
+    floor of a quarter of ε (threshold near 1,200) releases them all. The numeric searches, at
+    ε 0.005 each instead of 0.00625, still find every column's range: over 12 seeds 99.55 % of
+    the values lie inside it (99.68 % with the equal split), at worst 96 % of a tailed column's."""
+    rows, rng = 200_000, np.random.default_rng(0)
+    frame = pd.DataFrame({f"n{i:02d}": rng.integers(0, 10 + 20 * i, rows) for i in range(10)})
+    for i in range(5):
+        frame[f"w{i}"] = np.round(rng.lognormal(3 + i, 0.8, rows)).astype(np.int64)
+    frame["dest"] = np.array([f"D{i:03d}" for i in range(105)])[rng.integers(0, 105, rows)]
+    frame.to_parquet(tmp_path / "wide.parquet")
+    draft = draft_schema(tmp_path / "wide.parquet", dp_epsilon=0.1, dp_delta=1e-6,
+                         ledger=False, noise_sampler="numpy", noise_seed=0)
+    spent = draft.schema["drafted_under_dp"]
+    assert spent["mechanisms"]["dest"]["released"] == 105
+    split = spent["split"]["epsilon"]
+    assert split["dest"] == pytest.approx(0.1 / 4)
+    assert split["n00"] == split["w4"] == pytest.approx(0.1 * 3 / 4 / 15)
+    assert sum(split.values()) == pytest.approx(0.1)
+    assert not draft.todo
+    drafted = {a["name"]: a for a in draft.schema["attributes"]}
+    inside = {name: frame[name].between(drafted[name]["min"], drafted[name]["max"]).mean()
+              for name in frame.columns[:-1]}
+    assert min(inside.values()) >= 0.95 and np.mean(list(inside.values())) >= 0.99, inside
+    for name in inside:  # within the octaves around the data
+        assert drafted[name]["min"] >= -16 and drafted[name]["max"] < 4 * max(frame[name].max(),
+                                                                             16), name

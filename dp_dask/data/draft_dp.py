@@ -68,6 +68,23 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
     return grid
 
 
+# The text columns' least share of the draft's ε, together: a text column needs each of its levels
+# above a threshold of ~ln(1/δ)/ε rows, a numeric search only the octaves holding the data.
+TEXT_FLOOR = 1 / 4
+
+
+def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[str, float]:
+    """Each column's ε (basic composition), from public column kinds alone: equal, except that
+    the ``texts`` together get at least :data:`TEXT_FLOOR` of ``epsilon`` while other columns
+    are drafted too (the others then share the rest equally)."""
+    equal = epsilon / len(columns)
+    if not texts or len(texts) == len(columns) or len(texts) * equal >= TEXT_FLOOR * epsilon:
+        return {c: equal for c in columns}
+    text = TEXT_FLOOR * epsilon / len(texts)
+    other = (1 - TEXT_FLOOR) * epsilon / (len(columns) - len(texts))
+    return {c: text if c in texts else other for c in columns}
+
+
 ROWS = "__rows__"  # the reduction's row count: public under replace-one neighbours
 YEARS = "years"  # a timestamp column's candidates: its years
 
@@ -143,10 +160,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                    ids: str = "synthetic") -> None:
     """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (replace one row).
 
-    The budget is split equally over the columns (basic composition); the text columns' shares
-    and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts are reduced
-    on Dask to the driver, noised once there (dp_dask.privacy.selection) and dropped; only the
-    selected values and quantiles enter the schema.
+    The budget is split over the columns by :func:`split_epsilon` (basic composition); the text
+    columns' shares and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts
+    are reduced on Dask to the driver, noised once there (dp_dask.privacy.selection) and
+    dropped; only the selected values and quantiles enter the schema.
 
     * A text column (or a CSV column without a grid): an identifier if its noisy count of
       distinct values nears the rows (released as synthetic ids, or dropped with ``ids``
@@ -204,13 +221,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         else:
             candidates[c] = YEARS if kinds[c] == "datetime" else None
     texts = [c for c in columns if candidates[c] is None]
-    share = epsilon / len(columns)
+    shares = split_epsilon(epsilon, columns, texts)
+    text_epsilon = sum(shares[c] for c in texts)
     if texts:  # bad budgets fail here, before any data is read
-        check_text_budget(share * len(texts), delta, len(texts))
+        check_text_budget(text_epsilon, delta, len(texts))
     levels = list(range(1, bins))
-    scale = noisy_min_scale(share / len(levels), bins)
     # Rows a search needs to find anything (refused on the public row count, before noise).
-    needed = {c: smallest_table(share, grid) for c, grid in candidates.items()
+    needed = {c: smallest_table(shares[c], grid) for c, grid in candidates.items()
               if isinstance(grid, Cells | str)}
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
@@ -245,14 +262,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         if small:
             raise ValueError(
                 f"--dp-epsilon {epsilon:g} is too small to search the domain of {small} in "
-                f"this table: at ε = {share:.3g} per column a range is found only in a table "
-                f"of at least {max(needed[c] for c in small):,.0f} rows; give more --dp-epsilon, "
-                "fewer --dp-columns or public ranges (--range)")
+                f"this table: at ε = {shares[small[0]]:.3g} per column a range is found only in "
+                f"a table of at least {max(needed[c] for c in small):,.0f} rows; give more "
+                "--dp-epsilon, fewer --dp-columns or public ranges (--range)")
         # noise drawn once per measurement, after the reduction
-        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS], share * len(texts), delta,
+        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS], text_epsilon, delta,
                            sampler=sampler, rng=rng) if texts else TextDraft()
         for column in columns:
-            counts, grid = exact[column], candidates[column]
+            counts, grid, share = exact[column], candidates[column], shares[column]
             if column in text.identifiers:
                 add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
                                f"values is above {ID_DISTINCT:g} x the rows")
@@ -280,6 +297,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                     specs[column] = spec
             else:
                 below, above = counts
+                scale = noisy_min_scale(share / len(levels), bins)
                 chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
                                                sampler=sampler, rng=rng)] for i in levels]
                 edges = sorted({_round(float(v)) for v in chosen})
@@ -320,10 +338,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
-        "composition": f"basic: ε split equally over {len(columns)} column(s); the "
+        "composition": f"basic: ε split over {len(columns)} column(s) as \"split\"; the "
                        f"{len(texts)} text column(s)' shares and all of δ split among them by "
                        "\"text\"; a searched numeric column's ε halved over its two steps "
                        "(mechanisms[column].steps)",
+        "split": {"epsilon": shares, "rule": (
+            f"equal over the columns, but the text columns together at least {TEXT_FLOOR:.3g} "
+            "of ε while other columns are drafted too (the others share the rest equally); "
+            "from the columns' public kinds only")},
         "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
         "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,
