@@ -192,7 +192,7 @@ def _typed(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Ge
         codes, edges = fine_codes(codes, attribute, fine, rng), tuple(fine_layout(attribute).edges)
     values = _numbers(codes, attribute, mode, rng, edges)
     if attribute.format == "HHMM":  # minutes of the day, written back as valid HHMM times
-        return (values // 60 * 100 + values % 60).astype(dtype)
+        return _hhmm(values, dtype)
     if attribute.format == "currency" and dtype in FLOAT_DTYPES:
         values = np.floor(values * 100) / 100  # whole cents, still below the bin's upper edge
     if dtype == "float32":
@@ -230,6 +230,11 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
         return values
     masked = pd.arrays.BooleanArray if dtype == "bool" else pd.arrays.IntegerArray
     return masked(values, null)  # pandas' nullable Int64/Int32/boolean
+
+
+def _hhmm(minutes: np.ndarray, dtype: str) -> np.ndarray:
+    """Minutes of the day as HHMM clock times (90 → 130) of the output dtype."""
+    return (minutes // 60 * 100 + minutes % 60).astype(dtype)
 
 
 def _stamps(values: np.ndarray, null: np.ndarray | None, dtype: str) -> Any:
@@ -343,8 +348,9 @@ def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random
 
 def _value_bounds(attribute: Attribute, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the least and greatest value its bin decodes to, as :func:`_typed` draws them
-    (nanoseconds for a datetime's years)."""
-    low, high = value_ranges(attribute)
+    (nanoseconds for a datetime's years, minutes for an HHMM clock time)."""
+    low, high = (_cell_ranges(attribute, attribute.edges) if attribute.format == "HHMM"
+                 else value_ranges(attribute))
     codes = np.minimum(codes, attribute.bins - 1)
     if attribute.kind == "datetime":
         return _year_start(low[codes]), _year_start(high[codes] + 1) - 1
@@ -362,6 +368,10 @@ def _ordered_values(codes: np.ndarray, schema: Schema, decode: str, rng: np.rand
         decoding(schema.attributes[a], decode) != "label" for a in c.order)]
     values = {a: _typed(codes[:, a], schema.attributes[a], decoding(schema.attributes[a], decode),
                         rng, fine.get(a)) for a in sorted({a for pair in pairs for a in pair})}
+    # HHMM clock times are ordered and redrawn as minutes of the day (never as 1275)
+    clocks = {a: values[a].dtype for a in values if schema.attributes[a].format == "HHMM"}
+    for a in clocks:
+        values[a] = (values[a] // 100 * 60 + values[a] % 100).astype(np.int64)
     for a, b in pairs:
         first, second = schema.attributes[a], schema.attributes[b]
         rows = np.flatnonzero((codes[:, a] < first.bins) & (codes[:, b] < second.bins)
@@ -376,7 +386,7 @@ def _ordered_values(codes: np.ndarray, schema: Schema, decode: str, rng: np.rand
                               rng)
         values[a][rows] = start
         values[b][rows] = _within(start, high_b, rng)
-    return values
+    return {a: _hhmm(v, clocks[a]) if a in clocks else v for a, v in values.items()}
 
 
 def _within(low: np.ndarray, high: np.ndarray, rng: np.random.Generator) -> np.ndarray:
