@@ -39,6 +39,7 @@ from dp_dask.copula.sample import (
 )
 from dp_dask.data import units
 from dp_dask.data.counts import count_graph, rows_counted
+from dp_dask.data.ids import with_ids
 from dp_dask.data.io import (
     Location,
     TableSource,
@@ -617,7 +618,9 @@ class Synthesizer:
             staged.finish({
                 "rows": sampling["rows"], "partitions": partitions,
                 "partition_rows": sampling["partition_rows"], "seed": sampling["seed"],
-                "columns": [c.name for c in output_columns(self.schema, sampling["decode"])],
+                "columns": with_ids([c.name for c in output_columns(self.schema,
+                                                                     sampling["decode"])],
+                                    self.schema.ids),
                 "dummy_columns": self.schema.d,
                 "method": self.name,
                 "privacy": {key: privacy.get(key) for key in (

@@ -6,11 +6,16 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dp_dask.cli import main
 from dp_dask.data.draft import NOT_PRIVATE, check_schema, draft_schema
+from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
+from dp_dask.privacy.ledger import Ledger
+from dp_dask.synthesizer import Synthesizer
 
 
 def table(seed: int, rows: int = 200) -> pd.DataFrame:
@@ -84,7 +89,9 @@ def test_placeholders_are_refused_by_name_until_filled(tmp_path):
     assert filled.todo == {}
     schema = load_schema(filled.schema)
     assert schema["age"].edges == tuple(range(0, 101, 10))
-    assert schema["answer"].labels == ("yes", "no", "NA", "missing")
+    # A public bin by kind for values outside the domain (--on-unknown), unless stated.
+    assert schema["answer"].labels == ("yes", "no", "NA", "other", "missing")
+    assert (schema["answer"].on_unknown, schema["age"].on_unknown) == ("other", "clip")
     assert schema["zip"].labels == ("10000", "other")
 
 
@@ -261,3 +268,153 @@ def test_a_release_warns_of_types_taken_from_the_data(client, tmp_path):
         else:
             synthesizer.fit(parquet)
             assert "schema_types_from_data" not in synthesizer.model.metadata["privacy"]
+
+
+def test_drafted_domains_never_lose_a_run(client, tmp_path, capsys):
+    """Values outside a drafted domain (a category the codebook lacks, numbers beyond public
+    ranges, a UTC time in the next year) go to the public bin of their kind, and the release
+    runs; with --on-unknown error the fit stops (exit 2) naming the column and count, never a
+    value."""
+    frame = table(3)
+    frame.loc[5, "answer"], frame.loc[6, "age"], frame.loc[7, "income"] = "x-secret", 12345, -9e9
+    frame["when"] = frame["when"].dt.tz_localize("UTC")
+    frame.loc[8, "when"] = pd.Timestamp("2031-01-01 00:30", tz="UTC")  # past the public years
+    frame.to_parquet(tmp_path / "t.parquet")
+    common = ["schema", "draft", str(tmp_path / "t.parquet"), "--range", "age=0:100:10",
+              "--range", "income=0:100000:10000", "--range", "when=2020:2023:1",
+              "--public", _codebook(tmp_path, {"answer": ["yes", "no", "NA"],
+                                               "zip": [str(z) for z in range(10_000, 10_400)]})]
+    assert main([*common, "--out", str(tmp_path / "kind.json")]) == 0
+    schema = load_schema(tmp_path / "kind.json")
+    assert {a.name: a.on_unknown for a in schema.attributes} == {
+        "answer": "other", "age": "clip", "income": "clip", "when_year": "clip",
+        "when_month": "missing", "when_weekday": "missing", "when_hour": "missing",
+        "ok": "missing", "zip": "other"}
+    codes = encode_partition(frame, schema)
+    assert codes[0, 5] == schema["answer"].labels.index("other")
+    assert codes[1, 6] == 9 and codes[2, 7] == 0  # the nearest end bins
+    assert codes[3, 8] == 2  # 2031 → the last public year bin, [2022, 2023)
+    release = ["synth", "--data", str(tmp_path / "t.parquet"), "--epsilon", "1", "--rows", "50",
+               "--ledger", str(tmp_path / "ledger.sqlite"), "--scheduler",
+               client.scheduler.address, "--quiet"]
+    assert main([*release, "--schema", str(tmp_path / "kind.json"),
+                 "--out", str(tmp_path / "out")]) == 0
+    assert main([*common, "--out", str(tmp_path / "error.json"), "--on-unknown", "error"]) == 0
+    assert load_schema(tmp_path / "error.json")["age"].on_unknown == "error"
+    capsys.readouterr()
+    assert main([*release, "--schema", str(tmp_path / "error.json"),
+                 "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err
+    assert "out-of-domain value(s)" in err
+    assert not any(secret in err for secret in ("x-secret", "12345", "9e+09", "2031"))
+    with pytest.raises(SystemExit, match="2"):  # argparse: exit 2 before anything is read
+        main([*common, "--out", str(tmp_path / "bad.json"), "--on-unknown", "drop"])
+
+
+CODEBOOK = """\
+# Public knowledge of the flights table, in one file
+dep_time: {format: HHMM, units: local time}
+distance: {start: 0, stop: 5000, step: 250, units: miles}
+time_hour: {start: 2013, stop: 2014, step: 1}
+price: {format: currency, start: 0, stop: 2000, step: 100}
+share: {format: percent}
+carrier: [AA, B6, UA]
+"""
+
+
+def clock_table(rows: int = 3_000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    minutes = rng.integers(0, 1440, rows)
+    dep = (minutes // 60 * 100 + minutes % 60).astype(np.float64)
+    dep[:20], dep[20] = np.nan, 2400  # nullable clock times, and midnight as 2400
+    return pd.DataFrame({
+        "dep_time": dep, "distance": rng.integers(80, 4_983, rows),
+        "time_hour": pd.Timestamp("2013-01-01", tz="UTC") + pd.to_timedelta(
+            rng.integers(0, 365 * 24, rows), "h"),
+        "price": [f"${p:,.2f}" for p in rng.uniform(0, 1999, rows)],
+        "share": rng.uniform(0, 100, rows), "carrier": rng.choice(["AA", "B6", "UA"], rows)})
+
+
+def test_a_yaml_codebook_replaces_range_flags_and_clock_times_stay_valid(client, tmp_path):
+    """One public codebook (YAML) gives ranges, units and formats: HHMM clock times are binned
+    as minutes of the day and released as valid HHMM values of the input's type (no 12:75),
+    currency text is read as numbers and released in whole cents, a bare range of a timestamp
+    gives its public years; nothing is left to fill in."""
+    frame = clock_table()
+    frame.to_parquet(tmp_path / "flights.parquet")
+    (tmp_path / "codebook.yaml").write_text(CODEBOOK)
+    draft = draft_schema(tmp_path / "flights.parquet", public=tmp_path / "codebook.yaml",
+                         public_types=True)
+    assert draft.todo == {}
+    schema = load_schema(draft.schema)
+    clock = schema["dep_time"]
+    assert (clock.format, clock.edges[0], clock.edges[-1], clock.dtype) == (
+        "HHMM", 0, 1440, "float64")
+    assert schema["time_hour_year"].edges == (2013, 2014)
+    assert schema["price"].format == "currency" and schema["share"].edges[-1] == 100
+    codes = encode_partition(frame, schema)
+    assert codes[0, 20] == clock.bins - 1  # 2400: minute 1440, clipped into the last bin
+    assert (codes[0, :20] == clock.labels.index("missing")).all()
+    assert codes[0, 21] == (frame["dep_time"][21] // 100 * 60 + frame["dep_time"][21] % 100) // 60
+    out = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
+        tmp_path / "flights.parquet").write(tmp_path / "release", 5_000)
+    release = pd.read_parquet(out["parquet"])
+    times = release["dep_time"].dropna()
+    assert release["dep_time"].dtype == np.float64 and (times == times.round()).all()
+    assert ((times % 100 < 60) & (times // 100 < 24) & (times >= 0)).all()
+    assert len(set(times % 100)) > 30  # minutes drawn within the hour, not its start
+    price = release["price"].dropna()
+    assert np.allclose(price * 100, (price * 100).round()) and price.between(0, 2000).all()
+
+
+def test_int64_clock_times_come_back_int64_valid_and_in_order(client, tmp_path):
+    """HHMM clock times stored as int64 (one nullable, one Parquet ``required``) are drafted with
+    their stored type by default and released as int64 (pandas' Int64 where nullable) of valid
+    HHMM values; under an order constraint the values redrawn to keep dep <= arr are drawn as
+    minutes and written back as HHMM too (drawn as HHMM numbers, 1.5 % came out as 12:75)."""
+    rng = np.random.default_rng(0)
+    dep = rng.integers(0, 1440, 3_000)
+    arr = np.minimum(dep + rng.integers(30, 300, 3_000), 1439)
+    fields = [pa.field("dep_time", pa.int64()), pa.field("arr_time", pa.int64(), nullable=False)]
+    pq.write_table(pa.table([pa.array(m // 60 * 100 + m % 60) for m in (dep, arr)],
+                            schema=pa.schema(fields)), tmp_path / "clock.parquet")
+    (tmp_path / "codebook.yaml").write_text("dep_time: {format: HHMM}\narr_time: {format: HHMM}\n")
+    draft = draft_schema(tmp_path / "clock.parquet", public=tmp_path / "codebook.yaml")
+    assert [a["dtype"] for a in draft.schema["attributes"]] == ["int64", "int64"]
+    for constraints in ([], [{"order": ["dep_time", "arr_time"]}]):
+        schema = load_schema({**draft.schema, "constraints": constraints})
+        out = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=False).fit(
+            tmp_path / "clock.parquet").write(tmp_path / f"release{len(constraints)}", 5_000)
+        release = pq.read_table(out["parquet"])
+        assert release.schema.remove_metadata().equals(
+            pq.read_schema(tmp_path / "clock.parquet").remove_metadata())
+        frame = release.to_pandas()
+        for name in ("dep_time", "arr_time"):
+            times = frame[name].dropna()
+            assert ((times % 100 < 60) & (times // 100 < 24) & (times >= 0)).all(), name
+        both = frame.dropna()
+        assert not constraints or (both["dep_time"] <= both["arr_time"]).all()
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("c.yaml", "dep_time: {format: HHMM2}", "column 'dep_time': format must be one of HHMM"),
+    ("c.yaml", "price: {format: currency}", "'price': format 'currency' needs a public range"),
+    ("c.yaml", "dep_time: [unclosed", "invalid YAML"),
+    ("c.yaml", "dep_time: {format: HHMM, start: 0, stop: 2400, step: 100}", "minutes of the day"),
+    ("c.yaml", "- just a list", "expected a JSON/YAML mapping"),
+    ("c.json", '{"carrier": {"categories": ["AA"], "on_unknown": "nope"}}',
+     "on_unknown='nope' is neither"),
+])
+def test_bad_codebooks_exit_2_before_any_budget(tmp_path, capsys, name, text, message):
+    """A bad public codebook stops the draft (exit 2) before the DP draft reads or spends
+    anything, naming the column, never a value of the data."""
+    clock_table(rows=50).to_parquet(tmp_path / "flights.parquet")
+    (tmp_path / name).write_text(text)
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["schema", "draft", str(tmp_path / "flights.parquet"), "--out",
+                 str(tmp_path / "schema.json"), "--public", str(tmp_path / name),
+                 "--dp-epsilon", "0.1", "--dp-delta", "1e-9", "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "$" not in err  # no value of the data
+    assert not (tmp_path / "schema.json").exists()
+    assert not ledger.exists() or Ledger(ledger).entries() == []

@@ -149,3 +149,57 @@ def test_missing_column_is_named(small_schema):
     frame = pd.DataFrame({"colour": ["red"], "size": [1.0], "flag": ["no"]})
     with pytest.raises(EncodingError, match=r"missing column\(s\) \['city'\]"):
         encode_partition(frame, small_schema)
+
+
+def test_clip_counts_numbers_beyond_the_bins_in_the_end_bins():
+    """on_unknown 'clip': a number (a year) beyond the bins is counted in the nearest end bin;
+    a value that is no number follows on_missing; only attributes with edges may clip."""
+    schema = load_schema({"attributes": [
+        {"name": "size", "type": "numeric", "edges": [0, 10, 20], "extra": ["missing"],
+         "on_missing": "missing", "on_unknown": "clip"},
+        {"name": "year", "type": "datetime", "unit": "year", "edges": [2013, 2014],
+         "on_unknown": "clip"}]})
+    frame = pd.DataFrame({"size": [-5, 5, 25, "abc", None],
+                          "year": pd.to_datetime(["2012-12-31", "2013-06-01", "2014-01-01 00:05",
+                                                  "2013-01-01", "2099-01-01"], utc=True,
+                                                 format="ISO8601")})
+    assert encode_partition(frame, schema).tolist() == [[0, 0, 1, 2, 2], [0, 0, 0, 0, 0]]
+    bare = {"name": "size", "type": "numeric", "edges": [0, 10], "on_unknown": "clip"}
+    with pytest.raises(EncodingError, match="1 value.s. that are no number") as error:
+        encode_partition(pd.DataFrame({"size": ["x-secret"]}), load_schema({"attributes": [bare]}))
+    assert "x-secret" not in str(error.value)
+    with pytest.raises(SchemaError, match="on_unknown 'clip' needs bin edges"):
+        load_schema({"attributes": [{"name": "c", "categories": ["a"], "on_unknown": "clip"}]})
+
+
+def test_numeric_formats_read_each_value_on_its_own():
+    """HHMM clock times are minutes of the day (2400 is 1440; 1275, 60 and 13.5 are no time),
+    currency and percent text lose their symbols; each value on its own, whatever the dtype."""
+    from dp_dask.data.encode import attribute_numbers
+
+    def numbers(fmt: str, values: list) -> list:
+        attribute = load_schema({"attributes": [{"name": "x", "type": "numeric", "format": fmt,
+                                                 "edges": [0, 1440]}]})["x"]
+        return attribute_numbers(pd.Series(values, dtype=object), attribute).tolist()
+
+    hhmm = numbers("HHMM", [0, 59, 100, 1345, "0730", 2359.0, 2400, 1275, 13.5, 2401, -5, 60])
+    assert hhmm[:7] == [0, 59, 60, 825, 450, 1439, 1440] and np.isnan(hhmm[7:]).all()
+    money = numbers("currency", ["$1,234.50", "12", "€ 3", "x"])
+    assert money[:3] == [1234.5, 12, 3] and np.isnan(money[3])
+    assert numbers("percent", ["12.5%", 50]) == [12.5, 50]
+    with pytest.raises(SchemaError, match="numeric format must be one of"):
+        load_schema({"attributes": [{"name": "x", "type": "numeric", "format": "HH:MM",
+                                     "edges": [0, 1]}]})
+
+
+@pytest.mark.parametrize("ids, message", [
+    ([{"name": "serial", "dtype": "float64"}], "id dtype must be one of"),
+    ([{"name": "serial", "dtype": "int64", "format": "N###"}], "digits only"),
+    ([{"name": "serial", "dtype": "int32", "format": "#" * 10}], "at most 9"),
+    ([{"name": "serial", "format": "-"}], "draws nothing"),
+    ([{"name": "colour"}], "'colour' is named like another column"),
+    ([{"name": "a"}, {"name": "a"}], "'a' is named like another column"),
+])
+def test_bad_id_columns_are_schema_errors(small_schema, ids, message):
+    with pytest.raises(SchemaError, match=message):
+        load_schema({**small_schema.to_json(), "ids": ids})

@@ -24,7 +24,9 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     draft.add_argument("data", help="the input (Parquet/CSV): only its header/metadata is read")
     draft.add_argument("--out", type=Path, required=True, help="schema JSON to write")
     draft.add_argument("--public", default=None, metavar="FILE",
-                       help="public codebook (JSON) or public sample file (CSV/Parquet)")
+                       help="public codebook (JSON/YAML: per column categories, a range, a "
+                       "format HHMM/currency/percent, units, type id) or public sample file "
+                       "(CSV/Parquet)")
     draft.add_argument("--range", action="append", default=[], metavar="NAME=START:STOP:STEP",
                        help="public bounds of a numeric column, or public years of a datetime "
                        "column (calendar features released as one timestamp; repeatable)")
@@ -35,6 +37,14 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                        "data owner's public metadata: draft output dtypes from them; "
                        "--no-public-types where they follow the values (one null turns pandas' "
                        "int64 into float64): no dtypes drafted, marked as data")
+    draft.add_argument("--on-unknown", choices=["kind", "error", "missing"], default="kind",
+                       help="a value outside the drafted domain: a public bin by kind (default: "
+                       "numbers clip to the nearest end bin, text 'other', the rest 'missing'), "
+                       "'missing' for all, or 'error' (the fit stops, naming no value)")
+    draft.add_argument("--ids", choices=["synthetic", "drop"], default="synthetic",
+                       help="identifier columns (by codebook, name and storage type, or under DP "
+                       "a noisy count of distinct values near the rows): released as synthetic "
+                       "ids of a public format (default), or dropped")
     draft.add_argument("--name", default=None, help="schema name (default: the input's stem)")
     draft.add_argument("--force", action="store_true", help="overwrite --out")
     dp = draft.add_argument_group(
@@ -90,7 +100,8 @@ def run_draft(args: argparse.Namespace) -> None:
             dp_grids=dict(parse_range(g, "--dp-grid") for g in args.dp_grid) or None,
             dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
             noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
-            public_types=args.public_types)
+            public_types=args.public_types, on_unknown=args.on_unknown,
+            ids=args.ids)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")

@@ -29,6 +29,10 @@ with it.
 :func:`check_schema` is the opposite: it reads the private data and counts, per column, the values
 missing or outside the schema. Those are exact counts of the raw data, for the data owner's eyes
 only: printed, labelled not private, never written into a release or a model.
+
+Size: every rule of the public draft is here (storage types, codebook and ranges, identifiers'
+places, the drafted ``on_unknown`` by kind, never-null columns), as each reads the specs the
+others wrote; the DP steps live in draft_dp, draft_numeric and draft_text.
 """
 
 from __future__ import annotations
@@ -45,20 +49,25 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pds
+import yaml
 
 from dp_dask.cluster import compute
 from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import domain_codes
+from dp_dask.data.ids import IdColumn, id_like
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import (
+    CLIP,
     DECLARED,
     ERROR,
     FALSE_VALUES,
     FROM_DATA,
+    NUMERIC_FORMATS,
     PUBLIC_STORAGE,
     SCHEMA_VERSION,
     TODO,
     TRUE_VALUES,
+    Attribute,
     Schema,
     load_schema,
 )
@@ -225,6 +234,77 @@ def _with_missing_bin(spec: dict[str, Any], extra: tuple[str, ...] = ()) -> dict
     return {**spec, "extra": [*extra, MISSING], "on_missing": MISSING}
 
 
+def free_label(label: str, taken: list[str]) -> str:
+    """``label``, or with stars appended while a category or bin has that text."""
+    while label in taken:
+        label += "*"
+    return label
+
+
+def add_identifier(draft: Draft, column: str, kind: str, ids: str, why: str,
+                   spec: dict[str, Any] | None = None) -> None:
+    """Make ``column`` an identifier of the draft: a synthetic id column of the schema (of a
+    public codebook's ``spec``, else by its storage ``kind``), or dropped (``ids`` "drop")."""
+    if ids == "drop":
+        draft.notes.append(f"{column}: an identifier ({why}): dropped (--ids drop)")
+        return
+    dtype = "string" if kind in ("text", "unknown") else "int64"
+    column_spec = IdColumn.from_json({"name": column, "dtype": dtype, **(spec or {})})
+    draft.schema.setdefault("ids", []).append(column_spec.to_json())
+    draft.notes.append(f"{column}: an identifier ({why}): released as synthetic ids of format "
+                       f"{column_spec.format!r}, drawn, never read (--ids drop to leave it out)")
+
+
+IDS = ("synthetic", "drop")  # --ids: what an identifier column becomes
+
+
+def _place_ids(draft: Draft, columns: list[str]) -> None:
+    """Give each id column its input's place among the release's columns (``columns``: the
+    input's, in order), so the release's columns come in the input's order."""
+    ids = {spec["name"]: spec for spec in draft.schema.get("ids", [])}
+    released = {a.get("source") or a["name"] for a in draft.schema["attributes"]}
+    placed = 0
+    for column in columns:
+        if column in ids:
+            ids[column]["position"] = placed
+        placed += column in ids or column in released
+
+
+# --on-unknown: the public bin of a value outside the drafted domain, by kind, or stop.
+ON_UNKNOWN = ("kind", ERROR, MISSING)
+ON_UNKNOWN_NOTE = (
+    "on_unknown: a value outside the drafted domain is counted in a public bin, not an error: "
+    "numeric and year bins 'clip' (the nearest end bin; no number at all counts as missing), "
+    "text 'other', boolean and calendar units 'missing'; --on-unknown error stops instead, "
+    "--on-unknown missing counts them as missing (text drafted under DP keeps its 'other', "
+    "which holds the values below its threshold)")
+
+
+def with_unknown_rule(spec: dict[str, Any], choice: str, nullable: bool = True) -> dict[str, Any]:
+    """The attribute with the public ``on_unknown`` of :data:`ON_UNKNOWN_NOTE` (``choice``:
+    one of :data:`ON_UNKNOWN`), unless it states one or the choice is 'error'. A column stored
+    as never null (not ``nullable``) gets no missing bin: without one, the bin of its kind
+    instead of 'missing', none for a boolean or calendar unit (their stored values are known)."""
+    if "on_unknown" in spec or choice == ERROR:
+        return spec
+    kind, extra = spec.get("type", "categorical"), list(spec.get("extra", []))
+    taken = [*map(str, spec.get("categories") or []), *extra]
+    binned = spec.get("on_missing", ERROR) != ERROR  # has a missing bin
+    if (choice == MISSING and (nullable or binned)) or kind == "boolean" or (
+            kind == "datetime" and spec.get("unit") != "year"):
+        if not binned:
+            if not nullable:
+                return spec
+            missing = free_label(MISSING, taken)
+            spec = {**spec, "extra": [*extra, missing], "on_missing": missing}
+        return {**spec, "on_unknown": spec["on_missing"]}
+    if kind == "categorical":
+        other = OTHER if OTHER in extra else free_label(OTHER, taken)
+        return {**spec, "extra": extra if other in extra else [other, *extra],
+                "on_unknown": other}
+    return {**spec, "on_unknown": CLIP}  # numeric, datetime year: bins with edges
+
+
 # The calendar features a datetime column with public years is drafted as, in recombination order.
 CALENDAR_FEATURES = ("year", "month", "weekday", "hour")
 
@@ -337,18 +417,40 @@ def _read_public(path: Path) -> pd.DataFrame | dict[str, Any]:
             return json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise ValueError(f"public codebook {path}: invalid JSON ({exc})") from exc
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            return yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"public codebook {path}: invalid YAML ({exc})") from exc
     if _is_csv(path):  # text as text, the empty cell missing, as drafted CSV schemas read it
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
         return frame.replace("", np.nan)
     return pd.read_parquet(path)
 
 
+RANGE_KEYS = ("start", "stop", "step", "open_below", "open_above")
+# The public range of a numeric format without one: minutes of the day, hourly; 0-100 %.
+FORMAT_RANGES = {"HHMM": {"start": 0, "stop": 1440, "step": 60},
+                 "percent": {"start": 0, "stop": 100, "step": 10}}
+
+
 def _codebook_spec(name: str, entry: Any) -> dict[str, Any]:
-    """A codebook entry: a list of categories, a range shorthand, or an attribute spec."""
+    """A codebook entry: a list of categories, a numeric range shorthand with optional
+    ``format``, ``units`` and attribute keys (``dtype``, ``min``...), or an attribute spec."""
     if isinstance(entry, list):
         return _with_missing_bin({"name": name, "type": "categorical", "categories": entry})
-    if isinstance(entry, dict) and {"start", "stop", "step"} <= set(entry):
-        return _with_missing_bin({"name": name, "type": "numeric", "edges": entry})
+    if isinstance(entry, dict) and "type" not in entry and (
+            "format" in entry or set(entry) & set(RANGE_KEYS)):
+        fmt = entry.get("format")
+        if fmt is not None and fmt not in NUMERIC_FORMATS:
+            raise ValueError(f"public codebook: column {name!r}: format must be one of "
+                             f"{', '.join(NUMERIC_FORMATS)}, got {fmt!r}")
+        edges = {k: entry[k] for k in RANGE_KEYS if k in entry} or FORMAT_RANGES.get(fmt)
+        if edges is None:
+            raise ValueError(f"public codebook: column {name!r}: format {fmt!r} needs a public "
+                             "range {start, stop, step}")
+        rest = {k: v for k, v in entry.items() if k not in RANGE_KEYS}
+        return _with_missing_bin({"name": name, "type": "numeric", "edges": edges, **rest})
     if isinstance(entry, dict):
         return {"name": name, **entry}
     raise ValueError(f"public codebook: entry of column {name!r} must be a list of categories, "
@@ -378,7 +480,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
-                 public_types: bool = True) -> Draft:
+                 public_types: bool = True, on_unknown: str = "kind",
+                 ids: str = "synthetic") -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
 
@@ -397,11 +500,28 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
 
     ``public_types`` (default): the input's storage types (Parquet schema, frame dtypes) are
     the data owner's public metadata, fixed by the producing pipeline: output dtypes and kinds
-    are drafted from them, recorded as ``"dtype_source": "public-storage-schema"``. False
-    (``--no-public-types``): they are data (the module docstring).
+    are drafted from them, recorded as ``"dtype_source": "public-storage-schema"``, and a column
+    stored as never null gets no missing bin. False (``--no-public-types``): they are data (the
+    module docstring).
+
+    ``on_unknown`` (:data:`ON_UNKNOWN`): every attribute that states no ``on_unknown`` gets a
+    public bin by its kind ("kind", :data:`ON_UNKNOWN_NOTE`), its missing bin ("missing"), or
+    none ("error": encoding stops there, naming the column and count, never the value). A
+    column stored as never null has no missing bin to count them in: "missing" gives it the
+    bin of its kind, and a boolean or calendar unit (which can hold no unknown value) none.
+
+    ``ids`` ("synthetic" or "drop"): identifiers — codebook entries of ``"type": "id"``, columns
+    :func:`~dp_dask.data.ids.id_like` by name and storage type, and under DP text columns whose
+    noisy count of distinct values nears the rows — are released as synthetic ids of a public
+    format (the schema's ``"ids"``), or left out of the schema.
     """
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
+    if ids not in IDS:
+        raise ValueError(f"--ids must be one of {', '.join(IDS)}, got {ids!r}")
+    if on_unknown not in ON_UNKNOWN:
+        raise ValueError(f"--on-unknown must be one of {', '.join(ON_UNKNOWN)}, "
+                         f"got {on_unknown!r}")
     dp_options = {"--dp-delta": dp_delta, "--dp-columns": dp_columns, "--dp-grid": dp_grids}
     given = [option for option, value in dp_options.items() if value is not None]
     if dp_epsilon is None and given:
@@ -426,8 +546,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             codebook = {str(a.get("name")): dict(a) for a in loaded["attributes"]}
         elif isinstance(loaded, dict):
             codebook = {str(k): _codebook_spec(str(k), v) for k, v in loaded.items()}
+            # A bare range is a --range: a datetime column's public years, or numeric bins.
+            ranges = {**{k: v for k, v in loaded.items() if k in kinds and isinstance(v, dict)
+                         and v and set(v) <= set(RANGE_KEYS)}, **ranges}
+            codebook = {k: v for k, v in codebook.items() if k not in ranges}
         else:
-            raise ValueError(f"public codebook {public}: expected a JSON object")
+            raise ValueError(f"public codebook {public}: expected a JSON/YAML mapping")
     draft = Draft({"schema_version": SCHEMA_VERSION,
                    "name": name or (Path(source).name.split(".")[0]
                                     if isinstance(source, str | Path) else "schema"),
@@ -442,6 +566,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         spec, why = None, ""
         # Declared: the type comes from public sources, or the storage states none (a CSV).
         declared = column in codebook or column in ranges or kind == "unknown"
+        if codebook.get(column, {}).get("type") == "id":
+            add_identifier(draft, column, kind, ids, "the public codebook", codebook[column])
+            continue
+        if not (column in codebook or column in ranges) and id_like(column, kind):
+            add_identifier(draft, column, kind, ids, "its name and storage type")
+            continue
         if column in codebook:
             spec, why = codebook[column], "from the public codebook"
         elif column in ranges and kind == "datetime":
@@ -481,6 +611,9 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         elif why:
             draft.notes.append(f"{column}: {why}")
         draft.schema["attributes"].append(_sourced(spec, dtypes.get(column), declared, storage))
+    for spec in draft.schema["attributes"]:  # a bad public spec stops before any budget
+        if TODO not in spec:
+            Attribute.from_json(spec, tuple(draft.schema.get("missing_values", ())))
     if dp_epsilon is not None:
         # imported here: draft_dp builds on this module (Draft, the bins' helpers)
         from dp_dask.data.draft_dp import draft_under_dp
@@ -488,12 +621,16 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
-                       show_progress=show_progress)
+                       show_progress=show_progress, ids=ids)
     # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
     required = storage_required(source) if public_types else set()
     draft.schema["attributes"] = [
-        _without_missing_bin(a) if a.get("source", a["name"]) in required else a
+        with_unknown_rule(_without_missing_bin(a), on_unknown, nullable=False)
+        if a.get("source", a["name"]) in required else with_unknown_rule(a, on_unknown)
         for a in draft.schema["attributes"]]
+    _place_ids(draft, list(kinds))
+    if on_unknown != ERROR:
+        draft.notes.append(ON_UNKNOWN_NOTE)
     if not draft.todo:
         load_schema(draft.schema)  # a complete draft must be a valid schema
     return draft

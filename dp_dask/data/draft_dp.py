@@ -26,7 +26,9 @@ from dp_dask.data.draft import (
     Draft,
     _round,
     _with_missing_bin,
+    add_identifier,
     calendar_features,
+    free_label,
 )
 from dp_dask.data.draft_numeric import (
     Cells,
@@ -37,19 +39,14 @@ from dp_dask.data.draft_numeric import (
     smallest_table,
     year_counts,
 )
+from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import DECLARED, Attribute, load_schema
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler
-from dp_dask.privacy.selection import (
-    calibrate_threshold,
-    noisy_min_index,
-    noisy_min_scale,
-    quantile_scores,
-    threshold_keys,
-)
+from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
 
 
 def _typed_grid(column: str, spec: dict[str, float], kind: str,
@@ -69,6 +66,23 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
         raise ValueError(f"--dp-grid {column}: the grid reaches beyond what its storage type "
                          f"({dtype or kind}) holds, ±{limit:.3g}")
     return grid
+
+
+# The text columns' least share of the draft's ε, together: a text column needs each of its levels
+# above a threshold of ~ln(1/δ)/ε rows, a numeric search only the octaves holding the data.
+TEXT_FLOOR = 1 / 4
+
+
+def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[str, float]:
+    """Each column's ε (basic composition), from public column kinds alone: equal, except that
+    the ``texts`` together get at least :data:`TEXT_FLOOR` of ``epsilon`` while other columns
+    are drafted too (the others then share the rest equally)."""
+    equal = epsilon / len(columns)
+    if not texts or len(texts) == len(columns) or len(texts) * equal >= TEXT_FLOOR * epsilon:
+        return {c: equal for c in columns}
+    text = TEXT_FLOOR * epsilon / len(texts)
+    other = (1 - TEXT_FLOOR) * epsilon / (len(columns) - len(texts))
+    return {c: text if c in texts else other for c in columns}
 
 
 ROWS = "__rows__"  # the reduction's row count: public under replace-one neighbours
@@ -137,29 +151,27 @@ def _merge_counts(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _free_label(label: str, taken: list[str]) -> str:
-    """``label``, or with stars appended while a released category has that text."""
-    while label in taken:
-        label += "*"
-    return label
-
-
 def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                    epsilon: float, delta: float | None, columns: list[str] | None = None,
                    grids: dict[str, dict[str, float]] | None = None, bins: int = DP_BINS,
                    ledger: Ledger | str | Path | bool | None = None,
                    dataset_name: str | None = None, sampler: str = "opendp",
-                   seed: int | None = None, show_progress: bool = False) -> None:
+                   seed: int | None = None, show_progress: bool = False,
+                   ids: str = "synthetic") -> None:
     """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (replace one row).
 
-    The budget is split equally over the columns (basic composition). Exact counts are reduced
-    on Dask to the driver, noised once there (dp_dask.privacy.selection) and dropped; only the
-    selected values and quantiles enter the schema.
+    The budget is split over the columns by :func:`split_epsilon` (basic composition); the text
+    columns' shares and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts
+    are reduced on Dask to the driver, noised once there (dp_dask.privacy.selection) and
+    dropped; only the selected values and quantiles enter the schema.
 
-    * A text column (or a CSV column without a grid): its categories are the value texts
+    * A text column (or a CSV column without a grid): an identifier if its noisy count of
+      distinct values nears the rows (released as synthetic ids, or dropped with ``ids``
+      "drop"); else its categories are the value texts
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
-      count passes (OpenDP's Laplace threshold, (ε_col, δ / text columns)). Values below the
-      threshold go to a public ``other`` bin (``on_unknown``), missing ones to ``missing``.
+      count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
+      below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
+      ``missing``.
     * A numeric column (integer/float storage type): its range, bins and fine grid found by
       the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then cells inside),
       open outer bins closed by ``min``/``max`` at the found range; missing values in
@@ -193,7 +205,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                              f"{sorted(kinds)}")
         if column not in draft.todo:
             raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is drafted from public "
-                             "information already (its type, --range or --public); leave it out")
+                             "information already (its type, --range, --public, or an "
+                             "identifier's name); leave it out")
     if set(grids) - set(columns):
         raise ValueError(f"--dp-grid names column(s) {sorted(set(grids) - set(columns))} not "
                          f"in --dp-columns {columns}")
@@ -208,13 +221,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         else:
             candidates[c] = YEARS if kinds[c] == "datetime" else None
     texts = [c for c in columns if candidates[c] is None]
-    share = epsilon / len(columns)
-    # Calibrated before any data is read: bad budgets fail here.
-    threshold = calibrate_threshold(share, delta / len(texts)) if texts else None
+    shares = split_epsilon(epsilon, columns, texts)
+    text_epsilon = sum(shares[c] for c in texts)
+    if texts:  # bad budgets fail here, before any data is read
+        check_text_budget(text_epsilon, delta, len(texts))
     levels = list(range(1, bins))
-    scale = noisy_min_scale(share / len(levels), bins)
     # Rows a search needs to find anything (refused on the public row count, before noise).
-    needed = {c: smallest_table(share, grid) for c, grid in candidates.items()
+    needed = {c: smallest_table(shares[c], grid) for c, grid in candidates.items()
               if isinstance(grid, Cells | str)}
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
@@ -243,29 +256,37 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values)
                   for part in parts]
         (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
-        # The row count is public under replace-one: refusing on it spends nothing.
+        # The row count is public under replace-one: refusing on it spends nothing, and the
+        # identifiers' rule compares with it.
         small = [c for c, rows in needed.items() if exact[ROWS] < rows]
         if small:
             raise ValueError(
                 f"--dp-epsilon {epsilon:g} is too small to search the domain of {small} in "
-                f"this table: at ε = {share:.3g} per column a range is found only in a table "
-                f"of at least {max(needed[c] for c in small):,.0f} rows; give more --dp-epsilon, "
-                "fewer --dp-columns or public ranges (--range)")
-        for column in columns:  # noise drawn once per measurement, after the reduction
-            counts, grid = exact[column], candidates[column]
-            if grid is None:
-                released = threshold_keys(counts.to_dict(), threshold, sampler=sampler, rng=rng)
-                other = _free_label(OTHER, released)
-                missing = _free_label(MISSING, released + [other])
+                f"this table: at ε = {shares[small[0]]:.3g} per column a range is found only in "
+                f"a table of at least {max(needed[c] for c in small):,.0f} rows; give more "
+                "--dp-epsilon, fewer --dp-columns or public ranges (--range)")
+        # noise drawn once per measurement, after the reduction
+        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS], text_epsilon, delta,
+                           sampler=sampler, rng=rng) if texts else TextDraft()
+        for column in columns:
+            counts, grid, share = exact[column], candidates[column], shares[column]
+            if column in text.identifiers:
+                add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
+                               f"values is above {ID_DISTINCT:g} x the rows")
+            elif grid is None:
+                released = text.categories[column]
+                other = free_label(OTHER, released)
+                missing = free_label(MISSING, released + [other])
                 specs[column] = {"name": column, "type": "categorical", "categories": released,
                                  "extra": [other, missing], "on_missing": missing,
                                  "on_unknown": other, "dtype_source": typed_by[column]}
-                mechanisms[column] = {**threshold.to_json(), "released": len(released),
+                mechanisms[column] = {**text.mechanisms[column],
                                       "rest": f"values below the threshold go to {other!r}"}
                 draft.notes.append(f"{column}: {len(released)} categories released under DP "
-                                   f"(noisy count >= {threshold.threshold}); the rest in {other!r}"
-                                   + ("" if released else "; if it is numeric, give it a public "
-                                      "grid (--dp-grid) for DP quantile bins"))
+                                   f"(ε {mechanisms[column]['epsilon']:.3g}); the rest in "
+                                   f"{other!r}" + ("" if released else "; if it is numeric, give "
+                                                   "it a public grid (--dp-grid) for DP quantile "
+                                                   "bins"))
             elif isinstance(grid, Cells | str):
                 spec, mechanisms[column], note = (
                     search_numeric(column, counts, grid, epsilon=share, bins=bins,
@@ -276,6 +297,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                     specs[column] = spec
             else:
                 below, above = counts
+                scale = noisy_min_scale(share / len(levels), bins)
                 chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
                                                sampler=sampler, rng=rng)] for i in levels]
                 edges = sorted({_round(float(v)) for v in chosen})
@@ -307,18 +329,25 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             specs[column] = [{**f, **(found if f["unit"] == "year" else {}),
                               "dtype_source": typed_by[column]} for f in features]
     draft.schema["attributes"] = [
-        spec for a in draft.schema["attributes"] for spec in (
-            specs[a["name"]] if isinstance(specs.get(a["name"]), list)
-            else [specs.get(a["name"], a)])]
-    for column in specs:  # a search that found nothing leaves its placeholder
+        spec for a in draft.schema["attributes"] if a["name"] not in text.identifiers
+        for spec in (specs[a["name"]] if isinstance(specs.get(a["name"]), list)
+                     else [specs.get(a["name"], a)])]
+    # a search that found nothing leaves its placeholder
+    for column in [*specs, *text.identifiers]:
         draft.todo.pop(column)
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
-        "composition": f"basic: ε split equally over {len(columns)} column(s), δ over the "
-                       f"{len(texts)} text column(s); a searched numeric column's ε halved "
-                       "over its two steps (mechanisms[column].steps)",
-        "mechanisms": mechanisms, "noise_sampler": sampler,
+        "composition": f"basic: ε split over {len(columns)} column(s) as \"split\"; the "
+                       f"{len(texts)} text column(s)' shares and all of δ split among them by "
+                       "\"text\"; a searched numeric column's ε halved over its two steps "
+                       "(mechanisms[column].steps)",
+        "split": {"epsilon": shares, "rule": (
+            f"equal over the columns, but the text columns together at least {TEXT_FLOOR:.3g} "
+            "of ε while other columns are drafted too (the others share the rest equally); "
+            "from the columns' public kinds only")},
+        "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
+        "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,
         "ledger": None if reservation is None else {
             "path": str(book.path), "dataset_name": reservation.entry.dataset_name,

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.data.dtypes import fine_layout
-from dp_dask.data.schema import ERROR, Attribute, Schema
+from dp_dask.data.schema import CLIP, ERROR, Attribute, Schema
 from dp_dask.data.text import category_text, value_text
 
 # Dask config key: errors show the first offending raw value (the data owner's own machine only).
@@ -84,8 +84,36 @@ def _numbers(values: pd.Series) -> np.ndarray:
     return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _numeric_codes(values: pd.Series, edges: tuple[float, ...]) -> np.ndarray:
-    return _bin_codes(_numbers(values), edges)
+def _formatted(values: pd.Series, fmt: str) -> np.ndarray:
+    """Each value of a numeric attribute with a public ``format`` as the number its bins hold:
+    an HHMM clock time as minutes of the day (2400 is 1440; 1275, no time, is NaN), currency
+    and percent text without their symbols and thousands separators ("$1,234.50" is 1234.5)."""
+    if fmt in ("currency", "percent") and not pd.api.types.is_numeric_dtype(values.dtype):
+        texts, inverse = category_text(values)
+        stripped = pd.Series(np.asarray(texts, dtype=object)).str.replace(
+            r"[\s,$€£¥%]", "", regex=True)
+        numbers = pd.to_numeric(stripped, errors="coerce").to_numpy(dtype=np.float64,
+                                                                    na_value=np.nan)
+        return numbers if inverse is None else np.append(numbers, np.nan)[inverse]
+    numbers = _numbers(values)
+    if fmt != "HHMM":
+        return numbers
+    hours, minutes = np.floor_divide(numbers, 100), np.mod(numbers, 100)
+    valid = (numbers == np.floor(numbers)) & (hours >= 0) & (minutes < 60) & (
+        (hours < 24) | (numbers == 2400))
+    return np.where(valid, hours * 60 + minutes, np.nan)
+
+
+def attribute_numbers(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    """A numeric attribute's values as the numbers its bins hold (its ``format`` read), or a
+    datetime ``year`` attribute's years; float64, NaN where there is none."""
+    if attribute.kind == "datetime":
+        return _years(_timestamps(values, attribute))
+    return _formatted(values, attribute.format) if attribute.format else _numbers(values)
+
+
+def _numeric_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
+    return _bin_codes(attribute_numbers(values, attribute), attribute.edges)
 
 
 def _bin_codes(numbers: np.ndarray, edges: tuple[float, ...]) -> np.ndarray:
@@ -142,7 +170,7 @@ def _datetime_codes(values: pd.Series, attribute: Attribute) -> np.ndarray:
 
 
 CODERS = {"categorical": _categorical_codes, "boolean": _boolean_codes,
-          "numeric": lambda values, attribute: _numeric_codes(values, attribute.edges),
+          "numeric": _numeric_codes,
           "datetime": _datetime_codes}
 
 
@@ -183,6 +211,10 @@ def _apply_rule(codes: np.ndarray, where: np.ndarray, rule: str, attribute: Attr
                 if attribute.missing_values else ""
             problem = f"{int(where.sum())} missing value(s) (null{listed})"
             remedy = "on_missing"
+        elif what == "no number":
+            problem = (f"{int(where.sum())} value(s) that are no number, which on_unknown "
+                       f"{CLIP!r} counts as missing,")
+            remedy = "on_missing"
         else:
             problem = f"{int(where.sum())} out-of-domain value(s) ({domain_rule(attribute)})"
             if dask.config.get(SHOW_VALUES, default=False):  # asked for, on one's own machine
@@ -211,7 +243,7 @@ def domain_values(values: pd.Series, attribute: Attribute) -> np.ndarray:
         stamps = _timestamps(values, attribute)
         numbers, codes = _decimal_years(stamps), _bin_codes(_years(stamps), attribute.edges)
     elif attribute.kind == "numeric":
-        numbers = _numbers(values)
+        numbers = attribute_numbers(values, attribute)
         codes = _bin_codes(numbers, attribute.edges)
     else:
         raise ValueError(f"attribute {attribute.name!r} ({attribute.kind}) has no numeric values")
@@ -221,8 +253,15 @@ def domain_values(values: pd.Series, attribute: Attribute) -> np.ndarray:
 def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:
     """Codes in ``[0, attribute.size)`` for one column, int64."""
     codes, missing = domain_codes(values, attribute)
-    _apply_rule(codes, missing, attribute.on_missing, attribute, values, "missing")
     unknown = (codes < 0) & ~missing
+    if attribute.on_unknown == CLIP and unknown.any():
+        # A number beyond the bins: its nearest end bin; no number at all: as if missing.
+        numbers = attribute_numbers(values, attribute)
+        codes[unknown] = np.where(numbers[unknown] < attribute.edges[0], 0, attribute.bins - 1)
+        _apply_rule(codes, unknown & np.isnan(numbers), attribute.on_missing, attribute,
+                    values, "no number")
+        unknown[:] = False
+    _apply_rule(codes, missing, attribute.on_missing, attribute, values, "missing")
     _apply_rule(codes, unknown, attribute.on_unknown, attribute, values, "out-of-domain")
     return codes
 
@@ -233,8 +272,7 @@ def fine_cells(values: pd.Series, codes: np.ndarray, attribute: Attribute) -> np
     schema alone. A value beyond the grid's cells of its bin (above a public ``max``, or put in
     the bin by ``on_unknown``) is counted in the bin's nearest cell."""
     layout = fine_layout(attribute)
-    numbers = (_years(_timestamps(values, attribute)) if attribute.kind == "datetime"
-               else _numbers(values))
+    numbers = attribute_numbers(values, attribute)
     bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
     cells = np.searchsorted(layout.edges, numbers, side="right") - 1
     cells = np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1) - layout.measured.start

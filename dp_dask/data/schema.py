@@ -18,8 +18,11 @@ Categories are text, and each value is compared with them on its own: a string a
 integer or an integral float as its digits (3 and 3.0 are "3"), any other float as its repr
 ("2.5", "inf"), a bool as "True"/"False"; never depending on the other rows or the column's dtype.
 ``on_missing`` (a missing value) and ``on_unknown`` (a value outside the domain) are either
-``"error"`` (the default: encoding stops with a message naming the column and an offending value)
-or the label of a bin of the attribute's domain that such values are counted in.
+``"error"`` (the default: encoding stops with a message naming the column, the count and the rule,
+never the value) or the label of a bin of the attribute's domain that such values are counted in.
+``on_unknown`` may also be ``"clip"`` where the attribute has bin edges (numeric, datetime
+``year``): a number (year) beyond the bins is counted in the nearest end bin, a value that is no
+number (time) at all follows ``on_missing``.
 
 Missing values: a real null (None, NaN, pd.NA, NaT; a Parquet null) always, and any value whose
 text is listed in ``missing_values`` — per attribute, else the schema-wide ``missing_values``
@@ -60,6 +63,11 @@ inside its outermost cell (that cell is then closed by the bound, as the open bi
 stopping at the open bin's finite edge leaves that bin decoded as without a grid. At most 100,000
 cells, splitting at least one bin (``fine_problem``).
 
+Numeric ``"format"`` (optional, public; :data:`NUMERIC_FORMATS`): ``HHMM`` clock times (1345 is
+13:45; the bins are minutes of the day, 0 to 1440, and the release writes valid HHMM values back),
+``currency`` (text such as "$1,234.50" read as 1234.5; released rounded to cents) or ``percent``
+("12.5%" read as 12.5).
+
 Constraints (optional, public): a top-level ``"constraints"`` list of rules every released row
 satisfies (``forbid``, ``allow_only``, ``depends``, ``null_if``, ``order``; syntax in
 :mod:`dp_dask.data.constraints` and docs/guide.md), compiled and checked here (a SchemaError
@@ -77,6 +85,14 @@ input column ``signup`` (not a column of its own name), so several attributes (`
 named ``signup`` (:mod:`dp_dask.data.values`), of the features' ``dtype`` (a timestamp type,
 declared alike on any of them; default ``timestamp[ns]``) and ``decode`` (alike too). Checked
 here (:meth:`Schema.sources`), naming the attribute, before any data is read.
+
+Identifiers (optional, top level): ``"ids": [{"name": "tailnum", "dtype": "string", "format":
+"N###@@", "position": 4}]``, columns that are no attribute: never read, released as synthetic ids
+of the public format at their place among the release's columns (:mod:`dp_dask.data.ids`).
+
+Size: the parsing and checks of every public key of an attribute and of the schema (bins, fine
+grids, formats, calendar features, identifiers, constraints) in one place, so that a bad schema
+stops here, naming the key, before any data is read.
 """
 
 from __future__ import annotations
@@ -95,9 +111,12 @@ import numpy as np
 
 from dp_dask.data.constraints import Constraint, parse_constraints
 from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
+from dp_dask.data.ids import IdColumn
 
 SCHEMA_VERSION = 1
 ERROR = "error"
+CLIP = "clip"  # on_unknown of an attribute with edges: beyond the bins, the nearest end bin
+NUMERIC_FORMATS = ("HHMM", "currency", "percent")
 BUILTIN_SCHEMAS = ("adult", "demo")
 TODO = "todo"  # key of a drafted attribute the user still has to fill in
 DECLARED, PUBLIC_STORAGE, FROM_DATA = "declared", "public-storage-schema", "data"
@@ -219,7 +238,7 @@ class Attribute:
     true_values: tuple[str, ...] = ()  # boolean: texts read as True / False
     false_values: tuple[str, ...] = ()
     unit: str = ""  # datetime: a key of CALENDAR_UNITS
-    format: str = ""  # datetime: the public parse format of text values
+    format: str = ""  # datetime: the public parse format of text values; numeric: NUMERIC_FORMATS
     dtype: str = ""  # output type (dp_dask.data.dtypes); "": the kind's default
     decode: str = ""  # "uniform", "midpoint" or "label"; "": the release's choice
     minimum: float | None = None  # public bounds closing open outer bins
@@ -258,9 +277,22 @@ class Attribute:
         if self.kind == "datetime" and self.unit not in CALENDAR_UNITS:
             raise SchemaError(f"{where}: datetime 'unit' must be one of "
                               f"{', '.join(CALENDAR_UNITS)}, got {self.unit!r}")
+        if CLIP in self.labels and CLIP in (self.on_missing, self.on_unknown):
+            raise SchemaError(f"{where}: {CLIP!r} is both a rule and a label; rename the label")
+        if self.on_unknown == CLIP and not self.edges:
+            raise SchemaError(f"{where}: on_unknown {CLIP!r} needs bin edges (numeric or datetime "
+                              "year); use a public bin such as 'other' or 'missing'")
+        if self.kind == "numeric" and self.format and self.format not in NUMERIC_FORMATS:
+            raise SchemaError(f"{where}: numeric format must be one of "
+                              f"{', '.join(NUMERIC_FORMATS)}, got {self.format!r}")
+        if self.format == "HHMM" and not all(0 <= e <= 1440 for e in self.edges
+                                             if math.isfinite(e)):
+            raise SchemaError(f"{where}: the edges of an HHMM clock time are minutes of the "
+                              "day, within [0, 1440]")
         for rule_name in ("on_missing", "on_unknown"):
             rule = getattr(self, rule_name)
-            if rule != ERROR and rule not in self.labels:
+            if rule != ERROR and rule not in self.labels and (
+                    rule_name, rule) != ("on_unknown", CLIP):
                 raise SchemaError(
                     f"{where}: {rule_name}={rule!r} is neither 'error' "
                     f"nor a label of its domain {list(self.labels)}"
@@ -305,8 +337,8 @@ class Attribute:
         return 2 if self.kind == "boolean" else len(CALENDAR_UNITS[self.unit])
 
     def rule_code(self, rule: str) -> int:
-        """Code of the public bin a rule maps to, or -1 for 'error'."""
-        return -1 if rule == ERROR else self.labels.index(rule)
+        """Code of the public bin a rule maps to, or -1 for 'error' ('clip': per value)."""
+        return -1 if rule in (ERROR, CLIP) else self.labels.index(rule)
 
     @classmethod
     def from_json(cls, spec: dict[str, Any],
@@ -340,7 +372,8 @@ class Attribute:
             if "edges" not in spec:
                 raise SchemaError(f"{where}: numeric needs 'edges'")
             edges = _edges(spec["edges"], where)
-            return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges, **common)
+            return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges,
+                       format=str(spec.get("format", "")), **common)
         if kind == "boolean":
             return cls(name, kind, ("False", "True") + extra,
                        true_values=_texts(spec, "true_values", where, TRUE_VALUES),
@@ -365,6 +398,8 @@ class Attribute:
             spec |= {"unit": self.unit, "format": self.format}
             if self.source:  # absent when not declared: older schemas keep their sha256
                 spec["source"] = self.source
+        elif self.format:  # a numeric format; absent when not declared (sha256 kept)
+            spec["format"] = self.format
         if self.kind == "boolean":
             spec |= {"true_values": list(self.true_values),
                      "false_values": list(self.false_values)}
@@ -399,6 +434,7 @@ class Schema:
     # The budget spent drafting this schema from the data (dp_dask.data.draft), if any: carried into
     # every release's privacy record.
     drafted_under_dp: dict[str, Any] | None = field(default=None, compare=False)
+    ids: tuple[IdColumn, ...] = ()  # synthetic id columns of the release (dp_dask.data.ids)
     # Declared constraints (dp_dask.data.constraints), compiled and checked.
     constraints: tuple[Constraint, ...] = ()
     # The release's privacy unit, {"column": ..., "max_rows": K} (dp_dask.data.units checks it);
@@ -411,6 +447,11 @@ class Schema:
         names = [a.name for a in self.attributes]
         if len(set(names)) != len(names):
             raise SchemaError(f"duplicate attribute names in {names}")
+        ids = [column.name for column in self.ids]
+        clash = sorted(set(ids) & {*names, *self.sources}) or sorted(
+            {i for i in ids if ids.count(i) > 1})
+        if clash:
+            raise SchemaError(f"id column {clash[0]!r} is named like another column")
         self._check_sources()
 
     def _check_sources(self) -> None:
@@ -535,6 +576,8 @@ class Schema:
         }
         if self.drafted_under_dp:  # absent otherwise: other schemas keep their sha256
             spec["drafted_under_dp"] = self.drafted_under_dp
+        if self.ids:  # absent otherwise, as drafted_under_dp
+            spec["ids"] = [column.to_json() for column in self.ids]
         if self.constraints:  # likewise
             spec["constraints"] = [c.to_json() for c in self.constraints]
         if self.privacy_unit:  # likewise
@@ -568,8 +611,14 @@ class Schema:
         if unit is not None and not isinstance(unit, dict):
             raise SchemaError("schema JSON: 'privacy_unit' must be an object "
                               "{\"column\": ..., \"max_rows\": K}")
+        if not isinstance(spec.get("ids", []), list):
+            raise SchemaError("schema JSON: 'ids' must be a list")
+        try:
+            ids = tuple(IdColumn.from_json(column) for column in spec.get("ids", []))
+        except ValueError as exc:
+            raise SchemaError(str(exc)) from None
         return cls(attributes, name=str(spec.get("name", "schema")), version=version,
-                   drafted_under_dp=drafted,
+                   drafted_under_dp=drafted, ids=ids,
                    constraints=parse_constraints(spec.get("constraints", []), attributes, base),
                    privacy_unit=unit)
 

@@ -50,6 +50,7 @@ from dp_dask.data.dtypes import (
     timestamp_type,
 )
 from dp_dask.data.encode import _text_lookup, encode_column
+from dp_dask.data.ids import draw_ids, with_ids
 from dp_dask.data.schema import CALENDAR_UNITS, ERROR, Attribute, Schema
 
 # Spawn-key word of the value draws' seed: a child no partition seed spawns (they use 0, 1...).
@@ -90,8 +91,10 @@ def nullable(attribute: Attribute, mode: str) -> bool:
 
 
 def _draws_integers(attribute: Attribute) -> bool:
-    """Whether values are drawn among integers: integer dtypes, and years of a datetime."""
-    return attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
+    """Whether values are drawn among integers: integer dtypes, years of a datetime, and
+    minutes of an HHMM clock time."""
+    return (attribute.output_dtype in INTEGER_DTYPES or attribute.kind == "datetime"
+            or attribute.format == "HHMM")
 
 
 def _cell_ranges(attribute: Attribute, edges: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -196,6 +199,10 @@ def _typed(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Ge
     if fine is not None and mode == "uniform":
         codes, edges = fine_codes(codes, attribute, fine, rng), tuple(fine_layout(attribute).edges)
     values = _numbers(codes, attribute, mode, rng, edges)
+    if attribute.format == "HHMM":  # minutes of the day, written back as valid HHMM times
+        return _hhmm(values, dtype)
+    if attribute.format == "currency" and dtype in FLOAT_DTYPES:
+        values = np.floor(values * 100) / 100  # whole cents, still below the bin's upper edge
     if dtype == "float32":
         return _float32(values, codes, attribute, edges)
     return values if attribute.kind == "datetime" else values.astype(dtype)
@@ -231,6 +238,11 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
         return values
     masked = pd.arrays.BooleanArray if dtype == "bool" else pd.arrays.IntegerArray
     return masked(values, null)  # pandas' nullable Int64/Int32/boolean
+
+
+def _hhmm(minutes: np.ndarray, dtype: str) -> np.ndarray:
+    """Minutes of the day as HHMM clock times (90 → 130) of the output dtype."""
+    return (minutes // 60 * 100 + minutes % 60).astype(dtype)
 
 
 def _stamps(values: np.ndarray, null: np.ndarray | None, dtype: str) -> Any:
@@ -337,13 +349,16 @@ def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random
             (i,) = column.features
             frame[column.name] = _column(codes[:, i], schema.attributes[i], column.mode, rng,
                                          fine.get(i), ordered.get(i))
-    return pd.DataFrame(frame)
+    for ids in schema.ids:  # drawn after every attribute: their values are as without ids
+        frame[ids.name] = draw_ids(ids, len(codes), rng)
+    return pd.DataFrame({name: frame[name] for name in with_ids(list(frame), schema.ids)})
 
 
 def _value_bounds(attribute: Attribute, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the least and greatest value its bin decodes to, as :func:`_typed` draws them
-    (nanoseconds for a datetime's years)."""
-    low, high = value_ranges(attribute)
+    (nanoseconds for a datetime's years, minutes for an HHMM clock time)."""
+    low, high = (_cell_ranges(attribute, attribute.edges) if attribute.format == "HHMM"
+                 else value_ranges(attribute))
     codes = np.minimum(codes, attribute.bins - 1)
     if attribute.kind == "datetime":
         return _year_start(low[codes]), _year_start(high[codes] + 1) - 1
@@ -361,6 +376,10 @@ def _ordered_values(codes: np.ndarray, schema: Schema, decode: str, rng: np.rand
         decoding(schema.attributes[a], decode) != "label" for a in c.order)]
     values = {a: _typed(codes[:, a], schema.attributes[a], decoding(schema.attributes[a], decode),
                         rng, fine.get(a)) for a in sorted({a for pair in pairs for a in pair})}
+    # HHMM clock times are ordered and redrawn as minutes of the day (never as 1275)
+    clocks = {a: values[a].dtype for a in values if schema.attributes[a].format == "HHMM"}
+    for a in clocks:
+        values[a] = (values[a] // 100 * 60 + values[a] % 100).astype(np.int64)
     for a, b in pairs:
         first, second = schema.attributes[a], schema.attributes[b]
         rows = np.flatnonzero((codes[:, a] < first.bins) & (codes[:, b] < second.bins)
@@ -375,7 +394,7 @@ def _ordered_values(codes: np.ndarray, schema: Schema, decode: str, rng: np.rand
                               rng)
         values[a][rows] = start
         values[b][rows] = _within(start, high_b, rng)
-    return values
+    return {a: _hhmm(v, clocks[a]) if a in clocks else v for a, v in values.items()}
 
 
 def _within(low: np.ndarray, high: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -395,9 +414,10 @@ def arrow_schema(schema: Schema, decode: str) -> pa.Schema:
     """The Arrow schema of the decoded Parquet: every part the same, nullable only where a
     null can be decoded."""
     inferred = pa.Schema.from_pandas(empty_frame(schema, decode), preserve_index=False)
-    return pa.schema([field.with_nullable(_nullable(schema, column))
-                      for field, column in zip(inferred, output_columns(schema, decode))],
-                     metadata=inferred.metadata)
+    nullable = {column.name: _nullable(schema, column)
+                for column in output_columns(schema, decode)}  # an id column: never null
+    return pa.schema([field.with_nullable(nullable.get(field.name, False))
+                      for field in inferred], metadata=inferred.metadata)
 
 
 def _nullable(schema: Schema, column: OutputColumn) -> bool:
@@ -430,7 +450,9 @@ def output_record(schema: Schema, decode: str,
     the fine histogram ``uniform`` draws from (``fine``: the model's, by attribute)."""
     record = []
     fine = fine or {}
-    for output, field in zip(output_columns(schema, decode), arrow_schema(schema, decode)):
+    arrow = arrow_schema(schema, decode)
+    for output in output_columns(schema, decode):
+        field = arrow.field(output.name)
         mode = output.mode
         index = output.features[0]
         if output.recombined:  # the year feature's bounds and grid
@@ -452,7 +474,9 @@ def output_record(schema: Schema, decode: str,
         if mode == "uniform" and index in fine:
             column["fine_cells"] = len(fine[index])
         record.append(column)
-    return record
+    return record + [{"name": ids.name, "dtype": ids.dtype, "nullable": False,
+                      "arrow": str(arrow.field(ids.name).type),
+                      "decode": f"synthetic ids of format {ids.format!r}"} for ids in schema.ids]
 
 
 def _recombination(schema: Schema, column: OutputColumn) -> dict[str, Any]:
