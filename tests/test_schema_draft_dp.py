@@ -339,3 +339,16 @@ def test_text_column_among_many_numeric_ones_gets_a_floor_of_the_budget(client, 
     for name in inside:  # within the octaves around the data
         assert drafted[name]["min"] >= -16 and drafted[name]["max"] < 4 * max(frame[name].max(),
                                                                              16), name
+
+
+def test_identifier_names_by_storage_type():
+    """A number-like name makes an identifier of a text column only: Adult's int64
+    education-num (levels 1-16) was drafted as synthetic ids, its values all outside 1-16."""
+    from dp_dask.data.ids import id_like
+
+    assert not id_like("education-num", "integer")
+    assert not id_like("education-num", "number")
+    assert id_like("tailnum", "text") and id_like("flight_no", "text")
+    assert not id_like("education-num", "unknown")  # a CSV column: stored as no type
+    assert id_like("customer_id", "integer") and id_like("userId", "text")
+    assert not id_like("paid", "text") and not id_like("video", "integer")

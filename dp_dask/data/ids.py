@@ -31,17 +31,23 @@ import pandas as pd
 ID_DTYPES = ("string", "int64", "int32")
 DEFAULT_FORMAT = "#" * 12
 _DIGITS = {"int64": 18, "int32": 9}  # the most digits the integer type always holds
-# Names of identifiers: "id", "..._id", "userId", "...number", "tailnum", "serial", "uuid".
-_ID_NAME = re.compile(r"(^|[_\-. ])(id|no|nr)$|(number|num|serial|uuid|guid)$")
+# Names of identifiers: "id", "..._id", "userId", "serial", "uuid"; of any storage type.
+_ID_NAME = re.compile(r"(^|[_\-. ])id$|(serial|uuid|guid)$")
 _CAMEL_ID = re.compile(r"[a-z0-9](Id|ID)$")
+# "...number", "tailnum", "..._no": identifiers only when stored as text (not a CSV: its
+# columns store no type); an integer column so
+# named is usually a count or a code ("education-num": a level 1-16, not an id).
+_TEXT_ID_NAME = re.compile(r"(^|[_\-. ])(no|nr)$|(number|num)$")
 ID_STORAGE_KINDS = ("text", "integer", "number", "unknown")  # unknown: a CSV column
 
 
 def id_like(name: str, kind: str) -> bool:
     """Whether a column looks like an identifier from public metadata alone: its name (see
-    :data:`_ID_NAME`) and a text or integer storage type."""
+    :data:`_ID_NAME`; :data:`_TEXT_ID_NAME` for text only) and a text or integer storage type."""
+    lower = name.lower()
     return kind in ID_STORAGE_KINDS and bool(
-        _ID_NAME.search(name.lower()) or _CAMEL_ID.search(name))
+        _ID_NAME.search(lower) or _CAMEL_ID.search(name)
+        or (kind == "text" and _TEXT_ID_NAME.search(lower)))
 
 
 @dataclass(frozen=True)
