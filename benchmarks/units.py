@@ -13,12 +13,23 @@ the bounded table it was fitted to (the same seed's bounding), which isolates th
 with ``max_rows: auto`` (K chosen under DP, 5 % of the budget). The
 bounding step (shuffle on the unit, keep K per unit) is timed on its own, beside reading and
 counting the same table (after one warm-up count).
+
+    python -m benchmarks.units --events 10000000 --customers 1000000 --scale 10
+
+``--scale K`` measures size instead: the same generated table end to end through
+``dp-dask synth --privacy-unit customer_id --max-rows-per-unit K`` and row-level on the
+benchmark's own 2 workers (``--scheduler``), each worker's peak resident memory
+(``ru_maxrss``, the workers restarted before each run) and the bounding step alone as above.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -61,13 +72,16 @@ def event_table(events: int, customers: int, seed: int = 0) -> pd.DataFrame:
     amount = np.exp(rng.normal(2.5 + 1.5 * heavy - 0.4 * (category % 3), 1.0))
     weekday = np.where(rng.random(n) < 0.3 + 0.4 * heavy, rng.integers(0, 5, n),
                        rng.integers(5, 7, n))
+    labels = {a.name: list(a.labels) for a in SCHEMA.attributes if a.kind == "categorical"}
+    # categoricals, not Python strings: 10 M rows of four text columns stay small
     return pd.DataFrame({
         "customer_id": customer.astype(np.int64),
-        "segment": np.array(["consumer", "business", "vip"])[segment[customer]],
-        "region": np.array(list("abcdefgh"))[rng.integers(0, 8, customers)][customer],
-        "category": np.array([f"c{i}" for i in range(12)])[category],
+        "segment": pd.Categorical.from_codes(segment[customer], labels["segment"]),
+        "region": pd.Categorical.from_codes(rng.integers(0, 8, customers)[customer],
+                                            labels["region"]),
+        "category": pd.Categorical.from_codes(category, labels["category"]),
         "amount": amount,
-        "weekday": np.array(["mon", "tue", "wed", "thu", "fri", "sat", "sun"])[weekday],
+        "weekday": pd.Categorical.from_codes(weekday, labels["weekday"]),
     }).sample(frac=1.0, random_state=seed).reset_index(drop=True)
 
 
@@ -118,6 +132,32 @@ def bounding_time(path: Path, k: int) -> dict[str, float]:
     return times
 
 
+def peak_per_worker(client: Client) -> list[float]:
+    """Each worker's peak resident memory since it started, in MiB (Linux: ru_maxrss KiB)."""
+    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return [round(kib / 1024) for kib in peaks.values()]
+
+
+def synth_run(path: Path, k: int | None, client: Client, out: Path) -> dict[str, Any]:
+    """``dp-dask synth`` on the benchmark's workers, end to end: its summary's stage times and
+    each worker's peak memory (the workers restarted first)."""
+    client.restart()
+    unit = [] if k is None else ["--privacy-unit", "customer_id", "--max-rows-per-unit", str(k)]
+    schema, summary = out / "events.json", out / f"summary-{k}.json"
+    schema.write_text(json.dumps(SCHEMA.to_json()))
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "dp_dask.cli", "synth", "--data", str(path),
+                    "--schema", str(schema), "--out", str(out / f"synth-{k}"), "--epsilon", "1",
+                    "--noise-sampler", "numpy", "--noise-seed", "0", "--ledger",
+                    str(out / "ledger.sqlite"), "--scheduler", client.scheduler.address,
+                    "--quiet", "--summary", str(summary), *unit], check=True, env=os.environ)
+    record = json.loads(summary.read_text())
+    return {"k": k or "row", "seconds": round(time.perf_counter() - start, 1),
+            "stages": record["stages"], "released_rows": record["release"]["rows"],
+            "driver_peak_mib": round(record["peak_memory_bytes"]["driver"] / 2**20),
+            "worker_peak_mib": peak_per_worker(client)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
@@ -125,24 +165,35 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scale", type=int, metavar="K",
+                        help="time and memory end to end at this K instead of quality per K")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/units.jsonl"))
     args = parser.parse_args()
+    start = time.perf_counter()
     frame = event_table(args.events, args.customers, args.seed)
     rows_per = frame.groupby("customer_id").size()
     shape = {"events": len(frame), "customers": len(rows_per),
              "rows_per_customer": {q: int(rows_per.quantile(q)) for q in (0.5, 0.9, 0.99, 1.0)},
-             "kept": {k: int(rows_per.clip(upper=k).sum()) for k in KS}}
-    print(json.dumps(shape))
+             "kept": {k: int(rows_per.clip(upper=k).sum()) for k in (*KS, args.scale or 1)},
+             "load_average": os.getloadavg()}
+    print(json.dumps(shape), f"generated in {time.perf_counter() - start:.1f} s", flush=True)
     with (tempfile.TemporaryDirectory() as tmp,
           LocalCluster(n_workers=args.workers, threads_per_worker=1) as cluster,
-          Client(cluster)):
+          Client(cluster) as client):
         path = Path(tmp) / "events.parquet"
-        dd.from_pandas(frame, npartitions=8).to_parquet(path)
-        results = [{"table": shape, **bounding_time(path, 10)}]
-        print(json.dumps(results[0]))
-        for k in (None, *KS, "auto"):
-            results.append(release(path, k, args.epsilon, args.seed, Path(tmp)))
-            print(json.dumps(results[-1]))
+        dd.from_pandas(frame, npartitions=max(8, len(frame) // 500_000)).to_parquet(path)
+        del frame
+        results = [{"table": shape, **bounding_time(path, args.scale or 10),
+                    "worker_peak_mib": peak_per_worker(client)}]
+        print(json.dumps(results[0]), flush=True)
+        if args.scale:
+            runs = [synth_run(path, k, client, Path(tmp)) for k in (args.scale, None)]
+        else:
+            runs = (release(path, k, args.epsilon, args.seed, Path(tmp))
+                    for k in (None, *KS, "auto"))
+        for row in runs:
+            results.append({**row, "load_average": os.getloadavg()})
+            print(json.dumps(results[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a") as stream:
         for row in results:
