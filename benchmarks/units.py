@@ -19,7 +19,7 @@ counting the same table (after one warm-up count).
 ``--scale K`` measures size instead: the same generated table end to end through
 ``dp-dask synth --privacy-unit customer_id --max-rows-per-unit K`` and row-level on
 ``--workers`` workers the benchmark starts (``--scheduler``), each worker's peak resident memory
-(``ru_maxrss``, fresh workers for each run) and the bounding step alone as above.
+(sampled every 0.5 s, fresh workers for each run) and the bounding step alone as above.
 
     python -m benchmarks.units --adult-households 3
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -167,9 +166,11 @@ def write_events(path: Path, events: int, customers: int, seed: int, chunks: int
 
 
 def peak_per_worker(client: Client) -> list[float]:
-    """Each worker's peak resident memory since it started, in MiB (Linux: ru_maxrss KiB)."""
-    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return [round(kib / 1024) for kib in peaks.values()]
+    """Each worker's peak resident memory since it started, in MiB: the largest of its system
+    monitor's samples (every 0.5 s), not ru_maxrss, which a spawned worker inherits from the
+    process that forked it (Linux keeps it across exec)."""
+    peaks = client.run(lambda dask_worker: max(dask_worker.monitor.quantities["memory"]))
+    return [round(rss / 2**20) for rss in peaks.values()]
 
 
 def synth_run(path: Path, k: int | None, workers: int, out: Path) -> dict[str, Any]:
@@ -192,7 +193,6 @@ def synth_run(path: Path, k: int | None, workers: int, out: Path) -> dict[str, A
     record = json.loads(summary.read_text())
     return {"k": k or "row", "seconds": round(seconds, 1), "stages": record["stages"],
             "released_rows": record["release"]["rows"],
-            "driver_peak_mib": round(record["peak_memory_bytes"]["driver"] / 2**20),
             "worker_peak_mib": peaks}
 
 
