@@ -437,3 +437,22 @@ def test_a_retried_run_id_with_other_accounting_is_refused(tmp_path):
     with pytest.raises(LedgerError, match="recorded with accountant="):
         ledger.reserve(replace(entry(0.5, 0.0, run="killed"), accountant="other"))
     assert len(ledger.entries()) == 2
+
+
+def test_mixed_units_total_one_row_with_k1_at_up_to_4_rho(tmp_path):
+    """A unit release with K = 1 bounds one row's change only at twice its sensitivity (a row
+    moved between two units changes both: L2 2 against the unit's √2): 2ρ measured, 4ρ
+    selected, 2ε if pure; K >= 2 within its own. Where units mix, `ledger list` says so in one
+    line with that total."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    for run, column, k in (("row", None, None), ("k1", "customer_id", 1),
+                           ("k10", "customer_id", 10), ("laplace", "customer_id", 1)):
+        made = entry(0.5, 0.0, run=run) if run == "laplace" else entry(1.0, 1e-6, 0.1, run=run)
+        ledger.mark_spent(ledger.reserve(replace(made, unit_column=column,
+                                                 unit_max_rows=k)).entry.id)
+    delta = ledger.total("people").delta
+    (line,) = [x for x in report(ledger).splitlines() if x.startswith("  one row, all units")]
+    as_rows = [entry(1.0, 1e-6, rho, run=str(rho)) for rho in (0.1, 0.4, 0.1)]
+    expected = composed([*as_rows, entry(1.0, 0.0, run="laplace")], delta)
+    assert f"ε={expected.epsilon:.6g} at δ={delta:.3g}" in line
+    assert "K = 1 (and auto) releases at up to 4ρ" in line

@@ -618,7 +618,24 @@ def unit_totals(entries: list[Entry], delta: float) -> list[str]:
         part = composed([e for e in entries if e.unit == unit], delta)
         lines.append(f"  unit {unit}: ε={part.epsilon:.6g} at δ={part.delta:.3g} over "
                      f"{part.releases} DP release(s)")
+    row = composed([_as_row_level(e) for e in entries], delta)
+    lines.append(f"  one row, all units: ε={row.epsilon:.6g} at δ={row.delta:.3g}, K = 1 (and "
+                 "auto) releases at up to 4ρ (2ρ measured, 4ρ selected; 2ε if Laplace): a row "
+                 "moved between two units changes both")
     return lines
+
+
+def _as_row_level(entry: Entry) -> Entry:
+    """``entry``'s charge as a bound on one row. After bounding one row changes at most two
+    kept rows of each unit it touches (L2 2, L1 4 replaced; √2, 2 added or removed): within
+    the unit's bound for K >= 2, twice it for K = 1, so twice a Gaussian measurement's ρ and
+    four times a selection's (ε ∝ sensitivity). The ledger holds neither the split nor a K
+    "auto" chose: those count at 4ρ (2ε if pure)."""
+    if entry.unit_column is None or (entry.unit_max_rows or 1) >= 2:
+        return entry
+    if entry.rho is not None:
+        return replace(entry, rho=4 * entry.rho)
+    return replace(entry, epsilon=2 * entry.epsilon)
 
 
 def report(ledger: Ledger, dataset_name: str | None = None) -> str:
