@@ -13,6 +13,7 @@ equals the input's; Q1–Q3 on the draft's bins (dp_dask.evaluate.compare_releas
 seeded (``--noise-seed``) so every number can be reproduced; not a private release.
 
 Run: python -m benchmarks.from_raw [--tables adult demo flights] [--rows 300000] [--seeds 3]
+     python -m benchmarks.from_raw --report   (the table of docs/from-raw.md from the JSONL)
 Compares with the raw data: an evaluation for the data owner, not differentially private.
 """
 
@@ -105,6 +106,30 @@ def score(table: str, data: Path, schema: Path, out: Path) -> dict[str, Any]:
             "queries": queries}
 
 
+def report(path: Path) -> str:
+    """The markdown table of docs/from-raw.md from the JSONL: per table and path, means over
+    seeds (per numeric column KS, then their mean; outside ranges: the worst column)."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = ["| table | path | seeds | mean KS | worst column KS | outside real range (worst "
+             "column) | outside plausible range | Arrow types equal | Q1 | Q2 | Q3 | s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    keys = dict.fromkeys((r["table"], r["path"]) for r in records)
+    for table, kind in keys:
+        runs = [r for r in records if (r["table"], r["path"]) == (table, kind)]
+        columns = [{c: v for c, v in r["columns"].items() if "ks" in v} for r in runs]
+        ks = {c: np.mean([cs[c]["ks"] for cs in columns]) for c in columns[0]}
+        worst = max(ks, key=ks.get)
+        outside = max((np.mean([cs[c]["outside_real"] for cs in columns]), c) for c in ks)
+        plausible = max(np.mean([cs[c]["outside_plausible"] for cs in columns]) for c in ks)
+        q = {k: np.mean([r["queries"].get(k, np.nan) for r in runs]) for k in ("Q1", "Q2", "Q3")}
+        lines.append(
+            f"| {table} | {kind} | {len(runs)} | {np.mean(list(ks.values())):.3f} | "
+            f"{ks[worst]:.3f} ({worst}) | {outside[0]:.2%} ({outside[1]}) | {plausible:.2%} | "
+            f"{min(r['same_types'] for r in runs)} / {runs[0]['n_columns']} | {q['Q1']:.1f} | "
+            f"{q['Q2']:.2f} | {q['Q3']:.2f} | {np.mean([r['seconds'] for r in runs]):.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES))
@@ -113,7 +138,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "from_raw.jsonl")
+    parser.add_argument("--report", action="store_true", help="print the table of --out")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.out))
+        return
     with tempfile.TemporaryDirectory() as tmp, args.out.open("a") as log:
         work = Path(tmp)
         for table in args.tables:

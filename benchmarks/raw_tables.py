@@ -38,6 +38,8 @@ PUBLIC_RANGES: dict[str, dict[str, tuple[float, float, float]]] = {
                 "dep_delay": (-60, 1_500, 15), "dep_time": (0, 2_400, 100),
                 "arr_time": (0, 2_400, 100), "diverted": (0, 2, 1)},
 }
+# Where the documentation says most values are 0: a bin of 0 alone, then the range's bins.
+ZERO_HEAVY = {"adult": ("capital-gain", "capital-loss")}
 # Plausible ranges of a column's values (its documented meaning), for "outside the type's range".
 PLAUSIBLE = {table: {c: (r[0], r[1]) for c, r in ranges.items()}
              for table, ranges in PUBLIC_RANGES.items()}
@@ -105,7 +107,11 @@ def write_table(table: str, directory: Path, rows: int, seed: int = 0) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{table}.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
-    codebook = {c: {"start": r[0], "stop": r[1], "step": r[2]}
-                for c, r in PUBLIC_RANGES[table].items()}
+    codebook: dict[str, object] = {c: {"start": r[0], "stop": r[1], "step": r[2]}
+                                   for c, r in PUBLIC_RANGES[table].items()}
+    for column in ZERO_HEAVY.get(table, ()):
+        start, stop, step = PUBLIC_RANGES[table][column]
+        codebook[column] = {"type": "numeric", "edges": [start, start + 1, *np.arange(
+            start + step, stop + step, step).tolist()], "on_unknown": "clip"}
     (directory / f"{table}.codebook.json").write_text(json.dumps(codebook, indent=1))
     return path
