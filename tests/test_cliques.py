@@ -20,6 +20,7 @@ from dp_dask.methods.marginals.cliques import (
     joint_keys,
     select_cliques,
 )
+from dp_dask.methods.marginals.sampler import raked_start
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, table_sensitivity
 from dp_dask.synthesizer import Synthesizer, load_model
 
@@ -195,3 +196,19 @@ def test_clique_draws_carry_its_noisy_table_without_sampling_noise(client, candi
     if candidates >= np.count_nonzero(p):
         assert held.sum() == np.count_nonzero(p)
     assert np.allclose(copies[held], share * p[held] / p[held].sum())
+
+
+def test_raked_start_keeps_the_cliques_structure(client):
+    """The start rakes the tree's candidates and the clique's copies together: the raking keeps
+    the copies' 4-way parity (no pair shows it) while fitting the consistent pairs. Copies added
+    after the raking at a small share left the start at the tree's independence (TVD ≈ 0.5 on
+    a–d), from which the early-stopped weight fit had to travel (planted table, ε = 1, seed 0:
+    its 1-way mean abs error 15.6 at the start, 20.3 after 50 steps)."""
+    frame, schema = parity_frame(), parity_schema()
+    model = fit(frame, "auto").model_
+    codes, weights = raked_start(model, 4_000, np.random.default_rng(0))
+    true = shares(frame, schema, (0, 1, 2, 3))
+    start = Domain(schema.sizes).table(codes, (0, 1, 2, 3), weights)
+    assert 0.5 * float(np.abs(start / start.sum() - true).sum()) < 0.3
+    pairs = Domain(schema.sizes).table(codes, (0, 4), weights) * model.n_rows / weights.sum()
+    assert np.allclose(pairs, model.marginals.two_way[(0, 4)].ravel(), rtol=0.05)

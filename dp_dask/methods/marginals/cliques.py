@@ -57,12 +57,11 @@ if TYPE_CHECKING:
 MAX_JOINT_CELLS = 2**62
 # The expected |N(0, σ²)| per cell, σ·√(2/π): a noisy table's L1 distance that is noise alone.
 NOISE_L1 = math.sqrt(2 / math.pi)
-# The start weight of the candidates drawn from the largest clique (:func:`clique_draws`).
-# ε = 1, add/remove, seed 0, Q1 / Q2 / worst 2-way / Q3 95 % at 0.5, 0.1, 0.02: Adult 9 15.9 /
-# 6.93 / 208 / 1.15, 14.0 / 6.62 / 123 / 1.12, 14.0 / 6.71 / 123 / 1.12; the planted table of
-# benchmarks/cliques.py 10.0 / 18.1 / 62 / 21.0, 18.3 / 16.5 / 65 / 17.8, 16.4 / 15.5 / 60 / 17.2.
-# Too much weight on them holds the fit's early-stopped weights near their independent columns.
-DRAWN_SHARE = 0.02
+# The start's weight on the copies of the candidates drawn from the largest clique
+# (:func:`clique_draws`), raked with them (sampler.raked_start). Planted table of
+# benchmarks/cliques.py, ε = 1, seeds 0–2, replace-one Q1 / Q2 / worst 2-way / Q3 95 % at 0.5
+# and 0.9: 15.7 / 20.4 / 79 / 21.9 and 16.4 / 20.7 / 87 / 24.0 (docs/tuning.md, clique_share).
+DRAWN_SHARE = 0.5
 
 
 def cliques_possible(schema: Schema, config: MarginalsConfig = DEFAULTS) -> bool:

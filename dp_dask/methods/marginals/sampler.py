@@ -48,16 +48,18 @@ def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
                 draws_per_row: int = DEFAULTS.max_draws_per_row
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
-    :func:`distinct_draws`), weighted towards every consistent 2-way table by raking
-    (dp_dask.postprocess.raking), and with measured cliques of 3+ attributes as many again
-    drawn from the largest (:func:`~.cliques.clique_draws`). benchmarks/starts.py measures it
-    against others."""
+    :func:`distinct_draws`), with measured cliques of 3+ attributes as many again drawn from
+    the largest (:func:`~.cliques.clique_draws`), weighted towards every consistent 2-way
+    table by raking (dp_dask.postprocess.raking). benchmarks/starts.py measures it against
+    others."""
     candidates, counts, draws = distinct_draws(model, rows, rng, draws_per_row)
+    # the clique's copies before the raking: it keeps their higher-order structure
+    candidates, start = clique_draws(model, candidates, counts * (rows / draws), rng)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
-                      model.schema.sizes, rng, start=counts * (rows / draws))
-    return clique_draws(model, candidates, weights, rng)
+                      model.schema.sizes, rng, start=start)
+    return candidates, weights
 
 
 def distinct_draws(model: MarginalModel, rows: int, rng: np.random.Generator,
