@@ -212,3 +212,19 @@ def test_raked_start_keeps_the_cliques_structure(client):
     assert 0.5 * float(np.abs(start / start.sum() - true).sum()) < 0.3
     pairs = Domain(schema.sizes).table(codes, (0, 4), weights) * model.n_rows / weights.sum()
     assert np.allclose(pairs, model.marginals.two_way[(0, 4)].ravel(), rtol=0.05)
+
+
+def test_releases_with_cliques_keep_the_consistent_one_way_counts(client):
+    """The early-stopped fit pulls the candidates' 1-way margins towards the clique's (a sum of
+    cells/size cells of σ each): a release with cliques ends on the consistent histograms, the
+    inverse-variance estimate, not on the fit's (planted table, ε = 1, seed 1: the fit's 1-way
+    mean abs error 25.4, the consistent 8.2, the release 12.3 before)."""
+    frame, schema = parity_frame(), parity_schema()
+    synthesizer = fit(frame, "auto", epsilon=0.3)
+    model = synthesizer.model_
+    rows = synthesizer.sample(len(frame), seed=0).compute()
+    codes = encode_partition(rows[schema.names], schema).T
+    for a in range(schema.m):
+        released = np.bincount(codes[:, a], minlength=schema.sizes[a])
+        target = model.marginals.one_way[a] * len(frame) / model.n_rows
+        assert np.abs(released - target).max() <= 1, schema.names[a]
