@@ -74,7 +74,7 @@ def test_cliques_charged_once_and_plan_fields_sum_to_rho(client, neighbours):
     without = replace(plan, with_cliques=False)
     assert plan.pairs_options()[1].one_way_share * plan.coarse == pytest.approx(
         without.config.one_way_share * without.coarse, rel=1e-12)
-    assert plan.cliques == pytest.approx(without.coarse * 0.75 * 0.5, rel=1e-12)
+    assert plan.cliques == pytest.approx(without.coarse * 0.75 * 0.25, rel=1e-12)
     record = synthesizer.model_.metadata["privacy"]["cliques"]
     assert record["rho"] == plan.cliques
     assert record["sensitivity"] == TABLE_L2_SENSITIVITY[neighbours]

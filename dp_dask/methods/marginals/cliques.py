@@ -20,8 +20,9 @@ tables:
               refused and ρ_cliques measures the pairs again (merged by inverse variance)
 
 On a tall narrow table the clique can be the full joint. The weight fit reads the cliques (any
-order, :func:`~dp_dask.postprocess.reweight.as_pairs`) and the candidate rows include draws from
-the largest clique's noisy table (:func:`clique_draws`) so that they cover its cells. The
+order, :func:`~dp_dask.postprocess.reweight.as_pairs`) and the candidate rows include copies
+carrying the largest clique's noisy table (:func:`clique_draws`), raked with the tree's, so that
+they cover its cells and start near its structure. The
 partitions' resample (postprocess.balance) takes groups of any order, but balancing it on the
 cliques too changed nothing measurable (Adult 9 and the planted table of benchmarks/cliques.py,
 ε = 1, seed 0: Q1 20.2 / 14.3, Q2 8.17 / 24.3, Q3 1.26 / 27.3 without, 20.4 / 15.0, 8.17 / 24.2,
@@ -59,7 +60,8 @@ MAX_JOINT_CELLS = 2**62
 NOISE_L1 = math.sqrt(2 / math.pi)
 # The start's weight on the copies of the candidates drawn from the largest clique
 # (:func:`clique_draws`), raked with them (sampler.raked_start). Planted table of
-# benchmarks/cliques.py, ε = 1, seeds 0–2, replace-one Q1 / Q2 / worst 2-way / Q3 95 % at 0.5
+# benchmarks/cliques.py, ε = 1, seeds 0–2, clique_share 0.5, before the release kept the
+# consistent 1-way counts, replace-one Q1 / Q2 / worst 2-way / Q3 95 % at 0.5
 # and 0.9: 15.7 / 20.4 / 79 / 21.9 and 16.4 / 20.7 / 87 / 24.0 (docs/tuning.md, clique_share).
 DRAWN_SHARE = 0.5
 
