@@ -20,8 +20,9 @@ tables:
               refused and ρ_cliques measures the pairs again (merged by inverse variance)
 
 On a tall narrow table the clique can be the full joint. The weight fit reads the cliques (any
-order, :func:`~dp_dask.postprocess.reweight.as_pairs`) and the candidate rows include draws from
-the largest clique's noisy table (:func:`clique_draws`) so that they cover its cells. The
+order, :func:`~dp_dask.postprocess.reweight.as_pairs`) and the candidate rows include copies
+carrying the largest clique's noisy table (:func:`clique_draws`), raked with the tree's, so that
+they cover its cells and start near its structure. The
 partitions' resample (postprocess.balance) takes groups of any order, but balancing it on the
 cliques too changed nothing measurable (Adult 9 and the planted table of benchmarks/cliques.py,
 ε = 1, seed 0: Q1 20.2 / 14.3, Q2 8.17 / 24.3, Q3 1.26 / 27.3 without, 20.4 / 15.0, 8.17 / 24.2,
@@ -57,12 +58,12 @@ if TYPE_CHECKING:
 MAX_JOINT_CELLS = 2**62
 # The expected |N(0, σ²)| per cell, σ·√(2/π): a noisy table's L1 distance that is noise alone.
 NOISE_L1 = math.sqrt(2 / math.pi)
-# The start weight of the candidates drawn from the largest clique (:func:`clique_draws`).
-# ε = 1, add/remove, seed 0, Q1 / Q2 / worst 2-way / Q3 95 % at 0.5, 0.1, 0.02: Adult 9 15.9 /
-# 6.93 / 208 / 1.15, 14.0 / 6.62 / 123 / 1.12, 14.0 / 6.71 / 123 / 1.12; the planted table of
-# benchmarks/cliques.py 10.0 / 18.1 / 62 / 21.0, 18.3 / 16.5 / 65 / 17.8, 16.4 / 15.5 / 60 / 17.2.
-# Too much weight on them holds the fit's early-stopped weights near their independent columns.
-DRAWN_SHARE = 0.02
+# The start's weight on the copies of the candidates drawn from the largest clique
+# (:func:`clique_draws`), raked with them (sampler.raked_start). Planted table of
+# benchmarks/cliques.py, ε = 1, seeds 0–2, clique_share 0.5, before the release kept the
+# consistent 1-way counts, replace-one Q1 / Q2 / worst 2-way / Q3 95 % at 0.5
+# and 0.9: 15.7 / 20.4 / 79 / 21.9 and 16.4 / 20.7 / 87 / 24.0 (docs/tuning.md, clique_share).
+DRAWN_SHARE = 0.5
 
 
 def cliques_possible(schema: Schema, config: MarginalsConfig = DEFAULTS) -> bool:
@@ -245,10 +246,11 @@ def model_cliques(model: MarginalModel) -> tuple[tuple[int, ...], ...]:
 def clique_draws(model: MarginalModel, codes: np.ndarray, weights: np.ndarray,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Candidates ``codes`` (weights ``weights``) and as many again, copies of them whose
-    largest measured clique's values are drawn from its noisy table (its cells above
-    ``empty_within_sigmas`` σ), so that the candidates cover that clique's cells;
-    ``DRAWN_SHARE`` of the weights' total to the copies, evenly. As they are without cliques
-    (:func:`model_cliques`: every release under ``cliques="pairs"``)."""
+    largest measured clique's values are cells of its noisy table (its cells above
+    ``empty_within_sigmas`` σ: :func:`drawn_cells`), weighted so that the copies' table over
+    that clique is the noisy one on the cells they hold, in proportion, at ``DRAWN_SHARE`` of
+    the weights' total. As they are without cliques (:func:`model_cliques`: every release
+    under ``cliques="pairs"``)."""
     cliques = model_cliques(model)
     if not cliques:
         return codes, weights
@@ -260,10 +262,23 @@ def clique_draws(model: MarginalModel, codes: np.ndarray, weights: np.ndarray,
     p = np.where(largest.values > floor, largest.values, 0.0)
     if p.sum() <= 0:
         return codes, weights
-    cells = rng.choice(p.size, size=len(codes), p=p / p.sum())
+    cells = drawn_cells(p, len(codes), rng)
     copies = codes.copy()
     for a, values in zip(clique, np.unravel_index(cells, domain.shape(clique))):
         copies[:, a] = values
+    # each cell's copies share its value: equal weights would add a multinomial sample's noise
+    # (planted table, ε = 1, seed 0: the start's 1-way error 15.9 → 44.3, benchmarks/cliques.py)
+    drawn = p[cells] / np.bincount(cells, minlength=p.size)[cells]
     return (np.concatenate([codes, copies]),
             np.concatenate([weights * (1 - DRAWN_SHARE),
-                            np.full(len(copies), weights.mean() * DRAWN_SHARE)]))
+                            drawn * (weights.sum() * DRAWN_SHARE / drawn.sum())]))
+
+
+def drawn_cells(p: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` cells of a table ``p`` (≥ 0, some > 0), in random order: every cell where ``p`` > 0
+    and the rest drawn ∝ ``p`` where they are at most ``k``, else ``k`` drawn ∝ ``p``."""
+    support = np.flatnonzero(p)
+    if len(support) > k:
+        return rng.choice(p.size, size=k, p=p / p.sum())
+    rest = rng.choice(p.size, size=k - len(support), p=p / p.sum())
+    return rng.permutation(np.concatenate([support, rest]))

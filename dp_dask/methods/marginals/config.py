@@ -50,7 +50,7 @@ class MarginalsConfig:
     unbalanced_candidates_per_row: int = 2  # candidates per row of an unbalanced resample
     # cliques of 3+ attributes (cliques.py)
     cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": cliques as large as the noise allows
-    clique_share: float = 0.5  # the cliques' share of the 2-way tables' ρ (under "auto")
+    clique_share: float = 0.25  # the cliques' share of the 2-way tables' ρ (under "auto")
     clique_noise: float = 0.5  # a clique's cells·σ/n̂ at most
     max_clique_cells: int = 2**20  # a clique's cells at most: its dense tables' memory cap
 
