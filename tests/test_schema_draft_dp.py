@@ -217,7 +217,10 @@ def test_from_csv_doc_dp_section_runs_as_written(client, tmp_path, monkeypatch, 
     assert "6 from the data under DP" in capsys.readouterr().out
     schema = load_schema("schema-dp.json")
     assert schema.drafted_under_dp["ledger"]["dataset_name"] == "survey"
-    assert set(schema["answer"].categories) == {"yes", "no", "NA"}
+    # yes/no (1,500 and 900 rows) pass the first round; "NA" (600 rows) waits for the second,
+    # whose budget goes mostly to the 400-level airport column: released in ~3 of 4 drafts
+    # (30 of 40 numpy-seeded ones), and this command's noise is OpenDP's, unseeded
+    assert {"yes", "no"} <= set(schema["answer"].categories) <= {"yes", "no", "NA"}
     assert {"ATL", "DEN"} <= set(schema["airport"].categories)  # ~300 rows each
     assert schema["age"].kind == schema["income"].kind == "numeric"
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries("survey")
