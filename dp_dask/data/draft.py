@@ -356,7 +356,7 @@ def _placeholder(name: str, kind: str) -> tuple[dict[str, Any], str]:
 
 def _round(value: float) -> float | int:
     """Round float noise off (0.30000000000000004); integral values as ints, for the JSON."""
-    value = round(value, 12)
+    value = round(float(value), 12)
     return int(value) if value.is_integer() else value
 
 

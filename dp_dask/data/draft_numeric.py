@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.draft import _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
 from dp_dask.data.schema import Attribute
@@ -143,15 +144,10 @@ def _step(what: str, epsilon: float, scale: float, cells: int, miss: float) -> d
             "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
 
 
-def _number(value: float) -> float | int:
-    value = round(float(value), 12)
-    return int(value) if value.is_integer() else value
-
-
 def _open(inner: list[float], low: float, high: float) -> dict[str, Any]:
     """Bins open at both ends, closed by the public bounds (min/max) at the learned range."""
-    return {"edges": ["-inf", *(_number(e) for e in inner), "inf"],
-            "min": _number(low), "max": _number(high)}
+    return {"edges": ["-inf", *(_round(e) for e in inner), "inf"],
+            "min": _round(low), "max": _round(high)}
 
 
 def _grid(low: int, high: int) -> dict[str, Any]:
@@ -190,7 +186,7 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     edges = edges[inside.start:inside.stop + 1]
     cell = laplace_noise(counts[key][inside], scale, sensitivity=SENSITIVITY, sampler=sampler,
                          rng=rng)
-    record["steps"].append(_step(f"{key} cells within [{_number(low)}, {_number(high)})", half,
+    record["steps"].append(_step(f"{key} cells within [{_round(low)}, {_round(high)})", half,
                                  scale, len(cell), CELL_MISS))
     kept = _passing(cell, scale, CELL_MISS)
     first, last = 0, len(cell) - 1
@@ -202,10 +198,10 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if key == "units" and high - low <= MAX_GRID:
         record["result"] = "integer grid"
         if high - low == 1:
-            return ({"edges": ["-inf", "inf"], "min": _number(low), "max": _number(low)}, record,
-                    f"{column}: a constant under DP ({_number(low)}), one bin, values clamped")
+            return ({"edges": ["-inf", "inf"], "min": _round(low), "max": _round(low)}, record,
+                    f"{column}: a constant under DP ({_round(low)}), one bin, values clamped")
         return (_grid(int(low), int(top)), record,
-                f"{column}: integers {_number(low)}..{_number(top)} found under DP, one bin "
+                f"{column}: integers {_round(low)}..{_round(top)} found under DP, one bin "
                 "each; values beyond are clamped into the outer ones")
     # Bins at the noisy counts' quantiles, the cells as the fine grid: post-processing.
     mass = np.cumsum(np.clip(cell[first:last + 1], 0.0, None))
@@ -214,10 +210,10 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
                     for i in range(1, bins)} if len(cuts) and mass[-1] > 0 else set())
     spec = _open(inner, low, top)
     if inner and len(cuts) + 1 > len(inner) + 1:  # the cells split some bin
-        spec["fine"] = [_number(e) for e in edges[first:last + 2]]
+        spec["fine"] = [_round(e) for e in edges[first:last + 2]]
     record["result"] = "quantile bins" + (" and fine grid" if "fine" in spec else "")
     return (spec, record,
-            f"{column}: range [{_number(low)}, {_number(top)}] found under DP, {len(inner) + 1} "
+            f"{column}: range [{_round(low)}, {_round(top)}] found under DP, {len(inner) + 1} "
             f"bins at noisy quantiles{', fine grid of ' + key + ' cells' if 'fine' in spec else ''}"
             "; values beyond are clamped into the outer bins")
 
