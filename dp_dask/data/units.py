@@ -35,6 +35,7 @@ import pandas as pd
 from dp_dask.data.encode import encode_partition, fine_cells
 from dp_dask.data.order import order_seed
 from dp_dask.data.schema import Schema
+from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING
 
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
@@ -163,33 +164,17 @@ def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
     return np.vstack([h.view(np.int64)[None, :], parts])
 
 
-def _text(value: object) -> str:
-    """A unit value as text, an integral number as an integer's (7.0 → "7")."""
-    if isinstance(value, float | np.floating) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def unit_text(values: pd.Series) -> pd.Series:
-    """Each row's unit as text (object dtype), None where null (None, NaN, NA, NaT): equal for
-    equal units whatever their storage type (an integer column read as float once a null
-    appears, a number or its text), so that every partition holds one type and a unit's rows
-    meet in one partition, and all nulls make one unit."""
-    null = values.isna().to_numpy()
-    if pd.api.types.is_float_dtype(values.dtype):
-        numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
-        integral = np.isfinite(numbers) & (numbers == np.round(numbers)) & (
-            np.abs(numbers) < 2.0**63)
-        text = np.where(integral, np.where(integral, numbers, 0).astype(np.int64).astype(str),
-                        numbers.astype(str)).astype(object)
-    elif pd.api.types.is_integer_dtype(values.dtype) or pd.api.types.is_string_dtype(
-            values.dtype) and not pd.api.types.is_object_dtype(values.dtype):
-        text = values.astype(str).to_numpy(dtype=object)
-    elif pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):  # CSV's text
-        text = values.to_numpy(dtype=object, copy=True)
-    else:
-        text = np.array([_text(v) for v in values.to_numpy(dtype=object)], dtype=object)
-    text[null] = None
+    """Each row's unit as text (object dtype), None where null (None, NaN, NA, NaT): the
+    encoder's text of a value (:func:`~dp_dask.data.text.category_text`: 7, 7.0 and "7" are
+    "7"), equal for equal units whatever their storage type (an integer column read as float
+    once a null appears, a number or its text), so that every partition holds one type and a
+    unit's rows meet in one partition, and all nulls make one unit."""
+    texts, inverse = category_text(values)
+    text = np.array(texts, dtype=object)
+    if inverse is not None:  # a missing value's -1 is overwritten below
+        text = np.append(text, None)[inverse]
+    text[values.isna().to_numpy()] = None
     return pd.Series(text, index=values.index, dtype=object)
 
 
