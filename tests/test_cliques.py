@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -17,11 +18,14 @@ from dp_dask.methods.marginals.cliques import (
     DRAWN_SHARE,
     clique_draws,
     exact_clique,
+    joint_fits,
     joint_keys,
-    select_cliques,
+    joint_noise,
 )
+from dp_dask.methods.marginals.model import fit_marginals
 from dp_dask.methods.marginals.sampler import raked_start
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, table_sensitivity
+from dp_dask.postprocess.consistency import Measurement, consistent_marginals
+from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma, table_sensitivity
 from dp_dask.synthesizer import Synthesizer, load_model
 
 NAMES = ("a", "b", "c", "d", "e", "f")
@@ -85,13 +89,38 @@ def test_cliques_charged_once_and_plan_fields_sum_to_rho(client, neighbours):
     assert "clique" in synthesizer.model_.metadata["privacy"]["budget_split"]
 
 
-def test_selection_refused_where_the_budget_is_too_small(client):
-    synthesizer = fit(parity_frame(2_000), "auto", epsilon=0.05)
-    record = synthesizer.model_.metadata["privacy"]["cliques"]
-    assert "refused" in record and "cliques" not in record
-    assert all(len(m.attributes) <= 2 for m in synthesizer.model_.measurements)
-    # the cliques' ρ measured the pairs again: still spent once, in full
-    assert spent(synthesizer) == pytest.approx(synthesizer.budget_plan().rho, rel=1e-9)
+def same_release(first: Synthesizer, second: Synthesizer, rows: int) -> bool:
+    """The two fits' measurements, consistent tables and sampled rows alike, byte for byte."""
+    one, two = first.model_, second.model_
+    return (len(one.measurements) == len(two.measurements)
+            and all(a.attributes == b.attributes and a.sigma == b.sigma
+                    and np.array_equal(a.values, b.values)
+                    for a, b in zip(one.measurements, two.measurements))
+            and all(np.array_equal(t, two.marginals.two_way[p])
+                    for p, t in one.marginals.two_way.items())
+            and first.sample(rows, seed=0).compute().equals(second.sample(rows, seed=0).compute()))
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_joint_over_the_noise_threshold_releases_as_pairs(client, neighbours):
+    """Where the joint's cells·σ/n̂ passes clique_noise no clique is measured and no clique ρ
+    spent: the release is cliques="pairs"'s, byte for byte (the old rule measured the pairs
+    again with the cliques' ρ)."""
+    frame = parity_frame(2_000)
+    auto = fit(frame, "auto", epsilon=0.05, neighbours=neighbours)
+    assert auto.budget_plan().with_cliques  # possible by the public sizes, refused by n̂
+    assert "cliques" not in auto.model_.metadata["privacy"]
+    assert same_release(auto, fit(frame, "pairs", epsilon=0.05, neighbours=neighbours), 500)
+    assert spent(auto) == pytest.approx(auto.budget_plan().rho, rel=1e-9)
+
+
+def test_joint_over_the_memory_cap_releases_as_pairs(client):
+    """A joint of more cells than max_clique_cells: decided from public sizes, no sparse joint
+    counted, the plan as pairs'."""
+    frame = parity_frame(2_000)
+    auto = fit(frame, "auto", max_clique_cells=143)  # the joint has 144
+    assert not auto.budget_plan().with_cliques and auto.budget_plan().cliques == 0
+    assert same_release(auto, fit(frame, "pairs"), 500)
 
 
 def test_default_pairs_measures_no_clique(client):
@@ -122,21 +151,63 @@ def test_planted_four_way_structure_recovered_better_than_pairs(client, tmp_path
     assert any(len(m.attributes) == 6 for m in loaded.measurements)
 
 
-def test_memory_cap_bounds_every_clique():
+def test_rule_reads_public_sizes_rho_and_the_noisy_n():
+    schema = parity_schema()
+    sigma = gaussian_sigma(0.01, 1.0, "zcdp")
+    assert joint_noise(schema, 20_000, 0.01, 1.0, "zcdp") == pytest.approx(144 * sigma / 20_000)
+    config = MarginalsConfig(cliques="auto")
+    rows = math.ceil(144 * sigma / config.clique_noise)  # the fewest rows that pass
+    assert joint_fits(schema, rows, 0.01, 1.0, "zcdp", config)
+    assert not joint_fits(schema, rows - 1, 0.01, 1.0, "zcdp", config)
+    assert not joint_fits(schema, 10**9, 0.01, 1.0, "zcdp",
+                          replace(config, max_clique_cells=143))
+    assert not joint_fits(schema, 10**9, 0.01, 1.0, "zcdp", MarginalsConfig())  # "pairs"
+
+
+def test_exact_clique_sums_the_sparse_joint():
     schema, frame = parity_schema(), parity_frame(20_000)
     codes = encode_partition(frame[schema.names], schema).T
     joint = joint_keys(codes, schema)
-    assert np.array_equal(exact_clique(joint, schema, (1, 4)),
-                          Domain(schema.sizes).table(codes, (1, 4)))
-    from dp_dask.postprocess.consistency import Measurement
-    measured = [Measurement((a, b), exact_clique(joint, schema, (a, b)).astype(float), 1.0)
-                for a in range(schema.m) for b in range(a + 1, schema.m)]
-    for cap in (96, 24, 12):
-        config = MarginalsConfig(cliques="auto", max_clique_cells=cap)
-        cliques = select_cliques(measured, schema, len(frame), 1.0, 1.0, "zcdp", config)
-        assert cliques and all(Domain(schema.sizes).cells(c) <= cap for c in cliques)
-    config = MarginalsConfig(cliques="auto", max_clique_cells=7)  # below every triple's 8
-    assert select_cliques(measured, schema, len(frame), 1.0, 1.0, "zcdp", config) == []
+    for clique in ((1, 4), tuple(range(6))):
+        assert np.array_equal(exact_clique(joint, schema, clique),
+                              Domain(schema.sizes).table(codes, clique))
+
+
+def test_pairs_take_the_joints_implied_tables_by_inverse_variance():
+    """A pair's table summed from the joint (cells(C)/cells(pair) cells of σ_C each) is a second
+    estimate of it: merged by inverse variance, the consistent pair tables' squared error
+    against the exact ones falls with the merged variance (seeded noise, five seeds; the
+    shrinkage and fit make it a little less than the variances' ratio). Before, consistency
+    read only the direct pair."""
+    schema, frame = parity_schema(), parity_frame()
+    codes = encode_partition(frame[schema.names], schema).T
+    domain, sizes, joint = Domain(schema.sizes), schema.sizes, tuple(range(6))
+    pairs = list(itertools.combinations(range(6), 2))
+    direct, implied = 30.0, 5.0  # σ of the pairs and of the joint
+    errors = {(): 0.0, (joint,): 0.0}
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        measured = [Measurement(q, domain.table(codes, q) + rng.normal(0, s, domain.cells(q)), s)
+                    for q, s in [*(((a,), direct) for a in range(6)),
+                                 *((p, direct) for p in pairs), (joint, implied)]]
+        for cliques in errors:
+            tables = consistent_marginals(measured, sizes, len(frame), cliques=cliques).two_way
+            errors[cliques] += sum(float(((tables[p].ravel() - domain.table(codes, p))**2).sum())
+                                   for p in pairs)
+    merged = [1 / (1 / direct**2 + 1 / (implied**2 * 144 / domain.cells(p))) for p in pairs]
+    ratio = math.sqrt(sum(domain.cells(p) * v for p, v in zip(pairs, merged))
+                      / sum(domain.cells(p) * direct**2 for p in pairs))  # 0.65
+    assert 0.9 * ratio < math.sqrt(errors[(joint,)] / errors[()]) < (1 + ratio) / 2
+
+
+def test_releases_with_the_joint_merge_its_implied_pairs(client):
+    model = fit(parity_frame(), "auto").model_
+    refit = {cliques: fit_marginals(list(model.measurements), model.schema, model.n_rows,
+                                    config=model.config, cliques=cliques).marginals.two_way
+             for cliques in ((tuple(range(6)),), ())}
+    for pair, table in model.marginals.two_way.items():
+        assert np.array_equal(refit[(tuple(range(6)),)][pair], table)
+    assert any(not np.allclose(refit[()][p], t) for p, t in model.marginals.two_way.items())
 
 
 def test_cliques_option_checked():
@@ -148,10 +219,14 @@ def test_plan_reports_the_memory_cap():
     from dp_dask.estimate import estimate
 
     schema = parity_schema()
-    planned = estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 64})
-    assert planned.cliques["max_clique_cells"] == 64
+    planned = estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 256})
+    assert planned.cliques["max_clique_cells"] == 256
     assert planned.cliques["joint_bytes"] == 16 * 144  # min(rows, the joint's 144 cells)
+    assert planned.cliques["clique_bytes"] == 4 * 8 * 144
     assert "max_clique_cells" in planned.describe()
+    # a joint over the cap is never measured: none of its memory
+    assert estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 64}
+                    ).cliques is None
     assert "cliques" not in estimate(schema, 20_000).to_json()  # default plans as before
 
 

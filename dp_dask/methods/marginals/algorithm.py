@@ -5,8 +5,9 @@
                      the histograms measured again and a spanning tree of pairs chosen under DP
     measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
     refine_tree      (a tree) a few more tables, chosen against the tree's model
-    cliques          (cliques="auto") cliques of 3+ attributes chosen from the noisy tables as
-                     large as the noise allows, and measured (:mod:`.cliques`)
+    cliques          (cliques="auto") the full joint, where its cells·σ/n̂ passes clique_noise
+                     (decided after the 1-way histograms, whose draws are the same either
+                     way; else the release is cliques="pairs"'s), measured (:mod:`.cliques`)
     n                under add/remove neighbours the noisy n replaces the exact one from here on
     rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
                      most wrong, measure it, refit
@@ -30,7 +31,7 @@ from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
 from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive
-from dp_dask.methods.marginals.cliques import measure_cliques
+from dp_dask.methods.marginals.cliques import joint_fits, measure_joint
 from dp_dask.methods.marginals.measurements import (
     Measurer,
     choose_pairs,
@@ -57,51 +58,68 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     privacy record (and, under add/remove, the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
-    fine_share, config = plan.pairs_options()  # with cliques, the histograms keep their ρ
-    measurer = Measurer(exact[0], split_fine(exact[1], schema), schema, plan.pairs,
-                        accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-                        neighbours=method.neighbours,
-                        fine_share=fine_share or method.fine_share,  # 0: no grids
-                        config=config, max_rows=method.max_rows)
+    pairs_only = replace(plan, with_cliques=False)
+    measurer = measurer_for(method, exact, pairs_only, rng)
+    cliques: dict[str, Any] = {}
+    joint: tuple[tuple[int, ...], ...] = ()  # the measured clique: the full joint, or none
     with timed(method.timings_, "noise"):
-        one_way = measure_one_way(measurer)
+        one_way = measure_one_way(measurer)  # the same draws with or without the joint
+        if plan.with_cliques and joint_fits(
+                schema, n_rows if method.rows_public else estimated_rows(one_way), plan.cliques,
+                measurer.sensitivity, method.accountant, method.config):
+            measurer = measurer_for(method, exact, plan, rng)  # the tables give the joint its ρ
+        else:  # as under cliques="pairs", byte for byte
+            plan = pairs_only
         pairs = choose_pairs(measurer, one_way, method.tables)
         measured, fine = measure_pairs(measurer, pairs)
         measured, tree = refine_tree(measurer, measured, pairs)
-    # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
-    k = len(measured) + (schema.m if tree is not None else 0)
-    cliques: dict[str, Any] = {}
-    if plan.with_cliques:
-        with timed(method.timings_, "cliques"):
-            measured, cliques = measure_cliques(
-                exact[3], measured, schema,
-                n_rows if method.rows_public else estimated_rows(measured), plan.cliques,
+        if plan.with_cliques:
+            measurement, cliques = measure_joint(
+                exact[3], schema, plan.cliques,
                 sensitivity=measurer.sensitivity,  # a row's, or a privacy unit's
                 accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
                 config=method.config)
-        k += cliques["measurements"]
+            measured, joint = [*measured, measurement], (measurement.attributes,)
+    # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
+    k = len(measured) + (schema.m if tree is not None else 0)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = estimated_rows(measured)
     rounds: dict[str, Any] = {}
     if plan.rounds.rounds:
         with timed(method.timings_, "adaptive_rounds"):
-            measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
+            measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng,
+                                               joint)
     metadata |= release_record(method, plan, k, tree, fine, rounds, cliques)
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
-                             fine_share=method.fine_share, config=method.config)
+                             fine_share=method.fine_share, config=method.config,
+                             cliques=joint)
+
+
+def measurer_for(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], plan: BudgetPlan,
+                 rng: np.random.Generator | None) -> Measurer:
+    """The 1-/2-way measurements' :class:`Measurer` under ``plan``: ρ
+    :attr:`~.plan.BudgetPlan.pairs` (with the joint, the histograms' shares raised so that they
+    keep their ρ)."""
+    fine_share, config = plan.pairs_options()
+    return Measurer(exact[0], split_fine(exact[1], method.schema), method.schema, plan.pairs,
+                    accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
+                    neighbours=method.neighbours,
+                    fine_share=fine_share or method.fine_share,  # 0: no grids
+                    config=config, max_rows=method.max_rows)
 
 
 def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement],
                     exact: tuple[np.ndarray, ...], plan: adaptive.RoundPlan, n_rows: int,
-                    rng: np.random.Generator | None
+                    rng: np.random.Generator | None, cliques: tuple[tuple[int, ...], ...] = ()
                     ) -> tuple[list[Measurement], dict[str, Any]]:
-    """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give:
-    the measurements to fit, repeats merged, and the rounds' record."""
+    """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give
+    (``cliques``: the measured clique, :func:`~.model.fit_marginals`): the measurements to fit,
+    repeats merged, and the rounds' record."""
     schema, config = method.schema, method.config
     first = fit_marginals(measurements, schema, n_rows, fit_iterations=method.fit_iterations,
-                          config=config)
+                          config=config, cliques=cliques)
     rows = min(n_rows, config.estimate_rows)
     # the estimate's draws are post-processing: seeded with the noise, else OS entropy
     sampler = replace(first.sampler(), config=config)

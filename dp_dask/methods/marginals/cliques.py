@@ -31,7 +31,6 @@ cliques too changed nothing measurable (Adult 9 and the planted table of benchma
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +44,7 @@ from dp_dask.data.counts import combine_counts, counts_from_codes, fine_counts, 
 from dp_dask.data.encode import check_columns, encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import Domain
-from dp_dask.methods.marginals.adaptive import group_counts, merged
+from dp_dask.methods.marginals.adaptive import group_counts
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.accounting import gaussian_sigma
@@ -56,8 +55,6 @@ if TYPE_CHECKING:
 
 # The joint's keys are int64: a schema of this many cells or more has no clique (public).
 MAX_JOINT_CELLS = 2**62
-# The expected |N(0, σ²)| per cell, σ·√(2/π): a noisy table's L1 distance that is noise alone.
-NOISE_L1 = math.sqrt(2 / math.pi)
 # The start's weight on the copies of the candidates drawn from the largest clique
 # (:func:`clique_draws`), raked with them (sampler.raked_start). Planted table of
 # benchmarks/cliques.py, ε = 1, seeds 0–2, clique_share 0.5, before the release kept the
@@ -67,24 +64,25 @@ DRAWN_SHARE = 0.5
 
 
 def cliques_possible(schema: Schema, config: MarginalsConfig = DEFAULTS) -> bool:
-    """Whether a release measures cliques: ``config.cliques`` "auto", 3+ attributes and a joint
-    of fewer than MAX_JOINT_CELLS cells. The schema's and config's alone."""
+    """Whether a release may measure the full joint (:func:`joint_fits` decides after n̂):
+    ``config.cliques`` "auto", 3+ attributes and a joint of at most ``max_clique_cells`` cells
+    (and fewer than MAX_JOINT_CELLS). The schema's and config's alone."""
+    cells = math.prod(int(s) for s in schema.sizes)
     return (config.cliques == "auto" and schema.m >= 3
-            and math.prod(int(s) for s in schema.sizes) < MAX_JOINT_CELLS)
+            and cells <= config.max_clique_cells and cells < MAX_JOINT_CELLS)
 
 
 def clique_memory(schema: Schema, rows: int,
                   config: MarginalsConfig = DEFAULTS) -> dict[str, int] | None:
     """For ``dp-dask plan``: the cap on a clique's cells, the sparse joint's bytes on the driver
-    (an int64 key and count per distinct row: at most min(rows, cells)) and the cliques' dense
-    tables' at most (exact, noisy, σ-scaled and a work copy per cell, m cliques at the cap).
-    None where no clique is measured (:func:`cliques_possible`)."""
+    (an int64 key and count per distinct row: at most min(rows, cells)) and the joint's dense
+    tables' (exact, noisy, σ-scaled and a work copy per cell). None where no clique is measured
+    (:func:`cliques_possible`)."""
     if not cliques_possible(schema, config):
         return None
     cells = math.prod(int(s) for s in schema.sizes)
-    cap = config.max_clique_cells
-    return {"max_clique_cells": cap, "joint_bytes": 16 * min(rows, cells),
-            "clique_bytes": 4 * 8 * min(cap, cells) * schema.m}
+    return {"max_clique_cells": config.max_clique_cells, "joint_bytes": 16 * min(rows, cells),
+            "clique_bytes": 4 * 8 * cells}
 
 
 def joint_keys(codes: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -134,104 +132,37 @@ def exact_clique(joint: tuple[np.ndarray, np.ndarray], schema: Schema,
     return np.bincount(cell, counts, domain.cells(clique)).round().astype(np.int64)
 
 
-def clique_sigmas(schema: Schema, cliques: list[tuple[int, ...]], rho: float, sensitivity: float,
-                  accountant: str, config: MarginalsConfig = DEFAULTS) -> list[float]:
-    """Each clique's σ when the cliques share ``rho`` ∝ cells^``cells_exponent``."""
-    weights = np.array([Domain(schema.sizes).cells(c) for c in cliques],
-                       dtype=np.float64) ** config.cells_exponent
-    return [gaussian_sigma(rho * w / weights.sum(), sensitivity, accountant) for w in weights]
+def joint_noise(schema: Schema, rows: int, rho: float, sensitivity: float,
+                accountant: str) -> float:
+    """The full joint's cells·σ/n̂ when measured with all of ``rho``: public sizes, ρ and n̂."""
+    sigma = gaussian_sigma(rho, sensitivity, accountant)
+    return math.prod(int(s) for s in schema.sizes) * sigma / max(rows, 1)
 
 
-def pair_scores(measured: list[Measurement], schema: Schema, rows: int) -> np.ndarray:
-    """Each measured pair's dependence (m × m, symmetric, 0 where unmeasured): the L1 distance
-    of its noisy table (clipped at 0) from its margins' product, less the noise's expected L1,
-    over n̂. Post-processing of the noisy tables."""
-    scores = np.zeros((schema.m, schema.m))
-    for m in measured:
-        if len(m.attributes) != 2:
-            continue
-        a, b = m.attributes
-        table = np.maximum(m.values, 0).reshape(schema.sizes[a], schema.sizes[b])
-        total = max(float(table.sum()), 1.0)
-        independent = np.outer(table.sum(1), table.sum(0)) / total
-        scores[a, b] = scores[b, a] = (np.abs(table - independent).sum()
-                                       - NOISE_L1 * m.sigma * table.size) / max(rows, 1)
-    return scores
+def joint_fits(schema: Schema, rows: int, rho: float, sensitivity: float, accountant: str,
+               config: MarginalsConfig = DEFAULTS) -> bool:
+    """Whether the release measures the full joint (:func:`cliques_possible`, and its
+    :func:`joint_noise` at most ``clique_noise``). Post-processing of n̂ and public inputs."""
+    return (cliques_possible(schema, config)
+            and joint_noise(schema, rows, rho, sensitivity, accountant) <= config.clique_noise)
 
 
-def select_cliques(measured: list[Measurement], schema: Schema, rows: int, rho: float,
-                   sensitivity: float, accountant: str,
-                   config: MarginalsConfig = DEFAULTS) -> list[tuple[int, ...]]:
-    """Cliques of 3+ attributes (sorted tuples, none inside another), each grown from a pair
-    not yet in one clique, the most dependent first (:func:`pair_scores`), by the attribute of
-    largest summed dependence with it, as long as every clique chosen keeps cells·σ/n̂ ≤
-    ``clique_noise`` and cells ≤ ``max_clique_cells`` with ``rho`` shared among them: as large
-    as the noise allows, whatever the pairs show (a 3-way structure may hide from every pair).
-    Empty: the selection refused. Post-processing of the noisy 1-/2-way measurements and n̂."""
-    scores = pair_scores(measured, schema, rows)
-    domain = Domain(schema.sizes)
-
-    def fits(cliques: list[tuple[int, ...]]) -> bool:
-        cells = [domain.cells(c) for c in cliques]
-        if max(cells) > config.max_clique_cells:
-            return False
-        sigmas = clique_sigmas(schema, cliques, rho, sensitivity, accountant, config)
-        return all(c * s / max(rows, 1) <= config.clique_noise for c, s in zip(cells, sigmas))
-
-    chosen: list[tuple[int, ...]] = []
-    seeds = sorted(((scores[a, b], a, b) for a, b in itertools.combinations(range(schema.m), 2)),
-                   reverse=True)
-    for _, a, b in seeds:
-        if any(a in c and b in c for c in chosen):
-            continue
-        clique = [a, b]
-        while True:
-            gains = [(scores[x, clique].sum(), x) for x in range(schema.m) if x not in clique]
-            if not gains:
-                break
-            trial = tuple(sorted([*clique, max(gains)[1]]))
-            kept = [c for c in chosen if not set(c) <= set(trial)]
-            if not fits([*kept, trial]):
-                break
-            clique = list(trial)
-        if len(clique) >= 3:
-            chosen = [c for c in chosen if not set(c) <= set(clique)] + [tuple(sorted(clique))]
-    return chosen
-
-
-def measure_cliques(joint: tuple[np.ndarray, np.ndarray], measured: list[Measurement],
-                    schema: Schema, rows: int, rho: float, *, sensitivity: float,
-                    accountant: str, sampler: str, rng: np.random.Generator | None,
-                    config: MarginalsConfig = DEFAULTS
-                    ) -> tuple[list[Measurement], dict[str, Any]]:
-    """The cliques :func:`select_cliques` chooses, each measured once with its σ, and the
-    record; where it chooses none, ``rho`` measures the pairs of ``measured`` again instead
-    (shares ∝ cells^(1/3), merged with the first measurement by inverse variance). The only
-    step here that reads exact counts (``joint``); ``rho`` is spent exactly once either way."""
-    cliques = select_cliques(measured, schema, rows, rho, sensitivity, accountant, config)
-    refused = not cliques
-    if refused:
-        pairs = [m.attributes for m in measured if len(m.attributes) == 2]
-        if not pairs:  # nothing to measure again: the share measures the histograms
-            pairs = [(a,) for a in range(schema.m)]
-        cliques = pairs
-    sigmas = clique_sigmas(schema, cliques, rho, sensitivity, accountant, config)
-    noisy = gaussian_measurements([(exact_clique(joint, schema, c), s, sensitivity)
-                                   for c, s in zip(cliques, sigmas)], sampler=sampler, rng=rng)
-    new = [Measurement(c, v, s) for c, v, s in zip(cliques, noisy, sigmas)]
-    domain = Domain(schema.sizes)
-    record: dict[str, Any] = {
-        "selection": "post-processing of the noisy 1-/2-way tables: cliques grown from the "
-                     "most dependent pairs while cells*sigma/n <= "
-                     f"{config.clique_noise:g} and cells <= {config.max_clique_cells}",
-        "rho": rho, "sensitivity": sensitivity, "measurements": len(new)}
-    if refused:
-        return merged(measured + new), record | {
-            "refused": "no clique of 3 or more attributes within the noise threshold: its "
-                       "rho measured the pairs again"}
-    return measured + new, record | {"cliques": [
-        {"attributes": [schema.names[a] for a in c], "cells": domain.cells(c), "sigma": s}
-        for c, s in zip(cliques, sigmas)]}
+def measure_joint(joint: tuple[np.ndarray, np.ndarray], schema: Schema, rho: float, *,
+                  sensitivity: float, accountant: str, sampler: str,
+                  rng: np.random.Generator | None, config: MarginalsConfig = DEFAULTS
+                  ) -> tuple[Measurement, dict[str, Any]]:
+    """The full joint measured once with all of ``rho``, and its record. The only step here
+    that reads exact counts (``joint``)."""
+    clique = tuple(range(schema.m))
+    sigma = gaussian_sigma(rho, sensitivity, accountant)
+    (noisy,) = gaussian_measurements([(exact_clique(joint, schema, clique), sigma, sensitivity)],
+                                     sampler=sampler, rng=rng)
+    return Measurement(clique, noisy, sigma), {
+        "selection": "the full joint, as its cells*sigma/n <= "
+                     f"{config.clique_noise:g} and cells <= {config.max_clique_cells} "
+                     "(public sizes, rho and the noisy n): else no clique",
+        "rho": rho, "sensitivity": sensitivity, "measurements": 1,
+        "cliques": [{"attributes": list(schema.names), "cells": len(noisy), "sigma": sigma}]}
 
 
 def model_cliques(model: MarginalModel) -> tuple[tuple[int, ...], ...]:

@@ -49,10 +49,10 @@ class MarginalsConfig:
     unsettled_draws_per_row: int = 4  # the same without value moves
     unbalanced_candidates_per_row: int = 2  # candidates per row of an unbalanced resample
     # cliques of 3+ attributes (cliques.py)
-    cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": cliques as large as the noise allows
-    clique_share: float = 0.25  # the cliques' share of the 2-way tables' ρ (under "auto")
-    clique_noise: float = 0.5  # a clique's cells·σ/n̂ at most
-    max_clique_cells: int = 2**20  # a clique's cells at most: its dense tables' memory cap
+    cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": the full joint too where it fits
+    clique_share: float = 0.25  # the joint's share of the 2-way tables' ρ (under "auto")
+    clique_noise: float = 0.5  # the joint's cells·σ/n̂ at most
+    max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -124,7 +124,8 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                   fit_iterations: int | None = None,
                   fine: dict[int, Measurement] | None = None,
                   fine_share: float = FINE_SHARE,
-                  config: MarginalsConfig = DEFAULTS) -> MarginalModel:
+                  config: MarginalsConfig = DEFAULTS,
+                  cliques: tuple[tuple[int, ...], ...] = ()) -> MarginalModel:
     """Post-processing of the measurements: consistent marginals and their spanning tree.
 
     Two passes: tables shrunk towards independence give a first tree; the tables that tree
@@ -134,7 +135,9 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     noise, :func:`~dp_dask.postprocess.reweight.iterations_for`). ``fine``: the noisy fine
     histograms by attribute, each made consistent with its attribute's consistent 1-way
     marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`), measured with
-    ``fine_share`` of ρ (recorded, as are ``config``'s shares).
+    ``fine_share`` of ρ (recorded, as are ``config``'s shares). ``cliques``: the measured
+    cliques (cliques.py) whose implied pairs the 2-way tables take
+    (:func:`~dp_dask.postprocess.consistency.with_implied_pairs`).
     """
     if check_iterations(fit_iterations) is None:
         fit_iterations = iterations_for(m.sigma for m in measurements)
@@ -146,10 +149,10 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     # A fine histogram's bin sums measure its attribute's histogram too.
     sums = {a: fine_bin_sums(measured, layouts[a].first, layouts[a].measured.start,
                              schema.sizes[a]) for a, measured in fine.items()}
-    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums)
+    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums, cliques=cliques)
     prior = implied_tables(first, *spanning_tree(first, schema.m))
     marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True,
-                                     extra=sums)
+                                     extra=sums, cliques=cliques)
     marginals = Marginals(
         tuple(structural_zeros(schema, (a,), v) for a, v in enumerate(marginals.one_way)),
         {pair: structural_zeros(schema, pair, t) for pair, t in marginals.two_way.items()})

@@ -81,7 +81,7 @@ class BudgetPlan:
     rounds: adaptive.RoundPlan
     fine_share: float
     config: MarginalsConfig = DEFAULTS
-    with_cliques: bool = False  # cliques measured (cliques.cliques_possible)
+    with_cliques: bool = False  # the joint may be measured (cliques.cliques_possible)
 
     @property
     def one_shot(self) -> float:
@@ -101,14 +101,15 @@ class BudgetPlan:
     def pairs_options(self) -> tuple[float, MarginalsConfig]:
         """The fine share and config of the 1-/2-way measurement of ρ :attr:`pairs`: with
         cliques, shares raised so the fine and 1-way histograms keep the ρ they have without
-        (1-way error: Adult 9, ε = 1, seed 0, Q1 25.4 when they shared the cut), the 1-way
-        share at most ``tree_one_way_share``."""
+        (1-way error: Adult 9, ε = 1, seed 0, Q1 25.4 when they shared the cut; their draws are
+        made before the joint is chosen, :func:`~.algorithm.fit_model`), a tree plan's 1-way
+        share at least that (no top-up below it)."""
         if not self.with_cliques:
             return self.fine_share, self.config
         fine = self.fine_share * self.one_shot / self.pairs
         one_way = self.config.one_way_share * self.one_shot * (1.0 - self.fine_share) / (
             self.pairs * (1.0 - fine))
-        return fine, replace(self.config, one_way_share=min(
+        return fine, replace(self.config, one_way_share=one_way, tree_one_way_share=max(
             one_way, self.config.tree_one_way_share))
 
     @property
@@ -140,9 +141,10 @@ class BudgetPlan:
         the tree is chosen after the noisy n, so its steps are counted whichever plan the noise
         picks: the charge must hold for both); then the adaptive rounds'."""
         steps = []
-        if tree_possible:
-            steps += tree_plan_selections(schema, self.coarse, TABLE_L2_SENSITIVITY["add_remove"],
-                                          accountant, self.config)
+        if tree_possible:  # at the coarse ρ without the joint, the larger: chosen after n̂ too
+            steps += tree_plan_selections(schema, replace(self, with_cliques=False).coarse,
+                                          TABLE_L2_SENSITIVITY["add_remove"], accountant,
+                                          self.config)
         if self.rounds.rounds:
             steps.append((self.rounds.selection(adaptive.SCORE_L1_SENSITIVITY["add_remove"]),
                           self.rounds.rounds))
@@ -187,10 +189,9 @@ class BudgetPlan:
                      "each in proportion to cells^(1/3)")
         if self.with_cliques:
             split += (f"; rho = {self.cliques:.6g} ({self.config.clique_share:g} of the 2-way "
-                      "tables' rho without cliques) to one Gaussian measurement of each clique "
-                      "of 3 or more attributes chosen from the noisy 1-/2-way tables "
-                      "(post-processing), in proportion to cells^(1/3), L2 sensitivity "
-                      f"{sensitivity:.6g} each (or to the pairs again where no clique fits)")
+                      "tables' rho without it) to one Gaussian measurement of the full joint, "
+                      f"L2 sensitivity {sensitivity:.6g}, chosen as its cells*sigma/n passes "
+                      "clique_noise (public sizes, rho and the noisy n)")
         rounds = self.rounds
         if rounds.rounds:
             split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "
