@@ -1,26 +1,29 @@
-"""Cliques of 3+ attributes under a noise budget (issue 59; ``MarginalsConfig.cliques``).
+"""The full joint as a clique, where the noise allows (issue 59; ``MarginalsConfig.cliques``).
 
 Pairs alone cannot carry a table's 3- and 4-way structure: the release's 3-way error then stays
-a constant share of n (the model's bias). Under ``cliques="auto"`` ``clique_share`` of the ρ
-the 2-way tables would get (:attr:`~.plan.BudgetPlan.cliques`; the histograms keep theirs)
-measures cliques of 3 or more attributes with the Gaussian mechanism, beside the 1-/2-way
-tables:
+a constant share of n (the model's bias). Under ``cliques="auto"`` a tall narrow table's full
+joint is measured with the Gaussian mechanism, beside the 1-/2-way tables, with ``clique_share``
+of the ρ the 2-way tables would get (:attr:`~.plan.BudgetPlan.cliques`; the histograms keep
+theirs):
 
-    count     the one pass also counts the exact joint, sparse (each distinct row's mixed-radix
-              key and count): at most min(n, cells) keys, exact counts to the driver only; where
-              the schema's joint has 2^62 cells or more no clique is possible (public)
-    select    post-processing of the noisy 1-/2-way measurements, no charge: each pair's
-              dependence (the L1 distance of its noisy table from its margins' independence, less
-              the noise's expected share), then cliques grown greedily from the most dependent
-              pairs, the most dependent attribute first, while every clique's cells·σ/n̂ stays at
-              most ``clique_noise`` and its cells at most ``max_clique_cells`` (σ from
-              ρ_cliques split ∝ cells^(1/3), as the tables')
-    measure   each clique once, L2 sensitivity a table's (√2 replace-one, 1 add/remove: a row
-              is in one cell of each clique); where no clique of 3+ fits, the selection is
-              refused and ρ_cliques measures the pairs again (merged by inverse variance)
+    count     where the joint has at most ``max_clique_cells`` cells (public sizes: else the
+              release is cliques="pairs"'s from the start), the one pass also counts the exact
+              joint, sparse (each distinct row's mixed-radix key and count): at most
+              min(n, cells) keys, exact counts to the driver only
+    decide    after the 1-way histograms (drawn the same with or without the joint), from public
+              sizes, ρ_cliques and n̂ (:func:`joint_fits`): the joint is measured where its
+              cells·σ/n̂ is at most ``clique_noise``; elsewhere no clique, no clique ρ, and the
+              release is cliques="pairs"'s byte for byte. Post-processing, no charge
+    measure   the joint once, L2 sensitivity a table's (√2 replace-one, 1 add/remove: a row is
+              in one cell), :func:`measure_joint`
 
-On a tall narrow table the clique can be the full joint. The weight fit reads the cliques (any
-order, :func:`~dp_dask.postprocess.reweight.as_pairs`) and the candidate rows include copies
+Cliques grown greedily from the most dependent noisy pairs (the rule before) lost Q1, Q2 and the
+worst 2-way query on Adult 9 with no Q3 gain, and chose the full joint on the planted table
+anyway (docs/results-adult.md, "Cliques beyond pairs"), so only the joint is left. The
+consistent 2-way tables take its implied pairs by inverse variance
+(:func:`~dp_dask.postprocess.consistency.with_implied_pairs`), as the 1-way ones its implied
+margins. The weight fit reads the joint (any order,
+:func:`~dp_dask.postprocess.reweight.as_pairs`) and the candidate rows include copies
 carrying the largest clique's noisy table (:func:`clique_draws`), raked with the tree's, so that
 they cover its cells and start near its structure. The
 partitions' resample (postprocess.balance) takes groups of any order, but balancing it on the

@@ -51,7 +51,7 @@ class MarginalsConfig:
     # cliques of 3+ attributes (cliques.py)
     cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": the full joint too where it fits
     clique_share: float = 0.25  # the joint's share of the 2-way tables' ρ (under "auto")
-    clique_noise: float = 0.5  # the joint's cells·σ/n̂ at most
+    clique_noise: float = 0.08  # the joint's cells·σ/n̂ at most
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
 
     def __post_init__(self) -> None:
