@@ -56,12 +56,13 @@ def shares(frame: pd.DataFrame, schema: Schema, clique: tuple[int, ...]) -> np.n
 
 
 def fit(frame: pd.DataFrame, mode: str, *, epsilon: float = 1.0, seed: int = 0,
-        neighbours: str = "replace", **config) -> Synthesizer:
-    """All pairs (no tree plan, whose selections are charged beside the measurements); the
-    joint measured up to cells·σ/n̂ = MECHANICS_NOISE (20,000 rows at ε = 1: 0.14)."""
+        neighbours: str = "replace", tables: str = "all", **config) -> Synthesizer:
+    """All pairs by default (no tree plan, whose selections are charged beside the
+    measurements); the joint measured up to cells·σ/n̂ = MECHANICS_NOISE (20,000 rows at
+    ε = 1: 0.14)."""
     return Synthesizer.create("marginals", parity_schema(), epsilon=epsilon,
                               noise_sampler="numpy", noise_seed=seed, ledger=False,
-                              accountant="zcdp", neighbours=neighbours, tables="all",
+                              accountant="zcdp", neighbours=neighbours, tables=tables,
                               config={"cliques": mode, "clique_noise": MECHANICS_NOISE,
                                       **config}).fit(frame)
 
@@ -126,6 +127,19 @@ def test_joint_over_the_memory_cap_releases_as_pairs(client):
     auto = fit(frame, "auto", max_clique_cells=143)  # the joint has 144
     assert not auto.budget_plan().with_cliques and auto.budget_plan().cliques == 0
     assert same_release(auto, fit(frame, "pairs"), 500)
+
+
+def test_tree_plan_with_the_joint_keeps_the_histograms_first_draw(client):
+    """With a large clique_share the histograms' raised share passes tree_one_way_share: a
+    tree plan then tops them up by nothing (a top-up of ρ 0 failed), they keep the ρ of their
+    first draw, the one every plan makes, and the tables get the rest."""
+    frame = parity_frame()
+    tree = fit(frame, "auto", tables="tree", clique_share=0.8)
+    assert "cliques" in tree.model_.metadata["privacy"]
+    assert "tables" in tree.model_.metadata["privacy"]
+    first = fit(frame, "pairs").model_.measurements[:6]  # all pairs: the histograms drawn once
+    assert [m.sigma for m in tree.model_.measurements[:6]] == pytest.approx(
+        [m.sigma for m in first], rel=1e-12)
 
 
 def test_default_pairs_measures_no_clique(client):
