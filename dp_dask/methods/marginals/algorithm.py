@@ -39,7 +39,8 @@ from dp_dask.methods.marginals.joint import (
     fit_joint,
     forbidden_joint,
     joint_marginals,
-    measure_triples,
+    joint_steps,
+    measure_dense,
 )
 from dp_dask.methods.marginals.measurements import (
     Measurer,
@@ -48,7 +49,7 @@ from dp_dask.methods.marginals.measurements import (
     measure_pairs,
     refine_tree,
 )
-from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
+from dp_dask.methods.marginals.model import MarginalModel, fit_marginals, project_fine
 from dp_dask.methods.marginals.plan import BudgetPlan
 from dp_dask.methods.marginals.select_pairs import TreeChoice
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
@@ -77,14 +78,10 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
         fits = plan.with_cliques and joint_fits(
             schema, n_rows if method.rows_public else estimated_rows(one_way), plan.cliques,
             measurer.sensitivity, method.accountant, method.config)
-        if fits and dense_possible(schema, plan):  # every triple, the rest of the one-shot ρ
-            rho = plan.one_shot - measurer.rho * float(measurer.shares[:schema.m].sum())
-            measured = [*one_way, *measure_triples(
-                exact[3], schema, rho, sensitivity=measurer.sensitivity,
-                accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-                config=method.config)]
-    if fits and dense_possible(schema, plan):
-        return dense_model(method, measured, rho, n_rows, metadata)
+        if fits and dense_possible(plan):  # every triple, the rest of the one-shot ρ
+            triples, fine, rho = measure_dense(measurer, exact[3], plan)
+    if fits and dense_possible(plan):
+        return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
     with timed(method.timings_, "noise"):
         if fits:
             measurer = measurer_for(method, exact, plan, rng)  # the tables give the joint its ρ
@@ -117,33 +114,38 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
                              cliques=joint)
 
 
-def dense_model(method: MarginalSynthesizer, measured: list[Measurement], rho: float,
-                n_rows: int, metadata: dict[str, Any]) -> MarginalModel:
+def dense_model(method: MarginalSynthesizer, measured: list[Measurement],
+                fine: dict[int, Measurement], rho: float, n_rows: int,
+                metadata: dict[str, Any]) -> MarginalModel:
     """The dense-joint release's model (:mod:`.joint`): the 1-way histograms and the triples
-    (these with ``rho``) ``measured``, the joint fitted to them, its tables and their tree."""
+    (these with ``rho``) ``measured``, the joint fitted to them, its tables and their tree;
+    each ``fine`` histogram made consistent with the joint's histogram of its attribute."""
     schema, config = method.schema, method.config
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = estimated_rows(measured)
     plan = method.budget_plan()
     sensitivity = table_sensitivity(method.neighbours, "l2", method.max_rows)
-    metadata |= release_record(method, plan, len(measured), None, {}, {},
-                               dense_record(schema, measured, plan, rho, sensitivity))
+    metadata |= release_record(method, plan, len(measured), None, fine, {},
+                               dense_record(schema, measured, fine, plan, rho, sensitivity))
     with timed(method.timings_, "consistency"):
+        steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
         joint = fit_joint(schema.sizes, measured, n_rows, forbidden=forbidden_joint(schema),
-                          iterations=config.joint_iterations)
+                          iterations=steps)
     marginals = joint_marginals(joint)
     order, parents = spanning_tree(marginals, schema.m)
     details = {"method": "marginals",
                "budget_shares": f"{config.one_way_share:g} of rho to the histograms, the rest "
                f"to every triple, each in proportion to cells^{config.cells_exponent:.4g}",
                "noise_sigma": {"one_way": [m.sigma for m in measured[:schema.m]],
-                               "three_way": [m.sigma for m in measured[schema.m:]]},
-               "joint": {"cells": int(joint.size), "iterations": config.joint_iterations},
+                               "three_way": [m.sigma for m in measured[schema.m:]]}
+               | ({"fine": {schema.names[a]: m.sigma for a, m in fine.items()}} if fine else {}),
+               "joint": {"cells": int(joint.size), "iterations": steps},
                "fit_iterations": 0,
                "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measured),
-                         {**metadata, "model": details}, joint=joint)
+                         {**metadata, "model": details}, project_fine(schema, fine, marginals),
+                         joint)
 
 
 def measurer_for(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], plan: BudgetPlan,

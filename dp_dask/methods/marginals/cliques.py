@@ -76,13 +76,14 @@ def clique_memory(schema: Schema, rows: int,
                   config: MarginalsConfig = DEFAULTS) -> dict[str, int] | None:
     """For ``dp-dask plan``: the cap on a clique's cells, the sparse joint's bytes on the driver
     (an int64 key and count per distinct row: at most min(rows, cells)) and the joint's dense
-    tables' (exact, noisy, σ-scaled and a work copy per cell). None where no clique is measured
+    arrays' (the dense-joint fit's log-probabilities, counts, gradient and a trial step's three:
+    six float64 per cell, joint.fit_joint). None where no clique is measured
     (:func:`cliques_possible`)."""
     if not cliques_possible(schema, config):
         return None
     cells = math.prod(int(s) for s in schema.sizes)
     return {"max_clique_cells": config.max_clique_cells, "joint_bytes": 16 * min(rows, cells),
-            "clique_bytes": 4 * 8 * cells}
+            "clique_bytes": 6 * 8 * cells}
 
 
 def joint_keys(codes: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarray]:

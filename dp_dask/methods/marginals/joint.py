@@ -39,28 +39,53 @@ from dp_dask.privacy.noise import gaussian_measurements
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dp_dask.methods.marginals.measurements import Measurer
     from dp_dask.methods.marginals.plan import BudgetPlan
 
 
-def dense_possible(schema: Schema, plan: BudgetPlan) -> bool:
-    """Whether a release whose joint fits takes the dense path: no fine grids (their histograms
-    are the pairs' measurement's) and no adaptive rounds (their candidates are the pairs'
-    estimate's). Public."""
-    return plan.with_cliques and not plan.fine_share and not plan.rounds.rounds
+def dense_possible(plan: BudgetPlan) -> bool:
+    """Whether a release whose joint fits takes the dense path: without adaptive rounds (their
+    candidates are the pairs' estimate's). Public."""
+    return plan.with_cliques and not plan.rounds.rounds
 
 
+def measure_dense(measurer: Measurer, joint: tuple[np.ndarray, np.ndarray], plan: BudgetPlan
+                  ) -> tuple[list[Measurement], dict[int, Measurement], float]:
+    """After the 1-way histograms (``measurer``'s, at the all-pairs plan's shares): the fine
+    histograms at theirs (:func:`~.plan.budget_shares`) and every triple with the rest of the
+    one-shot ρ (:func:`measure_triples`). The triples, the fine histograms by attribute and
+    the triples' ρ."""
+    schema, first = measurer.schema, len(measurer.all_pairs)
+    fine = (measurer.draw([("fine", a) for a in measurer.grids], measurer.shares[first:])
+            if measurer.grids else [])
+    spent = measurer.shares[:schema.m].sum() + measurer.shares[first:].sum()
+    rho = plan.one_shot - measurer.rho * float(spent)
+    return (measure_triples(joint, schema, rho, sensitivity=measurer.sensitivity,
+                            accountant=measurer.accountant, sampler=measurer.sampler,
+                            rng=measurer.rng, config=measurer.config),
+            {a: Measurement((a,), h.values, h.sigma) for a, h in zip(measurer.grids, fine)}, rho)
+
+
+# The fit's work bound, in cells visited (a step sums every table from the joint): the planted
+# table of benchmarks/cliques.py (648 cells, 26 tables) takes its 3000 steps in ~1 s, at 5e7.
+JOINT_WORK = 2**33
 DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 1/sigma^2) by "
                          "mirror descent on the simplex, the schema's structural zeros held "
                          "at 0; each partition's rows drawn from it by systematic sampling")
 
 
-def dense_record(schema: Schema, measured: list[Measurement], plan: BudgetPlan, rho: float,
-                 sensitivity: float) -> dict[str, Any]:
+def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Measurement],
+                 plan: BudgetPlan, rho: float, sensitivity: float) -> dict[str, Any]:
     """The privacy record's ``cliques`` of a dense-joint release (``measured``: the 1-way
-    histograms, then the triples, these sharing ``rho``), with its ``budget_split`` text, which
-    :func:`~.algorithm.release_record` takes out for the split's account."""
+    histograms, then the triples, these sharing ``rho``; ``fine``: the fine histograms by
+    attribute), with its ``budget_split`` text, which :func:`~.algorithm.release_record` takes
+    out for the split's account."""
     config, m = plan.config, schema.m
     queries = measured[m:]
+    grids = (f"{plan.fine_share:g} of it to the fine histograms of "
+             f"{', '.join(schema.names[a] for a in sorted(fine))} (L2 sensitivity "
+             f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
+             "the rest " if fine else "")
     return {
         "selection": "every triple and the dense joint fitted to them, as the full joint's "
                      f"cells*sigma/n <= {config.clique_noise:g} and cells <= "
@@ -69,10 +94,12 @@ def dense_record(schema: Schema, measured: list[Measurement], plan: BudgetPlan, 
         "cliques": [{"attributes": [schema.names[a] for a in q.attributes],
                      "cells": len(q.values), "sigma": q.sigma} for q in queries],
         "joint": {"attributes": list(schema.names), "cells": int(np.prod(schema.sizes)),
-                  "fit": f"mirror descent, {config.joint_iterations} steps"},
-        "budget_split": f"{len(measured)} Gaussian measurements (every 1-way histogram and "
-                        f"every 3-way table, L2 sensitivity {sensitivity:.6g} each) sharing rho "
-                        f"= {plan.one_shot:.6g}: {config.one_way_share:g} to the histograms, "
+                  "fit": "mirror descent, "
+                         f"{joint_steps(int(np.prod(schema.sizes)), len(measured), config)} steps"},
+        "budget_split": f"{len(measured) + len(fine)} Gaussian measurements (every 1-way "
+                        "histogram and every 3-way table, L2 sensitivity "
+                        f"{sensitivity:.6g} each) sharing rho = {plan.one_shot:.6g}: {grids}"
+                        f"{config.one_way_share:g} to the histograms, "
                         f"the rest (rho = {rho:.6g}) to the {len(queries)} 3-way tables, each in "
                         f"proportion to cells^{config.cells_exponent:.4g}; no 2-way table, as "
                         "the full joint's cells*sigma/n passes clique_noise (public sizes, rho "
@@ -104,6 +131,12 @@ def measure_triples(joint: tuple[np.ndarray, np.ndarray], schema: Schema, rho: f
     noisy = gaussian_measurements([(exact_clique(joint, schema, q), s, sensitivity)
                                    for q, s in zip(queries, sigmas)], sampler=sampler, rng=rng)
     return [Measurement(q, v, s) for q, v, s in zip(queries, noisy, sigmas)]
+
+
+def joint_steps(cells: int, tables: int, config: MarginalsConfig = DEFAULTS) -> int:
+    """The fit's mirror-descent steps: ``joint_iterations``, fewer where a step's work (each
+    table summed from the joint: cells × tables) would pass JOINT_WORK in all; at least 10."""
+    return max(10, min(config.joint_iterations, JOINT_WORK // max(cells * tables, 1)))
 
 
 def fit_joint(sizes: tuple[int, ...] | np.ndarray, measurements: list[Measurement],

@@ -173,8 +173,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
         sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
     if any(len(m.attributes) > 3 for m in measurements):  # cliques.py's
         sigmas["cliques"] = [m.sigma for m in measurements if len(m.attributes) > 3]
-    consistent = {a: consistent_fine(measured.values, layouts[a].first, layouts[a].measured.start,
-                                     marginals.one_way[a]) for a, measured in fine.items()}
+    consistent = project_fine(schema, fine, marginals)
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
     details = {"method": METHOD,
                "budget_shares": shares_text(tree, fine_share if fine else None, config),
@@ -185,6 +184,15 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
                          {**(metadata or {}), "model": details}, consistent)
+
+
+def project_fine(schema: Schema, fine: dict[int, Measurement],
+                 marginals: Marginals) -> dict[int, np.ndarray]:
+    """Each noisy fine histogram (by attribute) made consistent with its attribute's consistent
+    1-way marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`)."""
+    layouts = {a: fine_layout(schema.attributes[a]) for a in fine}
+    return {a: consistent_fine(m.values, layouts[a].first, layouts[a].measured.start,
+                               marginals.one_way[a]) for a, m in fine.items()}
 
 
 def structural_zeros(schema: Schema, clique: tuple[int, ...], values: np.ndarray) -> np.ndarray:
