@@ -131,7 +131,7 @@ def test_dense_where_and_balance(client):
     rows = synthesizer.sample(3_000, seed=1, where="a == '1'").compute()
     assert len(rows) == 3_000 and (rows["a"] == "1").all()
     # the parity holds within the condition too: c = b XOR 1
-    assert ((rows["c"] != rows["b"])).mean() > 0.95
+    assert (rows["c"] != rows["b"]).mean() > 0.95
     balanced = synthesizer.sample(3_001, seed=1, balance="e").compute()
     assert sorted(balanced["e"].value_counts().tolist()) == [1_000, 1_000, 1_001]
 
