@@ -1,13 +1,16 @@
 """The marginals method's fit, one line per step (compare private-pgm's ``MST()``).
 
     measure_one_way  the 1-way histograms
+    dense            (cliques="auto", the joint fits, no rounds) every triple instead of what
+                     follows, the dense joint fitted to them: :func:`dense_model` (:mod:`.joint`)
     choose_pairs     from them and public quantities, all pairs or (a schema too wide for them)
                      the histograms measured again and a spanning tree of pairs chosen under DP
     measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
     refine_tree      (a tree) a few more tables, chosen against the tree's model
-    cliques          (cliques="auto") the full joint, where its cells·σ/n̂ passes clique_noise
-                     (decided after the 1-way histograms, whose draws are the same either
-                     way; else the release is cliques="pairs"'s), measured (:mod:`.cliques`)
+    cliques          (cliques="auto", with rounds) the full joint, where its cells·σ/n̂ passes
+                     clique_noise (decided after the 1-way histograms, whose draws are the same
+                     either way; else the release is cliques="pairs"'s), measured
+                     (:mod:`.cliques`)
     n                under add/remove neighbours the noisy n replaces the exact one from here on
     rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
                      most wrong, measure it, refit
@@ -78,9 +81,10 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
         fits = plan.with_cliques and joint_fits(
             schema, n_rows if method.rows_public else estimated_rows(one_way), plan.cliques,
             measurer.sensitivity, method.accountant, method.config)
-        if fits and dense_possible(plan):  # every triple, the rest of the one-shot ρ
+        dense = fits and dense_possible(plan)
+        if dense:  # every triple, with the rest of the one-shot ρ
             triples, fine, rho = measure_dense(measurer, exact[3], plan)
-    if fits and dense_possible(plan):
+    if dense:
         return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
     with timed(method.timings_, "noise"):
         if fits:
