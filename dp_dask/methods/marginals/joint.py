@@ -219,7 +219,7 @@ class JointSampler:
                     balance: int | None = None) -> JointSampler:
         """This sampler restricted to each of ``classes`` (``condition``, or its classes of the
         attribute ``balance``); ConditionError where the joint gives one probability 0."""
-        cells = np.indices(self.joint.shape).reshape(self.schema.m, -1).T
+        cells = np.indices(self.joint.shape, dtype=np.int16).reshape(self.schema.m, -1).T
         restricted = []
         for c in classes:
             weights = self.joint.ravel() * c.fraction(cells)
