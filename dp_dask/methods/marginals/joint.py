@@ -67,7 +67,8 @@ def measure_dense(measurer: Measurer, joint: tuple[np.ndarray, np.ndarray], plan
 
 
 # The fit's work bound, in cells visited (a step sums every table from the joint): the planted
-# table of benchmarks/cliques.py (648 cells, 26 tables) takes its 3000 steps in ~1 s, at 5e7.
+# table of benchmarks/cliques.py (648 cells, 26 tables) takes its 3000 steps in ~1 s, at 5e7;
+# 2^33 is ~40 s on one core (8 attributes of 4 values, 64 tables: 2048 steps of 0.018 s).
 JOINT_WORK = 2**33
 DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 1/sigma^2) by "
                          "mirror descent on the simplex, the schema's structural zeros held "
