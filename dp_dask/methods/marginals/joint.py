@@ -3,10 +3,11 @@
 joint is fitted to them all and the release samples its rows from it.
 
     measure   the 1-way histograms (their usual share: drawn before the rule is decided, the
-              same draws as under ``cliques="pairs"``) and every triple, the rest of the one-shot
-              ρ split ∝ cells^(1/3), each at a table's L2 sensitivity (√2 replace-one, 1
-              add/remove, K times that under a privacy unit). No 2-way table: measured beside
-              them (1-/2-/3-way ∝ cells^(1/3)) the planted table's Q3 was 14.4, 12.8 without
+              same draws as under ``cliques="pairs"``), the fine histograms (theirs) and every
+              triple, the rest of the one-shot ρ split ∝ cells^(1/3), each at a table's L2
+              sensitivity (√2 replace-one, 1 add/remove, K times that under a privacy unit). No
+              2-way table: measured too (1-/2-/3-way ∝ cells^(1/3)) the planted table's Q3 was
+              16.1, 13.6 without (numpy prototype, add/remove, 3 seeds; docs/tuning.md)
     fit       :func:`fit_joint`: the joint on the simplex (times n̂) minimising Σ ‖A_c x − y_c‖²/σ_c²
               over the noisy tables by mirror descent with backtracking (private-pgm's estimate
               with one clique), the schema's structural zeros held at 0; post-processing
@@ -14,8 +15,8 @@ joint is fitted to them all and the release samples its rows from it.
               fitted joint, seeded by the partition's seed (the release seed and its index)
 
 The joint's dense arrays are ``max_clique_cells`` cells at most (``dp-dask plan``,
-:func:`~.cliques.clique_memory`). Releases with fine grids or adaptive rounds keep the joint
-measured beside the pairs (:mod:`.cliques`).
+:func:`~.cliques.clique_memory`). Releases with adaptive rounds keep the joint measured beside
+the pairs (:mod:`.cliques`).
 """
 
 from __future__ import annotations
