@@ -149,7 +149,7 @@ class Estimate:
             *([] if self.cliques is None else [
                 f"cliques: each at most {self.cliques['max_clique_cells']:,} cells "
                 "(max_clique_cells); the exact sparse joint on the driver ≈ "
-                f"{format_bytes(self.cliques['joint_bytes'])}, the cliques' tables ≤ "
+                f"{format_bytes(self.cliques['joint_bytes'])}, the dense joint's fit ≤ "
                 f"{format_bytes(self.cliques['clique_bytes'])}"]),
         ])
 

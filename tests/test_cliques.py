@@ -56,13 +56,16 @@ def shares(frame: pd.DataFrame, schema: Schema, clique: tuple[int, ...]) -> np.n
 
 
 def fit(frame: pd.DataFrame, mode: str, *, epsilon: float = 1.0, seed: int = 0,
-        neighbours: str = "replace", tables: str = "all", **config) -> Synthesizer:
+        neighbours: str = "replace", tables: str = "all", rounds: int = 0,
+        **config) -> Synthesizer:
     """All pairs by default (no tree plan, whose selections are charged beside the
     measurements); the joint measured up to cells·σ/n̂ = MECHANICS_NOISE (20,000 rows at
-    ε = 1: 0.14)."""
+    ε = 1: 0.14). With ``rounds`` (at 5 % of ρ) the joint is measured beside the pairs;
+    without, a joint that fits takes the dense-joint path (joint.py)."""
     return Synthesizer.create("marginals", parity_schema(), epsilon=epsilon,
                               noise_sampler="numpy", noise_seed=seed, ledger=False,
                               accountant="zcdp", neighbours=neighbours, tables=tables,
+                              rounds=rounds, adaptive_share=0.05,
                               config={"cliques": mode, "clique_noise": MECHANICS_NOISE,
                                       **config}).fit(frame)
 
@@ -85,14 +88,23 @@ def test_cliques_charged_once_and_plan_fields_sum_to_rho(client, neighbours):
     assert plan.pairs_options()[1].one_way_share * plan.coarse == pytest.approx(
         without.config.one_way_share * without.coarse, rel=1e-12)
     assert plan.cliques == pytest.approx(without.coarse * 0.75 * 0.25, rel=1e-12)
+    # the dense-joint path (joint.py): the histograms at their share, every triple the rest
     record = synthesizer.model_.metadata["privacy"]["cliques"]
-    assert record["rho"] == plan.cliques
+    assert record["rho"] == pytest.approx(plan.one_shot * 0.75, rel=1e-12)
     assert record["sensitivity"] == TABLE_L2_SENSITIVITY[neighbours]
-    assert [c["attributes"] for c in record["cliques"]] == [list(NAMES)]  # the full joint
-    # every measurement's charge, the cliques' included, sums to the release's ρ: no more
+    assert [c["attributes"] for c in record["cliques"]] == [
+        list(t) for t in itertools.combinations(NAMES, 3)]
+    measured = synthesizer.model_.measurements
+    assert [len(m.attributes) for m in measured] == [1] * 6 + [3] * 20  # no 2-way table
+    # every measurement's charge, the triples' included, sums to the release's ρ: no more
     assert spent(synthesizer) == pytest.approx(plan.rho, rel=1e-9)
-    assert spent(synthesizer) <= plan.rho
-    assert "clique" in synthesizer.model_.metadata["privacy"]["budget_split"]
+    assert spent(synthesizer) <= plan.rho * (1 + 1e-12)
+    assert "20 3-way tables" in synthesizer.model_.metadata["privacy"]["budget_split"]
+    # beside adaptive rounds the joint is measured beside the pairs, with plan.cliques
+    beside = fit(parity_frame(), "auto", neighbours=neighbours, rounds=1)
+    record = beside.model_.metadata["privacy"]["cliques"]
+    assert record["rho"] == beside.budget_plan().cliques > 0
+    assert [c["attributes"] for c in record["cliques"]] == [list(NAMES)]  # the full joint
 
 
 def same_release(first: Synthesizer, second: Synthesizer, rows: int) -> bool:
@@ -134,7 +146,7 @@ def test_tree_plan_with_the_joint_keeps_the_histograms_first_draw(client):
     tree plan then tops them up by nothing (a top-up of ρ 0 failed), they keep the ρ of their
     first draw, the one every plan makes, and the tables get the rest."""
     frame = parity_frame()
-    tree = fit(frame, "auto", tables="tree", clique_share=0.8)
+    tree = fit(frame, "auto", tables="tree", rounds=1, clique_share=0.8)
     assert "cliques" in tree.model_.metadata["privacy"]
     assert "tables" in tree.model_.metadata["privacy"]
     first = fit(frame, "pairs").model_.measurements[:6]  # all pairs: the histograms drawn once
@@ -149,12 +161,14 @@ def test_default_pairs_measures_no_clique(client):
 
 
 def test_planted_four_way_structure_recovered_better_than_pairs(client, tmp_path):
+    """Beside adaptive rounds the full joint is measured beside the pairs: it sees the 4-way
+    parity (the dense-joint path's triples do not: every triple of a–d is independent)."""
     frame, schema = parity_frame(), parity_schema()
     clique = (0, 1, 2, 3)
     true = shares(frame, schema, clique)
     errors = {}
     for mode in ("pairs", "auto"):
-        synthesizer = fit(frame, mode)
+        synthesizer = fit(frame, mode, rounds=1)
         rows = synthesizer.sample(len(frame), seed=0).compute()
         errors[mode] = 0.5 * float(np.abs(shares(rows, schema, clique) - true).sum())
     # The 4-way table summed from the measured joint (its 16 cells each a sum of 9 cells of
@@ -220,7 +234,7 @@ def test_pairs_take_the_joints_implied_tables_by_inverse_variance():
 
 
 def test_releases_with_the_joint_merge_its_implied_pairs(client):
-    model = fit(parity_frame(), "auto").model_
+    model = fit(parity_frame(), "auto", rounds=1).model_
     refit = {cliques: fit_marginals(list(model.measurements), model.schema, model.n_rows,
                                     config=model.config, cliques=cliques).marginals.two_way
              for cliques in ((tuple(range(6)),), ())}
@@ -241,7 +255,7 @@ def test_plan_reports_the_memory_cap():
     planned = estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 256})
     assert planned.cliques["max_clique_cells"] == 256
     assert planned.cliques["joint_bytes"] == 16 * 144  # min(rows, the joint's 144 cells)
-    assert planned.cliques["clique_bytes"] == 4 * 8 * 144
+    assert planned.cliques["clique_bytes"] == 6 * 8 * 144  # the dense fit's six arrays
     assert "max_clique_cells" in planned.describe()
     # a joint over the cap is never measured: none of its memory
     assert estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 64}
@@ -274,7 +288,7 @@ def test_clique_draws_carry_its_noisy_table_without_sampling_noise(client, candi
     draws as distinct candidates (a narrow joint's few hundred) added noise of
     share·n·√(p/k) per cell, above the measurement's (planted table, ε = 1: start Q1 15.9 →
     44.3)."""
-    model = fit(parity_frame(), "auto").model_
+    model = fit(parity_frame(), "auto", rounds=1).model_
     (joint,) = [m for m in model.measurements if len(m.attributes) == 6]
     p = np.where(joint.values > model.config.empty_within_sigmas * joint.sigma, joint.values, 0)
     assert np.count_nonzero(p) < 200
@@ -300,7 +314,7 @@ def test_raked_start_keeps_the_cliques_structure(client):
     a–d), from which the early-stopped weight fit had to travel (planted table, ε = 1, seed 0:
     its 1-way mean abs error 15.6 at the start, 20.3 after 50 steps)."""
     frame, schema = parity_frame(), parity_schema()
-    model = fit(frame, "auto").model_
+    model = fit(frame, "auto", rounds=1).model_
     codes, weights = raked_start(model, 4_000, np.random.default_rng(0))
     true = shares(frame, schema, (0, 1, 2, 3))
     start = Domain(schema.sizes).table(codes, (0, 1, 2, 3), weights)
@@ -315,7 +329,7 @@ def test_releases_with_cliques_keep_the_consistent_one_way_counts(client):
     inverse-variance estimate, not on the fit's (planted table, ε = 1, seed 1: the fit's 1-way
     mean abs error 25.4, the consistent 8.2, the release 12.3 before)."""
     frame, schema = parity_frame(), parity_schema()
-    synthesizer = fit(frame, "auto", epsilon=0.3)
+    synthesizer = fit(frame, "auto", epsilon=0.3, rounds=1)
     model = synthesizer.model_
     rows = synthesizer.sample(len(frame), seed=0).compute()
     codes = encode_partition(rows[schema.names], schema).T

@@ -1,13 +1,16 @@
 """The marginals method's fit, one line per step (compare private-pgm's ``MST()``).
 
     measure_one_way  the 1-way histograms
+    dense            (cliques="auto", the joint fits, no rounds) every triple instead of what
+                     follows, the dense joint fitted to them: :func:`dense_model` (:mod:`.joint`)
     choose_pairs     from them and public quantities, all pairs or (a schema too wide for them)
                      the histograms measured again and a spanning tree of pairs chosen under DP
     measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
     refine_tree      (a tree) a few more tables, chosen against the tree's model
-    cliques          (cliques="auto") the full joint, where its cells·σ/n̂ passes clique_noise
-                     (decided after the 1-way histograms, whose draws are the same either
-                     way; else the release is cliques="pairs"'s), measured (:mod:`.cliques`)
+    cliques          (cliques="auto", with rounds) the full joint, where its cells·σ/n̂ passes
+                     clique_noise (decided after the 1-way histograms, whose draws are the same
+                     either way; else the release is cliques="pairs"'s), measured
+                     (:mod:`.cliques`)
     n                under add/remove neighbours the noisy n replaces the exact one from here on
     rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
                      most wrong, measure it, refit
@@ -32,6 +35,16 @@ from dp_dask.data.schema import Schema
 from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.cliques import joint_fits, measure_joint
+from dp_dask.methods.marginals.joint import (
+    DENSE_POST_PROCESSING,
+    dense_possible,
+    dense_record,
+    fit_joint,
+    forbidden_joint,
+    joint_marginals,
+    joint_steps,
+    measure_dense,
+)
 from dp_dask.methods.marginals.measurements import (
     Measurer,
     choose_pairs,
@@ -39,10 +52,11 @@ from dp_dask.methods.marginals.measurements import (
     measure_pairs,
     refine_tree,
 )
-from dp_dask.methods.marginals.model import MarginalModel, fit_marginals
+from dp_dask.methods.marginals.model import MarginalModel, fit_marginals, project_fine
 from dp_dask.methods.marginals.plan import BudgetPlan
 from dp_dask.methods.marginals.select_pairs import TreeChoice
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
+from dp_dask.postprocess.tree import spanning_tree
 from dp_dask.privacy.accounting import table_sensitivity
 from dp_dask.timing import timed
 from dp_dask.tuning import changed
@@ -64,9 +78,16 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     joint: tuple[tuple[int, ...], ...] = ()  # the measured clique: the full joint, or none
     with timed(method.timings_, "noise"):
         one_way = measure_one_way(measurer)  # the same draws with or without the joint
-        if plan.with_cliques and joint_fits(
-                schema, n_rows if method.rows_public else estimated_rows(one_way), plan.cliques,
-                measurer.sensitivity, method.accountant, method.config):
+        fits = plan.with_cliques and joint_fits(
+            schema, n_rows if method.rows_public else estimated_rows(one_way), plan.cliques,
+            measurer.sensitivity, method.accountant, method.config)
+        dense = fits and dense_possible(plan)
+        if dense:  # every triple, with the rest of the one-shot ρ
+            triples, fine, rho = measure_dense(measurer, exact[3], plan)
+    if dense:
+        return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
+    with timed(method.timings_, "noise"):
+        if fits:
             measurer = measurer_for(method, exact, plan, rng)  # the tables give the joint its ρ
         else:  # as under cliques="pairs", byte for byte
             plan = pairs_only
@@ -95,6 +116,40 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
                              fit_iterations=method.fit_iterations, fine=fine,
                              fine_share=method.fine_share, config=method.config,
                              cliques=joint)
+
+
+def dense_model(method: MarginalSynthesizer, measured: list[Measurement],
+                fine: dict[int, Measurement], rho: float, n_rows: int,
+                metadata: dict[str, Any]) -> MarginalModel:
+    """The dense-joint release's model (:mod:`.joint`): the 1-way histograms and the triples
+    (these with ``rho``) ``measured``, the joint fitted to them, its tables and their tree;
+    each ``fine`` histogram made consistent with the joint's histogram of its attribute."""
+    schema, config = method.schema, method.config
+    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
+        n_rows = metadata["n_rows"] = estimated_rows(measured)
+    plan = method.budget_plan()
+    sensitivity = table_sensitivity(method.neighbours, "l2", method.max_rows)
+    metadata |= release_record(method, plan, len(measured), None, fine, {},
+                               dense_record(schema, measured, fine, plan, rho, sensitivity))
+    with timed(method.timings_, "consistency"):
+        steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
+        joint = fit_joint(schema.sizes, measured, n_rows, forbidden=forbidden_joint(schema),
+                          iterations=steps)
+    marginals = joint_marginals(joint)
+    order, parents = spanning_tree(marginals, schema.m)
+    details = {"method": "marginals",
+               "budget_shares": f"{config.one_way_share:g} of rho to the histograms, the rest "
+               f"to every triple, each in proportion to cells^{config.cells_exponent:.4g}",
+               "noise_sigma": {"one_way": [m.sigma for m in measured[:schema.m]],
+                               "three_way": [m.sigma for m in measured[schema.m:]]}
+               | ({"fine": {schema.names[a]: m.sigma for a, m in fine.items()}} if fine else {}),
+               "joint": {"cells": int(joint.size), "iterations": steps},
+               "fit_iterations": 0,
+               "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
+                                for a, p in enumerate(parents.tolist())}}
+    return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measured),
+                         {**metadata, "model": details}, project_fine(schema, fine, marginals),
+                         joint)
 
 
 def measurer_for(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], plan: BudgetPlan,
@@ -152,6 +207,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' and the
     ``cliques``' records (empty: none)."""
     schema: Schema = method.schema
+    dense = cliques.pop("budget_split", None)  # the dense-joint path's (joint.dense_record)
     as_replace_one = {}
     if method.neighbours != "replace":
         ledger = method._ledger_plan()
@@ -160,13 +216,14 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
         schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
         tree=tree, fine=fine,
         replace_one_rho=as_replace_one["replace_one_row"]["rho"] if as_replace_one else None,
-        tree_possible=method.tree_possible)
+        tree_possible=method.tree_possible, dense=dense)
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
     tuned = changed(method.config)  # none by default: such releases stay as they were
     return {
-        "method": "marginals: consistent noisy 1-/2-way marginals + row updates",
+        "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense
+                                   else "consistent noisy 1-/2-way marginals + row updates"),
         "privacy": method._privacy_record(
             mechanism="gaussian", accountant=method.accountant, rho=plan.rho, k=k,
             neighbouring=neighbouring(method.neighbours, method.privacy_unit), **as_replace_one,
@@ -175,7 +232,8 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
-            post_processing="consistent marginals (inverse-variance 1-way estimates, "
+            post_processing=DENSE_POST_PROCESSING if dense else
+            "consistent marginals (inverse-variance 1-way estimates, "
             "tables shrunk towards independence and fitted to them); rows sampled from a "
             "spanning tree, weighted to fit the noisy measurements and updated towards the "
             "tables" + ("; each fine histogram projected, bin by bin, onto the "

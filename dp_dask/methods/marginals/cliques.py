@@ -30,6 +30,12 @@ partitions' resample (postprocess.balance) takes groups of any order, but balanc
 cliques too changed nothing measurable (Adult 9 and the planted table of benchmarks/cliques.py,
 ε = 1, seed 0: Q1 20.2 / 14.3, Q2 8.17 / 24.3, Q3 1.26 / 27.3 without, 20.4 / 15.0, 8.17 / 24.2,
 1.26 / 27.3 with) and cost time, so it stays on the default triples.
+
+Where the joint fits and no adaptive rounds run, the release takes the dense-joint path instead
+(:mod:`.joint`): the 1-way histograms and every triple measured (no 2-way table, no joint
+measurement), the dense joint fitted to them and rows drawn from it; this module then only
+counts the sparse joint and decides the rule (planted table, ε = 1, seeds 0–2, Q3 95 %:
+replace-one 18.4, add/remove 13.2, against 34.5 / 34.0 with pairs, docs/tuning.md).
 """
 
 from __future__ import annotations
@@ -79,13 +85,14 @@ def clique_memory(schema: Schema, rows: int,
                   config: MarginalsConfig = DEFAULTS) -> dict[str, int] | None:
     """For ``dp-dask plan``: the cap on a clique's cells, the sparse joint's bytes on the driver
     (an int64 key and count per distinct row: at most min(rows, cells)) and the joint's dense
-    tables' (exact, noisy, σ-scaled and a work copy per cell). None where no clique is measured
+    arrays' (the dense-joint fit's log-probabilities, counts, gradient and a trial step's three:
+    six float64 per cell, joint.fit_joint). None where no clique is measured
     (:func:`cliques_possible`)."""
     if not cliques_possible(schema, config):
         return None
     cells = math.prod(int(s) for s in schema.sizes)
     return {"max_clique_cells": config.max_clique_cells, "joint_bytes": 16 * min(rows, cells),
-            "clique_bytes": 4 * 8 * cells}
+            "clique_bytes": 6 * 8 * cells}
 
 
 def joint_keys(codes: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarray]:

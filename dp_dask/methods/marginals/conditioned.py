@@ -162,6 +162,20 @@ def conditioned_start(model: MarginalModel, rows: int, rng: np.random.Generator,
     return candidates, weights
 
 
+def condition_record(condition: Condition, classes: tuple[Condition, ...], balance: int | None,
+                     rows: int) -> dict[str, Any]:
+    """What metadata.json says of the conditioning: ``condition`` and, with ``balance`` (the
+    balanced attribute), its ``classes``."""
+    record: dict[str, Any] = {"where": condition.text or None, "rows": rows}
+    if balance is not None:
+        attribute = condition.schema.attributes[balance]
+        record |= {"balance": attribute.name,
+                   "classes": [attribute.labels[int(np.flatnonzero(c.only[balance])[0])]
+                               for c in classes],
+                   "rows_per_class": "equal, up to one row per partition"}
+    return record
+
+
 @dataclass(frozen=True)
 class Conditioned:
     """A conditioned estimate: candidates inside the condition, their weights, and the weighted
@@ -185,15 +199,7 @@ class ConditionedSampler:
     shared: tuple[Conditioned, ...] | None = None
 
     def record(self, rows: int) -> dict[str, Any]:
-        """What metadata.json says of the conditioning."""
-        record: dict[str, Any] = {"where": self.condition.text or None, "rows": rows}
-        if self.balance is not None:
-            attribute = self.schema.attributes[self.balance]
-            record |= {"balance": attribute.name,
-                       "classes": [attribute.labels[int(np.flatnonzero(c.only[self.balance])[0])]
-                                   for c in self.classes],
-                       "rows_per_class": "equal, up to one row per partition"}
-        return record
+        return condition_record(self.condition, self.classes, self.balance, rows)
 
     @property
     def schema(self):  # noqa: ANN201 - the model's Schema
@@ -270,11 +276,20 @@ def conditioned_sampler(model: MarginalModel, where: str | None, balance: str | 
         raise ConditionError(f"the model gives condition {where!r} probability 0: no rows "
                              "can be drawn")
     if balance is None:
-        return ConditionedSampler(model.sampler(), condition, (condition,))
+        return _conditioned(model, condition, (condition,))
     if balance not in schema.names:
         raise ConditionError(f"--balance {balance!r}: no such attribute in schema "
                              f"{schema.name!r}")
     index = schema.names.index(balance)
     classes = tuple(c for c in (condition.restricted(index, code)
                                 for code in range(schema.sizes[index])) if possible(c))
-    return ConditionedSampler(model.sampler(), condition, classes, index)
+    return _conditioned(model, condition, classes, index)
+
+
+def _conditioned(model: MarginalModel, condition: Condition, classes: tuple[Condition, ...],
+                 balance: int | None = None) -> Any:
+    """The sampler of ``classes``: a dense joint's restricted to them (:mod:`.joint`), else the
+    conditioned estimates'."""
+    if model.joint is not None:
+        return model.sampler().conditioned(condition, classes, balance)
+    return ConditionedSampler(model.sampler(), condition, classes, balance)

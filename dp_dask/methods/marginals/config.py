@@ -51,8 +51,9 @@ class MarginalsConfig:
     # cliques of 3+ attributes (cliques.py)
     cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": the full joint too where it fits
     clique_share: float = 0.25  # the joint's share of the 2-way tables' ρ (under "auto")
-    clique_noise: float = 0.08  # the joint's cells·σ/n̂ at most
+    clique_noise: float = 0.5  # the joint's cells·σ/n̂ at most
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
+    joint_iterations: int = 3000  # mirror-descent steps fitting the dense joint (joint.py)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -15,6 +15,7 @@ from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals.conditioned import ConditionedSampler, conditioned_sampler
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.joint import JointSampler
 from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
 from dp_dask.methods.marginals.sampler import MarginalSampler
 from dp_dask.model_io import ModelError, model_schema, read_model_arrays, write_model_files
@@ -51,6 +52,8 @@ class MarginalModel:
     metadata: dict[str, Any] = field(default_factory=dict)
     # attribute → its consistent fine histogram (counts over its grid's cells), for decoding
     fine: dict[int, np.ndarray] = field(default_factory=dict)
+    # the fitted dense joint (counts, shape the sizes) a dense-joint release samples (joint.py)
+    joint: np.ndarray | None = None
     method: ClassVar[str] = "marginals"
 
     @property
@@ -58,7 +61,9 @@ class MarginalModel:
         """The fit's config: its fields that differ from their defaults are recorded."""
         return as_config(MarginalsConfig, self.metadata.get("config"))
 
-    def sampler(self) -> MarginalSampler:
+    def sampler(self) -> MarginalSampler | JointSampler:
+        if self.joint is not None:
+            return JointSampler(self.schema, self.joint, self.fine)
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]),
                                config=self.config)
 
@@ -74,12 +79,14 @@ class MarginalModel:
         arrays |= {f"two_way_{a}_{b}": t for (a, b), t in self.marginals.two_way.items()}
         arrays |= {f"measured_{k}": m.values for k, m in enumerate(self.measurements)}
         arrays |= {f"fine_{a}": v for a, v in self.fine.items()}
+        arrays |= {"joint": self.joint} if self.joint is not None else {}
         document = {"format": MODEL_FORMAT, "method": METHOD, "n_rows": self.n_rows,
                     "schema": self.schema.to_json(), "metadata": self.metadata,
                     "measurements": [{"attributes": list(m.attributes), "sigma": m.sigma}
                                      for m in self.measurements],
                     # absent without fine grids: such models' files stay as they were
-                    **({"fine": sorted(self.fine)} if self.fine else {})}
+                    **({"fine": sorted(self.fine)} if self.fine else {}),
+                    **({"joint": True} if self.joint is not None else {})}
         return write_model_files(path, document,
                                  {"order": self.order, "parents": self.parents, **arrays},
                                  storage_options)
@@ -93,7 +100,9 @@ class MarginalModel:
         queries = [tuple(q["attributes"]) for q in document["measurements"]]
         # the one-shot pairs, then any cliques (cliques.py) and the adaptive rounds' marginals
         rest = queries[schema.m:]
-        pairs = [q for q in rest if len(q) == 2]
+        dense = bool(document.get("joint"))  # its 2-way tables the joint's, every pair
+        pairs = ([(i, j) for i in range(schema.m) for j in range(i + 1, schema.m)] if dense
+                 else [q for q in rest if len(q) == 2])
         if queries[:schema.m] != measured_queries(schema, []) or len(set(rest)) != len(rest) or any(
                 len(q) < 2 or list(q) != sorted(set(q)) or q[0] < 0 or q[-1] >= schema.m
                 for q in rest):
@@ -108,6 +117,7 @@ class MarginalModel:
             raise ModelError(f"model {path}/model.json: fine histograms of attributes without a "
                              "fine grid in its schema: fit again")
         shapes |= {f"fine_{a}": (len(schema.attributes[a].fine) - 1,) for a in grids}
+        shapes |= {"joint": tuple(sizes)} if dense else {}
         arrays = read_model_arrays(path, shapes | {"order": (schema.m,),
                                                    "parents": (schema.m,)}, storage_options)
         one_way = tuple(arrays[f"one_way_{a}"] for a in range(schema.m))
@@ -116,7 +126,7 @@ class MarginalModel:
                              for k, (q, m) in enumerate(zip(queries, document["measurements"])))
         return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
                    arrays["order"], arrays["parents"], measurements, document["metadata"],
-                   {a: arrays[f"fine_{a}"] for a in grids})
+                   {a: arrays[f"fine_{a}"] for a in grids}, arrays["joint"] if dense else None)
 
 
 def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
@@ -163,8 +173,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
         sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
     if any(len(m.attributes) > 3 for m in measurements):  # cliques.py's
         sigmas["cliques"] = [m.sigma for m in measurements if len(m.attributes) > 3]
-    consistent = {a: consistent_fine(measured.values, layouts[a].first, layouts[a].measured.start,
-                                     marginals.one_way[a]) for a, measured in fine.items()}
+    consistent = project_fine(schema, fine, marginals)
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
     details = {"method": METHOD,
                "budget_shares": shares_text(tree, fine_share if fine else None, config),
@@ -175,6 +184,15 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
                          {**(metadata or {}), "model": details}, consistent)
+
+
+def project_fine(schema: Schema, fine: dict[int, Measurement],
+                 marginals: Marginals) -> dict[int, np.ndarray]:
+    """Each noisy fine histogram (by attribute) made consistent with its attribute's consistent
+    1-way marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`)."""
+    layouts = {a: fine_layout(schema.attributes[a]) for a in fine}
+    return {a: consistent_fine(m.values, layouts[a].first, layouts[a].measured.start,
+                               marginals.one_way[a]) for a, m in fine.items()}
 
 
 def structural_zeros(schema: Schema, clique: tuple[int, ...], values: np.ndarray) -> np.ndarray:

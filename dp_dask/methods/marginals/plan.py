@@ -152,10 +152,12 @@ class BudgetPlan:
 
     def budget_split(self, schema: Schema, *, k: int, sensitivity: float,
                      tree: TreeChoice | None, fine: dict[int, Any],
-                     replace_one_rho: float | None, tree_possible: bool) -> str:
+                     replace_one_rho: float | None, tree_possible: bool,
+                     dense: str | None = None) -> str:
         """The metadata's account of the split: ``k`` one-shot 1-/2-way measurements of L2
         ``sensitivity``, the ``tree`` chosen (None: all pairs), the ``fine`` histograms by
-        attribute, the ledger's ``replace_one_rho`` (None: replace-one neighbours)."""
+        attribute, the ledger's ``replace_one_rho`` (None: replace-one neighbours); ``dense``:
+        the one-shot measurements' account instead, on the dense-joint path (joint.py)."""
         fine_share, config = self.pairs_options()
         which = "every 1-way histogram and 2-way table"
         histograms = f"{config.one_way_share:g} to the histograms"
@@ -187,7 +189,9 @@ class BudgetPlan:
                      f"the rest to {k} measurements ({which}, "
                      f"L2 sensitivity {sensitivity:.6g} each), of it {histograms}, {tables}, "
                      "each in proportion to cells^(1/3)")
-        if self.with_cliques:
+        if dense is not None:
+            split = dense
+        elif self.with_cliques:
             split += (f"; rho = {self.cliques:.6g} ({self.config.clique_share:g} of the 2-way "
                       "tables' rho without it) to one Gaussian measurement of the full joint, "
                       f"L2 sensitivity {sensitivity:.6g}, chosen as its cells*sigma/n passes "

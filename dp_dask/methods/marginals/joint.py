@@ -1,0 +1,273 @@
+"""The dense-joint path of ``cliques="auto"`` (issue 59): on a table whose full joint fits
+(:func:`~.cliques.joint_fits`), every triple is measured beside the 1-way histograms, the dense
+joint is fitted to them all and the release samples its rows from it.
+
+    measure   the 1-way histograms (their usual share: drawn before the rule is decided, the
+              same draws as under ``cliques="pairs"``), the fine histograms (theirs) and every
+              triple, the rest of the one-shot ρ split ∝ cells^(1/3), each at a table's L2
+              sensitivity (√2 replace-one, 1 add/remove, K times that under a privacy unit). No
+              2-way table: measured too (1-/2-/3-way ∝ cells^(1/3)) the planted table's Q3 was
+              16.1, 13.6 without (numpy prototype, add/remove, 3 seeds; docs/tuning.md)
+    fit       :func:`fit_joint`: the joint on the simplex (times n̂) minimising Σ ‖A_c x − y_c‖²/σ_c²
+              over the noisy tables by mirror descent with backtracking (private-pgm's estimate
+              with one clique), the schema's structural zeros held at 0; post-processing
+    sample    :class:`JointSampler`: each partition's rows by systematic sampling from the
+              fitted joint, seeded by the partition's seed (the release seed and its index)
+
+The joint's dense arrays are ``max_clique_cells`` cells at most (``dp-dask plan``,
+:func:`~.cliques.clique_memory`). Releases with adaptive rounds keep the joint measured beside
+the pairs (:mod:`.cliques`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dp_dask.conditions import Condition, ConditionError
+from dp_dask.data.constraints import forbidden_cells
+from dp_dask.data.schema import Schema
+from dp_dask.data.tables import one_hot
+from dp_dask.methods.marginals.cliques import exact_clique
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.postprocess.consistency import Marginals, Measurement
+from dp_dask.privacy.accounting import gaussian_sigma
+from dp_dask.privacy.noise import gaussian_measurements
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dp_dask.methods.marginals.measurements import Measurer
+    from dp_dask.methods.marginals.plan import BudgetPlan
+
+
+def dense_possible(plan: BudgetPlan) -> bool:
+    """Whether a release whose joint fits takes the dense path: without adaptive rounds (their
+    candidates are the pairs' estimate's). Public."""
+    return plan.with_cliques and not plan.rounds.rounds
+
+
+def measure_dense(measurer: Measurer, joint: tuple[np.ndarray, np.ndarray], plan: BudgetPlan
+                  ) -> tuple[list[Measurement], dict[int, Measurement], float]:
+    """After the 1-way histograms (``measurer``'s, at the all-pairs plan's shares): the fine
+    histograms at theirs (:func:`~.plan.budget_shares`) and every triple with the rest of the
+    one-shot ρ (:func:`measure_triples`). The triples, the fine histograms by attribute and
+    the triples' ρ."""
+    schema, first = measurer.schema, len(measurer.all_pairs)
+    fine = (measurer.draw([("fine", a) for a in measurer.grids], measurer.shares[first:])
+            if measurer.grids else [])
+    spent = measurer.shares[:schema.m].sum() + measurer.shares[first:].sum()
+    rho = plan.one_shot - measurer.rho * float(spent)
+    return (measure_triples(joint, schema, rho, sensitivity=measurer.sensitivity,
+                            accountant=measurer.accountant, sampler=measurer.sampler,
+                            rng=measurer.rng, config=measurer.config),
+            {a: Measurement((a,), h.values, h.sigma) for a, h in zip(measurer.grids, fine)}, rho)
+
+
+# The fit's work bound, in cells visited (a step sums every table from the joint): the planted
+# table of benchmarks/cliques.py (648 cells, 26 tables) takes its 3000 steps in ~1 s, at 5e7;
+# 2^33 is ~40 s on one core (8 attributes of 4 values, 64 tables: 2048 steps of 0.018 s).
+JOINT_WORK = 2**33
+DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 1/sigma^2) by "
+                         "mirror descent on the simplex, the schema's structural zeros held "
+                         "at 0; each partition's rows drawn from it by systematic sampling")
+
+
+def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Measurement],
+                 plan: BudgetPlan, rho: float, sensitivity: float) -> dict[str, Any]:
+    """The privacy record's ``cliques`` of a dense-joint release (``measured``: the 1-way
+    histograms, then the triples, these sharing ``rho``; ``fine``: the fine histograms by
+    attribute), with its ``budget_split`` text, which :func:`~.algorithm.release_record` takes
+    out for the split's account."""
+    config, m = plan.config, schema.m
+    queries = measured[m:]
+    grids = (f"{plan.fine_share:g} of it to the fine histograms of "
+             f"{', '.join(schema.names[a] for a in sorted(fine))} (L2 sensitivity "
+             f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
+             "the rest " if fine else "")
+    return {
+        "selection": "every triple and the dense joint fitted to them, as the full joint's "
+                     f"cells*sigma/n <= {config.clique_noise:g} and cells <= "
+                     f"{config.max_clique_cells} (public sizes, rho and the noisy n)",
+        "rho": rho, "sensitivity": sensitivity, "measurements": len(queries),
+        "cliques": [{"attributes": [schema.names[a] for a in q.attributes],
+                     "cells": len(q.values), "sigma": q.sigma} for q in queries],
+        "joint": {"attributes": list(schema.names), "cells": int(np.prod(schema.sizes)),
+                  "fit": "mirror descent, "
+                         f"{joint_steps(int(np.prod(schema.sizes)), len(measured), config)} steps"},
+        "budget_split": f"{len(measured) + len(fine)} Gaussian measurements (every 1-way "
+                        "histogram and every 3-way table, L2 sensitivity "
+                        f"{sensitivity:.6g} each) sharing rho = {plan.one_shot:.6g}: {grids}"
+                        f"{config.one_way_share:g} to the histograms, "
+                        f"the rest (rho = {rho:.6g}) to the {len(queries)} 3-way tables, each in "
+                        f"proportion to cells^{config.cells_exponent:.4g}; no 2-way table, as "
+                        "the full joint's cells*sigma/n passes clique_noise (public sizes, rho "
+                        "and the noisy n)"}
+
+
+def triples(schema: Schema) -> list[tuple[int, ...]]:
+    """Every triple of attributes, in lexicographic order."""
+    return list(itertools.combinations(range(schema.m), 3))
+
+
+def triple_shares(schema: Schema, config: MarginalsConfig = DEFAULTS) -> np.ndarray:
+    """Each triple's share of the triples' ρ, ∝ cells^``cells_exponent``: public sizes alone."""
+    weights = np.array([np.prod(schema.sizes[list(t)]) for t in triples(schema)],
+                       dtype=np.float64) ** config.cells_exponent
+    return weights / weights.sum()
+
+
+def measure_triples(joint: tuple[np.ndarray, np.ndarray], schema: Schema, rho: float, *,
+                    sensitivity: float, accountant: str, sampler: str,
+                    rng: np.random.Generator | None, config: MarginalsConfig = DEFAULTS
+                    ) -> list[Measurement]:
+    """Every triple measured once at its share of ``rho`` (:func:`triple_shares`), L2
+    ``sensitivity`` each: a row is in one cell of each. The only step here that reads exact
+    counts (``joint``, the sparse joint of :func:`~.cliques.count_graph`)."""
+    queries = triples(schema)
+    sigmas = [gaussian_sigma(rho * share, sensitivity, accountant)
+              for share in triple_shares(schema, config)]
+    noisy = gaussian_measurements([(exact_clique(joint, schema, q), s, sensitivity)
+                                   for q, s in zip(queries, sigmas)], sampler=sampler, rng=rng)
+    return [Measurement(q, v, s) for q, v, s in zip(queries, noisy, sigmas)]
+
+
+def joint_steps(cells: int, tables: int, config: MarginalsConfig = DEFAULTS) -> int:
+    """The fit's mirror-descent steps: ``joint_iterations``, fewer where a step's work (each
+    table summed from the joint: cells × tables) would pass JOINT_WORK in all; at least 10."""
+    return max(10, min(config.joint_iterations, JOINT_WORK // max(cells * tables, 1)))
+
+
+def fit_joint(sizes: tuple[int, ...] | np.ndarray, measurements: list[Measurement],
+              n_hat: float, *, forbidden: np.ndarray | None = None,
+              iterations: int = DEFAULTS.joint_iterations) -> np.ndarray:
+    """The dense joint (counts summing to ``n_hat``, shape ``sizes``) nearest the noisy tables:
+    n̂·p over the simplex minimising Σ_c ‖marginal_c(n̂·p) − y_c‖² / σ_c², by mirror descent on
+    log p with a backtracking step (grown ×1.2 on a decrease, halved otherwise), ``iterations``
+    steps from the uniform joint: deterministic. ``forbidden`` (flat, bool): structural zeros,
+    held at 0."""
+    shape = tuple(int(s) for s in sizes)
+    m = len(shape)
+    allowed = np.ones(shape, dtype=bool) if forbidden is None else ~forbidden.reshape(shape)
+    if not allowed.any():
+        raise ValueError("the schema's constraints leave the joint no cell")
+    # per table: the axes it sums out, its noisy cells in its shape, its precision 1/σ²
+    targets = [(tuple(a for a in range(m) if a not in t.attributes),
+                t.values.reshape([shape[a] for a in t.attributes]), 1.0 / t.sigma**2)
+               for t in measurements]
+
+    def loss_gradient(log_p: np.ndarray) -> tuple[float, np.ndarray]:
+        x = n_hat * np.exp(log_p)
+        loss, gradient = 0.0, np.zeros(shape)
+        for other, y, precision in targets:
+            residual = x.sum(axis=other) - y
+            loss += precision * float((residual**2).sum())
+            gradient += np.expand_dims(2 * precision * residual, other)
+        return loss, n_hat * gradient
+
+    log_p = np.where(allowed, -np.log(allowed.sum()), -np.inf)
+    loss, gradient = loss_gradient(log_p)
+    step = 1.0 / max(float(np.abs(gradient[allowed]).max()), 1e-300)
+    for _ in range(iterations):
+        trial = np.where(allowed, log_p - step * gradient, -np.inf)
+        trial -= np.logaddexp.reduce(trial.ravel())
+        trial_loss, trial_gradient = loss_gradient(trial)
+        if trial_loss <= loss:
+            log_p, loss, gradient = trial, trial_loss, trial_gradient
+            step *= 1.2
+        else:
+            step *= 0.5
+    return n_hat * np.exp(log_p)
+
+
+def joint_marginals(joint: np.ndarray) -> Marginals:
+    """The joint's 1-way and 2-way tables: consistent by construction."""
+    m = joint.ndim
+    return Marginals(
+        tuple(joint.sum(axis=tuple(b for b in range(m) if b != a)) for a in range(m)),
+        {(a, b): joint.sum(axis=tuple(c for c in range(m) if c not in (a, b)))
+         for a, b in itertools.combinations(range(m), 2)})
+
+
+def systematic_cells(p: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` cells of the flat distribution ``p`` (≥ 0) by systematic sampling: each cell
+    ⌊rows·p⌋ or ⌈rows·p⌉ times, a cell of p = 0 never; in random order."""
+    cumulative = np.cumsum(p)
+    cumulative /= cumulative[-1]
+    # side="right": a u on a boundary moves past the cells of probability 0 ending there
+    cells = np.searchsorted(cumulative, (rng.random() + np.arange(rows)) / rows, side="right")
+    return rng.permutation(np.minimum(cells, len(p) - 1))
+
+
+@dataclass(frozen=True)
+class JointSampler:
+    """A partition's rows drawn from the fitted joint (:func:`systematic_cells`), from the
+    partition's seed alone; with a condition, from the joint restricted to it (each cell
+    weighted by the share of its values that holds the condition, :meth:`Condition.fraction`),
+    and with classes (a balance) equal rows of each class up to one per partition."""
+
+    schema: Schema
+    joint: np.ndarray  # counts, shape the schema's sizes
+    fine: dict[int, np.ndarray] = field(default_factory=dict)
+    condition: Condition | None = None
+    classes: tuple[Condition, ...] = ()
+    balance: int | None = None  # the balanced attribute
+    distributions: tuple[np.ndarray, ...] = ()  # per class, its weights over the cells
+
+    def conditioned(self, condition: Condition, classes: tuple[Condition, ...],
+                    balance: int | None = None) -> JointSampler:
+        """This sampler restricted to each of ``classes`` (``condition``, or its classes of the
+        attribute ``balance``); ConditionError where the joint gives one probability 0."""
+        cells = np.indices(self.joint.shape, dtype=np.int16).reshape(self.schema.m, -1).T
+        restricted = []
+        for c in classes:
+            weights = self.joint.ravel() * c.fraction(cells)
+            if not weights.sum() > 0:
+                raise ConditionError(f"the model gives condition {c.text!r} probability 0: "
+                                     "no rows can be drawn")
+            restricted.append(weights)
+        return JointSampler(self.schema, self.joint, self.fine, condition, classes, balance,
+                            tuple(restricted))
+
+    def record(self, rows: int) -> dict[str, Any] | None:
+        """What metadata.json says of the conditioning (None: no condition)."""
+        if self.condition is None:
+            return None
+        from dp_dask.methods.marginals.conditioned import condition_record
+
+        return condition_record(self.condition, self.classes, self.balance, rows)
+
+    def draw_codes(self, rows: int, seed: np.random.SeedSequence,
+                   cpu: dict[str, float] | None = None) -> np.ndarray:
+        """The codes (rows, m) of one partition."""
+        rng = np.random.default_rng(seed)
+        distributions = self.distributions or (self.joint.ravel(),)
+        share, extra = divmod(rows, len(distributions))
+        cells = np.concatenate([systematic_cells(p, share + (k < extra), rng)
+                                for k, p in enumerate(distributions)])
+        if len(distributions) > 1:
+            cells = cells[rng.permutation(rows)]
+        return np.column_stack(np.unravel_index(cells, self.joint.shape)).astype(np.int16)
+
+    def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+        codes = self.draw_codes(rows, seed)
+        return one_hot(codes, self.schema), codes
+
+    def finish_frame(self, frame: pd.DataFrame, codes: np.ndarray,
+                     seed: np.random.SeedSequence) -> pd.DataFrame:
+        """The decoded partition; under a condition, split bins' values drawn within it."""
+        if self.condition is None:
+            return frame
+        from dp_dask.methods.marginals.conditioned import CONDITION_KEY
+
+        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, CONDITION_KEY),
+                                       pool_size=seed.pool_size)
+        return self.condition.draw_values(frame, codes, np.random.default_rng(child))
+
+
+def forbidden_joint(schema: Schema) -> np.ndarray | None:
+    """The joint's structural zeros (flat): the schema's constraints', None without."""
+    return forbidden_cells(schema.constraints, schema.attributes, tuple(range(schema.m)))
