@@ -4,7 +4,7 @@ notions, on Adult's 9 categorical columns and generated narrow tables with plant
 255 k rows).
 
     python -m benchmarks.cliques --seeds 3 [--rows 200000] [--tables adult planted planted8]
-        [--auto-config '{"clique_share": 0.25}']
+        [--auto-config '{"triple_noise": 0.05}']
 
 Scored by the project's scorer (Q1/Q2/Q3: mean error over the best 95 % of queries, and the
 worst 2-way query; evaluate.queries), with fit + sample seconds. Seeded numpy noise of the

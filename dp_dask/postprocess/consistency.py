@@ -3,17 +3,13 @@
 Every attribute's histogram is measured directly and again, summed out, by each noisy 2-way table
 that holds it. :func:`consistent_marginals` combines all those estimates by inverse variance,
 shrinks each table's departure from independence cell by cell, by how much of it the noise can
-explain, and fits every table to the combined marginals, non-negative and summing to n. A pair
-inside a measured clique of 3+ attributes is also measured, summed out, by the clique's table: the
-two are merged by inverse variance first (:func:`with_implied_pairs`). It reads only noisy counts,
-their noise scales, n and the public schema: post-processing, free of privacy cost.
+explain, and fits every table to the combined marginals, non-negative and summing to n. It reads
+only noisy counts, their noise scales, n and the public schema: post-processing, free of privacy
+cost.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -246,51 +242,21 @@ def ratio_or_zero(target: np.ndarray, current: np.ndarray) -> np.ndarray:
                      where=current > 0)
 
 
-def with_implied_pairs(measurements: list[Measurement], sizes: np.ndarray,
-                       cliques: Sequence[tuple[int, ...]]) -> list[Measurement]:
-    """``measurements`` with each 2-way table inside a measured clique (one of ``cliques``)
-    merged by inverse variance with the clique's table summed out to it: each implied cell a sum
-    of cells(C)/cells(pair) cells of noise σ_C², hence that times σ_C² of variance, as
-    :func:`combine_one_way` weighs a table's implied histograms. The merged table's noise is
-    homoscedastic still, of variance 1/Σ(1/variance), its ``sigma``."""
-    implied: dict[tuple[int, ...], list[tuple[np.ndarray, float]]] = {}
-    for clique in (m for m in measurements if m.attributes in set(cliques)):
-        shape = [int(sizes[a]) for a in clique.attributes]
-        table = clique.values.reshape(shape)
-        for i, j in itertools.combinations(range(len(shape)), 2):
-            others = tuple(k for k in range(len(shape)) if k not in (i, j))
-            variance = clique.sigma**2 * math.prod(shape[k] for k in others)
-            implied.setdefault((clique.attributes[i], clique.attributes[j]), []).append(
-                (table.sum(axis=others).ravel(), variance))
-    merged = []
-    for m in measurements:
-        estimates = [(m.values, m.sigma**2), *implied.get(m.attributes, [])]
-        if len(m.attributes) != 2 or len(estimates) == 1:
-            merged.append(m)
-            continue
-        precision = sum(1.0 / variance for _, variance in estimates)
-        values = sum(v / variance for v, variance in estimates) / precision
-        merged.append(Measurement(m.attributes, values, math.sqrt(1.0 / precision)))
-    return merged
-
-
 def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
                          prior: dict[tuple[int, int], np.ndarray] | None = None, *,
                          empty_cells: bool = False,
-                         extra: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
-                         cliques: Sequence[tuple[int, ...]] = ()) -> Marginals:
+                         extra: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+                         ) -> Marginals:
     """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them.
 
     Tables shrink towards ``prior`` where given (e.g. the tables a tree fitted to a first pass
     implies, :func:`dp_dask.postprocess.tree.implied_tables`), else towards independence; with
     ``empty_cells``, likely empty cells are then pulled to zero (:func:`weigh_empty_cells`).
-    ``extra``: more estimates of some histograms (:func:`combine_one_way`). ``cliques``: the
-    attributes of measured cliques whose implied pairs join the direct tables
-    (:func:`with_implied_pairs`; the histograms count each measurement once already).
+    ``extra``: more estimates of some histograms (:func:`combine_one_way`).
     """
     one_way = combine_one_way(measurements, sizes, n_rows, extra)
     two_way = {}
-    for measurement in with_implied_pairs(measurements, sizes, cliques):
+    for measurement in measurements:
         if len(measurement.attributes) != 2:
             continue
         a, b = measurement.attributes

@@ -1,16 +1,13 @@
 """The marginals method's fit, one line per step (compare private-pgm's ``MST()``).
 
     measure_one_way  the 1-way histograms
-    dense            (cliques="auto", the joint fits, no rounds) every triple instead of what
-                     follows, the dense joint fitted to them: :func:`dense_model` (:mod:`.joint`)
+    dense            (cliques="auto", no rounds, the triples' noise passes triple_noise) every
+                     triple instead of what follows, the dense joint fitted to them:
+                     :func:`dense_model` (:mod:`.joint`)
     choose_pairs     from them and public quantities, all pairs or (a schema too wide for them)
                      the histograms measured again and a spanning tree of pairs chosen under DP
     measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
     refine_tree      (a tree) a few more tables, chosen against the tree's model
-    cliques          (cliques="auto", with rounds) the full joint, where its cells·σ/n̂ passes
-                     clique_noise (decided after the 1-way histograms, whose draws are the same
-                     either way; else the release is cliques="pairs"'s), measured
-                     (:mod:`.cliques`)
     n                under add/remove neighbours the noisy n replaces the exact one from here on
     rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
                      most wrong, measure it, refit
@@ -34,16 +31,16 @@ from dp_dask.data.counts import split_fine
 from dp_dask.data.schema import Schema
 from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive
-from dp_dask.methods.marginals.cliques import joint_fits, measure_joint
 from dp_dask.methods.marginals.joint import (
     DENSE_POST_PROCESSING,
-    dense_possible,
+    dense_fits,
     dense_record,
     fit_joint,
     forbidden_joint,
     joint_marginals,
     joint_steps,
     measure_dense,
+    triples_rho,
 )
 from dp_dask.methods.marginals.measurements import (
     Measurer,
@@ -72,35 +69,21 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     privacy record (and, under add/remove, the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
-    pairs_only = replace(plan, with_cliques=False)
-    measurer = measurer_for(method, exact, pairs_only, rng)
-    cliques: dict[str, Any] = {}
-    joint: tuple[tuple[int, ...], ...] = ()  # the measured clique: the full joint, or none
+    measurer = measurer_for(method, exact, plan, rng)
     with timed(method.timings_, "noise"):
-        one_way = measure_one_way(measurer)  # the same draws with or without the joint
-        fits = plan.with_cliques and joint_fits(
-            schema, n_rows if method.rows_public else estimated_rows(one_way), plan.cliques,
+        one_way = measure_one_way(measurer)  # the same draws on either path
+        rho = triples_rho(measurer)
+        dense = plan.with_cliques and dense_fits(
+            schema, n_rows if method.rows_public else estimated_rows(one_way), rho,
             measurer.sensitivity, method.accountant, method.config)
-        dense = fits and dense_possible(plan)
         if dense:  # every triple, with the rest of the one-shot ρ
-            triples, fine, rho = measure_dense(measurer, exact[3], plan)
+            triples, fine = measure_dense(measurer, exact[3], rho)
     if dense:
         return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
-    with timed(method.timings_, "noise"):
-        if fits:
-            measurer = measurer_for(method, exact, plan, rng)  # the tables give the joint its ρ
-        else:  # as under cliques="pairs", byte for byte
-            plan = pairs_only
+    with timed(method.timings_, "noise"):  # else as under cliques="pairs", byte for byte
         pairs = choose_pairs(measurer, one_way, method.tables)
         measured, fine = measure_pairs(measurer, pairs)
         measured, tree = refine_tree(measurer, measured, pairs)
-        if plan.with_cliques:
-            measurement, cliques = measure_joint(
-                exact[3], schema, plan.cliques,
-                sensitivity=measurer.sensitivity,  # a row's, or a privacy unit's
-                accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
-                config=method.config)
-            measured, joint = [*measured, measurement], (measurement.attributes,)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
@@ -108,14 +91,15 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     rounds: dict[str, Any] = {}
     if plan.rounds.rounds:
         with timed(method.timings_, "adaptive_rounds"):
-            measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng,
-                                               joint)
+            measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
+    # cliques="auto" with rounds releases as "pairs" (the rounds select the workload's marginals)
+    cliques = ({"selection": "none: with adaptive rounds cliques='auto' releases as 'pairs'"}
+               if rounds and method.config.cliques == "auto" else {})
     metadata |= release_record(method, plan, k, tree, fine, rounds, cliques)
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
-                             fine_share=method.fine_share, config=method.config,
-                             cliques=joint)
+                             fine_share=method.fine_share, config=method.config)
 
 
 def dense_model(method: MarginalSynthesizer, measured: list[Measurement],
@@ -154,27 +138,24 @@ def dense_model(method: MarginalSynthesizer, measured: list[Measurement],
 
 def measurer_for(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], plan: BudgetPlan,
                  rng: np.random.Generator | None) -> Measurer:
-    """The 1-/2-way measurements' :class:`Measurer` under ``plan``: ρ
-    :attr:`~.plan.BudgetPlan.pairs` (with the joint, the histograms' shares raised so that they
-    keep their ρ)."""
-    fine_share, config = plan.pairs_options()
-    return Measurer(exact[0], split_fine(exact[1], method.schema), method.schema, plan.pairs,
+    """The one-shot measurements' :class:`Measurer` under ``plan``: ρ
+    :attr:`~.plan.BudgetPlan.one_shot`."""
+    return Measurer(exact[0], split_fine(exact[1], method.schema), method.schema, plan.one_shot,
                     accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
                     neighbours=method.neighbours,
-                    fine_share=fine_share or method.fine_share,  # 0: no grids
-                    config=config, max_rows=method.max_rows)
+                    fine_share=plan.fine_share or method.fine_share,  # 0: no grids
+                    config=plan.config, max_rows=method.max_rows)
 
 
 def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement],
                     exact: tuple[np.ndarray, ...], plan: adaptive.RoundPlan, n_rows: int,
-                    rng: np.random.Generator | None, cliques: tuple[tuple[int, ...], ...] = ()
+                    rng: np.random.Generator | None
                     ) -> tuple[list[Measurement], dict[str, Any]]:
-    """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give
-    (``cliques``: the measured clique, :func:`~.model.fit_marginals`): the measurements to fit,
-    repeats merged, and the rounds' record."""
+    """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give:
+    the measurements to fit, repeats merged, and the rounds' record."""
     schema, config = method.schema, method.config
     first = fit_marginals(measurements, schema, n_rows, fit_iterations=method.fit_iterations,
-                          config=config, cliques=cliques)
+                          config=config)
     rows = min(n_rows, config.estimate_rows)
     # the estimate's draws are post-processing: seeded with the noise, else OS entropy
     sampler = replace(first.sampler(), config=config)

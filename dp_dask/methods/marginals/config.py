@@ -48,10 +48,9 @@ class MarginalsConfig:
     max_draws_per_row: int = 16  # the tree's draws per candidate, at most
     unsettled_draws_per_row: int = 4  # the same without value moves
     unbalanced_candidates_per_row: int = 2  # candidates per row of an unbalanced resample
-    # cliques of 3+ attributes (cliques.py)
-    cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": the full joint too where it fits
-    clique_share: float = 0.25  # the joint's share of the 2-way tables' ρ (under "auto")
-    clique_noise: float = 0.5  # the joint's cells·σ/n̂ at most
+    # the dense joint (joint.py; its counts, cliques.py)
+    cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": the dense joint where it fits
+    triple_noise: float = 0.05  # the dense path's largest triple's cells·σ/n̂ at most
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
     joint_iterations: int = 3000  # mirror-descent steps fitting the dense joint (joint.py)
 

@@ -1,7 +1,13 @@
-"""The dense-joint path of ``cliques="auto"`` (issue 59): on a table whose full joint fits
-(:func:`~.cliques.joint_fits`), every triple is measured beside the 1-way histograms, the dense
-joint is fitted to them all and the release samples its rows from it.
+"""The dense-joint path of ``cliques="auto"`` (issue 59): on a table whose dense joint fits
+(:func:`dense_fits`), every triple is measured beside the 1-way histograms, the dense joint is
+fitted to them all and the release samples its rows from it.
 
+    decide    after the 1-way histograms (drawn the same either way), from public sizes, the
+              triples' ρ and n̂ (:func:`dense_fits`): the path runs where the largest triple's
+              cells·σ/n̂ is at most ``triple_noise`` and the joint has at most
+              ``max_clique_cells`` cells; elsewhere the release is ``cliques="pairs"``'s byte
+              for byte. Post-processing, no charge. With adaptive rounds ``auto`` releases as
+              ``pairs`` (their selection covers a workload; this path measures every triple)
     measure   the 1-way histograms (their usual share: drawn before the rule is decided, the
               same draws as under ``cliques="pairs"``), the fine histograms (theirs) and every
               triple, the rest of the one-shot ρ split ∝ cells^(1/3), each at a table's L2
@@ -14,9 +20,9 @@ joint is fitted to them all and the release samples its rows from it.
     sample    :class:`JointSampler`: each partition's rows by systematic sampling from the
               fitted joint, seeded by the partition's seed (the release seed and its index)
 
+The exact triples are summed from the sparse joint the count pass collects (:mod:`.cliques`).
 The joint's dense arrays are ``max_clique_cells`` cells at most (``dp-dask plan``,
-:func:`~.cliques.clique_memory`). Releases with adaptive rounds keep the joint measured beside
-the pairs (:mod:`.cliques`).
+:func:`~.cliques.clique_memory`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dp_dask.conditions import Condition, ConditionError
 from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot
-from dp_dask.methods.marginals.cliques import exact_clique
+from dp_dask.methods.marginals.cliques import cliques_possible, exact_clique
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Marginals, Measurement
 from dp_dask.privacy.accounting import gaussian_sigma
@@ -44,27 +50,46 @@ if TYPE_CHECKING:
     from dp_dask.methods.marginals.plan import BudgetPlan
 
 
-def dense_possible(plan: BudgetPlan) -> bool:
-    """Whether a release whose joint fits takes the dense path: without adaptive rounds (their
-    candidates are the pairs' estimate's). Public."""
-    return plan.with_cliques and not plan.rounds.rounds
-
-
-def measure_dense(measurer: Measurer, joint: tuple[np.ndarray, np.ndarray], plan: BudgetPlan
-                  ) -> tuple[list[Measurement], dict[int, Measurement], float]:
-    """After the 1-way histograms (``measurer``'s, at the all-pairs plan's shares): the fine
-    histograms at theirs (:func:`~.plan.budget_shares`) and every triple with the rest of the
-    one-shot ρ (:func:`measure_triples`). The triples, the fine histograms by attribute and
-    the triples' ρ."""
+def triples_rho(measurer: Measurer) -> float:
+    """The triples' ρ: what the one-shot ρ leaves after the 1-way histograms' and fine
+    histograms' shares in the all-pairs plan (``measurer``'s). Public."""
     schema, first = measurer.schema, len(measurer.all_pairs)
+    spent = measurer.shares[:schema.m].sum() + measurer.shares[first:].sum()
+    return measurer.rho - measurer.rho * float(spent)
+
+
+def triple_noise(schema: Schema, rows: int, rho: float, sensitivity: float, accountant: str,
+                 config: MarginalsConfig = DEFAULTS) -> float:
+    """The largest cells·σ/n̂ of the triples measured with ``rho`` (:func:`triple_shares`): the
+    dense path's noise. Public sizes, ρ and n̂."""
+    return max(float(np.prod(schema.sizes[list(t)]))
+               * gaussian_sigma(rho * share, sensitivity, accountant)
+               for t, share in zip(triples(schema), triple_shares(schema, config))) / max(rows, 1)
+
+
+def dense_fits(schema: Schema, rows: int, rho: float, sensitivity: float, accountant: str,
+               config: MarginalsConfig = DEFAULTS) -> bool:
+    """Whether the release takes the dense path: :func:`~.cliques.cliques_possible`, and the
+    triples' :func:`triple_noise` at ``rho`` at most ``triple_noise``. Post-processing of n̂ and
+    public inputs."""
+    return (cliques_possible(schema, config)
+            and triple_noise(schema, rows, rho, sensitivity, accountant, config)
+            <= config.triple_noise)
+
+
+def measure_dense(measurer: Measurer, joint: tuple[np.ndarray, np.ndarray], rho: float
+                  ) -> tuple[list[Measurement], dict[int, Measurement]]:
+    """After the 1-way histograms (``measurer``'s, at the all-pairs plan's shares): the fine
+    histograms at theirs (:func:`~.plan.budget_shares`) and every triple with ``rho``, the rest
+    of the one-shot ρ (:func:`triples_rho`, :func:`measure_triples`). The triples and the fine
+    histograms by attribute."""
+    first = len(measurer.all_pairs)
     fine = (measurer.draw([("fine", a) for a in measurer.grids], measurer.shares[first:])
             if measurer.grids else [])
-    spent = measurer.shares[:schema.m].sum() + measurer.shares[first:].sum()
-    rho = plan.one_shot - measurer.rho * float(spent)
-    return (measure_triples(joint, schema, rho, sensitivity=measurer.sensitivity,
+    return (measure_triples(joint, measurer.schema, rho, sensitivity=measurer.sensitivity,
                             accountant=measurer.accountant, sampler=measurer.sampler,
                             rng=measurer.rng, config=measurer.config),
-            {a: Measurement((a,), h.values, h.sigma) for a, h in zip(measurer.grids, fine)}, rho)
+            {a: Measurement((a,), h.values, h.sigma) for a, h in zip(measurer.grids, fine)})
 
 
 # The fit's work bound, in cells visited (a step sums every table from the joint): the planted
@@ -89,9 +114,9 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
              f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
              "the rest " if fine else "")
     return {
-        "selection": "every triple and the dense joint fitted to them, as the full joint's "
-                     f"cells*sigma/n <= {config.clique_noise:g} and cells <= "
-                     f"{config.max_clique_cells} (public sizes, rho and the noisy n)",
+        "selection": "every triple and the dense joint fitted to them, as the largest "
+                     f"triple's cells*sigma/n <= {config.triple_noise:g} and the joint's cells "
+                     f"<= {config.max_clique_cells} (public sizes, rho and the noisy n)",
         "rho": rho, "sensitivity": sensitivity, "measurements": len(queries),
         "cliques": [{"attributes": [schema.names[a] for a in q.attributes],
                      "cells": len(q.values), "sigma": q.sigma} for q in queries],
@@ -104,8 +129,8 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
                         f"{config.one_way_share:g} to the histograms, "
                         f"the rest (rho = {rho:.6g}) to the {len(queries)} 3-way tables, each in "
                         f"proportion to cells^{config.cells_exponent:.4g}; no 2-way table, as "
-                        "the full joint's cells*sigma/n passes clique_noise (public sizes, rho "
-                        "and the noisy n)"}
+                        "the largest triple's cells*sigma/n passes triple_noise (public sizes, "
+                        "rho and the noisy n)"}
 
 
 def triples(schema: Schema) -> list[tuple[int, ...]]:

@@ -143,10 +143,9 @@ def choose_pairs(measurer: Measurer, one_way: list[Measurement], tables: str = "
     if m <= 2 or check_tables(tables) == "all" or (tables != "tree" and not tree_wanted(
             noise, config.tree_above)):
         return Pairs(one_way, measurer.all_pairs, measurer.shares, rows, None)
-    if config.tree_one_way_share > config.one_way_share:  # with the joint they may hold it
-        top_up = measurer.draw(measurer.all_pairs[:m], measurer.shares[:m] * (
-            config.tree_one_way_share / config.one_way_share - 1))
-        one_way = adaptive.merged(one_way + top_up)
+    top_up = measurer.draw(measurer.all_pairs[:m], measurer.shares[:m] * (
+        config.tree_one_way_share / config.one_way_share - 1))
+    one_way = adaptive.merged(one_way + top_up)
     tree = select_tree(measurer.counts, schema, [h.values for h in one_way], rows,
                        measurer.plan.tree_selection, measurer.l1_sensitivity,
                        measurer.accountant, noise=noise, sampler=measurer.sampler,

@@ -98,7 +98,7 @@ class MarginalModel:
         schema = model_schema(path, document, MODEL_FORMAT)
         sizes = schema.sizes.tolist()
         queries = [tuple(q["attributes"]) for q in document["measurements"]]
-        # the one-shot pairs, then any cliques (cliques.py) and the adaptive rounds' marginals
+        # the one-shot pairs or a dense joint's triples, then the adaptive rounds' marginals
         rest = queries[schema.m:]
         dense = bool(document.get("joint"))  # its 2-way tables the joint's, every pair
         pairs = ([(i, j) for i in range(schema.m) for j in range(i + 1, schema.m)] if dense
@@ -134,8 +134,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                   fit_iterations: int | None = None,
                   fine: dict[int, Measurement] | None = None,
                   fine_share: float = FINE_SHARE,
-                  config: MarginalsConfig = DEFAULTS,
-                  cliques: tuple[tuple[int, ...], ...] = ()) -> MarginalModel:
+                  config: MarginalsConfig = DEFAULTS) -> MarginalModel:
     """Post-processing of the measurements: consistent marginals and their spanning tree.
 
     Two passes: tables shrunk towards independence give a first tree; the tables that tree
@@ -145,9 +144,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     noise, :func:`~dp_dask.postprocess.reweight.iterations_for`). ``fine``: the noisy fine
     histograms by attribute, each made consistent with its attribute's consistent 1-way
     marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`), measured with
-    ``fine_share`` of ρ (recorded, as are ``config``'s shares). ``cliques``: the measured
-    cliques (cliques.py) whose implied pairs the 2-way tables take
-    (:func:`~dp_dask.postprocess.consistency.with_implied_pairs`).
+    ``fine_share`` of ρ (recorded, as are ``config``'s shares).
     """
     if check_iterations(fit_iterations) is None:
         fit_iterations = iterations_for(m.sigma for m in measurements)
@@ -159,10 +156,10 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     # A fine histogram's bin sums measure its attribute's histogram too.
     sums = {a: fine_bin_sums(measured, layouts[a].first, layouts[a].measured.start,
                              schema.sizes[a]) for a, measured in fine.items()}
-    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums, cliques=cliques)
+    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums)
     prior = implied_tables(first, *spanning_tree(first, schema.m))
     marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True,
-                                     extra=sums, cliques=cliques)
+                                     extra=sums)
     marginals = Marginals(
         tuple(structural_zeros(schema, (a,), v) for a, v in enumerate(marginals.one_way)),
         {pair: structural_zeros(schema, pair, t) for pair, t in marginals.two_way.items()})
@@ -171,8 +168,6 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
               "two_way": [m.sigma for m in measurements if len(m.attributes) == 2]}
     if any(len(m.attributes) == 3 for m in measurements):  # the adaptive rounds'
         sigmas["three_way"] = [m.sigma for m in measurements if len(m.attributes) == 3]
-    if any(len(m.attributes) > 3 for m in measurements):  # cliques.py's
-        sigmas["cliques"] = [m.sigma for m in measurements if len(m.attributes) > 3]
     consistent = project_fine(schema, fine, marginals)
     tree = "tables" in (metadata or {}).get("privacy", {})  # the tree plan's shares
     details = {"method": METHOD,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,46 +81,17 @@ class BudgetPlan:
     rounds: adaptive.RoundPlan
     fine_share: float
     config: MarginalsConfig = DEFAULTS
-    with_cliques: bool = False  # the joint may be measured (cliques.cliques_possible)
+    with_cliques: bool = False  # the dense joint may be fitted (cliques_possible, no rounds)
 
     @property
     def one_shot(self) -> float:
-        """The one-shot measurements' (and selections'), fine histograms and cliques
-        included."""
+        """The one-shot measurements' (and selections'), fine histograms included."""
         return self.rounds.rho_one_shot
-
-    @property
-    def cliques(self) -> float:
-        """The cliques' of 3+ attributes (cliques.py): ``clique_share`` of what the 2-way tables
-        would get without them; the histograms keep theirs (:meth:`pairs_options`)."""
-        if not self.with_cliques:
-            return 0.0
-        return (self.one_shot * (1.0 - self.fine_share) * (1.0 - self.config.one_way_share)
-                * self.config.clique_share)
-
-    def pairs_options(self) -> tuple[float, MarginalsConfig]:
-        """The fine share and config of the 1-/2-way measurement of ρ :attr:`pairs`: with
-        cliques, shares raised so the fine and 1-way histograms keep the ρ they have without
-        (1-way error: Adult 9, ε = 1, seed 0, Q1 25.4 when they shared the cut; their draws are
-        made before the joint is chosen, :func:`~.algorithm.fit_model`), a tree plan's 1-way
-        share at least that (no top-up below it)."""
-        if not self.with_cliques:
-            return self.fine_share, self.config
-        fine = self.fine_share * self.one_shot / self.pairs
-        one_way = self.config.one_way_share * self.one_shot * (1.0 - self.fine_share) / (
-            self.pairs * (1.0 - fine))
-        return fine, replace(self.config, one_way_share=one_way, tree_one_way_share=max(
-            one_way, self.config.tree_one_way_share))
-
-    @property
-    def pairs(self) -> float:
-        """The 1-/2-way measurements' (and selections'), fine histograms included."""
-        return self.one_shot - self.cliques
 
     @property
     def coarse(self) -> float:
         """The 1-/2-way measurements' and a tree plan's selections'."""
-        return self.pairs * (1.0 - self.pairs_options()[0])
+        return self.one_shot * (1.0 - self.fine_share)
 
     @property
     def tree_selection(self) -> float:
@@ -141,10 +112,9 @@ class BudgetPlan:
         the tree is chosen after the noisy n, so its steps are counted whichever plan the noise
         picks: the charge must hold for both); then the adaptive rounds'."""
         steps = []
-        if tree_possible:  # at the coarse ρ without the joint, the larger: chosen after n̂ too
-            steps += tree_plan_selections(schema, replace(self, with_cliques=False).coarse,
-                                          TABLE_L2_SENSITIVITY["add_remove"], accountant,
-                                          self.config)
+        if tree_possible:  # on the dense path too: under add/remove it is chosen after n̂
+            steps += tree_plan_selections(schema, self.coarse, TABLE_L2_SENSITIVITY["add_remove"],
+                                          accountant, self.config)
         if self.rounds.rounds:
             steps.append((self.rounds.selection(adaptive.SCORE_L1_SENSITIVITY["add_remove"]),
                           self.rounds.rounds))
@@ -158,7 +128,7 @@ class BudgetPlan:
         ``sensitivity``, the ``tree`` chosen (None: all pairs), the ``fine`` histograms by
         attribute, the ledger's ``replace_one_rho`` (None: replace-one neighbours); ``dense``:
         the one-shot measurements' account instead, on the dense-joint path (joint.py)."""
-        fine_share, config = self.pairs_options()
+        config = self.config
         which = "every 1-way histogram and 2-way table"
         histograms = f"{config.one_way_share:g} to the histograms"
         tables = "the rest to the tables"
@@ -177,25 +147,20 @@ class BudgetPlan:
                       f"{refined.rho_measure:.6g}), the rest to the "
                       "tree's tables")
         split = (f"{k} Gaussian measurements ({which}, L2 "
-                 f"sensitivity {sensitivity:.6g} each) sharing rho = {self.pairs:.6g}: "
+                 f"sensitivity {sensitivity:.6g} each) sharing rho = {self.one_shot:.6g}: "
                  f"{histograms}, {tables}, each in "
                  f"proportion to cells^(1/3)")
         if fine:
             names = [schema.names[a] for a in sorted(fine)]
             split = (f"{k + len(fine)} Gaussian measurements sharing rho = "
-                     f"{self.pairs:.6g}: "
-                     f"{fine_share:g} of it to the fine histograms of {', '.join(names)} "
+                     f"{self.one_shot:.6g}: "
+                     f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
                      f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
                      f"the rest to {k} measurements ({which}, "
                      f"L2 sensitivity {sensitivity:.6g} each), of it {histograms}, {tables}, "
                      "each in proportion to cells^(1/3)")
         if dense is not None:
             split = dense
-        elif self.with_cliques:
-            split += (f"; rho = {self.cliques:.6g} ({self.config.clique_share:g} of the 2-way "
-                      "tables' rho without it) to one Gaussian measurement of the full joint, "
-                      f"L2 sensitivity {sensitivity:.6g}, chosen as its cells*sigma/n passes "
-                      "clique_noise (public sizes, rho and the noisy n)")
         rounds = self.rounds
         if rounds.rounds:
             split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "

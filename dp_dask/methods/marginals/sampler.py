@@ -16,7 +16,6 @@ from dp_dask.data.constraints import satisfied
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import adaptive
-from dp_dask.methods.marginals.cliques import clique_draws, model_cliques
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.config import ReweightConfig
@@ -48,17 +47,13 @@ def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
                 draws_per_row: int = DEFAULTS.max_draws_per_row
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
-    :func:`distinct_draws`), with measured cliques of 3+ attributes as many again drawn from
-    the largest (:func:`~.cliques.clique_draws`), weighted towards every consistent 2-way
-    table by raking (dp_dask.postprocess.raking). benchmarks/starts.py measures it against
-    others."""
+    :func:`distinct_draws`), weighted towards every consistent 2-way table by raking
+    (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
     candidates, counts, draws = distinct_draws(model, rows, rng, draws_per_row)
-    # the clique's copies before the raking: it keeps their higher-order structure
-    candidates, start = clique_draws(model, candidates, counts * (rows / draws), rng)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
-                      model.schema.sizes, rng, start=start)
+                      model.schema.sizes, rng, start=counts * (rows / draws))
     return candidates, weights
 
 
@@ -138,18 +133,12 @@ class WeightedRows:
 
 
 def one_way_targets(consistent: tuple[np.ndarray, ...], fitted: tuple[np.ndarray, ...],
-                    rows: int, consistent_only: bool = False) -> list[np.ndarray]:
+                    rows: int) -> list[np.ndarray]:
     """The 1-way counts a partition's rows end on: the mean of the consistent estimates' and the
     fitted weights' distributions. The consistent estimates are better on large domains, where
     the fit's candidate rows cover rare values poorly (Q1 17.0 vs 24.0 on the stand-in of
     benchmarks/one_way.py); the fitted margins on Adult, where non-negative 2-way tables inform
-    them (Q1 15.3 vs 16.5, replace-one, 3 seeds). The mean: 18.3 and 15.6 (docs/method.md).
-    ``consistent_only`` (releases with cliques): the consistent estimates alone, as the
-    early-stopped fit pulls the margins towards the clique's far noisier sums (planted table of
-    benchmarks/cliques.py, ε = 1, seed 1: the fit's 1-way mean abs error 25.4, the consistent
-    8.2)."""
-    if consistent_only:
-        return [round_to_total(c, rows) for c in consistent]
+    them (Q1 15.3 vs 16.5, replace-one, 3 seeds). The mean: 18.3 and 15.6 (docs/method.md)."""
     return [round_to_total(c / c.sum() + f / f.sum(), rows) for c, f in zip(consistent, fitted)]
 
 
@@ -334,9 +323,8 @@ class MarginalSampler:
         # Rows settled on the fit's triples (value moves, no update kept) keep their own 1-way
         # counts, close to the fit's: matching them to the targets moved values that undid the
         # settling (Adult 9, add/remove, ε = 1, seeds 0–2: Q3 95 % 1.095 → 1.101, Q1 10.91 →
-        # 11.18, Q2 6.40 → 6.44). With cliques the fit's are off: matched to the consistent ones.
-        settled = (moves and bool(fitted.balanced) and self.fit_iterations > 0
-                   and not model_cliques(model))
+        # 11.18, Q2 6.40 → 6.44).
+        settled = moves and bool(fitted.balanced) and self.fit_iterations > 0
         if kept or not settled:
             with timed(None, "match_one_way", cpu):
                 match_one_way(codes, aims.one_way, sizes, rng, aims.possible)
@@ -352,8 +340,7 @@ class MarginalSampler:
         if self.fit_iterations:
             targets = ({pair: round_to_total(counts, rows)
                         for pair, counts in fitted.two_way.items()} if self.updates else None)
-            one_way = one_way_targets(model.marginals.one_way, fitted.one_way, rows,
-                                      consistent_only=bool(model_cliques(model)))
+            one_way = one_way_targets(model.marginals.one_way, fitted.one_way, rows)
         else:
             targets = consistent
             one_way = [round_to_total(v, rows) for v in model.marginals.one_way]

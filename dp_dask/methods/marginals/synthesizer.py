@@ -126,7 +126,7 @@ class MarginalSynthesizer(Synthesizer):
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
         counts of the candidate triples), in one pass."""
-        if self.budget_plan().with_cliques:  # and the sparse joint the cliques are read from
+        if self.budget_plan().with_cliques:  # and the sparse joint the triples are read from
             return cliques.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         if self.rounds:
             return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
@@ -142,7 +142,8 @@ class MarginalSynthesizer(Synthesizer):
         return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
                                                   self.config),
                           self.fine_share if self.schema.fine_grids else 0.0, self.config,
-                          cliques.cliques_possible(self.schema, self.config))
+                          # the dense path: with rounds cliques="auto" releases as "pairs"
+                          cliques.cliques_possible(self.schema, self.config) and not self.rounds)
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
