@@ -64,9 +64,10 @@ if TYPE_CHECKING:  # types only: the synthesizer calls fit_model
 
 def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows: int,
               metadata: dict[str, Any]) -> MarginalModel:
-    """The model of the exact counts ``exact`` (the d×d matrix, the fine histograms and, with
-    rounds, the candidate triples' counts) under ``method``'s options; ``metadata`` gains the
-    privacy record (and, under add/remove, the noisy n)."""
+    """The model of the exact counts ``exact`` (the d×d matrix, the fine histograms, with
+    rounds the candidate triples' counts, and where the dense path may run the sparse joint)
+    under ``method``'s options; ``metadata`` gains the privacy record (and, under add/remove,
+    the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
     measurer = measurer_for(method, exact, plan, rng)
