@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # types only: the synthesizer calls fit_model
 def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows: int,
               metadata: dict[str, Any]) -> MarginalModel:
     """The model of the exact counts ``exact`` (the d×d matrix, the fine histograms, with
-    rounds the candidate triples' counts, and where the dense path may run the sparse joint)
+    rounds the candidate triples' counts, or where the dense path may run the sparse joint)
     under ``method``'s options; ``metadata`` gains the privacy record (and, under add/remove,
     the noisy n)."""
     schema, plan = method.schema, method.budget_plan()
@@ -78,7 +78,7 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
             schema, n_rows if method.rows_public else estimated_rows(one_way), rho,
             measurer.sensitivity, method.accountant, method.config)
         if dense:  # every triple, with the rest of the one-shot ρ
-            triples, fine = measure_dense(measurer, exact[3], rho)
+            triples, fine = measure_dense(measurer, exact[2], rho)
     if dense:
         return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
     with timed(method.timings_, "noise"):  # else as under cliques="pairs", byte for byte

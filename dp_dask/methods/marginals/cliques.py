@@ -30,7 +30,6 @@ from dp_dask.data.counts import combine_counts, counts_from_codes, fine_counts, 
 from dp_dask.data.encode import check_columns, encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import Domain
-from dp_dask.methods.marginals.adaptive import group_counts
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 
 # The joint's keys are int64: a schema of this many cells or more has no clique (public).
@@ -69,29 +68,27 @@ def joint_keys(codes: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarra
     return distinct, counts.astype(np.int64)
 
 
-def partition_counts(frame: pd.DataFrame, schema: Schema,
-                     triples: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
-    """Chunk step on a raw partition: adaptive.partition_counts' three outputs and the sparse
-    joint (:func:`joint_keys`), from one encoding of the partition."""
+def partition_counts(frame: pd.DataFrame, schema: Schema) -> tuple[Any, ...]:
+    """Chunk step on a raw partition: the d×d counts, the fine histograms and the sparse joint
+    (:func:`joint_keys`), from one encoding of the partition."""
     codes = encode_partition(frame, schema)
-    return (counts_from_codes(codes, schema), fine_counts(frame, codes, schema),
-            group_counts(codes.T, schema, triples), joint_keys(codes.T, schema))
+    return counts_from_codes(codes, schema), fine_counts(frame, codes, schema), joint_keys(
+        codes.T, schema)
 
 
 def combine(blocks: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     """Combine step: the dense outputs summed, the sparse joints merged (keys summed)."""
-    keys = np.concatenate([b[3][0] for b in blocks])
-    counts = np.concatenate([b[3][1] for b in blocks])
+    keys = np.concatenate([b[2][0] for b in blocks])
+    counts = np.concatenate([b[2][1] for b in blocks])
     distinct, where = np.unique(keys, return_inverse=True)
-    return (*combine_counts([b[:3] for b in blocks]),
+    return (*combine_counts([b[:2] for b in blocks]),
             (distinct, np.bincount(where, counts, len(distinct)).astype(np.int64)))
 
 
-def count_graph(ddf: dd.DataFrame, schema: Schema, triples: tuple[tuple[int, ...], ...], *,
-                split_every: int = 8) -> Delayed:
-    """Lazy (d×d counts, fine histograms, triples' counts, sparse joint): one pass."""
+def count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
+    """Lazy (d×d counts, fine histograms, sparse joint): one pass."""
     check_columns(ddf.columns, schema)
-    return tree_sum([dask.delayed(partition_counts)(part, schema, triples)
+    return tree_sum([dask.delayed(partition_counts)(part, schema)
                      for part in ddf[schema.columns].to_delayed()],
                     split_every=split_every, combine=combine)
 

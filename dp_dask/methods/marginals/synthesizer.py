@@ -125,9 +125,10 @@ class MarginalSynthesizer(Synthesizer):
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
-        counts of the candidate triples), in one pass."""
-        if self.budget_plan().with_cliques:  # and the sparse joint the triples are read from
-            return cliques.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
+        counts of the candidate triples; where the dense path may run, the sparse joint), in
+        one pass."""
+        if self.budget_plan().with_cliques:  # the sparse joint the triples are read from
+            return cliques.count_graph(ddf, self.schema)
         if self.rounds:
             return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
         return fine_count_graph(ddf, self.schema)
