@@ -1,4 +1,4 @@
-"""Cliques beyond pairs (issue 59): ``cliques="pairs"`` against ``"auto"`` at ε = 1, both
+"""Cliques beyond pairs (issue 59): ``cliques="pairs"`` against ``"auto"`` at ε = 1 (``--epsilons``), both
 notions, on Adult's 9 categorical columns and generated narrow tables with planted 3- and
 4-way structure that no pair shows (6 attributes, 200 k rows by default; planted8: 8 attributes,
 255 k rows).
@@ -15,6 +15,7 @@ data owner, not a release.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 
@@ -51,18 +52,19 @@ def planted(rows: int, seed: int = 0, m: int = 6) -> tuple[Schema, pd.DataFrame]
 
 
 def run(table: str, schema: Schema, frame: pd.DataFrame, neighbours: str, mode: str,
-        seed: int, config: dict | None = None) -> dict:
+        seed: int, config: dict | None = None, epsilon: float = 1.0) -> dict:
     """One release with ``cliques=mode`` (and, under "auto", ``config``'s other fields)."""
     config = {"cliques": mode, **((config or {}) if mode == "auto" else {})}
     start = time.perf_counter()
-    synthesizer = fitted("marginals", schema, frame, 1.0, DELTA, seed, neighbours=neighbours,
+    synthesizer = fitted("marginals", schema, frame, epsilon, DELTA, seed, neighbours=neighbours,
                          config=config)
     synthetic = synthesizer.sample(len(frame), seed=seed).compute()
     seconds = time.perf_counter() - start
     records, _ = evaluate_release(frame, synthetic, schema, q3_sample=Q3_SAMPLE, seed=0)
     summary = error_summary(records)
     cliques = synthesizer.model_.metadata["privacy"].get("cliques", {})
-    return {"table": table, "neighbours": neighbours, "config": config, "seed": seed,
+    return {"table": table, "neighbours": neighbours, "config": config, "epsilon": epsilon,
+            "seed": seed,
             "Q1": summary["Q1"]["avg95"], "Q2": summary["Q2"]["avg95"],
             "worst2": summary["Q2"]["max"], "Q3": summary["Q3"]["avg95"],
             "seconds": round(seconds, 1),
@@ -79,6 +81,7 @@ def main() -> None:
                         help="adult, planted (6 attributes), planted8 (8, 23 levels)")
     parser.add_argument("--neighbours", nargs="+", default=["replace", "add_remove"])
     parser.add_argument("--modes", nargs="+", default=["pairs", "auto"])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
     parser.add_argument("--auto-config", type=json.loads, default=None,
                         help="MarginalsConfig fields for the auto releases, as JSON")
     args = parser.parse_args()
@@ -88,11 +91,11 @@ def main() -> None:
     with Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False)):
         for table in args.tables:
             schema, frame = tables[table]()
-            for neighbours in args.neighbours:
+            for neighbours, epsilon in itertools.product(args.neighbours, args.epsilons):
                 for seed in range(args.seeds):
                     for mode in args.modes:
                         print(json.dumps(run(table, schema, frame, neighbours, mode, seed,
-                                             args.auto_config)), flush=True)
+                                             args.auto_config, epsilon)), flush=True)
 
 
 if __name__ == "__main__":
