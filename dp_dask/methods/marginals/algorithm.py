@@ -79,12 +79,12 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
             measurer.sensitivity, method.accountant, method.config)
         if dense:  # every triple, with the rest of the one-shot ρ
             triples, fine = measure_dense(measurer, exact[2], rho)
+        else:  # as under cliques="pairs", byte for byte
+            pairs = choose_pairs(measurer, one_way, method.tables)
+            measured, fine = measure_pairs(measurer, pairs)
+            measured, tree = refine_tree(measurer, measured, pairs)
     if dense:
         return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
-    with timed(method.timings_, "noise"):  # else as under cliques="pairs", byte for byte
-        pairs = choose_pairs(measurer, one_way, method.tables)
-        measured, fine = measure_pairs(measurer, pairs)
-        measured, tree = refine_tree(measurer, measured, pairs)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
