@@ -1,7 +1,7 @@
-"""Cliques beyond pairs (issue 59): ``cliques="pairs"`` against ``"auto"`` at ε = 1 (``--epsilons``), both
-notions, on Adult's 9 categorical columns and generated narrow tables with planted 3- and
-4-way structure that no pair shows (6 attributes, 200 k rows by default; planted8: 8 attributes,
-255 k rows).
+"""Cliques beyond pairs (issue 59): ``cliques="pairs"`` against ``"auto"`` at ε = 1
+(``--epsilons``), both notions, on Adult's 9 categorical columns and generated narrow tables
+with planted 3- and 4-way structure that no pair shows (6 attributes, 200 k rows by default;
+planted8: 8 attributes, 255 k rows).
 
     python -m benchmarks.cliques --seeds 3 [--rows 200000] [--tables adult planted planted8]
         [--auto-config '{"triple_noise": 0.05}']
