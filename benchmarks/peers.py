@@ -215,6 +215,10 @@ OURS: dict[str, tuple[str, Release]] = {
     "marginals-add-remove-tree": ("dp_dask marginals, add/remove, tree",
                                   dp_dask_release("marginals", neighbours="add_remove",
                                                   tables="tree")),
+    # cliques beyond pairs where the noise allows them (issue 59), add/remove like the peers
+    "marginals-add-remove-auto": ("dp_dask marginals, add/remove, cliques auto",
+                                  dp_dask_release("marginals", neighbours="add_remove",
+                                                  config={"cliques": "auto"})),
     "marginals-all": ("dp_dask marginals, all pairs", dp_dask_release("marginals", tables="all")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
@@ -508,16 +512,27 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
            "command": shlex.join(["python", "-c", "<PEER_RUNNER>"] + argv[3:]),
            "private_pgm_commit": git_commit(checkout), "versions": versions,
            "machine": machine(), **measured}
-    if measured["timed_out"]:
+    return peer_outcome(row, save, frame=frame, schema=schema, q3_sample=q3_sample,
+                        timeout=timeout, memory_limit_gib=memory_limit_gib, score=score)
+
+
+def peer_outcome(row: dict[str, Any], save: Path, *, frame: TableSource, schema: Schema,
+                 q3_sample: int, timeout: float | None,
+                 memory_limit_gib: float | None = None,
+                 score: Callable[[np.ndarray], dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
+    """A measured peer run's ``row`` (:func:`measured_run`'s fields in it) with its status, and
+    its errors where it wrote its code CSV ``save`` (see :func:`run_peer`)."""
+    if row["timed_out"]:
         row["status"] = f"timeout after {timeout:g} s"
-    elif measured["memory_stopped"]:
+    elif row["memory_stopped"]:
         row["status"] = f"{MEMORY_STOP} ({memory_limit_gib:g} GiB) after {row['wall_s']:g} s"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-4000:]
-    elif measured["returncode"] < 0:  # killed by a signal: by hand, or for memory
-        row["status"] = f"stopped (signal {-measured['returncode']}) after {row['wall_s']:g} s"
+    elif row["returncode"] < 0:  # killed by a signal: by hand, or for memory
+        row["status"] = f"stopped (signal {-row['returncode']}) after {row['wall_s']:g} s"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
-    elif measured["returncode"] != 0:
-        row["status"] = f"failed (exit {measured['returncode']})"
+    elif row["returncode"] != 0:
+        row["status"] = f"failed (exit {row['returncode']})"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
     elif score is not None:
         codes = read_codes(save, schema)
@@ -526,7 +541,8 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
         synthetic = codes_release(save, schema)
         row["status"] = "ok"
         row["rows_released"] = len(synthetic)  # one pass over the CSV
-        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
+        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, row["release"],
+                                            q3_sample)
     print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
           f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
     return row
