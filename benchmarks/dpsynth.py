@@ -193,7 +193,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds before a peer run is stopped (recorded as not finished)")
     parser.add_argument("--rerun", action="store_true", help="run recorded releases again")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    parser.add_argument("--work", type=Path, required=True,
+    parser.add_argument("--work", type=Path, default=Path("dpsynth-work"),
                         help="tables, synthetic outputs and logs (tables kept for the next run)")
     parser.add_argument("--q3-sample", type=int, default=DEFAULT_Q3_SAMPLE)
     return parser.parse_args(argv)
@@ -202,23 +202,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     args = parse_args(argv)
     for name in args.tables:
+        done = set() if args.rerun else ours_done(recorded(args.cache))
+        ours = [(method, epsilon, seed) for method in args.ours for epsilon in args.epsilons
+                for seed in args.seeds if (method, name, epsilon, seed) not in done]
+        _, todo = plan_peers(args.peers, name, args.epsilons, args.delta, args.peer_seeds,
+                             load_cache(args.cache), args.rerun)
+        todo = todo if args.dpsynth_python else []
+        if not (ours or todo):  # all recorded: the table only
+            continue
         table = prepare(name, args.work)
         # dp_dask first: minutes, where a peer may take its whole time cap
-        done = set() if args.rerun else ours_done(recorded(args.cache))
-        for method in args.ours:
-            for epsilon in args.epsilons:
-                for seed in args.seeds:
-                    if (method, name, epsilon, seed) in done:
-                        continue
-                    append_cache(args.cache, run_ours(
-                        method, columns=name, data=table.data, epsilon=epsilon,
-                        delta=args.delta, seed=seed, work=args.work, frame=table.source,
-                        schema=table.schema, q3_sample=args.q3_sample,
-                        schema_argument=table.schema_argument))
-        cache = load_cache(args.cache)
-        _, todo = plan_peers(args.peers, name, args.epsilons, args.delta, args.peer_seeds,
-                             cache, args.rerun)
-        for key in todo if args.dpsynth_python else []:
+        for method, epsilon, seed in ours:
+            append_cache(args.cache, run_ours(
+                method, columns=name, data=table.data, epsilon=epsilon, delta=args.delta,
+                seed=seed, work=args.work, frame=table.source, schema=table.schema,
+                q3_sample=args.q3_sample, schema_argument=table.schema_argument))
+        for key in todo:
             append_cache(args.cache, run_dpsynth(key, table, python=args.dpsynth_python,
                                                  checkout=args.dpsynth, work=args.work,
                                                  timeout=args.timeout,

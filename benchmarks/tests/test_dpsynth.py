@@ -213,3 +213,14 @@ def test_dp_dask_releases_its_own_noisy_count_under_add_remove(tmp_path, small):
     own = OURS["marginals-add-remove-auto-nhat"][1](*args)
     assert len(exact) == 2_000
     assert len(own) != 2_000 and abs(len(own) - 2_000) < 200  # n̂: σ of a few rows
+
+
+def test_main_shows_the_record_without_running_or_writing_tables(tmp_path):
+    record = tmp_path / "dpsynth.jsonl"
+    for seed in (0, 1, 2):
+        append_cache(record, ours_row("marginals-add-remove-nhat", "planted", seed))
+    tables = dpsynth.main(["--tables", "planted", "--peers", "--ours",
+                           "marginals-add-remove-nhat", "--cache", str(record),
+                           "--work", str(tmp_path / "work")])
+    assert not (tmp_path / "work").exists()  # nothing to run: no table prepared
+    assert tables["planted"].loc[0, "seeds"] == 3 and tables["planted"].loc[0, "Q1"] == 2.0
