@@ -172,15 +172,17 @@ def is_parquet(data: str | Path) -> bool:
 Release = Callable[[Schema, TableSource, float, float, int], dd.DataFrame]
 
 
-def dp_dask_release(method: str, **options: Any) -> Release:
+def dp_dask_release(method: str, *, own_rows: bool = False, **options: Any) -> Release:
     """dp_dask's ``method`` with its ``options``: fit, then n synthetic rows (schema labels),
-    lazy on the cluster. Seeded numpy noise, as in the data owner's evaluation (a real release
-    uses OpenDP's samplers, same scale); Adult is public, so nothing goes to the privacy ledger."""
+    lazy on the cluster; with ``own_rows`` the model's own count instead, as a release samples
+    (under add/remove its noisy n̂, as the peers release theirs). Seeded numpy noise, as in the
+    data owner's evaluation (a real release uses OpenDP's samplers, same scale); Adult is
+    public, so nothing goes to the privacy ledger."""
 
     def release(schema: Schema, data: TableSource, epsilon: float, delta: float,
                 seed: int) -> dd.DataFrame:
         synthesizer = fitted(method, schema, data, epsilon, delta, seed, **options)
-        return synthesizer.sample(table_rows(data), seed=seed)
+        return synthesizer.sample(None if own_rows else table_rows(data), seed=seed)
 
     return release
 
@@ -215,6 +217,17 @@ OURS: dict[str, tuple[str, Release]] = {
     "marginals-add-remove-tree": ("dp_dask marginals, add/remove, tree",
                                   dp_dask_release("marginals", neighbours="add_remove",
                                                   tables="tree")),
+    # n̂ rows, like google/dpsynth's releases (benchmarks/dpsynth.py); cliques pairs and auto
+    "marginals-add-remove-nhat": ("dp_dask marginals, add/remove, n̂ rows",
+                                  dp_dask_release("marginals", own_rows=True,
+                                                  neighbours="add_remove")),
+    "marginals-add-remove-auto": ("dp_dask marginals, add/remove, cliques auto",
+                                  dp_dask_release("marginals", neighbours="add_remove",
+                                                  config={"cliques": "auto"})),
+    "marginals-add-remove-auto-nhat": ("dp_dask marginals, add/remove, cliques auto, n̂ rows",
+                                       dp_dask_release("marginals", own_rows=True,
+                                                       neighbours="add_remove",
+                                                       config={"cliques": "auto"})),
     "marginals-all": ("dp_dask marginals, all pairs", dp_dask_release("marginals", tables="all")),
     "copula": ("dp_dask copula", dp_dask_release("copula")),
     "dpcopula-kendall": ("DPCopula-Kendall (k = 8)", dp_dask_release("dpcopula-kendall")),
@@ -508,16 +521,27 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
            "command": shlex.join(["python", "-c", "<PEER_RUNNER>"] + argv[3:]),
            "private_pgm_commit": git_commit(checkout), "versions": versions,
            "machine": machine(), **measured}
-    if measured["timed_out"]:
+    return peer_outcome(row, save, frame=frame, schema=schema, q3_sample=q3_sample,
+                        timeout=timeout, memory_limit_gib=memory_limit_gib, score=score)
+
+
+def peer_outcome(row: dict[str, Any], save: Path, *, frame: TableSource, schema: Schema,
+                 q3_sample: int, timeout: float | None,
+                 memory_limit_gib: float | None = None,
+                 score: Callable[[np.ndarray], dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
+    """A measured peer run's ``row`` (:func:`measured_run`'s fields in it) with its status, and
+    its errors where it wrote its code CSV ``save`` (see :func:`run_peer`)."""
+    if row["timed_out"]:
         row["status"] = f"timeout after {timeout:g} s"
-    elif measured["memory_stopped"]:
+    elif row["memory_stopped"]:
         row["status"] = f"{MEMORY_STOP} ({memory_limit_gib:g} GiB) after {row['wall_s']:g} s"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-4000:]
-    elif measured["returncode"] < 0:  # killed by a signal: by hand, or for memory
-        row["status"] = f"stopped (signal {-measured['returncode']}) after {row['wall_s']:g} s"
+    elif row["returncode"] < 0:  # killed by a signal: by hand, or for memory
+        row["status"] = f"stopped (signal {-row['returncode']}) after {row['wall_s']:g} s"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
-    elif measured["returncode"] != 0:
-        row["status"] = f"failed (exit {measured['returncode']})"
+    elif row["returncode"] != 0:
+        row["status"] = f"failed (exit {row['returncode']})"
         row["log_tail"] = save.with_suffix(".log").read_text(errors="replace")[-2000:]
     elif score is not None:
         codes = read_codes(save, schema)
@@ -526,7 +550,8 @@ def run_peer(key: CacheKey, *, checkout: Path, python: str, options: dict[str, A
         synthetic = codes_release(save, schema)
         row["status"] = "ok"
         row["rows_released"] = len(synthetic)  # one pass over the CSV
-        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, label, q3_sample)
+        row["errors"], row["q3"] = evaluate(frame, synthetic, schema, row["release"],
+                                            q3_sample)
     print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "
           f"{row['peak_rss_mib']} MiB, load {run_load(row)}", flush=True)
     return row
