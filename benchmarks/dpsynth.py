@@ -7,8 +7,9 @@ Every release gets the same binned table, ε, δ = 1e-9 and add/remove-one neigh
 notion; dp_dask's through ``neighbours="add_remove"``), and the same scorer
 (``benchmarks.peers.evaluate``: Q1, Q2, Q3 mean error over the best 95 % of queries, the worst
 2-way query, the range queries). The tables: ``planted`` (benchmarks.cliques, 200 k rows, 3- and
-4-way structure no pair shows), ``adult9`` / ``adult15`` (Adult's 9 categorical attributes, or
-all 15 binned by the ``adult`` schema), ``adult1m`` (Adult 9 resampled to 1 M rows,
+4-way structure no pair shows; ``planted8``: 8 attributes, 255 k rows), ``adult9`` /
+``adult15`` (Adult's 9 categorical attributes, or all 15 binned by the ``adult`` schema),
+``adult1m`` (Adult 9 resampled to 1 M rows,
 benchmarks.peers_scale) and ``demo`` (dp_dask's generated census, 1 M rows, its schema).
 
 The peers get the code table private-pgm's scripts read (``export_codes``) and run in dpsynth's
@@ -66,8 +67,8 @@ PEERS = {"mst": "MST (dpsynth)", "swift": "SWIFT (dpsynth)",  # run in this orde
          "aim-gdp": "AIM-GDP (dpsynth)"}
 # cliques pairs and auto, n̂ rows as dpsynth releases: a count off by 20 moves Q1 by up to 20
 OURS_HERE = ("marginals-add-remove-nhat", "marginals-add-remove-auto-nhat")
-TABLES = ("planted", "adult9", "adult1m", "adult15", "demo")
-PLANTED_ROWS, SCALE_ROWS, DEMO_ROWS = 200_000, 1_000_000, 1_000_000
+TABLES = ("planted", "planted8", "adult9", "adult1m", "adult15", "demo")
+PLANTED_ROWS, PLANTED8_ROWS, SCALE_ROWS, DEMO_ROWS = 200_000, 255_000, 1_000_000, 1_000_000
 DEMO_SCHEMA = str(Path(__file__).parents[1] / "dp_dask" / "schemas" / "demo.json")
 SUMMARY = {"Q1 95 %": "Q1", "Q2 95 %": "Q2", "Q2 max": "worst 2-way", "Q3 95 %": "Q3",
            "wall s": "wall s", "CPU s": "CPU s", "peak RSS GiB": "peak GiB", "load": "load"}
@@ -93,8 +94,9 @@ def prepare(name: str, work: Path) -> Table:
     """Table ``name`` written under ``work/name`` (kept for the next run where complete)."""
     out = work / name
     out.mkdir(parents=True, exist_ok=True)
-    if name == "planted":
-        schema, frame = planted(PLANTED_ROWS)
+    if name in ("planted", "planted8"):
+        schema, frame = (planted(PLANTED_ROWS) if name == "planted"
+                         else planted(PLANTED8_ROWS, m=8))
         schema_path, data = out / "schema.json", out / "data.parquet"
         schema_path.write_text(json.dumps(schema.to_json()))
         frame.to_parquet(data, index=False)
