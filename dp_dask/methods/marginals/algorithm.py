@@ -84,7 +84,8 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
             measured, fine = measure_pairs(measurer, pairs)
             measured, tree = refine_tree(measurer, measured, pairs)
     if dense:
-        return dense_model(method, [*one_way, *triples], fine, rho, n_rows, metadata)
+        return dense_model(method, plan, [*one_way, *triples], fine, rho,
+                           measurer.sensitivity, n_rows, metadata)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
@@ -103,17 +104,16 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
                              fine_share=method.fine_share, config=method.config)
 
 
-def dense_model(method: MarginalSynthesizer, measured: list[Measurement],
-                fine: dict[int, Measurement], rho: float, n_rows: int,
+def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, measured: list[Measurement],
+                fine: dict[int, Measurement], rho: float, sensitivity: float, n_rows: int,
                 metadata: dict[str, Any]) -> MarginalModel:
     """The dense-joint release's model (:mod:`.joint`): the 1-way histograms and the triples
-    (these with ``rho``) ``measured``, the joint fitted to them, its tables and their tree;
+    (these with ``rho``, L2 ``sensitivity`` each) ``measured`` under ``plan``, the joint fitted
+    to them, its tables and their tree;
     each ``fine`` histogram made consistent with the joint's histogram of its attribute."""
     schema, config = method.schema, method.config
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = estimated_rows(measured)
-    plan = method.budget_plan()
-    sensitivity = table_sensitivity(method.neighbours, "l2", method.max_rows)
     metadata |= release_record(method, plan, len(measured), None, fine, {},
                                dense_record(schema, measured, fine, plan, rho, sensitivity))
     with timed(method.timings_, "consistency"):
