@@ -520,7 +520,7 @@ def test_item3_a_k1_unit_release_is_checked_at_what_it_costs_one_row(tmp_path):
         with pytest.raises(BudgetExceededError) as refused:
             ledger.reserve(unit_release(f"k{k}", k))
         message = str(refused.value)
-        assert f"would bring that to ε={one_row:.6g}" in message
+        assert f"would bring the total to ε={one_row:.6g} (a unit release with K = 1" in message
         assert "unit 'customer_id' alone" in message and "would total ε=1" in message
     assert ledger.entries() == []
     k2 = ledger.reserve(unit_release("k2", 2)).entry  # K = 2: a row's change is within it
@@ -540,7 +540,7 @@ def test_item3_a_units_total_leaves_out_row_level_releases(tmp_path):
     row = composed([draft, replace(unit, unit_column=None)], 1e-6).epsilon
     alone = composed([unit], 1e-6).epsilon
     assert row > 1.05 and alone == pytest.approx(1.0, rel=1e-6)
-    assert f"would bring that to ε={row:.6g}" in str(refused.value)
+    assert f"would bring the total to ε={row:.6g};" in str(refused.value)
     assert (f"unit 'customer_id' alone (its 1 DP release(s) with this one, at their own charge; "
             f"row-level and other units' releases not counted) would total ε={alone:.6g}"
             in str(refused.value))

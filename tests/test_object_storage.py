@@ -120,7 +120,7 @@ def test_missing_object_is_a_one_line_error(client, s3, tmp_path, capsys):
     code = main(["synth", "--data", f"s3://{BUCKET}/nobody.csv", "--schema",
                  str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options), "--out",
                  str(tmp_path / "release"), "--ledger", str(tmp_path / "ledger.sqlite"),
-                 *scheduler(client)])
+                 "--dataset-name", "nobody", *scheduler(client)])
     assert code == 2
     assert capsys.readouterr().err == (f"dp-dask: error: input s3://{BUCKET}/nobody.csv does "
                                        "not exist\n")

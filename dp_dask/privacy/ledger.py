@@ -598,19 +598,23 @@ def _check_budget(connection: Connection, request: Entry,
         before, _ = budget_totals(entries, delta)
         after, unit = budget_totals([*entries, request], delta, request.unit_column)
         if after.epsilon > epsilon * (1 + _RELATIVE_SLACK):
-            unit_part = "" if unit is None else (
-                f"; unit {request.unit_column!r} alone (its {unit.releases} DP release(s) with "
-                f"this one, at their own charge; row-level and other units' releases not "
-                f"counted) would total ε={unit.epsilon:.6g}")
+            counted_up = after.epsilon != composed([*entries, request], delta).epsilon
             raise BudgetExceededError(
                 f"dataset {request.dataset_name!r} has a budget of ε={epsilon:g} at "
                 f"δ={delta:.3g} ({source}), which bounds what one row can lose; its "
-                f"{before.releases} recorded DP release(s) compose to ε={before.epsilon:.6g} "
-                f"for one row, and this release (ε={request.epsilon:g}, "
-                f"δ={request.delta:.3g}, {request.mechanism}, unit {request.unit}) would bring "
-                f"that to ε={after.epsilon:.6g} ({ROW_RULE}){unit_part}. Refused before reading "
-                "any data or drawing any noise. Raise the budget with 'dp-dask ledger "
-                "set-budget', or pass --force (force=True) to release anyway (it is recorded)")
+                f"{before.releases} recorded DP release(s) compose to ε={before.epsilon:.6g}, "
+                f"and this release (ε={request.epsilon:g}, δ={request.delta:.3g}, "
+                f"{request.mechanism}"
+                + ("" if unit is None else f", unit {request.unit}")
+                + f") would bring the total to ε={after.epsilon:.6g}"
+                + (f" ({ROW_RULE})" if counted_up else "")
+                + ("" if unit is None else
+                   f"; unit {request.unit_column!r} alone (its {unit.releases} DP release(s) "
+                   "with this one, at their own charge; row-level and other units' releases "
+                   f"not counted) would total ε={unit.epsilon:.6g}")
+                + ". Refused before reading any data or drawing any noise. Raise the budget "
+                "with 'dp-dask ledger set-budget', or pass --force (force=True) to release "
+                "anyway (it is recorded)")
 
 
 def _number(value: float | None, spec: str = ".4g") -> str:
