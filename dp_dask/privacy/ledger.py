@@ -680,9 +680,10 @@ def unit_totals(entries: list[Entry], delta: float) -> list[str]:
     counted = [e for e in entries if e.counted]
     columns = list(dict.fromkeys(e.unit_column for e in counted))
     units = [column for column in columns if column is not None]
-    parts = [budget_totals(entries, delta, column) for column in units]
-    if not units or len(columns) == 1 and parts[0][0].epsilon == parts[0][1].epsilon:
-        return []
+    row = budget_totals(entries, delta)[0]
+    parts = [budget_totals(entries, delta, column)[1] for column in units]
+    if not units or columns == units[:1] and parts[0].epsilon == row.epsilon:
+        return []  # no unit, or one whose releases all bound a row at their own charge
     name = entries[0].dataset_name
     lines = [f"dataset {name!r}: its total above is what one row can lose ({ROW_RULE}); by "
              "unit, its releases alone at their own charge:"]
@@ -691,7 +692,7 @@ def unit_totals(entries: list[Entry], delta: float) -> list[str]:
                         f"({', '.join(dict.fromkeys(e.unit for e in counted))}). A row-level "
                         "release protects one row: a person with many rows is protected less "
                         "by it")
-    for column, (_, part) in zip(units, parts):
+    for column, part in zip(units, parts):
         lines.append(f"  unit {column!r}: ε={part.epsilon:.6g} at δ={part.delta:.3g} over "
                      f"{part.releases} DP release(s)")
     return lines
