@@ -689,9 +689,10 @@ def unit_totals(entries: list[Entry], delta: float) -> list[str]:
              "unit, its releases alone at their own charge:"]
     if len(columns) > 1:
         lines.insert(0, f"WARNING: dataset {name!r} has DP releases of different privacy units "
-                        f"({', '.join(dict.fromkeys(e.unit for e in counted))}). A row-level "
-                        "release protects one row: a person with many rows is protected less "
-                        "by it")
+                        f"({', '.join(dict.fromkeys(e.unit for e in counted))}). "
+                        + ("A row-level release protects one row: a person with many rows is "
+                           "protected less by it" if None in columns else
+                           "A unit's releases protect the units of its own column only"))
     for column, part in zip(units, parts):
         lines.append(f"  unit {column!r}: ε={part.epsilon:.6g} at δ={part.delta:.3g} over "
                      f"{part.releases} DP release(s)")
