@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 
+from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
-from dp_dask.data.schema import load_schema
+from dp_dask.data.schema import Schema, load_schema
+from dp_dask.data.units import PrivacyUnit, bound_contributions
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.methods.dpcopula_hybrid import DPCopulaHybridSynthesizer
 from dp_dask.privacy import epsilon_spent, rho_budget, zcdp_rho_for
+from dp_dask.privacy.accounting import table_sensitivity
 from dp_dask.privacy.ledger import (
     APPROX_DP,
     FAILED,
@@ -35,6 +40,10 @@ from dp_dask.privacy.ledger import (
 from dp_dask.synthesizer import Synthesizer, load_model
 
 SHA = load_schema(SMALL_SCHEMA_PATH).sha256()
+# Most fits here name their dataset by the file's stem on purpose; the warning that this is a
+# fallback is checked where it is meant (test_item8b_..., test_fit_records_an_entry).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:no dataset name declared:dp_dask.checks.DpDaskWarning")
 
 
 @pytest.fixture(scope="module")
@@ -122,10 +131,10 @@ def test_default_path_honours_the_env_var_and_xdg(monkeypatch, tmp_path):
 
 
 def test_dataset_names():
-    assert dataset_name_for("/x/adult.csv") == "adult"
-    assert dataset_name_for("/x/adult.csv.gz") == "adult"
-    assert dataset_name_for(Path("/x/people.parquet")) == "people"
-    assert dataset_name_for("/x/parts/") == "parts"
+    for path, stem in (("/x/adult.csv", "adult"), ("/x/adult.csv.gz", "adult"),
+                       (Path("/x/people.parquet"), "people"), ("/x/parts/", "parts")):
+        with pytest.warns(DpDaskWarning, match=f"stem {stem!r}"):
+            assert dataset_name_for(path) == stem
     assert dataset_name_for(correlated_frame(3)) == IN_MEMORY
     assert dataset_name_for(correlated_frame(3), "census-2020") == "census-2020"
     with pytest.raises(ValueError):
@@ -139,7 +148,8 @@ def test_fit_records_an_entry(client, data, tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite")
     synthesizer = GaussianCopulaSynthesizer(SMALL_SCHEMA_PATH, epsilon=1.0, delta=1e-6,
                                             ledger=ledger, calibration_draws=2_000)
-    synthesizer.fit(data)
+    with pytest.warns(DpDaskWarning, match="the input file's stem 'people'"):
+        synthesizer.fit(data)
     model = synthesizer.save(tmp_path / "model")
     (recorded,) = ledger.entries()
     assert recorded.dataset_name == "people" and recorded.schema_sha256 == SHA
@@ -385,6 +395,31 @@ def test_cli_budget_refusal_exits_2_before_reading(client, tmp_path, capsys):
     assert "dataset 'adult' has a budget of ε=0.5" in err and "does not exist" not in err
 
 
+def test_item8b_a_dataset_named_after_its_file_warns_how_to_declare_its_name(client, tmp_path,
+                                                                             capsys):
+    """The same people read from x.csv and from another file would get two budgets under two
+    stems: the stem is a fallback, and says so, in Python and on the CLI."""
+    with pytest.warns(DpDaskWarning, match=r"no dataset name declared: .* stem 'people'.*"
+                      r"--dataset-name NAME \(job config: ledger.dataset_name; Python: "
+                      r"dataset_name=...\)"):
+        assert dataset_name_for("/x/people.parquet") == "people"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DpDaskWarning)  # a declared name, or a frame: silent
+        assert dataset_name_for("/x/people.parquet", "census") == "census"
+        assert dataset_name_for(correlated_frame(3)) == IN_MEMORY
+    ledger = str(tmp_path / "ledger.sqlite")
+    assert main(["ledger", "set-budget", "adult", "--epsilon", "0.5", "--delta", "1e-6",
+                 "--ledger", ledger]) == 0
+    fit = ["fit", "--data", str(tmp_path / "adult.csv"), "--schema", "adult", "--model",
+           str(tmp_path / "model"), "--ledger", ledger, *scheduler(client)]
+    assert main(fit) == 2  # refused by the budget, before reading the (missing) file
+    err = capsys.readouterr().err
+    assert ("dp-dask: warning: no dataset name declared: the ledger counts this release under "
+            "the input file's stem 'adult'") in err and "--dataset-name NAME" in err
+    assert main([*fit, "--dataset-name", "adult"]) == 2
+    assert "no dataset name declared" not in capsys.readouterr().err
+
+
 def test_cli_synth_retry_and_ledger_list(client, data, tmp_path, capsys):
     ledger = str(tmp_path / "ledger.sqlite")
     base = ["synth", "--data", str(data), "--schema", str(SMALL_SCHEMA_PATH), "--out",
@@ -439,20 +474,108 @@ def test_a_retried_run_id_with_other_accounting_is_refused(tmp_path):
     assert len(ledger.entries()) == 2
 
 
-def test_mixed_units_total_one_row_with_k1_at_up_to_4_rho(tmp_path):
-    """A unit release with K = 1 bounds one row's change only at twice its sensitivity (a row
-    moved between two units changes both: L2 2 against the unit's √2): 2ρ measured, 4ρ
-    selected, 2ε if pure; K >= 2 within its own. Where units mix, `ledger list` says so in one
-    line with that total."""
+def test_mixed_units_total_one_row_with_k1_at_4_rho(tmp_path):
+    """The dataset's total is one row's: a unit release with K = 1 at 4ρ (2ε if pure), K >= 2
+    within its own charge; where units mix, `ledger list` warns and totals each unit column
+    apart, its releases alone at their own charge."""
     ledger = Ledger(tmp_path / "ledger.sqlite")
     for run, column, k in (("row", None, None), ("k1", "customer_id", 1),
                            ("k10", "customer_id", 10), ("laplace", "customer_id", 1)):
         made = entry(0.5, 0.0, run=run) if run == "laplace" else entry(1.0, 1e-6, 0.1, run=run)
         ledger.mark_spent(ledger.reserve(replace(made, unit_column=column,
                                                  unit_max_rows=k)).entry.id)
-    delta = ledger.total("people").delta
-    (line,) = [x for x in report(ledger).splitlines() if x.startswith("  one row, all units")]
+    total = ledger.total("people")
     as_rows = [entry(1.0, 1e-6, rho, run=str(rho)) for rho in (0.1, 0.4, 0.1)]
-    expected = composed([*as_rows, entry(1.0, 0.0, run="laplace")], delta)
-    assert f"ε={expected.epsilon:.6g} at δ={delta:.3g}" in line
-    assert "K = 1 (and auto) releases at up to 4ρ" in line
+    expected = composed([*as_rows, entry(1.0, 0.0, run="laplace")], total.delta)
+    assert total == replace(expected, unfinished=0)
+    lines = report(ledger).splitlines()
+    assert f"total 'people': ε={expected.epsilon:.6g} at δ={total.delta:.3g}" in "\n".join(lines)
+    warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING"))
+    assert "(row, 'customer_id' <= 1 rows, 'customer_id' <= 10 rows)" in lines[warning]
+    assert "K = 1 or auto counts at 4ρ, 2ε if Laplace" in lines[warning + 1]
+    person = composed([entry(1.0, 1e-6, 0.2, run="k"), entry(0.5, 0.0)], total.delta)
+    assert lines[warning + 2] == (f"  unit 'customer_id': ε={person.epsilon:.6g} at "
+                                  f"δ={total.delta:.3g} over 3 DP release(s)")
+
+
+# --- item 3: one budget rule, the row's, with each unit's own total beside it ------------------
+
+
+RHO_1 = rho_budget(1.0, 1e-6, "exact")  # ε = 1 at δ = 1e-6: ρ = 0.02801
+
+
+def unit_release(run: str, max_rows: int | None, epsilon: float = 1.0,
+                 rho: float = RHO_1) -> Entry:
+    """A Gaussian release of privacy unit 'customer_id' (K = ``max_rows``, None: auto)."""
+    return Entry("people", SHA, run, epsilon, 1e-6, "gaussian", "exact", rho, True, "opendp",
+                 unit_column="customer_id", unit_max_rows=max_rows)
+
+
+def test_item3_a_k1_unit_release_is_checked_at_what_it_costs_one_row(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 1.0, 1e-6)
+    one_row = epsilon_spent(4 * RHO_1, 1e-6, "exact")
+    assert one_row == pytest.approx(2.12, abs=0.01)
+    for k in (1, None):  # K = 1, and auto (its K may be 1)
+        with pytest.raises(BudgetExceededError) as refused:
+            ledger.reserve(unit_release(f"k{k}", k))
+        message = str(refused.value)
+        assert f"would bring the total to ε={one_row:.6g} (a unit release with K = 1" in message
+        assert "unit 'customer_id' alone" in message and "would total ε=1" in message
+    assert ledger.entries() == []
+    k2 = ledger.reserve(unit_release("k2", 2)).entry  # K = 2: a row's change is within it
+    ledger.mark_spent(k2.id)
+    assert ledger.total("people").epsilon == pytest.approx(1.0, rel=1e-6)
+
+
+def test_item3_a_units_total_leaves_out_row_level_releases(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_budget("people", 1.0, 1e-6)
+    draft = Entry.for_draft(dataset_name="people", request_sha256=SHA, run_id="draft",
+                            epsilon=0.1, delta=1e-8, sampler="opendp", private=True)
+    ledger.mark_spent(ledger.reserve(draft).entry.id)
+    unit = unit_release("k2", 2)
+    with pytest.raises(BudgetExceededError) as refused:  # the row can lose the draft's ε too
+        ledger.reserve(unit)
+    row = composed([draft, replace(unit, unit_column=None)], 1e-6).epsilon
+    alone = composed([unit], 1e-6).epsilon
+    assert row > 1.05 and alone == pytest.approx(1.0, rel=1e-6)
+    assert f"would bring the total to ε={row:.6g};" in str(refused.value)
+    assert (f"unit 'customer_id' alone (its 1 DP release(s) with this one, at their own charge; "
+            f"row-level and other units' releases not counted) would total ε={alone:.6g}"
+            in str(refused.value))
+    ledger.mark_spent(ledger.reserve(unit, force=True).entry.id)
+    lines = report(ledger).splitlines()
+    assert f"total 'people': ε={row:.6g} at δ=1e-06 over 2 DP release(s)" in "\n".join(lines)
+    assert f"  unit 'customer_id': ε={alone:.6g} at δ=1e-06 over 1 DP release(s)" in lines
+
+
+def test_item8d_a_row_moved_between_k1_units_moves_a_table_by_l2_2_sqrt2(tmp_path):
+    """The worst case behind _as_row_level's 4ρ, with the real bounding: a row replaced by
+    one in another unit (K = 1) makes both units swap their kept row between the same two
+    cells of the (a, b) table, -2 and +2: L2 2√2, twice a K = 1 unit's √2, so 4× the ρ of a
+    measurement as well as of a selection (not 2×, as the ledger once said)."""
+    schema = Schema.from_json({"schema_version": 1, "name": "s", "attributes": [
+        {"name": name, "type": "categorical", "categories": ["0", "1"]} for name in "abc"]})
+    # r in unit A (cell (0, 0)) becomes r' in unit B (cell (1, 1)); A also holds s (1, 1), B t
+    rows = {"r": ("A", "0", "0", "0"), "s": ("A", "1", "1", "0"), "t": ("B", "0", "0", "1")}
+    before = pd.DataFrame(list(rows.values()), columns=["uid", *"abc"])
+    after = pd.DataFrame([("B", "1", "1", "1"), rows["s"], rows["t"]], columns=["uid", *"abc"])
+
+    def table(frame: pd.DataFrame, seed: int) -> pd.Series:
+        kept = bound_contributions(dd.from_pandas(frame, npartitions=1), schema,
+                                   PrivacyUnit("uid", 1), seed).compute()
+        return kept.groupby(["a", "b"]).size().reindex(
+            pd.MultiIndex.from_product([["0", "1"]] * 2), fill_value=0)
+
+    moved = [(table(after, seed) - table(before, seed)).to_numpy() for seed in range(24)]
+    worst_l2 = max(float(np.linalg.norm(m)) for m in moved)
+    assert worst_l2 == pytest.approx(2 * math.sqrt(2))
+    assert max(int(np.abs(m).sum()) for m in moved) == 4
+    factor = (worst_l2 / table_sensitivity("replace", "l2", 1)) ** 2
+    assert factor == pytest.approx(4.0)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.mark_spent(ledger.reserve(unit_release("k1", 1)).entry.id)
+    assert ledger.total("people").rho == pytest.approx(factor * RHO_1)
+    listing = report(ledger)  # the rule as `ledger list` states it: 4ρ, measured or selected
+    assert "K = 1 or auto counts at 4ρ" in listing and "2ρ measured" not in listing

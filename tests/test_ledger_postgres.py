@@ -328,8 +328,9 @@ def test_cli_fit_records_and_its_retry_reuses_on_postgresql(client, data, pg_url
 
 def test_privacy_units_are_recorded_and_totalled_apart(location):
     """Entries name their privacy unit; `ledger list` shows it and, where row-level and
-    person-level releases of one dataset mix, warns and totals each unit apart. A ledger made
-    before units (no unit columns) gains them, its entries a row's."""
+    person-level releases of one dataset mix, warns and totals each unit column apart (its
+    releases alone: the row-level one is not counted for the person). A ledger made before
+    units (no unit columns) gains them, its entries a row's."""
     import sqlalchemy as sa
 
     ledger = Ledger(location)
@@ -346,7 +347,8 @@ def test_privacy_units_are_recorded_and_totalled_apart(location):
     assert " row " in lines[2] and "'customer_id' <= 10 rows" in lines[3]
     warning = next(i for i, line in enumerate(lines) if line.startswith("WARNING"))
     assert "different privacy units (row, 'customer_id' <= 10 rows)" in lines[warning]
-    assert lines[warning + 1].startswith("  unit row: ε=")
+    assert "its total above is what one row can lose" in lines[warning + 1]
+    assert lines[warning + 2].startswith("  unit 'customer_id': ε=")
     assert "over 1 DP release(s)" in lines[warning + 2]
     running = ledger.reserve(replace(person, run_id="again")).entry
     with pytest.raises(LedgerError, match="unit_max_rows=10"):  # a retry under another K

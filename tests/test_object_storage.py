@@ -6,6 +6,7 @@ worker processes. Inputs, releases (staged under ``<out>/_v/<key>/``, published 
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
 import dask.dataframe as dd
 import fsspec
@@ -21,6 +24,7 @@ import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
 
+from benchmarks.s3_server import moto_server as s3_server_process
 from dp_dask.cli import main
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import load_schema
@@ -116,7 +120,7 @@ def test_missing_object_is_a_one_line_error(client, s3, tmp_path, capsys):
     code = main(["synth", "--data", f"s3://{BUCKET}/nobody.csv", "--schema",
                  str(SMALL_SCHEMA_PATH), "--storage-options", json.dumps(options), "--out",
                  str(tmp_path / "release"), "--ledger", str(tmp_path / "ledger.sqlite"),
-                 *scheduler(client)])
+                 "--dataset-name", "nobody", *scheduler(client)])
     assert code == 2
     assert capsys.readouterr().err == (f"dp-dask: error: input s3://{BUCKET}/nobody.csv does "
                                        "not exist\n")
@@ -409,3 +413,45 @@ def test_a_superseded_version_is_kept_for_the_grace_period(client, s3, fitted, t
     delete_release(out, options)  # the link (or pointer) and every version
     fs.invalidate_cache()
     assert not fs.exists(str(out)) and not any(tmp_path.iterdir())
+
+
+def deleted_keys(recording: Path) -> list[set[str]]:
+    """The keys each deleting request deleted (DeleteObject, DeleteObjects), in the order the
+    server received them: from its own record of every request (moto's recorder)."""
+    deletes = []
+    for line in recording.read_text().splitlines():
+        request = json.loads(line)
+        url = urlsplit(request["url"])
+        body = request.get("body") or ""
+        if request.get("body_encoded"):
+            body = base64.b64decode(body).decode()
+        if request["method"] == "POST" and url.query == "delete":
+            deletes.append({key.text for key in ElementTree.fromstring(body).iter()
+                            if key.tag.endswith("Key")})
+        elif request["method"] == "DELETE":
+            deletes.append({url.path.split("/", 2)[2]})
+    return deletes
+
+
+def test_item8a_deleting_a_release_in_a_store_removes_its_pointer_first(client, fitted,
+                                                                        tmp_path, monkeypatch):
+    """As on disk, where the link goes first: the pointer is deleted alone, before any object of
+    any version, so a reader never follows it to a version being deleted. The S3 server runs
+    in its own process and records every request it receives."""
+    recording = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("MOTO_RECORDER_FILEPATH", str(recording))
+    monkeypatch.setenv("MOTO_ENABLE_RECORDING", "true")
+    with s3_server_process(BUCKET) as (options, _):
+        out = f"s3://{BUCKET}/release"
+        for seed in (1, 2):  # the published version and a superseded one
+            fitted.write(out, 600, seed=seed, partition_rows=300, storage_options=options)
+        recording.write_text("")  # the deletion's requests only (each is appended)
+        delete_release(out, options)
+        assert s3fs.S3FileSystem(**options).find(f"{BUCKET}/release") == []
+    deletes = deleted_keys(recording)
+    pointer = f"release/{CURRENT}"
+    first_pointer = next(i for i, keys in enumerate(deletes) if pointer in keys)
+    first_version = next(i for i, keys in enumerate(deletes)
+                         if any(k.startswith(f"release/{VERSIONS}/") for k in keys))
+    assert deletes[first_pointer] == {pointer}
+    assert first_pointer < first_version

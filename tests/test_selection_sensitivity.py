@@ -15,8 +15,9 @@ import pytest
 from dp_dask.data.counts import exact_answer
 from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.measurements import measure_all
 from dp_dask.methods.marginals.select_pairs import pair_scores
-from dp_dask.privacy.accounting import epsilon_spent
+from dp_dask.privacy.accounting import epsilon_spent, rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import _gdp_charge
 from dp_dask.synthesizer import Synthesizer
@@ -154,3 +155,28 @@ def test_selection_scores_move_by_at_most_their_sensitivity():
         worst = max(worst, abs(after - before) / weight)
     assert worst <= 1.0
     assert adaptive.SCORE_L1_SENSITIVITY["add_remove"] == 1.0
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_item8c_tree_selections_are_calibrated_at_their_scores_l1_sensitivity(neighbours):
+    """The refinement scores a table's L1 error against a model and a bias fixed between
+    neighbours, as the tree scores one against independence: both move by the table's own L1
+    change, 2 for a replaced row (1 added or removed) and K times that for a unit of K rows,
+    not the squared L2 sensitivity (2K², K²). The Gumbel scale follows: K times a K = 1 unit's."""
+    schema = binary_schema()
+    codes = np.column_stack([binary_frame(2_000)[name].astype(int) for name in NAMES])
+    counts = count_matrix(codes, schema)
+    rho = rho_budget(EPSILON, DELTA, "exact")
+    scales = {}
+    for max_rows in (None, 1, 3):
+        _, _, tree = measure_all(counts, {}, schema, rho, accountant="exact", sampler="numpy",
+                                 rng=np.random.default_rng(0), neighbours=neighbours,
+                                 tables="tree", max_rows=max_rows)
+        l1 = table_sensitivity(neighbours, "l1", max_rows)
+        for selection in (tree.selection, tree.refinement.selection):
+            assert selection.sensitivity == pytest.approx(l1, rel=1e-12)
+            # the scale is calibrated at that sensitivity: 2Δ/ε (report-noisy-max, either sign)
+            assert selection.scale == pytest.approx(2 * l1 / selection.epsilon, rel=1e-6)
+        assert f"sensitivity {l1:g}" in tree.refinement.to_json(schema)["score"]
+        scales[max_rows] = tree.refinement.selection.scale
+    assert scales[3] == pytest.approx(3 * scales[1], rel=1e-6)

@@ -149,7 +149,8 @@ def test_refinement_scores_pairs_against_the_tree_not_independence():
 
     def chosen(seed: int) -> list[tuple[int, int]]:
         measured, refinement = refine(counts, schema, exact, rows, 0.05, 1.0, "exact",
-                                      sampler="numpy", rng=np.random.default_rng(seed))
+                                      l1_sensitivity=1.0, sampler="numpy",
+                                      rng=np.random.default_rng(seed))
         assert [m.attributes for m in measured[len(exact):]] == refinement.pairs
         return refinement.pairs
 

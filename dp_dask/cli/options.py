@@ -226,7 +226,8 @@ def ledger_options(parser: argparse.ArgumentParser) -> None:
         "data is read")
     group.add_argument("--ledger", default=None, metavar="PATH|URL", help=LEDGER_HELP)
     group.add_argument("--dataset-name", default=None, metavar="NAME",
-                       help="the dataset's name in the ledger (default: the input's file stem)")
+                       help="the dataset's name in the ledger, which its budget belongs to "
+                       "(default: the input's file stem, with a warning)")
     group.add_argument("--run-id", default=None,
                        help="id of this run: a retry with the same id reuses the saved model "
                        "instead of spending again (default: a fresh id)")

@@ -65,7 +65,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                     help="numeric columns: edges at the DP i/K quantiles (default 10)")
     dp.add_argument("--ledger", default=None, metavar="PATH|URL", help=LEDGER_HELP)
     dp.add_argument("--dataset-name", default=None, metavar="NAME",
-                    help="the dataset's name in the ledger (default: the input's file stem)")
+                    help="the dataset's name in the ledger, which its budget belongs to "
+                    "(default: the input's file stem, with a warning)")
     dp.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                     help="opendp (secure, default) or numpy (seeded; testing only)")
     dp.add_argument("--noise-seed", type=non_negative_int, default=None,

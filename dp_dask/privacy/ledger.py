@@ -8,9 +8,16 @@ composed total stays within its budget. The database is a SQLite file on the dri
 PostgreSQL database that one team's jobs on many machines share (dp_dask.privacy.ledger_store:
 how each makes the check atomic).
 
-A dataset is named by the user (default: the input file's stem) and its entries also carry the
+A dataset is named by the user (``--dataset-name``, the job config's ``ledger.dataset_name``,
+``dataset_name=``; else the input file's stem, with a warning) and its entries also carry the
 schema's sha256; ``dataset_id`` joins the two. Budgets and totals are per dataset *name*: releases
 of one name under different schemas are summed, as they usually describe the same people.
+
+A budget bounds what any single row can lose: the total checked against it (and shown as the
+dataset's total) counts every entry as a bound on one row, a privacy unit's release with K = 1
+or K "auto" at 4ρ (2ε if pure), one with K >= 2 and a row-level one at their own charge; a
+unit's own total (its releases only, at their own charge) is reported beside it
+(:func:`budget_totals`, the one place of that rule).
 
 A schema drafted under DP (``dp-dask schema draft --dp-epsilon``) is an entry of the same
 dataset name too (mechanism ``schema-draft``), summed like a Laplace release.
@@ -43,6 +50,7 @@ import datetime as dt
 import math
 import os
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -51,6 +59,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from dp_dask.checks import DpDaskWarning
 from dp_dask.data.io import filesystem, join, remote
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
@@ -86,19 +95,28 @@ def default_ledger_path() -> Path | str:
 
 
 def dataset_name_for(source: Any, name: str | None = None) -> str:
-    """The given name, else a file's or directory's stem, else :data:`IN_MEMORY` for a frame."""
+    """The declared name, else a file's or directory's stem (with a :class:`DpDaskWarning`),
+    else :data:`IN_MEMORY` for a frame.
+
+    A budget belongs to the people in the data, not to a file: the same people read from
+    another file (a copy, an export in another format, a new extract) would get a budget of
+    their own under its stem, so the fallback warns, naming it and how to declare the name."""
     if name is not None:
         if not str(name).strip():
             raise ValueError("the dataset name must not be empty")
         return str(name).strip()
-    if isinstance(source, str | Path):
-        path = Path(source)
-        stem = path.name or path.resolve().name
-        for suffix in (".csv.gz", ".csv", ".parquet", ".pq"):
-            if stem.lower().endswith(suffix) and len(stem) > len(suffix):
-                return stem[: -len(suffix)]
-        return stem
-    return IN_MEMORY
+    if not isinstance(source, str | Path):
+        return IN_MEMORY
+    path = Path(source)
+    stem = path.name or path.resolve().name
+    stem = next((stem[: -len(suffix)] for suffix in (".csv.gz", ".csv", ".parquet", ".pq")
+                 if stem.lower().endswith(suffix) and len(stem) > len(suffix)), stem)
+    warnings.warn(f"no dataset name declared: the ledger counts this release under the input "
+                  f"file's stem {stem!r}, so the same people read from another file would get "
+                  "a budget of their own; declare the name their budget belongs to with "
+                  "--dataset-name NAME (job config: ledger.dataset_name; Python: "
+                  "dataset_name=...)", DpDaskWarning, stacklevel=2)
+    return stem
 
 
 def new_run_id() -> str:
@@ -335,8 +353,9 @@ class Ledger:
             return sorted(connection.execute(names).scalars())
 
     def total(self, dataset_name: str, delta: float | None = None) -> Total:
-        """The dataset's composed total at ``delta``; by default at its budget's δ, else at the
-        δ its entries add up to (Σδ of the Laplace releases + the largest Gaussian δ)."""
+        """The dataset's composed total at ``delta``, what its budget bounds (one row's:
+        :func:`budget_totals`); by default at its budget's δ, else at the δ its entries add up
+        to (Σδ of the Laplace releases + the largest Gaussian δ)."""
         entries = self.entries(dataset_name)
         if delta is None:
             budget = self.budget(dataset_name)
@@ -344,7 +363,7 @@ class Ledger:
             delta = budget.delta if budget else (
                 math.fsum(e.delta for e in counted if e.rho is None)
                 + max((e.delta for e in counted if e.rho is not None), default=0.0))
-        return composed(entries, delta)
+        return budget_totals(entries, delta)[0]
 
     def reserve(self, request: Entry, *, budget_epsilon: float | None = None,
                 force: bool = False,
@@ -576,17 +595,26 @@ def _check_budget(connection: Connection, request: Entry,
         return
     entries = _entries(connection, request.dataset_name)
     for epsilon, delta, source in limits:
-        before = composed(entries, delta)
-        after = composed([*entries, request], delta)
+        before, _ = budget_totals(entries, delta)
+        after, unit = budget_totals([*entries, request], delta, request.unit_column)
         if after.epsilon > epsilon * (1 + _RELATIVE_SLACK):
+            counted_up = after.epsilon != composed([*entries, request], delta).epsilon
             raise BudgetExceededError(
                 f"dataset {request.dataset_name!r} has a budget of ε={epsilon:g} at "
-                f"δ={delta:.3g} ({source}); its {before.releases} recorded DP release(s) "
-                f"compose to ε={before.epsilon:.6g}, and this release (ε={request.epsilon:g}, "
-                f"δ={request.delta:.3g}, {request.mechanism}) would bring the total to "
-                f"ε={after.epsilon:.6g}. Refused before reading any data or drawing any noise. "
-                "Raise the budget with 'dp-dask ledger set-budget', or pass --force "
-                "(force=True) to release anyway (it is recorded)")
+                f"δ={delta:.3g} ({source}), which bounds what one row can lose; its "
+                f"{before.releases} recorded DP release(s) compose to ε={before.epsilon:.6g}, "
+                f"and this release (ε={request.epsilon:g}, δ={request.delta:.3g}, "
+                f"{request.mechanism}"
+                + ("" if unit is None else f", unit {request.unit}")
+                + f") would bring the total to ε={after.epsilon:.6g}"
+                + (f" ({ROW_RULE})" if counted_up else "")
+                + ("" if unit is None else
+                   f"; unit {request.unit_column!r} alone (its {unit.releases} DP release(s) "
+                   "with this one, at their own charge; row-level and other units' releases "
+                   f"not counted) would total ε={unit.epsilon:.6g}")
+                + ". Refused before reading any data or drawing any noise. Raise the budget "
+                "with 'dp-dask ledger set-budget', or pass --force (force=True) to release "
+                "anyway (it is recorded)")
 
 
 def _number(value: float | None, spec: str = ".4g") -> str:
@@ -603,39 +631,72 @@ def _plain_dp_counted(entries: list[Entry]) -> str:
             "counted above at their plain-DP ε, as DP entries '<run id>-dp')")
 
 
-def unit_totals(entries: list[Entry], delta: float) -> list[str]:
-    """Where a dataset's DP releases protect different privacy units, a warning and their
-    totals unit by unit: the dataset's total sums them all, but a row-level release protects
-    one row, not a person's many rows, so a person is protected only as far as the releases of
-    their unit say (and not at all by how the row-level ones add up)."""
-    units = dict.fromkeys(e.unit for e in entries if e.counted)
-    if len(units) < 2:
-        return []
-    lines = [f"WARNING: dataset {entries[0].dataset_name!r} has DP releases of different privacy "
-             f"units ({', '.join(units)}); its total above sums them all. A row-level release "
-             "protects one row: a person with many rows is protected less by it. By unit:"]
-    for unit in units:
-        part = composed([e for e in entries if e.unit == unit], delta)
-        lines.append(f"  unit {unit}: ε={part.epsilon:.6g} at δ={part.delta:.3g} over "
-                     f"{part.releases} DP release(s)")
-    row = composed([_as_row_level(e) for e in entries], delta)
-    lines.append(f"  one row, all units: ε={row.epsilon:.6g} at δ={row.delta:.3g}, K = 1 (and "
-                 "auto) releases at up to 4ρ (2ρ measured, 4ρ selected; 2ε if Laplace): a row "
-                 "moved between two units changes both")
-    return lines
+# How budget_totals counts a unit release for one row, in words (messages, `ledger list`).
+ROW_RULE = ("a unit release with K = 1 or auto counts at 4ρ, 2ε if Laplace, for one row: a row "
+            "moved between two units changes both")
 
 
 def _as_row_level(entry: Entry) -> Entry:
-    """``entry``'s charge as a bound on one row. After bounding one row changes at most two
-    kept rows of each unit it touches (L2 2, L1 4 replaced; √2, 2 added or removed): within
-    the unit's bound for K >= 2, twice it for K = 1, so twice a Gaussian measurement's ρ and
-    four times a selection's (ε ∝ sensitivity). The ledger holds neither the split nor a K
-    "auto" chose: those count at 4ρ (2ε if pure)."""
+    """``entry``'s charge as a bound on one row's change. After bounding (at most K kept rows
+    per unit), replacing one row touches at most two units, and in each one kept row leaves and
+    another comes in (the row itself, or one kept or dropped in its place): two replacements, so
+    a table moves by at most L1 4 and L2 2√2 (both may move a count between the same two cells:
+    −2 and +2). That is within a unit's replace bound (L1 2K, L2 √2·K) for K >= 2, and twice it
+    for K = 1: four times the ρ of a Gaussian measurement (ρ ∝ L2²) and of a selection (ε ∝
+    its sensitivity, ρ ∝ ε²), twice a pure release's ε. The ledger does not hold the K an
+    "auto" release chose: it counts as K = 1."""
     if entry.unit_column is None or (entry.unit_max_rows or 1) >= 2:
         return entry
     if entry.rho is not None:
         return replace(entry, rho=4 * entry.rho)
     return replace(entry, epsilon=2 * entry.epsilon)
+
+
+def budget_totals(entries: Iterable[Entry], delta: float, unit_column: str | None = None
+                  ) -> tuple[Total, Total | None]:
+    """What a dataset's budget bounds, and one privacy unit's part: the one rule of the budget
+    check, :meth:`Ledger.total` and :func:`report`.
+
+    A budget of ε bounds what any single row can lose, so the first total composes every entry
+    as a bound on one row (:func:`_as_row_level`): row-level entries and unit entries of
+    K >= 2 at their own charge, K = 1 and "auto" ones at 4ρ (2ε if pure). The second (None when
+    ``unit_column`` is None: a row) composes the entries of ``unit_column`` only, at their own
+    charge whatever their K: what one unit (a person) can lose through the releases that protect
+    it; a row-level entry bounds nothing for a person's many rows, nor another unit's for this
+    one. It never exceeds the first (the same entries or fewer, at no more), so a budget that
+    holds the first holds it too."""
+    entries = list(entries)
+    row = composed([_as_row_level(e) for e in entries], delta)
+    if unit_column is None:
+        return row, None
+    return row, composed([e for e in entries if e.unit_column == unit_column], delta)
+
+
+def unit_totals(entries: list[Entry], delta: float) -> list[str]:
+    """Where the dataset's total (one row's: :func:`budget_totals`) is not what its units' people
+    can lose, the rule and each unit column's total, its releases alone at their own charge;
+    where units mix, a warning first: a row-level release protects one row, so a person with
+    many rows is protected less by it (and not at all by how the row-level ones add up)."""
+    counted = [e for e in entries if e.counted]
+    columns = list(dict.fromkeys(e.unit_column for e in counted))
+    units = [column for column in columns if column is not None]
+    row = budget_totals(entries, delta)[0]
+    parts = [budget_totals(entries, delta, column)[1] for column in units]
+    if not units or columns == units[:1] and parts[0].epsilon == row.epsilon:
+        return []  # no unit, or one whose releases all bound a row at their own charge
+    name = entries[0].dataset_name
+    lines = [f"dataset {name!r}: its total above is what one row can lose ({ROW_RULE}); by "
+             "unit, its releases alone at their own charge:"]
+    if len(columns) > 1:
+        lines.insert(0, f"WARNING: dataset {name!r} has DP releases of different privacy units "
+                        f"({', '.join(dict.fromkeys(e.unit for e in counted))}). "
+                        + ("A row-level release protects one row: a person with many rows is "
+                           "protected less by it" if None in columns else
+                           "A unit's releases protect the units of its own column only"))
+    for column, part in zip(units, parts):
+        lines.append(f"  unit {column!r}: ε={part.epsilon:.6g} at δ={part.delta:.3g} over "
+                     f"{part.releases} DP release(s)")
+    return lines
 
 
 def report(ledger: Ledger, dataset_name: str | None = None) -> str:

@@ -196,12 +196,15 @@ def _beside(target: Path, kinds: tuple[str, ...]) -> list[Path]:
 def delete_release(out: str | Path, storage_options: dict[str, Any] | None = None) -> None:
     """Delete the release at ``out`` and every version of it (``rm -r`` of the link would leave
     the versions): on disk the link and ``.<name>.v-*`` (and leftovers) beside it, in an object
-    store the whole prefix."""
+    store the pointer and then the whole prefix. The link or pointer goes first, on its own, so
+    that a reader never follows it to a version being deleted (a store deletes a prefix's
+    objects in batches, in no order it promises)."""
     target = resolve_target(out)
     if isinstance(target, Path):
         for entry in [target, *_beside(target, ("v", "link", "staging", "old"))]:
             _remove(entry, None)
     else:
+        _remove(join(target, CURRENT), storage_options)
         _remove(target, storage_options)
 
 

@@ -72,7 +72,9 @@ class Measurer:
         self.neighbours, self.config = neighbours, config
         self.max_rows = max_rows
         self.sensitivity = table_sensitivity(check_neighbours(neighbours), "l2", max_rows)
-        # a row's selection as calibrated before units (√2², the same releases); a unit's exact L1
+        # The L1 change of one table, which every selection's score (the tree's, the
+        # refinement's) moves by at most: a row's as calibrated before units (√2², equal to 2
+        # but for rounding: the same releases), a unit's exact (2K, not the squared L2 2K²).
         self.l1_sensitivity = (self.sensitivity**2 if max_rows is None
                                else table_sensitivity(neighbours, "l1", max_rows))
         self.grids = tuple(sorted(fine))
@@ -177,8 +179,9 @@ def refine_tree(measurer: Measurer, measured: list[Measurement], pairs: Pairs
         return measured, None
     measured, refinement = refine(measurer.counts, measurer.schema, measured, pairs.rows,
                                   measurer.plan.refinement, measurer.sensitivity,
-                                  measurer.accountant, sampler=measurer.sampler,
-                                  rng=measurer.rng, config=measurer.config)
+                                  measurer.accountant, l1_sensitivity=measurer.l1_sensitivity,
+                                  sampler=measurer.sampler, rng=measurer.rng,
+                                  config=measurer.config)
     return measured, replace(pairs.tree, refinement=refinement)
 
 

@@ -17,7 +17,7 @@ from dp_dask.methods.marginals.select_pairs import (
     TreeChoice,
     tree_plan_selections,
 )
-from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
+from dp_dask.privacy.accounting import TABLE_L1_SENSITIVITY, TABLE_L2_SENSITIVITY
 from dp_dask.privacy.selection import Selection
 
 # The ``fine_share`` option's default: the fine histograms' share of ρ (docs/tuning.md).
@@ -113,7 +113,7 @@ class BudgetPlan:
         picks: the charge must hold for both); then the adaptive rounds'."""
         steps = []
         if tree_possible:  # on the dense path too: under add/remove it is chosen after n̂
-            steps += tree_plan_selections(schema, self.coarse, TABLE_L2_SENSITIVITY["add_remove"],
+            steps += tree_plan_selections(schema, self.coarse, TABLE_L1_SENSITIVITY["add_remove"],
                                           accountant, self.config)
         if self.rounds.rounds:
             steps.append((self.rounds.selection(adaptive.SCORE_L1_SENSITIVITY["add_remove"]),

@@ -128,24 +128,27 @@ def tree_selection(schema: Schema, rho: float, l1_sensitivity: float,
     return calibrate_selection(rho / (schema.m - 1), l1_sensitivity, accountant)
 
 
-def refine_selection(rho: float, rounds: int, sensitivity: float, accountant: str,
+def refine_selection(rho: float, rounds: int, l1_sensitivity: float, accountant: str,
                      select_share: float) -> tuple[Selection, float]:
     """The selection of each of :func:`refine`'s ``rounds`` (``select_share`` of its share of
-    ``rho``, scores of L1 sensitivity ``sensitivity``²) and the ρ left to its measurement."""
-    selection = calibrate_selection(rho / rounds * select_share, sensitivity**2, accountant)
+    ``rho``) and the ρ left to its measurement. Its score, a table's L1 error against a model
+    and a bias fixed between neighbours, moves by at most the table's own L1 change:
+    ``l1_sensitivity``, as the tree's (2 for a replaced row, 2K for a unit of K rows; not the
+    squared L2 sensitivity, 2K²)."""
+    selection = calibrate_selection(rho / rounds * select_share, l1_sensitivity, accountant)
     return selection, rho / rounds - selection.rho
 
 
-def tree_plan_selections(schema: Schema, rho: float, sensitivity: float, accountant: str,
+def tree_plan_selections(schema: Schema, rho: float, l1_sensitivity: float, accountant: str,
                          config: MarginalsConfig = DEFAULTS) -> list[tuple[Selection, int]]:
     """The exponential-mechanism steps of a tree plan whose tables share ``rho``
     (:func:`~dp_dask.methods.marginals.measure_all`), from public inputs alone: the tree's
     selection and its rounds, the refinement's (``refine_rounds``, fewer where fewer pairs lie
-    outside the tree)."""
+    outside the tree); both score a table's L1 error, of sensitivity ``l1_sensitivity``."""
     rounds = min(config.refine_rounds, (schema.m - 1) * (schema.m - 2) // 2)
-    return [(tree_selection(schema, rho * config.selection_share, sensitivity**2, accountant),
+    return [(tree_selection(schema, rho * config.selection_share, l1_sensitivity, accountant),
              schema.m - 1),
-            (refine_selection(rho * config.refine_share, rounds, sensitivity, accountant,
+            (refine_selection(rho * config.refine_share, rounds, l1_sensitivity, accountant,
                               config.select_share)[0], rounds)]
 
 
@@ -171,11 +174,12 @@ def select_tree(counts: np.ndarray, schema: Schema, one_way: list[np.ndarray], r
 
 
 def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], rows: float,
-           rho: float, sensitivity: float, accountant: str, *, sampler: str = "opendp",
-           rng: np.random.Generator | None = None, config: MarginalsConfig = DEFAULTS
-           ) -> tuple[list[Measurement], Refinement]:
+           rho: float, sensitivity: float, accountant: str, *, l1_sensitivity: float,
+           sampler: str = "opendp", rng: np.random.Generator | None = None,
+           config: MarginalsConfig = DEFAULTS) -> tuple[list[Measurement], Refinement]:
     """Up to ``refine_rounds`` more tables, ``rho`` shared equally by the rounds: each round
-    picks, by the exponential mechanism (``select_share`` of its ρ, as AIM), the unmeasured pair
+    picks, by the exponential mechanism (``select_share`` of its ρ, as AIM; scores of
+    ``l1_sensitivity``, a table's L1 change: :func:`refine_selection`), the unmeasured pair
     whose exact table lies furthest from what the measurements so far imply (their consistent
     tables' maximum-information tree: post-processing, fixed given them), less the noise its own
     measurement would leave, and measures it with the rest (L2 ``sensitivity``).
@@ -187,7 +191,7 @@ def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], 
     measured_pairs = {m.attributes for m in measurements}
     pairs = [(a, b) for a, b, _, _ in attribute_pairs(schema) if (a, b) not in measured_pairs]
     rounds = min(config.refine_rounds, len(pairs))
-    selection, rho_measure = refine_selection(rho, rounds, sensitivity, accountant,
+    selection, rho_measure = refine_selection(rho, rounds, l1_sensitivity, accountant,
                                               config.select_share)
     sigma = gaussian_sigma(rho_measure, sensitivity, accountant)
     measured, chosen = list(measurements), []
