@@ -349,7 +349,7 @@ def test_item5_a_refit_records_what_a_fresh_fit_does(client, tmp_path):
         return metadata, replace(entry, id=None, run_id="", created="")
 
     refitted = synthesizer("refit").fit(ones)
-    first_k = refitted.max_rows_
+    first_k = refitted.model.metadata["privacy"]["privacy_unit"]["max_rows"]
     refitted.fit(sixes)
     fresh = synthesizer("fresh").fit(sixes)
     assert recorded(refitted) == recorded(fresh)
