@@ -25,6 +25,7 @@ from dp_dask.data.units import (
     AUTO_TIE_ODDS,
     PrivacyUnit,
     _bounded,
+    auto_scores,
     bound_contributions,
     choose_max_rows,
     row_keys,
@@ -396,3 +397,23 @@ def test_synth_cli_with_max_rows_auto(client, tmp_path, capsys):
     assert unit["max_rows"] == unit["auto"]["chosen"] in AUTO_CANDIDATES
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert entry.unit == "'uid' <= auto rows"
+
+
+def test_item7_the_rules_scores_move_by_at_most_k_when_a_unit_changes():
+    """auto_scores' L∞ sensitivity, which the selection is calibrated to: one unit added,
+    removed or replaced moves no score by more than k = 10 (and some by exactly k), over units
+    whose row counts straddle the candidates, the quantile's boundary included."""
+    levels = AUTO_QUANTILE[1]
+    rng = np.random.default_rng(11)
+    rows_of = np.array([1, 2, 3, 4, 5, 6, 10, 11, 20, 30, 50, 60, 999, 1000, 1001])
+    worst = 0.0
+    for _ in range(300):
+        units = rng.choice(rows_of, size=int(rng.integers(1, 40)))
+        scores = auto_scores(pd.Series(units).value_counts())
+        one = rng.choice(rows_of)
+        replaced = units.copy()
+        replaced[rng.integers(len(units))] = one
+        for neighbour in (np.append(units, one), units[1:], replaced):
+            moved = np.abs(auto_scores(pd.Series(neighbour).value_counts()) - scores).max()
+            worst = max(worst, moved)
+    assert worst == levels
