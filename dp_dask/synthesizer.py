@@ -149,11 +149,10 @@ class Synthesizer:
         unit) with ``units.AUTO_SHARE`` of the budget; ``privacy_unit`` keeps "auto", the fit
         learns ``max_rows_``.
 
-    Fitted attributes (scikit-learn's contract: ``fit`` learns them afresh, so fitting twice
-    equals fitting once): ``model_``; ``max_rows_``, the K rows per unit the fit bounded to
-    (the K given, or the one chosen under "auto"; None without a unit) and ``unit_choice_``,
-    the record of that choice (None unless "auto"); ``ledger_entry_``, ``reused_``,
-    ``timings_``.
+    The unit's fitted attributes, learned afresh by every fit (scikit-learn's contract: a refit
+    on other data records what a fresh fit does): ``max_rows_``, the K rows per unit the fit
+    bounded to (the K given, or the one chosen under "auto"; None without a unit), and
+    ``unit_choice_``, the record of that choice (None unless "auto").
     """
 
     name: ClassVar[str]
