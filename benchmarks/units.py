@@ -116,7 +116,7 @@ def release(path: Path, k: int | str | None, epsilon: float, seed: int,
     seconds = time.perf_counter() - start
     records, _ = evaluate_release(str(path), written["parquet"], schema, seed=0,
                                   method=f"k={k}")
-    chosen = synthesizer.max_rows  # "auto": the K chosen under DP
+    chosen = synthesizer.max_rows_  # the K the fit bounded to ("auto": chosen under DP)
     row = {"k": k or "row", "chosen_k": chosen, "epsilon": epsilon, "seed": seed,
            "released_rows": int(synthesizer.model.n_rows), "seconds": round(seconds, 1),
            "read_encode_count_s": round(synthesizer.timings_["read_encode_count"], 1),

@@ -145,7 +145,14 @@ class Synthesizer:
         protect every row of one value of that column together, after keeping at most K rows of each
         (:mod:`dp_dask.data.units`); default: the schema's ``privacy_unit``, else a row. Only
         methods whose ``supports_privacy_unit`` scale their sensitivity to K take one. K "auto":
-        chosen under DP (a quantile of the rows per unit) with ``units.AUTO_SHARE`` of the budget.
+        chosen under DP at each fit (the smallest candidate covering a quantile of the rows per
+        unit) with ``units.AUTO_SHARE`` of the budget; ``privacy_unit`` keeps "auto", the fit
+        learns ``max_rows_``.
+
+    The unit's fitted attributes, learned afresh by every fit (scikit-learn's contract: a refit
+    on other data records what a fresh fit does): ``max_rows_``, the K rows per unit the fit
+    bounded to (the K given, or the one chosen under "auto"; None without a unit), and
+    ``unit_choice_``, the record of that choice (None unless "auto").
     """
 
     name: ClassVar[str]
@@ -189,9 +196,8 @@ class Synthesizer:
                                  f"({self.privacy_unit.column!r}): its mechanisms' sensitivity "
                                  "is that of one row; use the marginals method")
             self.privacy_unit.check(self.schema)
-        # max_rows "auto": chosen under DP at each fit (self.privacy_unit then holds the K)
-        self.unit_auto = self.privacy_unit is not None and self.privacy_unit.max_rows == units.AUTO
-        self.unit_choice_: dict[str, Any] | None = None  # its record
+        self.max_rows_: int | None = None  # the K this fit bounded to (max_rows "auto": chosen)
+        self.unit_choice_: dict[str, Any] | None = None  # the record of a choice under "auto"
         self.epsilon = epsilon
         self.delta = delta
         self.noise_sampler = noise_sampler
@@ -291,11 +297,14 @@ class Synthesizer:
         that fails before drawing noise drops its entry; after, the entry stays, counted.
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
+        self.max_rows_, self.unit_choice_ = None, None  # learned afresh by every fit
         # a missing unit column fails before any budget is spent
         source = data if self.privacy_unit is None else self._read(data, storage_options)
         reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "", storage_options)
+            unit = self.model_.metadata.get("privacy", {}).get("privacy_unit", {})
+            self.max_rows_, self.unit_choice_ = unit.get("max_rows"), unit.get("auto")
             return self
         # cancelled on a failure before the first noise draw; spent (failed) after it
         with charging(self.ledger, [] if reservation is None else [reservation.entry]):
@@ -324,10 +333,9 @@ class Synthesizer:
                           "the marginals method uses it", DpDaskWarning, stacklevel=3)
         with timed(self.timings_, "read_encode_count"):
             ddf = self._read(data, storage_options)
+            self.max_rows_, self.unit_choice_ = self._choose_max_rows(ddf)
             if self.privacy_unit is not None:
-                if self.unit_auto:
-                    self._choose_max_rows(ddf)
-                ddf = units.bound_contributions(ddf, self.schema, self.privacy_unit,
+                ddf = units.bound_contributions(ddf, self.schema, self.bound_unit,
                                                 units.unit_seed(self.noise_seed))
             (exact,) = compute(self._count_graph(ddf), show_progress=self.show_progress)
             n_rows = self._rows_counted(exact)
@@ -342,21 +350,39 @@ class Synthesizer:
         }
         self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
 
-    def _choose_max_rows(self, ddf: dd.DataFrame) -> None:
-        """max_rows "auto": K from the rows per unit under DP, with ``units.AUTO_SHARE`` of the
-        plan's ρ (the method's measurements spend the rest, :attr:`unit_rho`)."""
+    def _choose_max_rows(self, ddf: dd.DataFrame) -> tuple[int | None, dict[str, Any] | None]:
+        """This fit's K and the record of its choice: the K given (no record; None without a
+        unit), or under max_rows "auto" K from the rows per unit under DP, with
+        ``units.AUTO_SHARE`` of the plan's ρ (the method's measurements spend the rest,
+        :attr:`unit_rho`)."""
+        if not self.unit_auto:
+            return self.max_rows, None
         (sizes,) = compute(units.rows_per_unit_graph(ddf, self.privacy_unit.column),
                            show_progress=self.show_progress)
         plan = self._privacy_plan()
         rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 57])
-        k, self.unit_choice_ = units.choose_max_rows(sizes, self.unit_rho, plan["accountant"],
-                                                     sampler=self.noise_sampler, rng=rng)
-        self.privacy_unit = units.PrivacyUnit(self.privacy_unit.column, k)
+        return units.choose_max_rows(sizes, self.unit_rho, plan["accountant"],
+                                     sampler=self.noise_sampler, rng=rng)
+
+    @property
+    def unit_auto(self) -> bool:
+        """Whether the privacy unit's max_rows is "auto" (chosen under DP at each fit)."""
+        return self.privacy_unit is not None and self.privacy_unit.max_rows == units.AUTO
 
     @property
     def unit_rho(self) -> float:
         """The ρ a choice of max_rows "auto" spends (0 without one)."""
         return self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
+
+    def rho_record(self, measurements_rho: float) -> dict[str, Any]:
+        """The privacy record's ``rho``: the whole release's, the measurements'
+        ``measurements_rho`` and, under max_rows "auto", the choice of K's (:attr:`unit_rho`),
+        the split named in ``rho_split``."""
+        if not self.unit_auto:
+            return {"rho": measurements_rho}
+        return {"rho": measurements_rho + self.unit_rho,
+                "rho_split": {"max_rows_choice": self.unit_rho,
+                              "measurements": measurements_rho}}
 
     def _read(self, data: TableSource, storage_options: dict[str, Any] | None) -> dd.DataFrame:
         """The schema's columns of ``data``, lazily, and the privacy unit's where there is one
@@ -366,10 +392,19 @@ class Synthesizer:
 
     @property
     def max_rows(self) -> int | None:
-        """The privacy unit's bound on rows (None: the unit is a row, or "auto" not yet
-        chosen)."""
-        unit = self.privacy_unit
-        return None if unit is None or unit.max_rows == units.AUTO else int(unit.max_rows)
+        """The privacy unit's bound on rows: the K given, or under "auto" the fit's choice
+        (:attr:`max_rows_`; None before it). None: the unit is a row."""
+        if self.unit_auto:
+            return self.max_rows_
+        return None if self.privacy_unit is None else int(self.privacy_unit.max_rows)
+
+    @property
+    def bound_unit(self) -> units.PrivacyUnit | None:
+        """The privacy unit with the bound in effect (:attr:`max_rows`): "auto" replaced by
+        the fit's choice once there is one."""
+        if self.max_rows is None:
+            return self.privacy_unit
+        return units.PrivacyUnit(self.privacy_unit.column, self.max_rows)
 
     @property
     def rows_public(self) -> bool:
@@ -390,7 +425,8 @@ class Synthesizer:
                                  run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
                                  private=self.noise_sampler in PRIVATE_SAMPLERS,
                                  unit_column=getattr(self.privacy_unit, "column", None),
-                                 unit_max_rows=self.max_rows)
+                                 # "auto" (None) until the fit chooses: never an earlier fit's K
+                                 unit_max_rows=None if self.unit_auto else self.max_rows)
         reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
                                           force=self.force, storage_options=storage_options)
         self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
@@ -432,7 +468,7 @@ class Synthesizer:
                   "noise_seeded": self.noise_seed is not None,
                   "neighbouring": neighbouring,
                   "privacy_unit": {
-                      **units.unit_record(self.privacy_unit, self.noise_seed is not None),
+                      **units.unit_record(self.bound_unit, self.noise_seed is not None),
                       **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
         if self.schema.types_from_data:  # see _fit's warning
             record["schema_types_from_data"] = self.schema.types_from_data

@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import binom
 
 from dp_dask.cli import main
 from dp_dask.data.counts import partition_counts
 from dp_dask.data.schema import load_schema
 from dp_dask.data.units import (
     AUTO_CANDIDATES,
+    AUTO_QUANTILE,
+    AUTO_RULE,
     AUTO_SHARE,
+    AUTO_TIE_ODDS,
     PrivacyUnit,
     _bounded,
+    auto_scores,
     bound_contributions,
     choose_max_rows,
     row_keys,
@@ -27,9 +33,11 @@ from dp_dask.data.units import (
 from dp_dask.methods.marginals.measurements import measure_all
 from dp_dask.privacy.accounting import rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
+from dp_dask.privacy.selection import calibrate_selection
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
 from tests.conftest import SMALL_SCHEMA, correlated_frame
+from tests.test_cliques import UNIT_NOISE, parity_frame, parity_schema, spent
 
 SEED = 20261127
 
@@ -267,12 +275,15 @@ def test_stats_cli_with_a_unit_and_its_refusal_under_tabular_ddp(client, tmp_pat
 
 
 def test_max_rows_auto_is_a_charged_dp_quantile(client):
-    """K "auto": a candidate near the 0.9 quantile of the rows per unit, chosen under DP with
-    AUTO_SHARE of ρ, which the measurements no longer spend."""
-    sizes = pd.Series([700, 200, 90, 10], index=[1, 4, 30, 400])  # 0.9 quantile: 4 rows
+    """K "auto": the smallest candidate covering the 0.9 quantile of the rows per unit, chosen
+    under DP with AUTO_SHARE of ρ, which the measurements no longer spend."""
+    # K = 5 covers 95 % of the units, K = 3 70 % (at exactly 90 % the next candidates, which
+    # cover it too, would score within one unit of it)
+    sizes = pd.Series([700, 250, 40, 10], index=[1, 4, 30, 400])
     k, record = choose_max_rows(sizes, 10.0, "zcdp", sampler="numpy",
                                 rng=np.random.default_rng(0))
     assert k == 5 and record["chosen"] == 5 and record["quantile"] == 0.9
+    assert record["rule"] == AUTO_RULE
     fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
                                 noise_seed=2, ledger=False,
                                 privacy_unit={"column": "uid", "max_rows": "auto"}
@@ -280,9 +291,96 @@ def test_max_rows_auto_is_a_charged_dp_quantile(client):
     privacy = fitted.model.metadata["privacy"]
     chosen = privacy["privacy_unit"]["auto"]["chosen"]
     assert chosen in AUTO_CANDIDATES and privacy["privacy_unit"]["max_rows"] == chosen
+    assert fitted.max_rows_ == chosen and fitted.privacy_unit == PrivacyUnit("uid", "auto")
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
-    assert privacy["rho"] == pytest.approx((1 - AUTO_SHARE) * total)
+    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * total)
+
+
+def auto_unit(**options) -> dict:
+    return {"privacy_unit": {"column": "uid", "max_rows": "auto"}, "noise_sampler": "numpy",
+            **options}
+
+
+@pytest.mark.parametrize("path", ["pairs", "dense"])
+def test_item4a_auto_records_the_whole_rho_and_its_split(client, tmp_path, path):
+    """Under max_rows "auto" privacy.rho is the whole release's (the ledger's charge), split
+    into the choice of K's and the measurements', on the pairs path and the dense joint's."""
+    if path == "pairs":
+        fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, noise_seed=2,
+                                    ledger=tmp_path / "ledger.sqlite", **auto_unit()
+                                    ).fit(events(2_000))
+    else:  # units of 3 rows; the triples' noise passes the threshold (tests/test_cliques.py)
+        frame = parity_frame().assign(uid=lambda f: (np.arange(len(f)) // 3).astype(str))
+        fitted = Synthesizer.create(
+            "marginals", parity_schema(), epsilon=1.0, noise_seed=0,
+            ledger=tmp_path / "ledger.sqlite", accountant="zcdp", tables="all",
+            config={"cliques": "auto", "triple_noise": UNIT_NOISE}, **auto_unit()).fit(frame)
+        assert "cliques" in fitted.model.metadata["privacy"]  # the dense joint
+    privacy = fitted.model.metadata["privacy"]
+    total = rho_budget(1.0, fitted.delta, fitted.accountant)
+    (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
+    assert privacy["rho"] == pytest.approx(total) and entry.rho == pytest.approx(total)
+    assert privacy["rho_split"] == pytest.approx({"max_rows_choice": AUTO_SHARE * total,
+                                                  "measurements": (1 - AUTO_SHARE) * total})
+    assert privacy["privacy_unit"]["auto"]["rho"] <= privacy["rho_split"]["max_rows_choice"]
+    assert (f"rho {AUTO_SHARE * total:.6g} to choosing max_rows (privacy_unit.auto), then "
+            f"rho {(1 - AUTO_SHARE) * total:.6g} to the measurements") in privacy["budget_split"]
+    if path == "dense":  # the measurements' charges (zCDP, σ at K rows) sum to their share
+        k = privacy["privacy_unit"]["max_rows"]
+        assert spent(fitted) * k**2 == pytest.approx(privacy["rho_split"]["measurements"])
+
+
+def test_item5_a_refit_records_what_a_fresh_fit_does(client, tmp_path):
+    """The K "auto" chooses is learned state (max_rows_): a fit on units of 1 row, then one on
+    units of 6 rows, records what a fresh synthesizer fitted on the latter does, in the model's
+    metadata and the ledger, and privacy_unit stays as given."""
+    rows = correlated_frame(1_200, seed=5)
+    ones = rows.assign(uid=np.arange(len(rows)))
+    sixes = rows.assign(uid=np.arange(len(rows)) // 6)
+
+    def synthesizer(name: str) -> Synthesizer:
+        return Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=8.0, noise_seed=3,
+                                  ledger=tmp_path / f"{name}.sqlite", **auto_unit())
+
+    def recorded(fitted: Synthesizer) -> tuple[dict, object]:
+        metadata = {key: value for key, value in fitted.model.metadata.items()
+                    if key not in ("created", "ledger")}  # a time, a run id
+        entry = fitted.ledger.entries()[-1]
+        return metadata, replace(entry, id=None, run_id="", created="")
+
+    refitted = synthesizer("refit").fit(ones)
+    first_k = refitted.model.metadata["privacy"]["privacy_unit"]["max_rows"]
+    refitted.fit(sixes)
+    fresh = synthesizer("fresh").fit(sixes)
+    assert recorded(refitted) == recorded(fresh)
+    assert refitted.ledger.entries()[-1].unit_max_rows is None  # "auto", as given
+    assert refitted.privacy_unit == PrivacyUnit("uid", "auto") == fresh.privacy_unit
+    assert (refitted.max_rows_, refitted.unit_choice_) == (fresh.max_rows_, fresh.unit_choice_)
+    assert first_k != refitted.max_rows_  # the second fit learned another K
+
+
+def test_item7_auto_prefers_the_smallest_k_covering_the_quantile():
+    """1,000 units of exactly 6 rows at ε = 1: every candidate from 10 up covers them all, and
+    the draw was uniform among them (K = 1,000 as likely as 10). Now K = 10 unless the noise
+    overturns the rule's scores, with the probability these give."""
+    sizes = pd.Series({6: 1_000})
+    unit = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, ledger=False,
+                              privacy_unit={"column": "uid", "max_rows": "auto"})
+    selection = calibrate_selection(unit.unit_rho, float(AUTO_QUANTILE[1]), unit.accountant)
+    # The rule's scores (units.choose_max_rows): below 10 no unit is covered (1,000 units short
+    # of 900: 10·1,000 − 0); 10 covers and 5 does not (0); past 10 the candidate before covers
+    # by 10·1,000 − 9·1,000 = 1,000 (1,001). The prior divides each one's odds by 2.
+    scores = np.array([9_000.0] * 4 + [0.0] + [1_001.0] * 6)
+    odds = np.exp(-scores / selection.scale) / AUTO_TIE_ODDS ** np.arange(len(AUTO_CANDIDATES))
+    miss = 1 - odds[AUTO_CANDIDATES.index(10)] / odds.sum()  # P(K != 10): 0.163 (exact, δ 2^-30)
+    assert miss < 0.2
+    chosen = [choose_max_rows(sizes, unit.unit_rho, unit.accountant, sampler="numpy",
+                              rng=np.random.default_rng(seed))[0] for seed in range(20)]
+    # misses beyond 8 of 20 have probability binom.sf(8, 20, miss) < 0.003 (uniform over the
+    # 7 candidates from 10: binom.cdf(8, 20, 6/7) = 3e-6)
+    assert binom.sf(8, 20, miss) < 0.003
+    assert sum(k != 10 for k in chosen) <= 8, chosen
 
 
 def test_synth_cli_with_max_rows_auto(client, tmp_path, capsys):
@@ -299,3 +397,23 @@ def test_synth_cli_with_max_rows_auto(client, tmp_path, capsys):
     assert unit["max_rows"] == unit["auto"]["chosen"] in AUTO_CANDIDATES
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert entry.unit == "'uid' <= auto rows"
+
+
+def test_item7_the_rules_scores_move_by_at_most_k_when_a_unit_changes():
+    """auto_scores' L∞ sensitivity, which the selection is calibrated to: one unit added,
+    removed or replaced moves no score by more than k = 10 (and some by exactly k), over units
+    whose row counts straddle the candidates, the quantile's boundary included."""
+    levels = AUTO_QUANTILE[1]
+    rng = np.random.default_rng(11)
+    rows_of = np.array([1, 2, 3, 4, 5, 6, 10, 11, 20, 30, 50, 60, 999, 1000, 1001])
+    worst = 0.0
+    for _ in range(300):
+        units = rng.choice(rows_of, size=int(rng.integers(1, 40)))
+        scores = auto_scores(pd.Series(units).value_counts())
+        one = rng.choice(rows_of)
+        replaced = units.copy()
+        replaced[rng.integers(len(units))] = one
+        for neighbour in (np.append(units, one), units[1:], replaced):
+            moved = np.abs(auto_scores(pd.Series(neighbour).value_counts()) - scores).max()
+            worst = max(worst, moved)
+    assert worst == levels

@@ -201,7 +201,9 @@ def unit_options(group: argparse._ActionsContainer) -> None:
                        "privacy_unit, else a row)")
     group.add_argument("--max-rows-per-unit", default=None, metavar="K",
                        help="keep at most K rows of each unit (chosen per unit by a keyed "
-                       "hash); the noise grows with K")
+                       "hash); the noise grows with K. 'auto': the smallest candidate K "
+                       "covering the 0.9 quantile of rows per unit, chosen under DP with 5%% "
+                       "of the budget (the default method; stats takes an integer K)")
 
 
 def privacy_unit(args: argparse.Namespace) -> dict[str, Any] | None:

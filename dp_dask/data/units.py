@@ -25,6 +25,7 @@ the other units hold. Rows whose unit is null form ONE unit together, bounded to
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +40,15 @@ from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING
 
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
-AUTO = "auto"  # max_rows chosen under DP: a quantile of the rows per unit
+AUTO = "auto"  # max_rows chosen under DP (choose_max_rows)
 # max_rows "auto": the candidates (public), the quantile (level / levels) of the rows per unit
-# chosen among them, and the share of the release's ρ the choice spends.
+# the chosen one covers, the share of the release's ρ the choice spends, its rule in words, and
+# the prior's odds of each candidate against the next larger one (ties prefer the smaller).
 AUTO_CANDIDATES = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
 AUTO_QUANTILE = (9, 10)
 AUTO_SHARE = 0.05
+AUTO_RULE = "the smallest candidate covering the quantile of rows per unit"
+AUTO_TIE_ODDS = 2
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
 _SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
 _MASK = (1 << 64) - 1
@@ -116,26 +120,71 @@ def rows_per_unit_graph(ddf: dd.DataFrame, column: str) -> dd.Series:
     return sizes.clip(upper=AUTO_CANDIDATES[-1] + 1).value_counts()
 
 
-def choose_max_rows(sizes: pd.Series, rho: float, accountant: str, *, sampler: str,
-                    rng: np.random.Generator | None) -> tuple[int, dict[str, Any]]:
-    """K among :data:`AUTO_CANDIDATES` near the AUTO_QUANTILE of the rows per unit (``sizes``:
-    units by their number of rows), by the exponential mechanism charged ``rho``, and its
-    record. OpenDP's quantile score |(k − i)·#(< c) − i·#(> c)| moves by at most k when one
-    unit is added, removed or replaced (its row count is one value): L∞ sensitivity k."""
-    from dp_dask.privacy.selection import calibrate_selection, noisy_max_index, quantile_scores
+def auto_scores(sizes: pd.Series) -> np.ndarray:
+    """Each of :data:`AUTO_CANDIDATES`' score under the rule "the smallest candidate covering
+    the AUTO_QUANTILE q = i/k of the rows per unit" (``sizes``: units by their number of rows),
+    lower is better, of L∞ sensitivity k.
 
+    Score. Each unit's row count maps to its ceiling candidate, the smallest candidate >= it
+    (past the largest: one more index); ``covered[j]`` counts the units whose ceiling index is
+    <= j (those candidate j keeps whole), n all units. ``u[j] = k·covered[j] − i·n`` is >= 0
+    exactly when candidate j covers q of the units, and never falls as j grows. Candidate j is
+    the rule's answer when it covers and j − 1 does not, so its score is
+    ``max(0, −u[j]) + max(0, u[j − 1] + 1)`` (u[−1] = −i·n: no unit has 0 rows): 0 at the
+    answer alone (u is an integer, so u[j − 1] < 0 means u[j − 1] + 1 <= 0), and past it the
+    margin by which the candidate before already covered. OpenDP's quantile score of the raw
+    counts instead ties every candidate past the quantile (on 1,000 units of 6 rows K = 10 to
+    1,000 all score n: a uniform draw, up to 100 times the noise), and over the ceiling indices
+    it need not be least at the answer (920 units of 6 rows and 80 of 30: K = 10, which keeps
+    92 % of the units whole, scores 720 and K = 20 200; here 0 and 201).
+
+    Sensitivity. One unit changes one ceiling index, and the score is f(u[j]) + g(u[j − 1])
+    with f falling, g rising, both 1-Lipschitz. Replaced (n fixed), covered[j] moves by
+    [b <= j] − [a <= j] (a, b: the ceiling indices of the unit removed and added), of one sign
+    at every j, so u[j − 1] and u[j] each move by 0 or k times that sign: f and g move in
+    opposite directions, by at most k each, the score by at most k. Added (removed: the
+    negatives), u[j] moves by k·[the unit's index <= j] − i, so (u[j − 1], u[j]) move by
+    (−i, −i) (the score by at most i), (k − i, k − i) (at most k − i) or (−i, k − i) (f and g
+    both fall, by at most k − i and i: k). The L∞ sensitivity is k under either notion, as
+    for OpenDP's quantile score."""
     level, levels = AUTO_QUANTILE
     counts = sizes.to_numpy(dtype=np.int64)
-    values = sizes.index.to_numpy(dtype=np.int64)
-    below = np.array([counts[values < c].sum() for c in AUTO_CANDIDATES])
-    above = np.array([counts[values > c].sum() for c in AUTO_CANDIDATES])
-    scores = quantile_scores(below, above, level, levels).astype(np.float64)
+    ceiling = np.searchsorted(AUTO_CANDIDATES, sizes.index.to_numpy(dtype=np.int64), side="left")
+    covered = np.array([counts[ceiling <= j].sum() for j in range(len(AUTO_CANDIDATES))])
+    margin = levels * covered - level * counts.sum()  # u: >= 0 where a candidate covers
+    before = np.r_[-level * counts.sum(), margin[:-1]]
+    return (np.maximum(0, -margin) + np.maximum(0, before + 1)).astype(np.float64)
+
+
+def choose_max_rows(sizes: pd.Series, rho: float, accountant: str, *, sampler: str,
+                    rng: np.random.Generator | None) -> tuple[int, dict[str, Any]]:
+    """K: the smallest of :data:`AUTO_CANDIDATES` covering the AUTO_QUANTILE of the rows per
+    unit (``sizes``: units by their number of rows), by the exponential mechanism over
+    :func:`auto_scores` (L∞ sensitivity k) charged ``rho``, and its record.
+
+    Ties. Where scores tie or nearly tie the data cannot tell the candidates apart, and the
+    cautious choice is the smaller K: a larger bound adds noise in proportion to K on every
+    count it measures, while past the quantile it can keep whole at most the 1 − q of units
+    left. So each candidate carries a public prior, its odds AUTO_TIE_ODDS times less than the
+    candidate before it (the Gumbel draw over the negated scores less j·ln(AUTO_TIE_ODDS)·scale):
+    data-independent, it changes no sensitivity, and it weighs as much as a score difference
+    of ln AUTO_TIE_ODDS (0.69) noise scales, so that a clear score decides and a tie halves the
+    odds at each larger candidate."""
+    from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
+
+    level, levels = AUTO_QUANTILE
     selection = calibrate_selection(rho, float(levels), accountant)
-    k = AUTO_CANDIDATES[noisy_max_index(-scores, selection, sampler=sampler, rng=rng)]
-    return k, {"max_rows": AUTO, "chosen": k, "quantile": level / levels,
+    prior = np.arange(len(AUTO_CANDIDATES)) * math.log(AUTO_TIE_ODDS) * selection.scale
+    k = AUTO_CANDIDATES[noisy_max_index(-(auto_scores(sizes) + prior), selection,
+                                        sampler=sampler, rng=rng)]
+    return k, {"max_rows": AUTO, "chosen": k, "rule": AUTO_RULE, "quantile": level / levels,
                "candidates": list(AUTO_CANDIDATES), "rho": selection.rho,
-               "mechanism": f"exponential mechanism (OpenDP make_noisy_max, Gumbel) over the "
-                            f"quantile score of the rows per unit, L-inf sensitivity {levels}"}
+               "mechanism": "exponential mechanism (OpenDP make_noisy_max, Gumbel) over the "
+                            "score of the rule (0 at the smallest candidate covering the "
+                            "quantile, else the units short of it or the margin by which the "
+                            f"candidate before covers), L-inf sensitivity {levels}; ties prefer "
+                            f"the smaller K (a public prior, each candidate's odds 1/"
+                            f"{AUTO_TIE_ODDS} of the one before)"}
 
 
 def unit_seed(noise_seed: int | None) -> int:

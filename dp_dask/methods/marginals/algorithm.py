@@ -203,12 +203,16 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
     tuned = changed(method.config)  # none by default: such releases stay as they were
+    if method.unit_auto:  # the choice of K spent its share before any measurement
+        split = (f"rho {method.unit_rho:.6g} to choosing max_rows (privacy_unit.auto), then "
+                 f"rho {plan.rho:.6g} to the measurements: {split}")
     return {
         "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense
                                    else "consistent noisy 1-/2-way marginals + row updates"),
         "privacy": method._privacy_record(
-            mechanism="gaussian", accountant=method.accountant, rho=plan.rho, k=k,
-            neighbouring=neighbouring(method.neighbours, method.privacy_unit), **as_replace_one,
+            mechanism="gaussian", accountant=method.accountant, **method.rho_record(plan.rho),
+            k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
+            **as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
             budget_split=f"{split}; the {method.accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,

@@ -77,7 +77,7 @@ class BudgetPlan:
     grids), then of the coarse rest the 1-way histograms', a tree plan's selection and
     refinement, and the tables' (:func:`budget_shares` splits each among its measurements)."""
 
-    rho: float  # the whole release's
+    rho: float  # the whole release's, less a choice of max_rows "auto" (its measurements')
     rounds: adaptive.RoundPlan
     fine_share: float
     config: MarginalsConfig = DEFAULTS
