@@ -32,11 +32,12 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                        "column (calendar features released as one timestamp; repeatable)")
     draft.add_argument("--max-categories", type=int, default=50, metavar="K",
                        help="from a public sample: past K levels keep the top K and 'other'")
-    draft.add_argument("--public-types", action=argparse.BooleanOptionalAction, default=True,
-                       help="the input's storage types (Parquet schema, the default) are the "
-                       "data owner's public metadata: draft output dtypes from them; "
-                       "--no-public-types where they follow the values (one null turns pandas' "
-                       "int64 into float64): no dtypes drafted, marked as data")
+    draft.add_argument("--public-types", action=argparse.BooleanOptionalAction, default=False,
+                       help="declare the input's storage types (Parquet schema) the data "
+                       "owner's public metadata: output dtypes, kinds and never-null columns "
+                       "drafted from them. Default (--no-public-types): they follow the values "
+                       "(one null turns pandas' int64 into float64), so no dtype is drafted from "
+                       "them, and under --dp-epsilon the types are decided from noisy counts")
     draft.add_argument("--on-unknown", choices=["kind", "error", "missing"], default="kind",
                        help="a value outside the drafted domain: a public bin by kind (default: "
                        "numbers clip to the nearest end bin, text 'other', the rest 'missing'), "
