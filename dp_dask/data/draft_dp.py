@@ -47,7 +47,6 @@ from dp_dask.data.draft_types import (
     Undecided,
     decide_types,
     never_null,
-    type_budget,
     value_forms,
 )
 from dp_dask.data.io import TableSource, read_table
@@ -195,9 +194,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
 
     Unless ``public_types`` (the storage types declared public), every column but a timestamp
     first has its type decided under DP (:mod:`.draft_types`, :data:`.draft_types.TYPE_SHARE` of
-    ε and δ): numbers or text, integer or float, nullable or not; ``kinds`` (the storage's) only
-    propose the candidates. The rest of the budget is split over the columns by
-    :func:`split_epsilon` (basic composition) by their kinds; the text
+    ε): numbers or text, integer or float, nullable or not; ``kinds`` (the storage's) only
+    propose the candidates. The rest of ε is split over the columns by :func:`split_epsilon`
+    (basic composition) by their kinds; the text
     columns' shares and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts
     are reduced on Dask to the driver, noised once there (dp_dask.privacy.selection) and
     dropped; only the selected values and quantiles enter the schema.
@@ -208,11 +207,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
-      ``missing``.
-    * A numeric column (integer/float storage type): its range, bins and fine grid found by
-      the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then cells inside),
-      open outer bins closed by ``min``/``max`` at the found range; missing values in
-      ``missing``.
+      ``missing`` (to ``other`` where the column is decided never null).
+    * A numeric column (integer/float storage type, or decided numeric): its range, bins and
+      fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then
+      cells inside, of its public or decided kind), open outer bins closed by ``min``/``max`` at
+      the found range; missing values in ``missing`` (in the middle bin where the column is
+      decided never null).
     * A numeric column given a public grid in ``grids`` (``{"start", "stop", "step"}``, checked
       against its storage type): bin edges at the DP quantiles i/``bins``, i = 1..bins−1, each
       a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
@@ -263,16 +263,15 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             candidates[c] = None
     # Timestamps keep the storage's kind (a null leaves pandas' datetime64 one), missing bin too.
     typed = [] if public_types else [c for c in columns if kinds[c] != "datetime"]
-    type_epsilon, type_delta = type_budget(epsilon, delta, typed, [
-        c for c in typed if isinstance(candidates[c], Undecided)])
-    rest_epsilon, rest_delta = epsilon - type_epsilon, delta - type_delta
+    type_epsilon = TYPE_SHARE * epsilon if typed else 0.0
+    rest_epsilon = epsilon - type_epsilon
     texts = [c for c in columns if candidates[c] is None]
     maybe = [c for c in columns if isinstance(candidates[c], Undecided) and candidates[c].text]
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
     # text columns give each the least ε and δ, ...
     if texts or maybe:
         worst = split_epsilon(rest_epsilon, columns, [*texts, *maybe])
-        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), rest_delta,
+        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), delta,
                           len(texts) + len(maybe))
     # ... and the numeric columns' least ε sets the rows a search needs to find anything
     # (refused on the public row count, before noise; a column stored as text that turns out
@@ -325,7 +324,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         # noise drawn once per measurement, after the reduction
         decisions, types = (decide_types(
             {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
-            delta=type_delta, sampler=sampler, rng=rng) if typed else ({}, {}))
+            sampler=sampler, rng=rng) if typed else ({}, {}))
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -334,7 +333,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         texts = [c for c in columns if candidates[c] is None]
         shares = split_epsilon(rest_epsilon, columns, texts)
         text = draft_texts({c: exact[c] for c in texts}, exact[ROWS],
-                           sum(shares[c] for c in texts), rest_delta, sampler=sampler,
+                           sum(shares[c] for c in texts), delta, sampler=sampler,
                            rng=rng) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
@@ -417,10 +416,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
-        "composition": (f"basic: {TYPE_SHARE:g} of ε (and of δ) to decide the types of "
+        "composition": (f"basic: {TYPE_SHARE:g} of ε to decide the types of "
                         f"{len(typed)} column(s) (\"types\"), the rest " if typed else
                         "basic: ε ") + f"split over {len(columns)} column(s) as \"split\"; the "
-                       f"{len(texts)} text column(s)' shares and the rest of δ split among them "
+                       f"{len(texts)} text column(s)' shares and all of δ split among them "
                        "by \"text\"; a searched numeric column's ε halved over its two steps "
                        "(mechanisms[column].steps)",
         "split": {"epsilon": shares, "rule": (

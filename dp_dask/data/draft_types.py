@@ -2,14 +2,13 @@
 public (``schema draft --public-types``).
 
 A pandas frame's dtypes, and the Parquet schema pandas writes, follow the values: one null turns
-an int64 column into float64, a column read from a CSV with one word among its numbers is stored
-as text, and every field is marked nullable. Read as public, such a type leaks that one row. So,
-by default, the storage type only proposes the candidates, and the draft decides among them from
-noisy counts (:func:`decide_types`):
+an int64 column into float64, and every field is marked nullable. Read as public, such a type
+leaks that one row. So, by default, the storage type only proposes the candidates, and the draft
+decides among them from noisy counts (:func:`decide_types`):
 
 * a column stored as numbers is an integer or a float (``int64``/``float64``);
 * a column stored as text (or a CSV column, which stores no type) is text, an integer or a float:
-  searched as a number (:mod:`dp_dask.data.draft_numeric`) when its values parse as numbers;
+  searched as a number (:mod:`dp_dask.data.draft_numeric`) when its values are numbers;
 * either is nullable, with a missing bin, or never null, without one.
 
 The counts come from the draft's one pass over the data (:func:`value_forms`): per column, its
@@ -17,23 +16,28 @@ values' forms, a histogram over :data:`FORMS` (missing: a null or a listed missi
 number: a value that does not parse as one; an integer; a fraction: any other number). A replaced
 row leaves one form and enters another: L1 sensitivity 2 per column, 2K where a privacy unit
 contributes K rows. The histograms get Laplace noise (OpenDP's ``make_laplace``) at
-:data:`TYPE_SHARE` of the draft's ε, equal over the columns, and each decision passes a
-threshold set from the noise scale, so that what the values never show is not invented:
+:data:`TYPE_SHARE` of the draft's ε, equal over the columns. A form is present only if its noisy
+count passes b·ln(1/2β), β = :data:`TYPE_MISS`, so that what the values never show is not
+invented (a count of zero passes with probability β):
 
-* **missing, fractions:** the column is nullable (a float) only if its noisy count of missing
-  values (fractions) passes b·ln(1/2β), β = :data:`TYPE_MISS`: a column that is never null (only
-  integers) gets a missing bin (a float type) with probability β. Its rare nulls (fractions)
-  below the threshold are counted in a bin of the domain (rounded to integers); a missing bin
-  would instead put noise-made nulls into every release of a never-null column.
-* **text:** a column stored as text is text only if its noisy count of values that are no number
-  passes K + b·ln(1/2δ_c), δ_c its share of :data:`TYPE_SHARE` of the draft's δ. Its neighbour
-  with K such values could be stored as numbers, which are never text: δ_c bounds the chance that
-  the two decide differently. Text is the cautious choice otherwise: a text column holds any
-  value, so the values below the threshold keep their texts in the categories' ``other`` bin.
+* **nullable** only if missing values are present: a never-null column gets no missing bin, whose
+  noisy share would put invented nulls into every release. Its rare nulls, fewer than the
+  threshold, count in a bin of its domain (the middle bin of numbers, ``other`` of text).
+* **float** only if fractions are present, else an integer (the rare fractions drawn back as
+  integers of their bin).
+* **a number**, for a column stored as text, only if numbers are present and values that are no
+  number are not (those few count as missing); otherwise text, the storage's own candidate and
+  the cautious one: a text column holds any value, and a word is never lost.
 
 The decisions are post-processing of the noisy histograms: the numeric search's cells, the text
 columns' budget floor, the output ``dtype`` and the missing bin follow them, never the storage
-type, and the attributes say ``"dtype_source": "dp"``.
+dtype, and the attributes say ``"dtype_source": "dp"``. What stays read is the storage's family,
+numbers or text, as the candidates: one row does not change it in a Parquet file (pandas stores
+an integer column with a null as float64, and Arrow refuses a column of numbers and words), but a
+CSV read by pandas and written to Parquet stores a numeric column with one word as text. Its type
+is then decided among text and numbers, which finds the same number as its neighbour's wherever the
+numbers are present; declare such a column's type (a codebook, ``--dp-grid``) on a table too small
+for that.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from dp_dask.data.schema import Attribute
 from dp_dask.privacy.noise import laplace_noise
 
 FORMS = ("missing", "no number", "integer", "fraction")
-TYPE_SHARE = 0.1  # of the draft's ε (and of its δ where text or numbers are decided)
+TYPE_SHARE = 0.1  # of the draft's ε
 TYPE_MISS = 1e-4  # chance that a count of zero passes: a never-null column gets a missing bin
 SENSITIVITY = 2  # L1 of a column's forms when one row is replaced by another
 NUMBER_TYPES = {"integer": "int64", "float": "float64"}
@@ -91,19 +95,11 @@ def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
                      (number & ~integer).sum()], dtype=np.int64)
 
 
-def type_budget(epsilon: float, delta: float, columns: list[str],
-                undecided: list[str]) -> tuple[float, float]:
-    """The type step's (ε, δ) of a draft's: :data:`TYPE_SHARE` of ε where any column is typed,
-    and of δ where any may be text or numbers (``undecided``: not given a numeric grid)."""
-    return (TYPE_SHARE * epsilon if columns else 0.0,
-            TYPE_SHARE * delta if undecided else 0.0)
-
-
 def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, epsilon: float,
-                 delta: float, contributions: int = 1, sampler: str,
+                 contributions: int = 1, sampler: str,
                  rng: np.random.Generator | None) -> tuple[dict[str, Decision], dict[str, Any]]:
     """Each column's type from its exact ``forms`` (:func:`value_forms`, summed), under
-    (``epsilon``, ``delta``)-DP in all (the module docstring); ``candidates``: per column an
+    ``epsilon``-DP in all (the module docstring); ``candidates``: per column an
     :class:`Undecided`, or anything else for a column declared numeric (a public grid).
     ``contributions``: the rows K one privacy unit holds (1: a row). Noise is drawn here, once.
     The decisions, and the record of the mechanism with the noisy counts."""
@@ -113,29 +109,25 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     noisy = laplace_noise(np.concatenate([forms[c] for c in columns]), scale,
                           sensitivity=sensitivity * len(columns), sampler=sampler,
                           rng=rng).reshape(len(columns), len(FORMS))
-    present = scale * math.log(1.0 / (2.0 * TYPE_MISS))
-    undecided = [c for c in columns if isinstance(candidates[c], Undecided)]
-    text = (contributions + scale * math.log(len(undecided) / (2.0 * delta))
-            if undecided else None)
+    threshold = scale * math.log(1.0 / (2.0 * TYPE_MISS))
     decisions: dict[str, Decision] = {}
-    for column, (missing, no_number, _, fraction) in zip(columns, noisy):
-        kind = "float" if fraction > present else "integer"
+    for column, row in zip(columns, noisy):
+        missing, no_number, integer, fraction = row > threshold  # present
         grid = candidates[column]
-        if isinstance(grid, Undecided) and grid.text and no_number > text:
-            kind = TEXT
-        decisions[column] = Decision(kind, bool(missing > present))
+        text = isinstance(grid, Undecided) and grid.text and (no_number or not (integer or
+                                                                                 fraction))
+        decisions[column] = Decision(TEXT if text else "float" if fraction else "integer",
+                                     bool(missing))
     record = {
         "mechanism": "laplace histogram of value forms", "forms": list(FORMS),
-        "epsilon": epsilon, "epsilon_each": epsilon / len(columns), "delta": delta,
+        "epsilon": epsilon, "epsilon_each": epsilon / len(columns),
         "sensitivity": f"L1 {sensitivity} per column (replace one row"
                        + (f", {contributions} rows per unit" if contributions > 1 else "") + ")",
-        "scale": scale, "miss": TYPE_MISS,
-        "thresholds": {"missing": present, "fraction": present,
-                       **({"no number": text} if text is not None else {})},
-        "rule": ("nullable if the noisy missing count passes its threshold, float if the noisy "
-                 "fractions do (else integer); a column stored as text is text if its noisy "
-                 "count of values that are no number passes its threshold (δ split over the "
-                 "columns not given a grid), else a number; a column stored as numbers is one"),
+        "scale": scale, "threshold": threshold, "miss": TYPE_MISS,
+        "rule": ("a form is present if its noisy count passes the threshold; nullable if "
+                 "missing values are, float if fractions are (else integer); a column stored as "
+                 "text is a number if numbers are present and values that are no number are not "
+                 "(else text); a column stored as numbers is one"),
         "noisy": {c: dict(zip(FORMS, (round(float(v)) for v in row)))
                   for c, row in zip(columns, noisy)},
         "decided": {c: {"dtype": d.dtype, "nullable": d.nullable} for c, d in decisions.items()},
