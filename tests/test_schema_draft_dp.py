@@ -19,6 +19,7 @@ from test_ingest import survey_csv
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.draft_dp import _partition_counts
+from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
 from dp_dask.privacy.selection import (
@@ -71,14 +72,15 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
     assert record["columns"] == ["answer", "age"]
     assert record["differentially_private"] is False  # seeded noise: labelled as a test
-    # 10 % of ε decides the two columns' types; the text share of the rest: 5 % to count
+    # TYPE_SHARE of ε decides the two columns' types; the text share of the rest: 5 % to count
     # distinct values (no identifier here), the rest thresholded.
-    assert record["types"]["epsilon"] == pytest.approx(0.1)
+    assert record["types"]["epsilon"] == pytest.approx(TYPE_SHARE)
     assert record["types"]["decided"] == {"answer": {"dtype": "string", "nullable": False},
                                           "age": {"dtype": "int64", "nullable": False}}
-    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(0.9 * 0.5 * 0.95)
+    rest = 1 - TYPE_SHARE
+    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(rest * 0.5 * 0.95)
     assert record["text"]["identifiers"]["columns"] == []
-    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(0.9 * 0.5 / 3)
+    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(rest * 0.5 / 3)
     entries = Ledger(ledger).entries()
     assert len(entries) == 1
     entry = entries[0]
@@ -336,9 +338,10 @@ def test_text_column_among_many_numeric_ones_gets_a_floor_of_the_budget(client, 
                          ledger=False, noise_sampler="numpy", noise_seed=0)
     spent = draft.schema["drafted_under_dp"]
     assert spent["mechanisms"]["dest"]["released"] == 105
-    split = spent["split"]["epsilon"]  # of the 90 % of ε left by the type step
-    assert split["dest"] == pytest.approx(0.09 / 4)
-    assert split["n00"] == split["w4"] == pytest.approx(0.09 * 3 / 4 / 15)
+    split = spent["split"]["epsilon"]  # of the ε the type step leaves
+    rest = 0.1 * (1 - TYPE_SHARE)
+    assert split["dest"] == pytest.approx(rest / 4)
+    assert split["n00"] == split["w4"] == pytest.approx(rest * 3 / 4 / 15)
     assert sum(split.values()) + spent["types"]["epsilon"] == pytest.approx(0.1)
     assert not draft.todo
     drafted = {a["name"]: a for a in draft.schema["attributes"]}
