@@ -23,8 +23,9 @@ type says "may be null" (the attribute keeps a missing bin), a non-nullable one 
 either). A public codebook (``--public``) overrides both per column (its ``dtype`` is declared).
 
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`dp_dask.data.draft_dp.draft_under_dp`
-read values, under DP with the user's budget: categories by thresholded noisy counts, numeric
-ranges, bins and fine grids by a domain search over cells of the storage type
+read values, under DP with the user's budget: each column's type, unless the storage types are
+declared public (:mod:`dp_dask.data.draft_types`), categories by thresholded noisy counts, numeric
+ranges, bins and fine grids by a domain search over cells of the column's type
 (:mod:`dp_dask.data.draft_numeric`), a timestamp's years. The spend is recorded in the privacy
 ledger, in the schema (``"drafted_under_dp"``) and so in the metadata of every release fitted
 with it.

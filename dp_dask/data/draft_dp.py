@@ -1,5 +1,7 @@
-"""Drafting a schema's placeholders from the data under DP (``--dp-epsilon``): categories by
-thresholded noisy counts, numeric bins at DP quantiles over a public grid. The exact counts are
+"""Drafting a schema's placeholders from the data under DP (``--dp-epsilon``): each column's type
+from noisy counts of its values' forms (:mod:`dp_dask.data.draft_types`, unless the storage
+types are declared public), categories by thresholded noisy counts, numeric domains by a DP
+search, numeric bins at DP quantiles over a public grid. The exact counts are
 reduced on Dask to the driver, noised once there and dropped; the spend is recorded in the
 privacy ledger and in the schema (``"drafted_under_dp"``). The public drafting that leaves the
 placeholders is :mod:`dp_dask.data.draft`.
