@@ -390,13 +390,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             grid = candidates[column]
             integral = not isinstance(grid, np.ndarray) or np.array_equal(grid, np.round(grid))
             dtype = decisions[column].dtype if integral else NUMBER_TYPES["float"]
-        typed = {"dtype_source": typed_by[column], **({"dtype": dtype} if dtype else {})}
+        output = {"dtype_source": typed_by[column], **({"dtype": dtype} if dtype else {})}
         found = specs[column]
         if isinstance(candidates[column], np.ndarray):
-            specs[column] = {**found, **typed}
+            specs[column] = {**found, **output}
         elif isinstance(candidates[column], Cells):
             specs[column] = _with_missing_bin({"name": column, "type": "numeric", **found,
-                                               **typed})
+                                               **output})
         else:  # calendar features, the year closed by the years found
             features = calendar_features(column, found.pop("edges"), dtypes[column])
             specs[column] = [{**f, **(found if f["unit"] == "year" else {}),
