@@ -323,8 +323,9 @@ class Synthesizer:
             warnings.warn(f"schema {self.schema.name!r}: the types of "
                           f"{self.schema.types_from_data} were taken from the data's storage "
                           "types (dtype_source 'data'), which one null or non-integer can "
-                          "change; if the storage schema is public, draft without "
-                          "--no-public-types, else declare the types", DpDaskWarning,
+                          "change; if the storage schema is public, draft with "
+                          "--public-types, else declare the types or draft them under DP "
+                          "(--dp-epsilon)", DpDaskWarning,
                           stacklevel=3)
         unused = [self.schema.names[a] for a in self.schema.fine_grids]
         if unused and not self.fine_grids:

@@ -75,9 +75,11 @@ def test_raw_typed_table_drafted_under_dp_gives_a_typed_release_within_its_range
     data, schema, ledger = tmp_path / "raw.parquet", tmp_path / "schema.json", tmp_path / "l.db"
     real = raw_table()
     pq.write_table(real, data)
-    assert _draft(data, schema, ledger, "--scheduler", client.scheduler.address) == 0
+    assert _draft(data, schema, ledger, "--public-types", "--scheduler",
+                  client.scheduler.address) == 0
     release = _synth(client, data, schema, tmp_path / "release", ledger, "1")
-    # The release's Arrow schema is the input's: int64 stays int64, the timestamp keeps its zone.
+    # The release's Arrow schema is the input's, declared public: int64 stays int64, the
+    # timestamp keeps its zone, the nullable fields stay nullable.
     assert release.schema.equals(real.schema), (release.schema, real.schema)
     drafted = {a["name"]: a for a in json.loads(schema.read_text())["attributes"]}
     assert (drafted["year"]["min"], drafted["year"]["max"]) == (2013, 2013)  # a constant
@@ -120,7 +122,9 @@ def test_adult_as_typed_parquet_keeps_its_integers_and_plausible_ages(client, ad
 def test_a_grid_that_contradicts_the_type_exits_2_before_any_budget(client, tmp_path, capsys):
     data, ledger = tmp_path / "raw.parquet", tmp_path / "l.db"
     pq.write_table(raw_table(2_000), data)
-    assert _draft(data, tmp_path / "s.json", ledger, "--dp-grid", "minute=0:60:0.5") == 2
+    # the storage type is checked where it is declared public
+    assert _draft(data, tmp_path / "s.json", ledger, "--public-types", "--dp-grid",
+                  "minute=0:60:0.5") == 2
     assert "minute" in capsys.readouterr().err
     assert _draft(data, tmp_path / "s.json", ledger, "--dp-grid", "hour=0:1e19:1e18") == 2
     assert "hour" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from test_ingest import survey_csv
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.draft_dp import _partition_counts
+from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
 from dp_dask.privacy.selection import (
@@ -71,10 +72,15 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
     assert record["columns"] == ["answer", "age"]
     assert record["differentially_private"] is False  # seeded noise: labelled as a test
-    # The text share: 5 % to count distinct values (no identifier here), the rest thresholded.
-    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(0.5 * 0.95)
+    # TYPE_SHARE of ε decides the two columns' types; the text share of the rest: 5 % to count
+    # distinct values (no identifier here), the rest thresholded.
+    assert record["types"]["epsilon"] == pytest.approx(TYPE_SHARE)
+    assert record["types"]["decided"] == {"answer": {"dtype": "string", "nullable": False},
+                                          "age": {"dtype": "int64", "nullable": False}}
+    rest = 1 - TYPE_SHARE
+    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(rest * 0.5 * 0.95)
     assert record["text"]["identifiers"]["columns"] == []
-    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(0.5 / 3)
+    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(rest * 0.5 / 3)
     entries = Ledger(ledger).entries()
     assert len(entries) == 1
     entry = entries[0]
@@ -228,8 +234,9 @@ def test_from_csv_doc_dp_section_runs_as_written(client, tmp_path, monkeypatch, 
 
 
 def test_one_null_does_not_change_the_search_cells_of_data_types(client, tmp_path):
-    """pandas stores an integer column with one null as float64: with --no-public-types the
-    storage type is data, so both neighbours get the same search cells (and a data-typed mark)."""
+    """pandas stores an integer column with one null as float64: with --no-public-types (the
+    default) the storage type is data, so both neighbours get the same search cells and the
+    same type decided under DP."""
     near = people(600)
     near["age"] = near["age"].astype("float64")
     near.loc[3, "age"] = np.nan
@@ -242,8 +249,8 @@ def test_one_null_does_not_change_the_search_cells_of_data_types(client, tmp_pat
         age = draft.schema["drafted_under_dp"]["mechanisms"]["age"]
         records.append((age["steps"][0], draft.schema["attributes"][1]))
     assert records[0][0] == records[1][0]
-    assert records[0][1]["dtype_source"] == records[1][1]["dtype_source"] == "data"
-    assert "dtype" not in records[0][1] and "dtype" not in records[1][1]
+    assert records[0][1]["dtype_source"] == records[1][1]["dtype_source"] == "dp"
+    assert records[0][1]["dtype"] == records[1][1]["dtype"] == "int64"
 
 
 def flights(rows: int = 60_000, seed: int = 0) -> pd.DataFrame:
@@ -279,7 +286,8 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     split = record["split"]["epsilon"]
     assert split["dest"] > 5 * split["origin"] and split["dest"] > 5 * split["carrier"]
     spent = (sum(split.values()) + record["distinct_values"]["epsilon"]
-             + record["rows_outside_first_round"]["epsilon"])
+             + record["rows_outside_first_round"]["epsilon"]
+             + draft.schema["drafted_under_dp"]["types"]["epsilon"])
     assert spent == pytest.approx(0.1)
     assert draft.schema["ids"] == [  # each at its input's place among the release's columns
         {"name": "tail_id", "dtype": "int64", "format": "#" * 12, "position": 4},
@@ -330,10 +338,11 @@ def test_text_column_among_many_numeric_ones_gets_a_floor_of_the_budget(client, 
                          ledger=False, noise_sampler="numpy", noise_seed=0)
     spent = draft.schema["drafted_under_dp"]
     assert spent["mechanisms"]["dest"]["released"] == 105
-    split = spent["split"]["epsilon"]
-    assert split["dest"] == pytest.approx(0.1 / 4)
-    assert split["n00"] == split["w4"] == pytest.approx(0.1 * 3 / 4 / 15)
-    assert sum(split.values()) == pytest.approx(0.1)
+    split = spent["split"]["epsilon"]  # of the ε the type step leaves
+    rest = 0.1 * (1 - TYPE_SHARE)
+    assert split["dest"] == pytest.approx(rest / 4)
+    assert split["n00"] == split["w4"] == pytest.approx(rest * 3 / 4 / 15)
+    assert sum(split.values()) + spent["types"]["epsilon"] == pytest.approx(0.1)
     assert not draft.todo
     drafted = {a["name"]: a for a in draft.schema["attributes"]}
     inside = {name: frame[name].between(drafted[name]["min"], drafted[name]["max"]).mean()

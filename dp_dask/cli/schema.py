@@ -32,11 +32,12 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                        "column (calendar features released as one timestamp; repeatable)")
     draft.add_argument("--max-categories", type=int, default=50, metavar="K",
                        help="from a public sample: past K levels keep the top K and 'other'")
-    draft.add_argument("--public-types", action=argparse.BooleanOptionalAction, default=True,
-                       help="the input's storage types (Parquet schema, the default) are the "
-                       "data owner's public metadata: draft output dtypes from them; "
-                       "--no-public-types where they follow the values (one null turns pandas' "
-                       "int64 into float64): no dtypes drafted, marked as data")
+    draft.add_argument("--public-types", action=argparse.BooleanOptionalAction, default=False,
+                       help="declare the input's storage types (Parquet schema) the data "
+                       "owner's public metadata: output dtypes, kinds and never-null columns "
+                       "drafted from them. Default (--no-public-types): they follow the values "
+                       "(one null turns pandas' int64 into float64), so no dtype is drafted from "
+                       "them, and under --dp-epsilon the types are decided from noisy counts")
     draft.add_argument("--on-unknown", choices=["kind", "error", "missing"], default="kind",
                        help="a value outside the drafted domain: a public bin by kind (default: "
                        "numbers clip to the nearest end bin, text 'other', the rest 'missing'), "
@@ -49,9 +50,10 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     draft.add_argument("--force", action="store_true", help="overwrite --out")
     dp = draft.add_argument_group(
         "drafting under DP (opt-in)", "with --dp-epsilon, placeholder columns are drafted from "
-        "the data under (ε, δ)-DP: categories by thresholded noisy counts, numeric ranges and "
-        "bins by a DP search over the storage type's range, a timestamp's years; the spend is "
-        "recorded in the ledger and in the schema")
+        "the data under (ε, δ)-DP: each column's type by noisy counts (unless --public-types), "
+        "categories by thresholded noisy counts, numeric ranges and bins by a DP search over "
+        "its type's range, a timestamp's years; the spend is recorded in the ledger and in the "
+        "schema")
     dp.add_argument("--dp-epsilon", type=epsilon_value, default=None, metavar="E",
                     help="ε spent on drafting (split equally over the DP columns)")
     dp.add_argument("--dp-delta", type=delta_value, default=None, metavar="D",
@@ -60,7 +62,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                     help="columns to draft under DP (default: every placeholder)")
     dp.add_argument("--dp-grid", action="append", default=[], metavar="NAME=START:STOP:STEP",
                     help="public grid of a numeric column's DP quantiles, instead of the DP "
-                    "range search of integer/float columns (a CSV column without one is text)")
+                    "range search of integer/float columns (a CSV column without one is text "
+                    "or a number as its noisy counts say)")
     dp.add_argument("--dp-bins", type=positive_int, default=10, metavar="K",
                     help="numeric columns: edges at the DP i/K quantiles (default 10)")
     dp.add_argument("--ledger", default=None, metavar="PATH|URL", help=LEDGER_HELP)

@@ -7,21 +7,25 @@ public codebook or a public sample file (``public``), or else stays a placeholde
 key that :func:`dp_dask.data.schema.load_schema` refuses, naming the attribute) for the user to
 fill.
 
-Storage types are the data owner's public metadata by default (``public_types``): the Parquet
-schema or a frame's dtypes are fixed by the pipeline that wrote the table, so each attribute's
-output ``dtype`` (int64 stays int64, a timestamp keeps its unit and zone) and kind (integer or
-float) come from them, recorded as ``"dtype_source": "public-storage-schema"``. Only the types
-are read, never as a fact about the values: a nullable type says "may be null" (the attribute
-keeps a missing bin), a non-nullable one (a Parquet ``required`` column) "never null" (no missing
-bin, so the release's column is not nullable either). Where the types follow the values instead (a
-pandas frame with one null turns int64 into float64), state so (``--no-public-types``): then no
-output ``dtype`` is drafted from them, integer and float columns share one kind (``number``),
-and the attributes whose type they chose say ``"dtype_source": "data"``, which a fit warns about
-and records in the release. A public codebook (``--public``) overrides both per column.
+Storage types follow the values unless the data owner declares them public: a pandas frame's
+dtypes, and the Parquet schema pandas writes, turn an int64 column with one null into float64 and
+mark every column nullable. So by default no output ``dtype`` is drafted from them, integer and
+float columns share one kind (``number``), and the attributes whose type they chose say
+``"dtype_source": "data"``, which a fit warns about and records in the release; drafted under DP
+(below), a column's type is decided from noisy counts instead (:mod:`dp_dask.data.draft_types`:
+text or number, integer or float, nullable or not; ``"dtype_source": "dp"``). Where the types are
+fixed by the pipeline that wrote the table, the owner declares them public (``public_types``,
+``--public-types``): each attribute's output ``dtype`` (int64 stays int64, a timestamp keeps its
+unit and zone) and kind (integer or float) come from them, recorded as ``"dtype_source":
+"public-storage-schema"``, read as what they state, never as a fact about the values: a nullable
+type says "may be null" (the attribute keeps a missing bin), a non-nullable one (a Parquet
+``required`` column) "never null" (no missing bin, so the release's column is not nullable
+either). A public codebook (``--public``) overrides both per column (its ``dtype`` is declared).
 
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`dp_dask.data.draft_dp.draft_under_dp`
-read values, under DP with the user's budget: categories by thresholded noisy counts, numeric
-ranges, bins and fine grids by a domain search over cells of the storage type
+read values, under DP with the user's budget: each column's type, unless the storage types are
+declared public (:mod:`dp_dask.data.draft_types`), categories by thresholded noisy counts, numeric
+ranges, bins and fine grids by a domain search over cells of the column's type
 (:mod:`dp_dask.data.draft_numeric`), a timestamp's years. The spend is recorded in the privacy
 ledger, in the schema (``"drafted_under_dp"``) and so in the metadata of every release fitted
 with it.
@@ -83,15 +87,16 @@ DP_BINS = 10  # under DP: edges at the 1/10, ..., 9/10 quantiles (at most 10 bin
 # Storage kinds of a number; "number": integer or float, when the storage types are data.
 NUMBER_KINDS = ("integer", "float", "number")
 DATA_TYPES_NOTE = (
-    "types: the input's storage types are taken as data, not public (--no-public-types): no "
-    "output \"dtype\" is drafted from them (releases hold each attribute's default type), "
-    "integer and float columns are one kind, and the attributes whose type they chose say "
-    "\"dtype_source\": \"data\", which a fit warns about and records in the release")
+    "types: the input's storage types follow the values (pandas turns an int64 column with a "
+    "null into float64), so they are not read as public (the default): no output \"dtype\" is "
+    "drafted from them, integer and float columns are one kind, and the attributes whose type "
+    "they chose say \"dtype_source\": \"data\", which a fit warns about and records in the "
+    "release; under DP (--dp-epsilon) the drafted columns' types are decided from noisy counts "
+    "(\"dtype_source\": \"dp\"); if the storage schema is public, draft with --public-types")
 PUBLIC_TYPES_NOTE = (
-    "types: the input's storage schema is read as the data owner's public metadata (the "
-    "default, --public-types): the output \"dtype\" and kinds taken from it say \"dtype_source\": "
-    "\"public-storage-schema\"; if the types follow the values (pandas turns an int64 column "
-    "with a null into float64), draft with --no-public-types or give them in --public")
+    "types: the input's storage schema is declared the data owner's public metadata "
+    "(--public-types): the output \"dtype\", kinds and never-null columns taken from it say "
+    "\"dtype_source\": \"public-storage-schema\"")
 
 
 def _is_csv(source: TableSource) -> bool:
@@ -480,7 +485,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
-                 public_types: bool = True, on_unknown: str = "kind",
+                 public_types: bool = False, on_unknown: str = "kind",
                  ids: str = "synthetic") -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
@@ -498,11 +503,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     default ledger, False for none) under ``dataset_name`` (default: the input's stem) and in
     the schema's ``"drafted_under_dp"``. Without ``dp_epsilon`` no value of the data is read.
 
-    ``public_types`` (default): the input's storage types (Parquet schema, frame dtypes) are
-    the data owner's public metadata, fixed by the producing pipeline: output dtypes and kinds
-    are drafted from them, recorded as ``"dtype_source": "public-storage-schema"``, and a column
-    stored as never null gets no missing bin. False (``--no-public-types``): they are data (the
-    module docstring).
+    ``public_types``: the input's storage types (Parquet schema, frame dtypes) are declared the
+    data owner's public metadata, fixed by the producing pipeline (``--public-types``): output
+    dtypes and kinds are drafted from them, recorded as ``"dtype_source":
+    "public-storage-schema"``, and a column stored as never null gets no missing bin. False (the
+    default): they follow the values (the module docstring); under DP the drafted columns'
+    types are decided from noisy counts (:mod:`dp_dask.data.draft_types`).
 
     ``on_unknown`` (:data:`ON_UNKNOWN`): every attribute that states no ``on_unknown`` gets a
     public bin by its kind ("kind", :data:`ON_UNKNOWN_NOTE`), its missing bin ("missing"), or
@@ -621,7 +627,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
-                       show_progress=show_progress, ids=ids)
+                       show_progress=show_progress, ids=ids, public_types=public_types)
     # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
     required = storage_required(source) if public_types else set()
     draft.schema["attributes"] = [

@@ -1,5 +1,7 @@
-"""Drafting a schema's placeholders from the data under DP (``--dp-epsilon``): categories by
-thresholded noisy counts, numeric bins at DP quantiles over a public grid. The exact counts are
+"""Drafting a schema's placeholders from the data under DP (``--dp-epsilon``): each column's type
+from noisy counts of its values' forms (:mod:`dp_dask.data.draft_types`, unless the storage
+types are declared public), categories by thresholded noisy counts, numeric domains by a DP
+search, numeric bins at DP quantiles over a public grid. The exact counts are
 reduced on Dask to the driver, noised once there and dropped; the spend is recorded in the
 privacy ledger and in the schema (``"drafted_under_dp"``). The public drafting that leaves the
 placeholders is :mod:`dp_dask.data.draft`.
@@ -40,8 +42,24 @@ from dp_dask.data.draft_numeric import (
     year_counts,
 )
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
+from dp_dask.data.draft_types import (
+    NUMBER_TYPES,
+    TEXT,
+    TYPE_SHARE,
+    Undecided,
+    decide_types,
+    never_null,
+    value_forms,
+)
 from dp_dask.data.io import TableSource, read_table
-from dp_dask.data.schema import DECLARED, Attribute, load_schema
+from dp_dask.data.schema import (
+    DECLARED,
+    FROM_DATA,
+    PUBLIC_STORAGE,
+    UNDER_DP,
+    Attribute,
+    load_schema,
+)
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
@@ -87,6 +105,7 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
 
 ROWS = "__rows__"  # the reduction's row count: public under replace-one neighbours
 YEARS = "years"  # a timestamp column's candidates: its years
+FORM_COUNTS = "__forms__"  # the reduction's counts of each typed column's value forms
 
 
 def _missing_mask(values: pd.Series, missing_values: tuple[str, ...],
@@ -100,37 +119,54 @@ def _missing_mask(values: pd.Series, missing_values: tuple[str, ...],
     return missing
 
 
+def _text_counts(texts: Any, inverse: np.ndarray | None, missing: np.ndarray) -> pd.Series:
+    """Rows per value text (``category_text``'s ``texts``, ``inverse``), missing ones left out."""
+    if inverse is None:
+        per_value = pd.Series(texts)[~missing].value_counts()
+    else:
+        kept = inverse[~missing & (inverse >= 0)]
+        per_value = pd.Series(np.bincount(kept, minlength=len(texts)),
+                              index=pd.Index(texts, dtype=object))
+    # Distinct values of different types can share a text (1 and "1"): summed by text.
+    return per_value[per_value > 0].groupby(level=0).sum()
+
+
 def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
-                      missing_values: tuple[str, ...]) -> dict[str, Any]:
+                      missing_values: tuple[str, ...],
+                      typed: tuple[str, ...] = ()) -> dict[str, Any]:
     """Exact counts of one partition: per text column, rows per value text (category_text);
     per numeric column given a grid, values below and above each candidate (shape (2,
     candidates)); per searched numeric column its cells' counts, per timestamp its years'
-    (:mod:`dp_dask.data.draft_numeric`); the rows under :data:`ROWS`."""
-    counts: dict[str, Any] = {ROWS: len(frame)}
+    (:mod:`dp_dask.data.draft_numeric`); per column whose type is decided under DP
+    (:class:`~dp_dask.data.draft_types.Undecided`) the cells of both numeric kinds and, stored as
+    text, its texts' counts; per ``typed`` column the counts of its values' forms
+    (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; the rows under
+    :data:`ROWS`."""
+    counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}}
     for column, grid in grids.items():
         values = frame[column]
         if isinstance(grid, str):  # YEARS
             counts[column] = year_counts(values)
-        elif grid is None:
-            texts, inverse = category_text(values)
-            missing = _missing_mask(values, missing_values, texts, inverse)
-            if inverse is None:
-                per_value = pd.Series(texts)[~missing].value_counts()
-            else:
-                kept = inverse[~missing & (inverse >= 0)]
-                per_value = pd.Series(np.bincount(kept, minlength=len(texts)),
-                                      index=pd.Index(texts, dtype=object))
-            # Distinct values of different types can share a text (1 and "1"): summed by text.
-            counts[column] = per_value[per_value > 0].groupby(level=0).sum()
+            continue
+        texts, inverse = (category_text(values) if missing_values or grid is None or (
+            isinstance(grid, Undecided) and grid.text) else (None, None))
+        missing = _missing_mask(values, missing_values, texts, inverse)
+        if grid is not None or column in typed:
+            # a listed numeric text ("-9") is missing, not a number
+            numbers = np.where(missing, np.nan, pd.to_numeric(values, errors="coerce").to_numpy(
+                dtype=np.float64, na_value=np.nan))
+        if column in typed:
+            counts[FORM_COUNTS][column] = value_forms(numbers, missing)
+        if grid is None:
+            counts[column] = _text_counts(texts, inverse, missing)
+        elif isinstance(grid, Undecided):
+            counts[column] = {kind: numeric_counts(numbers, cells)
+                              for kind, cells in grid.cells.items()}
+            if grid.text:
+                counts[column][TEXT] = _text_counts(texts, inverse, missing)
+        elif isinstance(grid, Cells):
+            counts[column] = numeric_counts(numbers, grid)
         else:
-            numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64,
-                                                                      na_value=np.nan)
-            if missing_values:  # a listed numeric text ("-9") is missing, not a number
-                numbers = np.where(_missing_mask(values, missing_values, *category_text(values)),
-                                   np.nan, numbers)
-            if isinstance(grid, Cells):
-                counts[column] = numeric_counts(numbers, grid)
-                continue
             numbers = np.sort(numbers[~np.isnan(numbers)])
             counts[column] = np.stack([
                 np.searchsorted(numbers, grid, side="left"),
@@ -138,17 +174,15 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
     return counts
 
 
-def _merge_counts(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for column, first in blocks[0].items():
-        parts = [block[column] for block in blocks]
-        if isinstance(first, dict):  # a searched column's cells
-            merged[column] = {key: np.sum([part[key] for part in parts], axis=0)
-                              for key in first}
-        else:
-            merged[column] = (pd.concat(parts).groupby(level=0).sum()
-                              if isinstance(first, pd.Series) else np.sum(parts, axis=0))
-    return merged
+def _merge_counts(blocks: list[Any]) -> Any:
+    """The partitions' counts summed: per key of a dict (a searched column's cells, the forms),
+    per text of a Series, elementwise for arrays and row counts."""
+    first = blocks[0]
+    if isinstance(first, dict):
+        return {key: _merge_counts([block[key] for block in blocks]) for key in first}
+    if isinstance(first, pd.Series):
+        return pd.concat(blocks).groupby(level=0).sum()
+    return np.sum(blocks, axis=0)
 
 
 def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
@@ -157,10 +191,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                    ledger: Ledger | str | Path | bool | None = None,
                    dataset_name: str | None = None, sampler: str = "opendp",
                    seed: int | None = None, show_progress: bool = False,
-                   ids: str = "synthetic") -> None:
+                   ids: str = "synthetic", public_types: bool = False) -> None:
     """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (replace one row).
 
-    The budget is split over the columns by :func:`split_epsilon` (basic composition); the text
+    Unless ``public_types`` (the storage types declared public), every column but a timestamp
+    first has its type decided under DP (:mod:`.draft_types`, :data:`.draft_types.TYPE_SHARE` of
+    ε): numbers or text, integer or float, nullable or not; ``kinds`` (the storage's) only
+    propose the candidates. The rest of ε is split over the columns by :func:`split_epsilon`
+    (basic composition) by their kinds; the text
     columns' shares and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts
     are reduced on Dask to the driver, noised once there (dp_dask.privacy.selection) and
     dropped; only the selected values and quantiles enter the schema.
@@ -171,11 +209,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
-      ``missing``.
-    * A numeric column (integer/float storage type): its range, bins and fine grid found by
-      the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then cells inside),
-      open outer bins closed by ``min``/``max`` at the found range; missing values in
-      ``missing``.
+      ``missing`` (to ``other`` where the column is decided never null).
+    * A numeric column (integer/float storage type, or decided numeric): its range, bins and
+      fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then
+      cells inside, of its public or decided kind), open outer bins closed by ``min``/``max`` at
+      the found range; missing values in ``missing`` (in the middle bin where the column is
+      decided never null).
     * A numeric column given a public grid in ``grids`` (``{"start", "stop", "step"}``, checked
       against its storage type): bin edges at the DP quantiles i/``bins``, i = 1..bins−1, each
       a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
@@ -216,26 +255,44 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     for c in columns:
         if c in grids:
             candidates[c] = _typed_grid(c, grids[c], kinds[c], dtypes[c])
+        elif kinds[c] == "datetime":
+            candidates[c] = YEARS
+        elif not public_types:  # the storage type proposes, the type step decides
+            candidates[c] = Undecided.stored_as(text=kinds[c] not in NUMBER_KINDS)
         elif kinds[c] in NUMBER_KINDS:
             candidates[c] = search_cells(kinds[c], dtypes[c])
         else:
-            candidates[c] = YEARS if kinds[c] == "datetime" else None
+            candidates[c] = None
+    # Timestamps keep the storage's kind (a null leaves pandas' datetime64 one), missing bin too.
+    typed = [] if public_types else [c for c in columns if kinds[c] != "datetime"]
+    type_epsilon = TYPE_SHARE * epsilon if typed else 0.0
+    rest_epsilon = epsilon - type_epsilon
     texts = [c for c in columns if candidates[c] is None]
-    shares = split_epsilon(epsilon, columns, texts)
-    text_epsilon = sum(shares[c] for c in texts)
-    if texts:  # bad budgets fail here, before any data is read
-        check_text_budget(text_epsilon, delta, len(texts))
+    maybe = [c for c in columns if isinstance(candidates[c], Undecided) and candidates[c].text]
+    # Bad budgets fail here, before any data is read, whatever the type step decides: the most
+    # text columns give each the least ε and δ, ...
+    if texts or maybe:
+        worst = split_epsilon(rest_epsilon, columns, [*texts, *maybe])
+        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), delta,
+                          len(texts) + len(maybe))
+    # ... and the numeric columns' least ε sets the rows a search needs to find anything
+    # (refused on the public row count, before noise; a column stored as text that turns out
+    # numeric keeps its placeholder if its search finds nothing).
+    least = {c: min(split_epsilon(rest_epsilon, columns, [*texts, *maybe[:k]])[c]
+                    for k in range(len(maybe) + 1)) for c in columns}
+    needed = {c: max(smallest_table(least[c], cells) for cells in (
+        grid.cells.values() if isinstance(grid, Undecided) else [grid]))
+        for c, grid in candidates.items() if isinstance(grid, Cells | str) or (
+            isinstance(grid, Undecided) and not grid.text)}
     levels = list(range(1, bins))
-    # Rows a search needs to find anything (refused on the public row count, before noise).
-    needed = {c: smallest_table(shares[c], grid) for c, grid in candidates.items()
-              if isinstance(grid, Cells | str)}
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
 
     book = (None if ledger is False else ledger if isinstance(ledger, Ledger) else
             Ledger(None if ledger in (None, True) else ledger))
     request = json.dumps({"input": kinds, "columns": columns, "grids": grids, "bins": bins,
-                          "epsilon": epsilon, "delta": delta}, sort_keys=True)
+                          "epsilon": epsilon, "delta": delta, "public_types": public_types},
+                         sort_keys=True)
     reservation = None if book is None else book.reserve(Entry.for_draft(
         dataset_name=dataset_name_for(source, dataset_name),
         request_sha256=hashlib.sha256(request.encode()).hexdigest(), run_id=new_run_id(),
@@ -243,9 +300,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         private=sampler in PRIVATE_SAMPLERS))
     mechanisms: dict[str, Any] = {}
     specs: dict[str, dict[str, Any]] = {}
-    # A grid is declared; else the storage kind chose numbers or text, as for the placeholder.
-    typed_by = {a["name"]: DECLARED if a["name"] in grids else a.get("dtype_source", DECLARED)
-                for a in draft.schema["attributes"]}
+    # Decided under DP, unless the storage types are public; a grid declares a number, else
+    # the storage kind chose numbers or text, as for the placeholder.
+    typed_by = {a["name"]: UNDER_DP if a["name"] in typed else DECLARED if a["name"] in grids
+                else a.get("dtype_source", DECLARED) for a in draft.schema["attributes"]}
     # cancelled on a failure before the first noise draw; spent (failed) after it
     with charging(book, [] if reservation is None else [reservation.entry]):
         # read_table reads the columns its schema names: these, each as plain text/numbers.
@@ -253,7 +311,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                               for c in columns]})
         missing_values = tuple(draft.schema.get("missing_values", ()))
         parts = read_table(source, reading).to_delayed()
-        blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values)
+        blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values, tuple(typed))
                   for part in parts]
         (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
         # The row count is public under replace-one: refusing on it spends nothing, and the
@@ -262,12 +320,23 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         if small:
             raise ValueError(
                 f"--dp-epsilon {epsilon:g} is too small to search the domain of {small} in "
-                f"this table: at ε = {shares[small[0]]:.3g} per column a range is found only in "
+                f"this table: at ε = {least[small[0]]:.3g} per column a range is found only in "
                 f"a table of at least {max(needed[c] for c in small):,.0f} rows; give more "
                 "--dp-epsilon, fewer --dp-columns or public ranges (--range)")
         # noise drawn once per measurement, after the reduction
-        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS], text_epsilon, delta,
-                           sampler=sampler, rng=rng) if texts else TextDraft()
+        decisions, types = (decide_types(
+            {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
+            sampler=sampler, rng=rng) if typed else ({}, {}))
+        for column, decision in decisions.items():  # what a column's kind is, the rest follows
+            if isinstance(candidates[column], Undecided):
+                candidates[column] = (None if decision.kind == TEXT else
+                                      candidates[column].cells[decision.kind])
+                exact[column] = exact[column][decision.kind]
+        texts = [c for c in columns if candidates[c] is None]
+        shares = split_epsilon(rest_epsilon, columns, texts)
+        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS],
+                           sum(shares[c] for c in texts), delta, sampler=sampler,
+                           rng=rng) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in text.identifiers:
@@ -316,18 +385,29 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
                                    f"{edges}), open at both ends, closed by the grid's ends")
     for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
-        typed = {"dtype_source": typed_by[column],
-                 **({"dtype": dtypes[column]} if dtypes[column] else {})}
+        dtype = dtypes[column]
+        if column in decisions:  # int64 only where the bins hold integers
+            grid = candidates[column]
+            integral = not isinstance(grid, np.ndarray) or np.array_equal(grid, np.round(grid))
+            dtype = decisions[column].dtype if integral else NUMBER_TYPES["float"]
+        output = {"dtype_source": typed_by[column], **({"dtype": dtype} if dtype else {})}
         found = specs[column]
         if isinstance(candidates[column], np.ndarray):
-            specs[column] = {**found, **typed}
+            specs[column] = {**found, **output}
         elif isinstance(candidates[column], Cells):
             specs[column] = _with_missing_bin({"name": column, "type": "numeric", **found,
-                                               **typed})
+                                               **output})
         else:  # calendar features, the year closed by the years found
             features = calendar_features(column, found.pop("edges"), dtypes[column])
             specs[column] = [{**f, **(found if f["unit"] == "year" else {}),
                               "dtype_source": typed_by[column]} for f in features]
+    for column in [c for c in specs if c in decisions and not decisions[c].nullable]:
+        specs[column] = never_null(specs[column])
+    if decisions:
+        draft.notes.append(
+            "types decided under DP (ε " + f"{type_epsilon:.3g}): " + "; ".join(
+                f"{c} {'text' if d.kind == TEXT else d.dtype}"
+                + ("" if d.nullable else ", never null") for c, d in decisions.items()))
     draft.schema["attributes"] = [
         spec for a in draft.schema["attributes"] if a["name"] not in text.identifiers
         for spec in (specs[a["name"]] if isinstance(specs.get(a["name"]), list)
@@ -338,14 +418,21 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
         "neighbouring": NEIGHBOURING["replace"],
-        "composition": f"basic: ε split over {len(columns)} column(s) as \"split\"; the "
-                       f"{len(texts)} text column(s)' shares and all of δ split among them by "
-                       "\"text\"; a searched numeric column's ε halved over its two steps "
+        "composition": (f"basic: {TYPE_SHARE:g} of ε to decide the types of "
+                        f"{len(typed)} column(s) (\"types\"), the rest " if typed else
+                        "basic: ε ") + f"split over {len(columns)} column(s) as \"split\"; the "
+                       f"{len(texts)} text column(s)' shares and all of δ split among them "
+                       "by \"text\"; a searched numeric column's ε halved over its two steps "
                        "(mechanisms[column].steps)",
         "split": {"epsilon": shares, "rule": (
             f"equal over the columns, but the text columns together at least {TEXT_FLOOR:.3g} "
             "of ε while other columns are drafted too (the others share the rest equally); "
-            "from the columns' public kinds only")},
+            "from the columns' kinds: decided under DP (\"types\") or public")},
+        "types": types or (
+            {"source": PUBLIC_STORAGE, "rule": "the storage types, declared public "
+                                               "(--public-types)"} if public_types else
+            {"source": FROM_DATA, "rule": "timestamps keep the storage's kind, and a missing "
+                                          "bin"}),
         "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
         "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,

@@ -49,8 +49,9 @@ their sha256.
 
 ``"dtype_source"`` (optional; :data:`DTYPE_SOURCES`, set by ``schema draft``): where the
 attribute's type came from: ``declared`` (a public codebook or sample, ``--range``, the user),
-``public-storage-schema`` (the input's storage types, public metadata by default) or
-``data`` (the input's storage types, which a pandas frame's or pandas-written Parquet's values
+``public-storage-schema`` (the input's storage types, declared public with ``--public-types``),
+``dp`` (decided under DP from noisy counts of the values' forms, :mod:`dp_dask.data.draft_types`)
+or ``data`` (the input's storage types, which a pandas frame's or pandas-written Parquet's values
 decide: one null turns int64 into float64). A fit of a schema with ``data`` types warns and names
 those attributes in the release's privacy metadata (:attr:`Schema.types_from_data`).
 
@@ -119,8 +120,8 @@ CLIP = "clip"  # on_unknown of an attribute with edges: beyond the bins, the nea
 NUMERIC_FORMATS = ("HHMM", "currency", "percent")
 BUILTIN_SCHEMAS = ("adult", "demo")
 TODO = "todo"  # key of a drafted attribute the user still has to fill in
-DECLARED, PUBLIC_STORAGE, FROM_DATA = "declared", "public-storage-schema", "data"
-DTYPE_SOURCES = (DECLARED, PUBLIC_STORAGE, FROM_DATA)  # an attribute's "dtype_source"
+DECLARED, PUBLIC_STORAGE, FROM_DATA, UNDER_DP = "declared", "public-storage-schema", "data", "dp"
+DTYPE_SOURCES = (DECLARED, PUBLIC_STORAGE, FROM_DATA, UNDER_DP)  # an attribute's "dtype_source"
 KINDS = ("categorical", "numeric", "boolean", "datetime")
 TRUE_VALUES = ("True", "true", "TRUE", "T", "t", "1", "yes", "Yes", "YES", "y", "Y")
 FALSE_VALUES = ("False", "false", "FALSE", "F", "f", "0", "no", "No", "NO", "n", "N")

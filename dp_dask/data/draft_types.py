@@ -1,0 +1,151 @@
+"""A drafted column's type decided under DP, unless the data owner declares the storage types
+public (``schema draft --public-types``).
+
+A pandas frame's dtypes, and the Parquet schema pandas writes, follow the values: one null turns
+an int64 column into float64, and every field is marked nullable. Read as public, such a type
+leaks that one row. So, by default, the storage type only proposes the candidates, and the draft
+decides among them from noisy counts (:func:`decide_types`):
+
+* a column stored as numbers is an integer or a float (``int64``/``float64``);
+* a column stored as text (or a CSV column, which stores no type) is text, an integer or a float:
+  searched as a number (:mod:`dp_dask.data.draft_numeric`) when its values are numbers;
+* either is nullable, with a missing bin, or never null, without one.
+
+The counts come from the draft's one pass over the data (:func:`value_forms`): per column, its
+values' forms, a histogram over :data:`FORMS` (missing: a null or a listed missing value; no
+number: a value that does not parse as one; an integer; a fraction: any other number). A replaced
+row leaves one form and enters another: L1 sensitivity 2 per column, 2K where a privacy unit
+contributes K rows. The histograms get Laplace noise (OpenDP's ``make_laplace``) at
+:data:`TYPE_SHARE` of the draft's ε, equal over the columns. A form is present only if its noisy
+count passes b·ln(1/2β), β = :data:`TYPE_MISS`, so that what the values never show is not
+invented (a count of zero passes with probability β):
+
+* **nullable** only if missing values are present: a never-null column gets no missing bin, whose
+  noisy share would put invented nulls into every release. Its rare nulls, fewer than the
+  threshold, count in a bin of its domain (the middle bin of numbers, ``other`` of text).
+* **float** only if fractions are present, else an integer (the rare fractions drawn back as
+  integers of their bin).
+* **a number**, for a column stored as text, only if numbers are present and values that are no
+  number are not (those few count as missing); otherwise text, the storage's own candidate and
+  the cautious one: a text column holds any value, and a word is never lost.
+
+The decisions are post-processing of the noisy histograms: the numeric search's cells, the text
+columns' budget floor, the output ``dtype`` and the missing bin follow them, never the storage
+dtype, and the attributes say ``"dtype_source": "dp"``. What stays read is the storage's family,
+numbers or text, as the candidates: one row does not change it in a Parquet file (pandas stores
+an integer column with a null as float64, and Arrow refuses a column of numbers and words), but a
+CSV read by pandas and written to Parquet stores a numeric column with one word as text. Its type
+is then decided among text and numbers, which finds the same number as its neighbour's wherever the
+numbers are present; declare such a column's type (a codebook, ``--dp-grid``) on a table too small
+for that.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dp_dask.data.draft_numeric import Cells, search_cells
+from dp_dask.data.schema import Attribute
+from dp_dask.privacy.noise import laplace_noise
+
+FORMS = ("missing", "no number", "integer", "fraction")
+TYPE_SHARE = 0.1  # of the draft's ε
+TYPE_MISS = 1e-4  # chance that a count of zero passes: a never-null column gets a missing bin
+SENSITIVITY = 2  # L1 of a column's forms when one row is replaced by another
+NUMBER_TYPES = {"integer": "int64", "float": "float64"}
+TEXT = "text"
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """A drafted column whose kind the type step decides: the search cells of both numeric
+    kinds, counted in the draft's pass, and whether it may be text (stored as text)."""
+
+    text: bool
+    cells: dict[str, Cells]
+
+    @staticmethod
+    def stored_as(text: bool) -> Undecided:
+        """The candidates of a column stored as text (``text``) or as numbers."""
+        return Undecided(text, {kind: search_cells(kind, None) for kind in NUMBER_TYPES})
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A column's decided type: ``kind`` text, integer or float, and whether it is nullable."""
+
+    kind: str
+    nullable: bool
+
+    @property
+    def dtype(self) -> str:
+        return NUMBER_TYPES.get(self.kind, "string")
+
+
+def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """Exact counts of one partition's values per form (:data:`FORMS`): ``missing`` per row, and
+    ``numbers`` each value parsed as a number (NaN where it is none)."""
+    number = ~missing & ~np.isnan(numbers)
+    integer = number & np.isfinite(numbers) & (np.floor(numbers) == numbers)
+    return np.array([missing.sum(), (~missing & ~number).sum(), integer.sum(),
+                     (number & ~integer).sum()], dtype=np.int64)
+
+
+def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, epsilon: float,
+                 contributions: int = 1, sampler: str,
+                 rng: np.random.Generator | None) -> tuple[dict[str, Decision], dict[str, Any]]:
+    """Each column's type from its exact ``forms`` (:func:`value_forms`, summed), under
+    ``epsilon``-DP in all (the module docstring); ``candidates``: per column an
+    :class:`Undecided`, or anything else for a column declared numeric (a public grid).
+    ``contributions``: the rows K one privacy unit holds (1: a row). Noise is drawn here, once.
+    The decisions, and the record of the mechanism with the noisy counts."""
+    columns = list(forms)
+    sensitivity = SENSITIVITY * contributions
+    scale = sensitivity * len(columns) / epsilon  # ε / len(columns) per column
+    noisy = laplace_noise(np.concatenate([forms[c] for c in columns]), scale,
+                          sensitivity=sensitivity * len(columns), sampler=sampler,
+                          rng=rng).reshape(len(columns), len(FORMS))
+    threshold = scale * math.log(1.0 / (2.0 * TYPE_MISS))
+    decisions: dict[str, Decision] = {}
+    for column, row in zip(columns, noisy):
+        missing, no_number, integer, fraction = row > threshold  # present
+        grid = candidates[column]
+        text = isinstance(grid, Undecided) and grid.text and (no_number or not (integer or
+                                                                                 fraction))
+        decisions[column] = Decision(TEXT if text else "float" if fraction else "integer",
+                                     bool(missing))
+    record = {
+        "mechanism": "laplace histogram of value forms", "forms": list(FORMS),
+        "epsilon": epsilon, "epsilon_each": epsilon / len(columns),
+        "sensitivity": f"L1 {sensitivity} per column (replace one row"
+                       + (f", {contributions} rows per unit" if contributions > 1 else "") + ")",
+        "scale": scale, "threshold": threshold, "miss": TYPE_MISS,
+        "rule": ("a form is present if its noisy count passes the threshold; nullable if "
+                 "missing values are, float if fractions are (else integer); a column stored as "
+                 "text is a number if numbers are present and values that are no number are not "
+                 "(else text); a column stored as numbers is one"),
+        "noisy": {c: dict(zip(FORMS, (round(float(v)) for v in row)))
+                  for c, row in zip(columns, noisy)},
+        "decided": {c: {"dtype": d.dtype, "nullable": d.nullable} for c, d in decisions.items()},
+        "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
+    return decisions, record
+
+
+def never_null(spec: dict[str, Any]) -> dict[str, Any]:
+    """The drafted attribute without its missing bin: a missing value (one of fewer than the
+    threshold's) counts in its ``other`` bin (text) or its middle bin (numbers), so the release's
+    column holds no null."""
+    if spec.get("on_missing") not in spec.get("extra", ()):
+        return spec
+    extra = [label for label in spec["extra"] if label != spec["on_missing"]]
+    kept = {k: v for k, v in spec.items() if k not in ("extra", "on_missing")}
+    kept = {**kept, "extra": extra} if extra else kept
+    if spec.get("on_unknown") in extra:
+        return {**kept, "on_missing": spec["on_unknown"]}
+    attribute = Attribute.from_json(kept)
+    return {**kept, "on_missing": attribute.labels[(attribute.bins - 1) // 2]}
+
