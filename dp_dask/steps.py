@@ -97,9 +97,10 @@ def evaluate_step(data: str, release: str | Path, schema: str | Path | Schema,
                   out: str | Path, *, q3_sample: int | None = DEFAULT_Q3_SAMPLE,
                   scheduler: str | None = None,
                   storage_options: dict[str, Any] | None = None) -> dict[str, str]:
-    """The data owner's (α, β) tables, value metrics and HTML report of the release, written
-    to ``out`` (not differentially private; refused inside the release directory, and in an object
-    store). ``data`` and ``release`` may be URLs (a release read once its record checks out)."""
+    """The data owner's (α, β) tables, value metrics, columns and HTML report of the release,
+    written to ``out`` (not differentially private; refused inside the release directory, and in
+    an object store). ``data`` and ``release`` may be URLs (a release read once its record checks
+    out)."""
     out = local_only(out, "the evaluation's output")
     schema = load_schema(schema)
     with dask_client(scheduler, quiet=True):

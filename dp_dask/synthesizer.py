@@ -350,6 +350,9 @@ class Synthesizer:
             "versions": library_versions(),
         }
         self.model_ = self._fit_counts(exact, n_rows, metadata)  # exact counts end here
+        noise = self.model_.metadata.get("quality", {}).get("noise")
+        if noise:  # a figure of noisy counts only (dp_dask.postprocess.noise_level)
+            warnings.warn(noise["warning"], DpDaskWarning, stacklevel=3)
 
     def _choose_max_rows(self, ddf: dd.DataFrame) -> tuple[int | None, dict[str, Any] | None]:
         """This fit's K and the record of its choice: the K given (no record; None without a

@@ -24,7 +24,9 @@ from dp_dask.privacy.labels import OWNER_ONLY
 
 ATTRIBUTES = 4  # SMALL_SCHEMA: colour, size, flag, city
 VALUE_COLUMNS = 1  # size: numeric, decoded to values (one histogram; Spearman needs two)
-FIGURES = 1 + ATTRIBUTES + VALUE_COLUMNS  # the heatmap pair, one bar chart per attribute, ...
+# the heatmap pair, one bar chart per attribute, a histogram of each value column's raw values
+# (columns) and one of its values in the bins (values)
+FIGURES = 1 + ATTRIBUTES + 2 * VALUE_COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,7 @@ def test_report_holds_figures_tables_and_privacy_parameters(evaluated):
     for name in ("colour", "size", "flag", "city"):
         assert f'alt="{name}: real vs synthetic shares"' in page
     assert 'alt="size: real vs synthetic values"' in page  # the value section
+    assert 'alt="size: raw values, real vs synthetic"' in page  # the columns section
     assert "Spearman's ρ needs two value columns" in page
     metrics = pd.read_csv(evaluated / "values.csv", comment="#")
     assert list(metrics["column"]) == ["size"]
@@ -143,7 +146,9 @@ def test_browser_renders_figures_and_tables(evaluated, tmp_path):
     assert len(result["images"]) == FIGURES
     assert all(complete and width > 100 and height > 100
                for complete, width, height in result["images"])
-    assert result["tables"] == 6  # privacy, distances, (α, β), shares, values, quantiles
+    # privacy (ε; fields), columns (per column; quantiles), distances, (α, β), shares, values
+    # (distances; quantiles)
+    assert result["tables"] == 9
     assert result["values"] == ["size: real vs synthetic values"]  # rendered after its heading
     assert result["rows"] > 20
     assert OWNER_ONLY in result["owner"].lower()

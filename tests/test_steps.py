@@ -39,8 +39,9 @@ def test_fit_sample_evaluate_with_a_retried_fit(client, data, tmp_path):
     report = evaluate_step(str(data), run / "release", SMALL_SCHEMA_PATH, run / "evaluation",
                            q3_sample=20, scheduler=client.scheduler.address)
     assert OWNER_ONLY in Path(report["html"]).read_text().lower()
-    # a typed release: the value metrics too
-    assert set(report) == {"csv", "json", "md", "values_csv", "values_json", "values_md", "html"}
+    # a typed release: the value metrics too; every release: the columns
+    assert set(report) == {"csv", "json", "md", "values_csv", "values_json", "values_md",
+                           "columns", "html"}
 
 
 def test_steps_to_object_storage_with_a_retried_fit(client, data, tmp_path, s3_options):

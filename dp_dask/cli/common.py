@@ -60,7 +60,13 @@ def flag_parameters(args: Options) -> dict[str, Any]:
 
 def report(synthesizer: Synthesizer, paths: dict[str, Path]) -> None:
     """What a fit or release printed: its privacy, its ledger entry, its stages and paths."""
-    print(describe(synthesizer.model.metadata["privacy"]) + f"; method {synthesizer.name}")
+    metadata = synthesizer.model.metadata
+    print(describe(metadata["privacy"]) + f"; method {synthesizer.name}")
+    noise = metadata.get("quality", {}).get("noise")
+    if noise:  # warned at the fit too; recorded in metadata.json
+        print(f"    noise: σ / mean noisy cell count = {noise['ratio']:.3g} over the "
+              f"{noise['tables']} tables (σ {noise['sigma']:.3g}, mean cell "
+              f"{noise['mean_cell']:.3g}; from {noise['warn_at']:g}: mostly noise)")
     entry = synthesizer.ledger_entry_
     if synthesizer.ledger is not None and entry is not None:
         if synthesizer.reused_:

@@ -27,8 +27,10 @@ from dp_dask.synthesizer import DEFAULT_DELTA
 def add_arguments(commands: argparse._SubParsersAction) -> None:
     evaluate = commands.add_parser(
         "evaluate", help="(α, β) errors of a release's 1-/2-/3-way counting queries, "
-        "its values' distances (KS, W1, quantiles, Spearman) to the real columns, and its "
-        "rows breaking each of the schema's constraints")
+        "each raw column against the released one (KS or TVD of the raw values, quantiles, "
+        "out-of-range and invented-null shares, lost levels, Arrow types), its values' "
+        "distances (KS, W1, quantiles, Spearman) to the real columns, and its rows breaking "
+        "each of the schema's constraints")
     evaluation_options(evaluate)
     evaluate.add_argument("--synthetic", required=True,
                           help="decoded synthetic table (typed values or schema labels) or "
@@ -37,7 +39,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     storage_options(evaluate)
     evaluate.add_argument("--out", type=Path, default=None,
                           help="directory for alpha-beta.{md,csv,json}, values.{md,csv,json} "
-                          "(typed releases) and report.html, the data owner's HTML report "
+                          "(typed releases), columns.csv and report.html, the data owner's "
+                          "HTML report "
                           "(default: print only)")
     evaluate.add_argument("--workload", type=workload_groups, default=None, metavar="GROUPS",
                           help="also report these column groups' marginals apart (as synth's "
@@ -83,6 +86,7 @@ def preflight(args: argparse.Namespace) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
+    from dp_dask.evaluate.columns import columns_markdown, compare_columns
     from dp_dask.evaluate.html import write_evaluation  # scipy.stats: ~1 s to import
     from dp_dask.evaluate.values import compare_values, summary_markdown
 
@@ -105,16 +109,19 @@ def run_evaluate(args: argparse.Namespace) -> None:
                                              q3_sample=args.q3_sample, seed=args.seed,
                                              force=args.force, tasks=tasks)
         records, workload, values = comparison.records, comparison.workload, comparison.values
-        constraints = comparison.constraints
+        constraints, columns = comparison.constraints, comparison.columns
     else:
         synthetic = pinned_table(synthetic)  # both reads see one version of a release
         records, workload = evaluate_release(data, synthetic, schema,
                                              q3_sample=args.q3_sample, seed=args.seed)
         values = compare_values(data, synthetic, schema, seed=args.seed)
+        columns = compare_columns(data, synthetic, schema, seed=args.seed)
         constraints = (constraint_violations(synthetic, schema) if schema.constraints
                        else None)
     print(f"Q3: {workload.describe()}")
     print(markdown_table(wide_table(records, ["workload", "queries"])))
+    print("\ncolumns (each raw column against the released one):")
+    print(columns_markdown(columns), end="")
     if values is not None:
         print(f"\nvalues ({values.sample}):")
         print(summary_markdown(values), end="")

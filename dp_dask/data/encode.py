@@ -235,10 +235,13 @@ def domain_codes(values: pd.Series, attribute: Attribute) -> tuple[np.ndarray, n
     return codes, missing
 
 
-def domain_values(values: pd.Series, attribute: Attribute) -> np.ndarray:
+def domain_values(values: pd.Series, attribute: Attribute, *,
+                  keep_outside: bool = False) -> np.ndarray:
     """A numeric or datetime ``year`` column's values as the encoder reads them, float64 (a
     time as a decimal year: 2000.5 is mid-2000), NaN where the value is missing or outside the
-    attribute's bins (where ``on_missing``/``on_unknown`` decide its bin, not its value)."""
+    attribute's bins (where ``on_missing``/``on_unknown`` decide its bin, not its value);
+    ``keep_outside``: a finite number beyond the bins keeps its value (the raw column, as it
+    is; an infinity is still NaN)."""
     if attribute.kind == "datetime" and attribute.unit == "year":
         stamps = _timestamps(values, attribute)
         numbers, codes = _decimal_years(stamps), _bin_codes(_years(stamps), attribute.edges)
@@ -247,7 +250,8 @@ def domain_values(values: pd.Series, attribute: Attribute) -> np.ndarray:
         codes = _bin_codes(numbers, attribute.edges)
     else:
         raise ValueError(f"attribute {attribute.name!r} ({attribute.kind}) has no numeric values")
-    return np.where((codes < 0) | _missing(values, attribute), np.nan, numbers)
+    outside = ~np.isfinite(numbers) if keep_outside else codes < 0
+    return np.where(outside | _missing(values, attribute), np.nan, numbers)
 
 
 def encode_column(values: pd.Series, attribute: Attribute) -> np.ndarray:

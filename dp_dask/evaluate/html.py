@@ -1,15 +1,18 @@
 """The data owner's HTML report of a release against the raw data: what ``dp-dask evaluate`` writes.
 
 One self-contained file (figures embedded as base64 PNG, so it can be mailed or opened from a
-bucket): per-attribute real-vs-synthetic bars, a pair of attribute-association heatmaps (real,
-synthetic), the (α, β) tables, marginal distances, the value metrics of a typed release
-(:mod:`dp_dask.evaluate.values`: per numeric column a histogram of values, real and synthetic, KS,
-W1, moments and quantiles, and Spearman heatmaps), and the privacy parameters the release's
-``metadata.json`` records.
+bucket): the privacy parameters the release's ``metadata.json`` records (its ε beside the ε
+spent drafting its schema), each raw column against the released one (:mod:`.columns`: KS or
+TVD on the raw values, histograms and quantiles, out-of-range and invented-null shares, lost
+levels, Arrow types), per-attribute real-vs-synthetic bars, a pair of attribute-association
+heatmaps (real, synthetic), the (α, β) tables, marginal distances, and the value metrics of a
+typed release (:mod:`dp_dask.evaluate.values`: per numeric column a histogram of its in-domain
+values, real and synthetic, KS, W1, moments and quantiles, and Spearman heatmaps).
 
-PRIVACY: the figures and tables are exact functions of the raw data (shares and associations,
-never counts). The page says "not differentially private — for the data owner only" at its top
-and on every figure, and is never written inside a release directory unless forced.
+PRIVACY: the figures and tables are exact functions of the raw data (shares, associations,
+quantiles and the texts of lost levels, never counts). The page says "not differentially
+private — for the data owner only" at its top and on every figure, and is never written inside
+a release directory unless forced.
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ from scipy.stats.contingency import association
 from dp_dask.data.counts import attribute_pairs
 from dp_dask.data.io import TableSource, join, read_bytes, write_json
 from dp_dask.data.schema import Schema
+from dp_dask.evaluate.columns import (
+    LOST_SHARE,
+    RAW_TAILS,
+    ColumnComparison,
+    compare_columns,
+    display_table,
+)
 from dp_dask.evaluate.constraints import constraint_violations
 from dp_dask.evaluate.queries import (
     DEFAULT_Q3_SAMPLE,
@@ -38,20 +48,28 @@ from dp_dask.evaluate.queries import (
     compare_release,
     marginal_distances,
 )
-from dp_dask.evaluate.tables import check_outside_release, wide_table, write_tables
+from dp_dask.evaluate.tables import (
+    check_outside_release,
+    wide_table,
+    write_owner_csv,
+    write_tables,
+)
 from dp_dask.evaluate.tasks import tasks_tables
 from dp_dask.evaluate.values import (
     ValueComparison,
     compare_values,
     summary_tables,
-    weighted_quantiles,
+    value_histogram,
     write_values,
 )
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import ReleaseError, pinned_table, release_version
 
 REPORT_NAME = "report.html"
+RAW_ALT = "raw values, real vs synthetic"  # the columns section's histograms
+VALUE_TAILS = 0.005  # the value histograms show the central 99 % of either side
 TASKS_NAME = "tasks.json"
+COLUMNS_NAME = "columns.csv"
 _PRIVACY_FIELDS = ("differentially_private", "label", "epsilon", "delta", "mechanism",
                    "accountant", "rho", "k", "budget_split", "noise_sampler", "neighbouring",
                    "privacy_unit", "post_processing", "reason")
@@ -147,36 +165,29 @@ def _heatmap_figure(real: pd.DataFrame, synthetic: pd.DataFrame, measure: str = 
     return _png(figure, f"{measure} heatmaps, real and synthetic")
 
 
-def _value_histograms(values: ValueComparison) -> list[str]:
-    """Per value column, real and synthetic values overlaid (density; the central 99 % of
-    either, so that a far tail does not flatten the rest)."""
+def _value_histograms(values: ValueComparison, tails: float = VALUE_TAILS,
+                      alt: str = "real vs synthetic values") -> list[str]:
+    """Per value column, the density of real and synthetic values on their common bins
+    (:func:`~dp_dask.evaluate.values.value_histogram`, the central 1 − 2·``tails`` of either)."""
     from matplotlib.figure import Figure
 
     images = []
     for name, real in values.real.items():
         synthetic = values.synthetic[name]
-        present = [d for d in (real, synthetic) if len(d.values)]
-        if not present:
+        if not (len(real.values) or len(synthetic.values)):
             continue
-        ends = np.array([weighted_quantiles(d.values, d.weights, (0.005, 0.995))
-                         for d in present])
-        low, high = ends[:, 0].min(), ends[:, 1].max()
-        integral = all(np.array_equal(d.values, np.round(d.values)) for d in present)
-        if integral and high - low <= 100:  # one bar per integer
-            bins = np.arange(np.floor(low) - 0.5, np.ceil(high) + 1.5)
-        else:
-            bins = np.linspace(low, high if high > low else low + 1, 51)
+        bins = value_histogram(real, synthetic, tails)
+        edges = np.append(bins["low"].to_numpy(), bins["high"].iloc[-1])
+        width = (bins["high"] - bins["low"]).to_numpy()
         figure = Figure(figsize=(5.0, 3.2), layout="constrained")
         axes = figure.subplots()
-        for label, d, style in (("real", real, {"histtype": "stepfilled", "alpha": 0.5,
-                                                "color": "#4c72b0"}),
-                                ("synthetic", synthetic, {"histtype": "step", "linewidth": 1.5,
+        for label, d, style in (("real", real, {"fill": True, "alpha": 0.5, "color": "#4c72b0"}),
+                                ("synthetic", synthetic, {"linewidth": 1.5,
                                                           "color": "#dd8452"})):
             if len(d.values):
-                axes.hist(d.values, bins=bins, weights=d.weights, density=True, label=label,
-                          **style)
+                axes.stairs(bins[label].to_numpy() / width, edges, label=label, **style)
         _finish(axes, name, "density")
-        images.append(_png(figure, f"{name}: real vs synthetic values"))
+        images.append(_png(figure, f"{name}: {alt}"))
     return images
 
 
@@ -197,7 +208,24 @@ def _privacy_section(metadata: dict[str, Any] | None) -> str:
     frame = pd.DataFrame(rows, columns=["field", "value"]).astype(str)
     verdict = ("differentially private release" if privacy.get("differentially_private")
                else "NOT a differentially private release")
-    return f"<p><strong>{html.escape(verdict)}</strong> (from metadata.json)</p>" + _table(frame)
+    return (f"<p><strong>{html.escape(verdict)}</strong> (from metadata.json)</p>"
+            + _table(epsilon_table(privacy)) + _table(frame))
+
+
+def epsilon_table(privacy: dict[str, Any]) -> pd.DataFrame:
+    """The ε and δ of the release beside those spent drafting its schema from the same data
+    (the privacy record's ``schema_drafted_under_dp``), and their sum."""
+    rows = [("this release", privacy.get("epsilon"), privacy.get("delta"))]
+    drafted = privacy.get("schema_drafted_under_dp")
+    if drafted:
+        together = drafted.get("with_this_release", {})
+        rows += [("drafting its schema (under DP)", drafted.get("epsilon"), drafted.get("delta")),
+                 (f"together, {together.get('composition', 'basic composition')}",
+                  together.get("epsilon"), together.get("delta"))]
+    else:
+        rows.append(("drafting its schema", "none recorded: not drafted from the data under DP",
+                     ""))
+    return pd.DataFrame(rows, columns=["ε spent by", "ε", "δ"]).astype(str)
 
 
 _STYLE = """
@@ -232,6 +260,29 @@ def _values_section(values: ValueComparison, plots: bool) -> str:
     return text
 
 
+def _columns_section(columns: ColumnComparison, plots: bool) -> str:
+    """Per input column, its raw values against the release's (:mod:`.columns`)."""
+    text = ('<h2 id="columns">Columns</h2><p>Each input column against its released column, '
+            "on the raw values rather than the schema's bins: KS of every value of a numeric "
+            "column (those beyond the bins too), TVD of the shares of a text column's values, "
+            "the share of synthetic values outside the real [min, max], the shares of nulls in "
+            "and out (invented: out − in), the levels holding at least "
+            f"{LOST_SHARE:.0%} of the real rows that no released row holds (lost: merged into "
+            "another bin such as <code>other</code>), and the Arrow types in and out.</p>"
+            + _table(display_table(columns)))
+    if len(columns.lost):
+        text += ("<p>Lost levels, by their share of the real rows:</p>"
+                 + _table(columns.lost, "{:.4f}"))
+    if columns.values is None:
+        return text
+    text += ("<p>Quantiles of every value, real and synthetic (a datetime column by its year, "
+             "in decimal years):</p>" + _table(columns.quantiles(), "{:.6g}"))
+    if plots:
+        text += ('<div class="figures">'
+                 + "".join(_value_histograms(columns.values, RAW_TAILS, RAW_ALT)) + "</div>")
+    return text
+
+
 def _tasks_section(tasks: dict[str, Any]) -> str:
     """The downstream task and the quality scores (:mod:`dp_dask.evaluate.tasks`)."""
     tables = tasks_tables(tasks)
@@ -253,6 +304,9 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
     """The report as one HTML document (figures only when matplotlib is installed);
     ``tasks``: the downstream task and quality scores, when evaluated."""
     sections = [f"<h2>Privacy parameters of the release</h2>{_privacy_section(metadata)}"]
+    plots = importlib.util.find_spec("matplotlib") is not None
+    if comparison.columns is not None:
+        sections.append(_columns_section(comparison.columns, plots))
     distances = pd.DataFrame([marginal_distances(comparison.real_counts,
                                                  comparison.synthetic_counts, schema)])
     sections.append("<h2>Marginal distances</h2><p>Total variation distance between the real "
@@ -266,7 +320,6 @@ def render_html(comparison: Comparison, schema: Schema, *, synthetic_name: str,
     shares = attribute_shares(comparison, schema)
     real_v = associations(comparison.real_counts, schema)
     synthetic_v = associations(comparison.synthetic_counts, schema)
-    plots = importlib.util.find_spec("matplotlib") is not None
     if not plots:
         heatmap = bars = ("<p>Figures skipped: matplotlib is not installed "
                           "(<code>pip install 'dp-dask[plots]'</code>).</p>")
@@ -303,10 +356,12 @@ def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
                      tasks: dict[str, Any] | None = None) -> tuple[Comparison, dict[str, Path]]:
     """Evaluate ``synthetic`` against ``data`` and write ``alpha-beta.{csv,json,md}``,
     ``values.{csv,json,md}`` (when a column holds values: :mod:`dp_dask.evaluate.values`, also
-    in the returned comparison's ``values``), ``constraints.json`` (when the schema declares
-    some: :mod:`dp_dask.evaluate.constraints`), ``tasks.json`` (``tasks``: the downstream task and
-    quality scores of :func:`~dp_dask.evaluate.tasks.evaluate_tasks`, when given) and
-    ``report.html`` under ``out`` (refused inside a release directory unless ``force``).
+    in the returned comparison's ``values``), ``columns.csv`` (each raw column against the
+    release's: :mod:`dp_dask.evaluate.columns`, also the comparison's ``columns``),
+    ``constraints.json`` (when the schema declares some: :mod:`dp_dask.evaluate.constraints`),
+    ``tasks.json`` (``tasks``: the downstream task and quality scores of
+    :func:`~dp_dask.evaluate.tasks.evaluate_tasks`, when given) and ``report.html`` under
+    ``out`` (refused inside a release directory unless ``force``).
     ``seed``: of the Q3 sample and the value sample."""
     out = Path(out)
     check_outside_release(out, force)  # before reading anything
@@ -314,10 +369,15 @@ def write_evaluation(data: TableSource, synthetic: TableSource, schema: Schema,
     synthetic = pinned_table(synthetic)  # every read below sees one version of a release
     comparison = dataclasses.replace(
         compare_release(data, synthetic, schema, q3_sample=q3_sample, seed=seed),
-        values=compare_values(data, synthetic, schema, seed=seed))
+        values=compare_values(data, synthetic, schema, seed=seed),
+        columns=compare_columns(data, synthetic, schema, seed=seed))
     paths = write_tables(comparison.records, out, "alpha-beta", "(α, β) errors of a release",
                          f"Synthetic: {name}. Q3: {comparison.workload.describe()}.",
                          force=force)
+    table = comparison.columns.table
+    paths["columns"] = write_owner_csv(
+        table.assign(levels_lost=table["levels_lost"].map("; ".join)).reset_index(),
+        out / COLUMNS_NAME)
     if comparison.values is not None:
         paths |= write_values(comparison.values, out, f"Values of a release ({name})")
     if schema.constraints:

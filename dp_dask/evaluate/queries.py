@@ -49,6 +49,7 @@ from dp_dask.data.values import labels_of_release
 from dp_dask.release import checked_table
 
 if TYPE_CHECKING:  # values.py imports this module
+    from dp_dask.evaluate.columns import ColumnComparison
     from dp_dask.evaluate.values import ValueComparison
 
 BETAS = (0.95, 0.99, 1.0)
@@ -481,7 +482,8 @@ def error_records(method: str, true: Answers, released: Answers, correlations: n
 @dataclass(frozen=True)
 class Comparison:
     """A synthetic table against the raw data: (α, β) records and both d×d count matrices,
-    and the value metrics where :func:`~dp_dask.evaluate.html.write_evaluation` added them.
+    and the value metrics and per-column comparison where
+    :func:`~dp_dask.evaluate.html.write_evaluation` added them.
 
     The counts stay in memory for the data owner's report (proportions and correlations drawn
     from them); they are never written.
@@ -492,6 +494,7 @@ class Comparison:
     real_counts: np.ndarray
     synthetic_counts: np.ndarray
     values: ValueComparison | None = None
+    columns: ColumnComparison | None = None  # the raw columns against the release's
     # per declared constraint, the release's rows breaking it (dp_dask.evaluate.constraints)
     constraints: pd.DataFrame | None = None
 

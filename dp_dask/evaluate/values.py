@@ -68,6 +68,7 @@ class Sketch:
     sample: np.ndarray  # (k, c) float64 values of the sampled rows, NaN where none
     histograms: tuple[tuple[np.ndarray, np.ndarray] | None, ...]  # distinct values, counts
     moments: np.ndarray  # (c, 3): count, mean, sum of squared deviations
+    extremes: np.ndarray  # (c, 2): the least and the greatest value (inf, -inf: none)
     rows: int
 
 
@@ -78,6 +79,12 @@ def _moments(values: np.ndarray) -> np.ndarray:
                      where=count > 0)
     squares = np.nansum((values - mean) ** 2, axis=0)
     return np.stack([count, mean, squares], axis=1)
+
+
+def _extremes(values: np.ndarray) -> np.ndarray:
+    present = ~np.isnan(values)
+    return np.stack([np.min(values, axis=0, initial=np.inf, where=present),
+                     np.max(values, axis=0, initial=-np.inf, where=present)], axis=1)
 
 
 def _merge_moments(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -103,14 +110,16 @@ def _bottom(keys: np.ndarray, sample: np.ndarray, limit: int) -> tuple[np.ndarra
 
 def sketch_partition(frame: pd.DataFrame, attributes: tuple[Attribute, ...],
                      seed: np.random.SeedSequence, sample_rows: int,
-                     histogram_values: int) -> Sketch:
-    """Chunk step: one partition's values (:func:`domain_values`), summarised."""
-    values = np.column_stack([domain_values(frame[a.read_column(frame.columns)], a)
+                     histogram_values: int, keep_outside: bool = False) -> Sketch:
+    """Chunk step: one partition's values (:func:`domain_values`, with ``keep_outside``),
+    summarised."""
+    values = np.column_stack([domain_values(frame[a.read_column(frame.columns)], a,
+                                            keep_outside=keep_outside)
                               for a in attributes]
                              ).reshape(len(frame), len(attributes))
     keys, sample = _bottom(np.random.default_rng(seed).random(len(frame)), values, sample_rows)
     return Sketch(keys, sample, tuple(_histogram(column, histogram_values) for column in values.T),
-                  _moments(values), len(frame))
+                  _moments(values), _extremes(values), len(frame))
 
 
 def _merge_histograms(parts: list[tuple[np.ndarray, np.ndarray] | None],
@@ -129,19 +138,33 @@ def merge_sketches(parts: list[Sketch], sample_rows: int, histogram_values: int)
     histograms = tuple(_merge_histograms([p.histograms[j] for p in parts], histogram_values)
                        for j in range(len(parts[0].histograms)))
     moments = functools.reduce(_merge_moments, [p.moments for p in parts])
-    return Sketch(keys, sample, histograms, moments, sum(p.rows for p in parts))
+    extremes = np.stack([np.min([p.extremes[:, 0] for p in parts], axis=0),
+                         np.max([p.extremes[:, 1] for p in parts], axis=0)], axis=1)
+    return Sketch(keys, sample, histograms, moments, extremes, sum(p.rows for p in parts))
 
 
 def sketch_graph(ddf: dd.DataFrame, attributes: tuple[Attribute, ...], seed: int, side: int, *,
                  sample_rows: int = SAMPLE_ROWS, histogram_values: int = HISTOGRAM_VALUES,
-                 split_every: int = 8) -> Delayed:
-    """Lazy :class:`Sketch` of a table's value columns; partition p samples with its own child
-    (``side``, p) of ``seed``, so the sample depends on the seed and the partitioning only."""
+                 split_every: int = 8, keep_outside: bool = False) -> Delayed:
+    """Lazy :class:`Sketch` of a table's value columns (:func:`sketch_parts` of its
+    partitions)."""
     columns = list(dict.fromkeys(a.read_column(ddf.columns) for a in attributes))
-    parts = ddf[columns].to_delayed()  # a recombined timestamp: one column, several features
+    # a recombined timestamp: one column, several features
+    return sketch_parts(ddf[columns].to_delayed(), attributes, seed, side,
+                        sample_rows=sample_rows, histogram_values=histogram_values,
+                        split_every=split_every, keep_outside=keep_outside)
+
+
+def sketch_parts(parts: list[Delayed], attributes: tuple[Attribute, ...], seed: int, side: int,
+                 *, sample_rows: int = SAMPLE_ROWS, histogram_values: int = HISTOGRAM_VALUES,
+                 split_every: int = 8, keep_outside: bool = False) -> Delayed:
+    """Lazy :class:`Sketch` of the value columns of a table's partitions ``parts`` (frames
+    holding at least those columns); partition p samples with its own child (``side``, p) of
+    ``seed``, so the sample depends on the seed and the partitioning only. ``keep_outside``:
+    values beyond the schema's bins are kept (:func:`domain_values`)."""
     chunks = [dask.delayed(sketch_partition)(
         part, attributes, np.random.SeedSequence(seed, spawn_key=(side, p)), sample_rows,
-        histogram_values) for p, part in enumerate(parts)]
+        histogram_values, keep_outside) for p, part in enumerate(parts)]
     return tree_sum(chunks, split_every=split_every,
                     combine=functools.partial(merge_sketches, sample_rows=sample_rows,
                                               histogram_values=histogram_values))
@@ -193,6 +216,29 @@ def weighted_quantiles(values: np.ndarray, weights: np.ndarray,
     return low + (position - below) * (high - low)
 
 
+def common_bins(distributions: list[Distribution], tails: float) -> np.ndarray:
+    """Bin edges shared by ``distributions`` (one at least holding values), over the central
+    1 − 2·``tails`` of each (0: their whole range) so that a far tail does not flatten the
+    rest: one bin per integer where every value is an integer and the span at most 100, else
+    50 equal bins."""
+    present = [d for d in distributions if len(d.values)]
+    ends = np.array([weighted_quantiles(d.values, d.weights, (tails, 1 - tails))
+                     for d in present])
+    low, high = ends[:, 0].min(), ends[:, 1].max()
+    if all(np.array_equal(d.values, np.round(d.values)) for d in present) and high - low <= 100:
+        return np.arange(np.floor(low) - 0.5, np.ceil(high) + 1.5)
+    return np.linspace(low, high if high > low else low + 1, 51)
+
+
+def value_histogram(real: Distribution, synthetic: Distribution, tails: float) -> pd.DataFrame:
+    """The share of each side's values in each of their :func:`common_bins` (``low`` to
+    ``high``): one row per bin; a value beyond the bins is in none."""
+    edges = common_bins([real, synthetic], tails)
+    shares = {side: np.histogram(d.values, edges, weights=d.weights)[0] / max(d.weights.sum(), 1)
+              for side, d in (("real", real), ("synthetic", synthetic))}
+    return pd.DataFrame({"low": edges[:-1], "high": edges[1:]} | shares)
+
+
 def _column_metrics(real: Distribution, synthetic: Distribution,
                     moments: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
     (n_real, mean_real, squares_real), (n_synthetic, mean_synthetic, squares_synthetic) = moments
@@ -228,6 +274,8 @@ class ValueComparison:
     spearman_real: pd.DataFrame
     spearman_synthetic: pd.DataFrame
     sample: str  # how the sample was drawn
+    rows: tuple[int, int]  # rows of the real and of the synthetic table
+    real_range: dict[str, tuple[float, float]]  # each column's least and greatest real value
 
     @property
     def spearman_max_difference(self) -> float:
@@ -237,27 +285,42 @@ class ValueComparison:
         return float(np.nanmax(difference[off])) if off.any() else float("nan")
 
 
+def value_attributes(schema: Schema, released: dd.DataFrame) -> tuple[Attribute, ...]:
+    """The attributes whose column of the decoded table ``released`` holds values."""
+    return tuple(a for a in schema.attributes
+                 if holds_values(a, released.dtypes[a.read_column(released.columns)]))
+
+
 def compare_values(data: TableSource, synthetic: TableSource, schema: Schema, *,
                    seed: int = 0, sample_rows: int = SAMPLE_ROWS,
-                   histogram_values: int = HISTOGRAM_VALUES) -> ValueComparison | None:
+                   histogram_values: int = HISTOGRAM_VALUES,
+                   keep_outside: bool = False) -> ValueComparison | None:
     """Value metrics of a decoded synthetic table against the raw data; None when no column
     holds values (a label release). One pass over each table, both computed together.
 
     ``metrics`` columns: ``column``, ``kind`` (numeric, year), ``real values`` and ``synthetic
     values`` (values counted: missing and out-of-domain ones are left out), ``computed on``
     (all values, or the sample), ``KS``, ``W1``, ``mean``/``std`` (population) real and
-    synthetic, and the quantiles ``q1% real`` ... ``q99% synthetic``.
+    synthetic, and the quantiles ``q1% real`` ... ``q99% synthetic``. ``keep_outside``: values
+    beyond the schema's bins are counted too, as they are (:mod:`dp_dask.evaluate.columns`).
     """
     if isinstance(synthetic, str | Path):
         synthetic = checked_table(synthetic)
     released = read_table(synthetic, schema)
-    attributes = tuple(a for a in schema.attributes
-                       if holds_values(a, released.dtypes[a.read_column(released.columns)]))
+    attributes = value_attributes(schema, released)
     if not attributes:
         return None
-    options = {"sample_rows": sample_rows, "histogram_values": histogram_values}
+    options = {"sample_rows": sample_rows, "histogram_values": histogram_values,
+               "keep_outside": keep_outside}
     real, fake = compute(sketch_graph(read_table(data, schema), attributes, seed, REAL, **options),
                          sketch_graph(released, attributes, seed, SYNTHETIC, **options))
+    return value_comparison(attributes, real, fake, seed=seed, sample_rows=sample_rows)
+
+
+def value_comparison(attributes: tuple[Attribute, ...], real: Sketch, fake: Sketch, *,
+                     seed: int, sample_rows: int) -> ValueComparison:
+    """The :class:`ValueComparison` of the two tables' sketches (:func:`sketch_graph` of
+    ``attributes`` with ``seed`` and ``sample_rows``)."""
     names = [a.name for a in attributes]
     distributions = [{name: Distribution.of(sketch, j) for j, name in enumerate(names)}
                      for sketch in (real, fake)]
@@ -272,8 +335,10 @@ def compare_values(data: TableSource, synthetic: TableSource, schema: Schema, *,
     sample = (f"seeded uniform sample of at most {sample_rows:,} rows of each table (seed "
               f"{seed}): {len(real.keys):,} of {real.rows:,} real, {len(fake.keys):,} of "
               f"{fake.rows:,} synthetic")
+    real_range = {name: (float(low), float(high))
+                  for name, (low, high) in zip(names, real.extremes)}
     return ValueComparison(pd.DataFrame(rows), *distributions, spearman(real, names),
-                           spearman(fake, names), sample)
+                           spearman(fake, names), sample, (real.rows, fake.rows), real_range)
 
 
 def value_metrics(data: TableSource, synthetic: TableSource, schema: Schema, *,

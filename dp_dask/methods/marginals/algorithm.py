@@ -8,7 +8,10 @@
                      the histograms measured again and a spanning tree of pairs chosen under DP
     measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
     refine_tree      (a tree) a few more tables, chosen against the tree's model
-    n                under add/remove neighbours the noisy n replaces the exact one from here on
+    n                the noisy n (under add/remove neighbours it replaces the exact one from
+                     here on) and the noise against it, the tables' σ against their mean noisy
+                     cell count, recorded and warned where comparable
+                     (:mod:`dp_dask.postprocess.noise_level`)
     rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
                      most wrong, measure it, refit
     record           the metadata's privacy record, from the :class:`~.plan.BudgetPlan`
@@ -53,6 +56,7 @@ from dp_dask.methods.marginals.model import MarginalModel, fit_marginals, projec
 from dp_dask.methods.marginals.plan import BudgetPlan
 from dp_dask.methods.marginals.select_pairs import TreeChoice
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
+from dp_dask.postprocess.noise_level import noise_record
 from dp_dask.postprocess.tree import spanning_tree
 from dp_dask.privacy.accounting import table_sensitivity
 from dp_dask.timing import timed
@@ -88,8 +92,9 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
                            measurer.sensitivity, n_rows, metadata)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
+    noisy_rows = estimated_rows(measured)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
-        n_rows = metadata["n_rows"] = estimated_rows(measured)
+        n_rows = metadata["n_rows"] = noisy_rows
     rounds: dict[str, Any] = {}
     if plan.rounds.rounds:
         with timed(method.timings_, "adaptive_rounds"):
@@ -98,6 +103,7 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     cliques = ({"selection": "none: with adaptive rounds cliques='auto' releases as 'pairs'"}
                if rounds and method.config.cliques == "auto" else {})
     metadata |= release_record(method, plan, k, tree, fine, rounds, cliques)
+    metadata |= noise_record([m for m in measured if len(m.attributes) > 1], noisy_rows)
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
@@ -112,10 +118,12 @@ def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, measured: list[Me
     to them, its tables and their tree;
     each ``fine`` histogram made consistent with the joint's histogram of its attribute."""
     schema, config = method.schema, method.config
+    noisy_rows = estimated_rows(measured)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
-        n_rows = metadata["n_rows"] = estimated_rows(measured)
+        n_rows = metadata["n_rows"] = noisy_rows
     metadata |= release_record(method, plan, len(measured), None, fine, {},
                                dense_record(schema, measured, fine, plan, rho, sensitivity))
+    metadata |= noise_record(measured[schema.m:], noisy_rows)
     with timed(method.timings_, "consistency"):
         steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
         joint = fit_joint(schema.sizes, measured, n_rows, forbidden=forbidden_joint(schema),
