@@ -161,9 +161,9 @@ def test_large_tables_are_refused_for_marginals_only():
     sizes = {"a": 5_000, "b": MAX_TABLE_CELLS // 5_000 + 100}
     schema = load_schema(categorical_schema("tables", sizes))
     with pytest.raises(CostError, match=r"table \('a', 'b'\) has 20,500,000 cells"):
-        check_cost(schema, "marginals")
+        check_cost(schema, Synthesizer.methods["marginals"])
     with pytest.warns(DpDaskWarning, match="9,100 dummy columns"):
-        assert check_cost(schema, "copula").table_cells == 5_000 * sizes["b"]
+        assert check_cost(schema, Synthesizer.methods["copula"]).table_cells == 5_000 * sizes["b"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        check_cost(load_schema(SMALL_SCHEMA), "marginals")  # small: silent
+        check_cost(load_schema(SMALL_SCHEMA), Synthesizer.methods["marginals"])  # small: silent
