@@ -105,7 +105,7 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
                  plan: BudgetPlan, rho: float, sensitivity: float) -> dict[str, Any]:
     """The privacy record's ``cliques`` of a dense-joint release (``measured``: the 1-way
     histograms, then the triples, these sharing ``rho``; ``fine``: the fine histograms by
-    attribute), with its ``budget_split`` text, which :func:`~.algorithm.release_record` takes
+    attribute), with its ``budget_split`` text, which :func:`~.synthesizer.release_record` takes
     out for the split's account."""
     config, m = plan.config, schema.m
     queries = measured[m:]
