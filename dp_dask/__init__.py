@@ -1,7 +1,8 @@
 """dp_dask: differentially private synthetic tables from noisy marginals, out-of-core on Dask."""
 
 from dp_dask.copula.model import CopulaModel
-from dp_dask.data.schema import Attribute, Schema, SchemaError, load_schema
+from dp_dask.data.attribute import Attribute, SchemaError
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.methods.marginals import MarginalSynthesizer
 from dp_dask.synthesizer import Synthesizer

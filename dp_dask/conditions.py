@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.attribute import Attribute
 from dp_dask.data.dtypes import FLOAT_DTYPES, fine_layout
-from dp_dask.data.schema import Attribute, Schema
+from dp_dask.data.schema import Schema
 from dp_dask.data.values import _cell_ranges, _draws_integers, decoding, fine_weights
 
 OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",

@@ -38,6 +38,7 @@ from dp_dask.copula.sample import (
     write_partitions,
 )
 from dp_dask.data import units
+from dp_dask.data.attribute import SchemaError
 from dp_dask.data.counts import count_graph, rows_counted
 from dp_dask.data.ids import with_ids
 from dp_dask.data.io import (
@@ -50,7 +51,7 @@ from dp_dask.data.io import (
     read_table,
     write_json,
 )
-from dp_dask.data.schema import Schema, SchemaError, load_schema
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.fit_cost import FitCost, FitWork, dense_tables_cost

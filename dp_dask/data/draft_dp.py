@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.cluster import compute
+from dp_dask.data.attribute import DECLARED, Attribute
 from dp_dask.data.draft import (
     DP_BINS,
     MISSING,
@@ -41,7 +42,7 @@ from dp_dask.data.draft_numeric import (
 )
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.io import TableSource, read_table
-from dp_dask.data.schema import DECLARED, Attribute, load_schema
+from dp_dask.data.schema import load_schema
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
