@@ -1,12 +1,12 @@
 """dp_dask: differentially private synthetic tables from noisy marginals, out-of-core on Dask."""
 
-__version__ = "0.1.0"  # dp_dask.synthesizer.library_versions records it
-
 from dp_dask.copula.model import CopulaModel
-from dp_dask.data.schema import Attribute, Schema, SchemaError, load_schema
+from dp_dask.data.attribute import Attribute, SchemaError
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.methods.marginals import MarginalSynthesizer
 from dp_dask.synthesizer import Synthesizer
+from dp_dask.version import __version__
 
 __all__ = [
     "Attribute",

@@ -13,7 +13,7 @@ import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from dask.utils import parse_bytes
@@ -27,6 +27,7 @@ from dp_dask.data.io import (
     store_entries,
 )
 from dp_dask.data.schema import Schema
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.model_io import MODEL_FILES
 
 
@@ -36,10 +37,6 @@ class CheckError(ValueError):
 
 class CostError(CheckError):
     """The schema makes the fit too expensive to attempt."""
-
-
-class DpDaskWarning(UserWarning):
-    """A legal but probably unintended setting (the CLI prints it as ``dp-dask: warning:``)."""
 
 
 # ε outside [0.01, 20] is legal (research sweeps, tests) but rarely intended, so warn, never
@@ -266,13 +263,19 @@ class Cost:
         return cls(schema.d, schema.names[largest], pair, int(sizes[largest] * sizes[second]))
 
 
-def check_cost(schema: Schema, method: str) -> Cost:
+class DeclaredCost(Protocol):
+    """What a method's class declares of its fit's cost (:attr:`Synthesizer.dense_tables`,
+    :attr:`Synthesizer.grows_with_d`): which limits beyond the count matrix's apply."""
+
+    dense_tables: bool
+    grows_with_d: str | None
+
+
+def check_cost(schema: Schema, method: DeclaredCost) -> Cost:
     """Refuse a schema past the hard limits; warn past the soft ones. Shared by CLI and API;
     the warnings come from this line, so that warnings' "default" filter shows them once when
-    both run. The method's class says which limits beyond the count matrix's apply
-    (:attr:`Synthesizer.dense_tables`, :attr:`Synthesizer.grows_with_d`)."""
-    from dp_dask.synthesizer import Synthesizer  # here: synthesizer imports this module
-
+    both run. ``method``: the method's class (``Synthesizer.methods[name]``), whose
+    declarations say which limits beyond the count matrix's apply."""
     cost = Cost.of(schema)
     sizes = dict(zip(schema.names, schema.sizes.tolist()))
     advice = "merge rare categories or use coarser bins"
@@ -282,15 +285,14 @@ def check_cost(schema: Schema, method: str) -> Cost:
         raise CostError(f"schema {schema.name!r}: {columns}; the limit is "
                         f"{MAX_DUMMY_COLUMNS:,} (a {cost.dummy_columns:,}² count matrix per "
                         f"task): {advice}")
-    declared = Synthesizer.methods[method]  # what the method's fit keeps besides the counts
-    if declared.dense_tables and cost.table_cells > MAX_TABLE_CELLS:
+    if method.dense_tables and cost.table_cells > MAX_TABLE_CELLS:
         raise CostError(f"schema {schema.name!r}: the 2-way table {cost.largest_table} has "
                         f"{cost.table_cells:,} cells; the limit is {MAX_TABLE_CELLS:,}: {advice}")
     if cost.dummy_columns > WARN_DUMMY_COLUMNS:
-        slow = f" and {declared.grows_with_d}" if declared.grows_with_d else ""
+        slow = f" and {method.grows_with_d}" if method.grows_with_d else ""
         warnings.warn(f"schema {schema.name!r}: {columns}: counting builds a d×d matrix per "
                       f"task{slow}; expect a slow fit ({advice})", DpDaskWarning, stacklevel=1)
-    elif declared.dense_tables and cost.table_cells > WARN_TABLE_CELLS:
+    elif method.dense_tables and cost.table_cells > WARN_TABLE_CELLS:
         warnings.warn(f"schema {schema.name!r}: the 2-way table {cost.largest_table} has "
                       f"{cost.table_cells:,} cells; expect a slow fit ({advice})",
                       DpDaskWarning, stacklevel=1)

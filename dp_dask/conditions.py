@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.attribute import Attribute
 from dp_dask.data.dtypes import FLOAT_DTYPES, fine_layout
-from dp_dask.data.schema import Attribute, Schema
+from dp_dask.data.schema import Schema
 from dp_dask.data.values import _cell_ranges, _draws_integers, decoding, fine_weights
 
 OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
@@ -35,6 +36,8 @@ OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: 
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 # a condition's disjunctive form grows with products of "or"s: past this, refused
 MAX_TERMS = 256
+# Spawn-key word of a partition's draws of values within the condition (cf. values.VALUES_KEY)
+CONDITION_KEY = 0x636F6E64
 
 
 class ConditionError(ValueError):
@@ -418,6 +421,29 @@ class Condition:
             column[rows] = values
             frame[attribute.name] = column
         return frame
+
+    def draw_partition_values(self, frame: pd.DataFrame, codes: np.ndarray,
+                              seed: np.random.SeedSequence) -> pd.DataFrame:
+        """:meth:`draw_values` for a decoded partition, from a child of the partition's
+        ``seed`` derived without spawning (as dp_dask.data.values.value_seed): a retried task
+        draws the same values."""
+        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, CONDITION_KEY),
+                                       pool_size=seed.pool_size)
+        return self.draw_values(frame, codes, np.random.default_rng(child))
+
+
+def condition_record(condition: Condition, classes: tuple[Condition, ...], balance: int | None,
+                     rows: int) -> dict[str, Any]:
+    """What metadata.json says of the conditioning: ``condition`` and, with ``balance`` (the
+    balanced attribute), its ``classes``."""
+    record: dict[str, Any] = {"where": condition.text or None, "rows": rows}
+    if balance is not None:
+        attribute = condition.schema.attributes[balance]
+        record |= {"balance": attribute.name,
+                   "classes": [attribute.labels[int(np.flatnonzero(c.only[balance])[0])]
+                               for c in classes],
+                   "rows_per_class": "equal, up to one row per partition"}
+    return record
 
 
 def _within(attribute: Attribute, bins: np.ndarray, low: np.ndarray, high: np.ndarray,

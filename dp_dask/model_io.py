@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from dp_dask.data.attribute import SchemaError
 from dp_dask.data.io import Location, join, npz_bytes, put_bytes, read_bytes
-from dp_dask.data.schema import Schema, SchemaError
+from dp_dask.data.schema import Schema
 
 MODEL_FILES = ("model.json", "model.npz")
 

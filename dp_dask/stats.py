@@ -56,7 +56,6 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.checks import DpDaskWarning
 from dp_dask.cluster import compute
 from dp_dask.data.counts import view_count_graph
 from dp_dask.data.io import TableSource, read_table, write_json
@@ -68,6 +67,7 @@ from dp_dask.data.units import (
     unit_record,
     unit_seed,
 )
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.network import (
     DEFAULT_SMOOTHING,
     Network,

@@ -23,7 +23,7 @@ import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
 
-from dp_dask.checks import DpDaskWarning, check_cost
+from dp_dask.checks import check_cost
 from dp_dask.cluster import compute
 from dp_dask.conditions import ConditionError
 from dp_dask.copula.sample import (
@@ -38,6 +38,7 @@ from dp_dask.copula.sample import (
     write_partitions,
 )
 from dp_dask.data import units
+from dp_dask.data.attribute import SchemaError
 from dp_dask.data.counts import count_graph, rows_counted
 from dp_dask.data.ids import with_ids
 from dp_dask.data.io import (
@@ -50,9 +51,10 @@ from dp_dask.data.io import (
     read_table,
     write_json,
 )
-from dp_dask.data.schema import Schema, SchemaError, load_schema
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
-from dp_dask.estimate import FitCost, FitWork, dense_tables_cost
+from dp_dask.exceptions import DpDaskWarning
+from dp_dask.fit_cost import FitCost, FitWork, dense_tables_cost
 from dp_dask.model_io import ModelError, read_model_document
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
 from dp_dask.privacy.ledger import (
@@ -74,6 +76,7 @@ from dp_dask.release import (
     stage_release,
 )
 from dp_dask.timing import timed
+from dp_dask.version import __version__
 
 DEFAULT_DELTA = 2.0**-30
 
@@ -94,8 +97,6 @@ class EmptyInputError(ValueError):
 
 
 def library_versions() -> dict[str, str]:
-    from dp_dask import __version__  # here, not at the top: dp_dask/__init__ imports this module
-
     names = ["dask", "distributed", "numpy", "scipy", "pandas", "pyarrow", "zarr", "opendp"]
     return {"dp_dask": __version__, **{name: _version(name) for name in names}}
 
@@ -298,8 +299,11 @@ class Synthesizer:
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
         self.max_rows_, self.unit_choice_ = None, None  # learned afresh by every fit
-        # a missing unit column fails before any budget is spent
-        source = data if self.privacy_unit is None else self._read(data, storage_options)
+        self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is opened
+        check_cost(self.schema, type(self))  # warn, or refuse a schema too costly to fit
+        # a missing input or unit column fails before any budget is reserved (or any warning
+        # about the ledger's dataset name is given)
+        source = self._read(data, storage_options)
         reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "", storage_options)
@@ -317,8 +321,6 @@ class Synthesizer:
         return self
 
     def _fit(self, data: TableSource, storage_options: dict[str, Any] | None = None) -> None:
-        self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is read
-        check_cost(self.schema, self.name)  # warn, or refuse a schema too costly to fit
         if self.schema.types_from_data:  # never silently: the release records them too
             warnings.warn(f"schema {self.schema.name!r}: the types of "
                           f"{self.schema.types_from_data} were taken from the data's storage "

@@ -2,11 +2,13 @@
 MAX_LINES lines without a reason in its docstring, and no branch on a method's name where the
 methods' classes should answer (the checks, the estimate, the CLI).
 
-Imports are read with ``ast``, not run. The graph holds the imports at module level (inside
-module-level ``if``/``try``/``with`` blocks too); an import inside a function runs only when it
-is called and is allowed to break a cycle (say why beside it), as is one under
-``if TYPE_CHECKING:`` (types only, never run). ``from package import name`` depends on the
-submodule ``package.name`` where there is one, else on the package's ``__init__``.
+Imports are read with ``ast``, not run. The graph holds every import, at any level (issue 66):
+at module level (inside ``if``/``try``/``with`` blocks too), inside a function, and under
+``if TYPE_CHECKING:``. An import that runs only when a function is called, or only for a type
+checker, still ties its module to the one it names: two modules that import each other are one
+design, whatever the line an import stands on; the shared code moves where both may import it.
+``from package import name`` depends on the submodule ``package.name`` where there is one, else
+on the package's ``__init__``. CYCLES_ALLOWED names the cycles still being undone.
 
 A module over MAX_LINES lines states why in its docstring, in a paragraph starting "Size:"
 (e.g. "Size: ... to be split in issue 55 (...)").
@@ -22,6 +24,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dp_dask"
 MAX_LINES = 600
 # Over MAX_LINES without a "Size:" paragraph, each with why; an entry no longer over is an error.
 SIZE_ALLOWED: dict[str, str] = {}
+# Import cycles still being undone, each with why; an entry no longer a cycle is an error.
+CYCLES_ALLOWED: dict[tuple[str, ...], str] = {
+    ("dp_dask.data.draft", "dp_dask.data.draft_dp", "dp_dask.data.draft_numeric",
+     "dp_dask.data.draft_types"):
+        "issue 66: draft_numeric and draft_dp take draft's _round and its other helpers, draft "
+        "calls draft_dp; the drafting modules are being rewritten now, their cycle is undone "
+        "after that merge",
+}
 
 
 def modules(root: Path = PACKAGE) -> dict[str, Path]:
@@ -33,33 +43,19 @@ def modules(root: Path = PACKAGE) -> dict[str, Path]:
     return found
 
 
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
-            or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The imports that run when the module is imported, in any module-level block."""
-    for node in body:
+def imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import of a module, at any level: module level, in a function or a class, under
+    ``if TYPE_CHECKING:``."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        elif isinstance(node, ast.If):
-            if not _type_checking(node.test):
-                yield from module_level_imports(node.body)
-            yield from module_level_imports(node.orelse)
-        elif isinstance(node, ast.Try | ast.TryStar):
-            for block in (node.body, *(h.body for h in node.handlers), node.orelse,
-                          node.finalbody):
-                yield from module_level_imports(block)
-        elif isinstance(node, ast.With):
-            yield from module_level_imports(node.body)
 
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The modules of ``known`` that module ``name`` (at ``path``) imports at module level."""
+    """The modules of ``known`` that module ``name`` (at ``path``) imports, at any level."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = []
-    for node in module_level_imports(ast.parse(path.read_text()).body):
+    for node in imports(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets += [alias.name for alias in node.names]
             continue
@@ -118,29 +114,33 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def test_the_import_graph_reads_every_kind_of_import(tmp_path):
+def test_item1_the_import_graph_reads_imports_at_any_level(tmp_path):
     root = tmp_path / "pkg"
     (root / "sub").mkdir(parents=True)
     (root / "__init__.py").write_text("from pkg.a import thing\n")
     (root / "a.py").write_text("import os\nfrom . import b\nthing = 1\n")
-    (root / "b.py").write_text("try:\n    from .sub import c\nexcept ImportError:\n    pass\n"
-                               "def later():\n    import pkg.a\n")
+    (root / "b.py").write_text("try:\n    from .sub import c\nexcept ImportError:\n    pass\n")
     (root / "sub" / "__init__.py").write_text("")
     (root / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\n"
                                        "if TYPE_CHECKING:\n    from pkg import b\n"
-                                       "from ..a import thing\n")
+                                       "def later():\n    import pkg.a\n")
     assert import_graph(root) == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.sub.c"},
-                                  "pkg.sub": set(), "pkg.sub.c": {"pkg.a"}}
+                                  "pkg.sub": set(), "pkg.sub.c": {"pkg.a", "pkg.b"}}
+    # each import that closes a cycle is one a function makes, or one for types only
     assert cycles(import_graph(root)) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
 
 
-def test_no_import_cycles():
+def test_item1_no_import_cycles_at_any_level():
     graph = import_graph()
     assert "dp_dask.release" in graph["dp_dask.synthesizer"]  # the reader sees the package
-    found = cycles(graph)
-    assert not found, ("import cycles among dp_dask's modules (module-level imports; move one "
-                       "into the function that needs it, or move the shared code): "
-                       + "; ".join("{" + ", ".join(c) + "}" for c in found))
+    found = {tuple(cycle): cycle for cycle in cycles(graph)}
+    new = [cycle for key, cycle in found.items() if key not in CYCLES_ALLOWED]
+    assert not new, ("import cycles among dp_dask's modules (imports at any level, in functions "
+                     "and under TYPE_CHECKING too; move the shared code where both may import "
+                     "it, or pass what one needs of the other): "
+                     + "; ".join("{" + ", ".join(c) + "}" for c in new))
+    stale = [", ".join(key) for key in CYCLES_ALLOWED if key not in found]
+    assert not stale, f"no longer a cycle: drop from CYCLES_ALLOWED: {stale}"
 
 
 def test_long_modules_say_why():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dp_dask import estimate as plan
+from dp_dask import fit_cost
 from dp_dask.data.decode import GROUPED_MIN_CATEGORIES
 from dp_dask.data.schema import load_schema
 
@@ -35,13 +36,13 @@ def test_copula_calibration_is_planned_per_attribute():
     wide = schema_with([5_000] + [10] * 9)
     estimate = plan.estimate(wide, 1_000_000, method="copula", workers=2)
     assert estimate.seconds["calibration"] == pytest.approx(
-        plan.calibration_seconds(wide.sizes.tolist()), rel=1e-3)
+        fit_cost.calibration_seconds(wide.sizes.tolist()), rel=1e-3)
     # One attribute's share grows about as s² (the multiply through its factor) ...
-    assert plan.calibration_seconds([800]) > 3 * plan.calibration_seconds([400])
+    assert fit_cost.calibration_seconds([800]) > 3 * fit_cost.calibration_seconds([400])
     # ... and halves at GROUPED_MIN_CATEGORIES, where the factor is applied as triangular.
     below, at = GROUPED_MIN_CATEGORIES - 1, GROUPED_MIN_CATEGORIES
-    assert plan.calibration_seconds([at]) < 0.75 * plan.calibration_seconds([below])
+    assert fit_cost.calibration_seconds([at]) < 0.75 * fit_cost.calibration_seconds([below])
     # The calibration's draws of the largest attribute are part of the driver's memory.
     small = plan.estimate(schema_with([10] * 10), 1_000_000, method="copula")
-    assert estimate.driver_bytes - small.driver_bytes > plan.CALIBRATION_DRAWS * 5_000 * 4
-    assert estimate.worker_bytes - small.worker_bytes < plan.CALIBRATION_DRAWS * 5_000 * 4
+    assert estimate.driver_bytes - small.driver_bytes > fit_cost.CALIBRATION_DRAWS * 5_000 * 4
+    assert estimate.worker_bytes - small.worker_bytes < fit_cost.CALIBRATION_DRAWS * 5_000 * 4

@@ -18,7 +18,7 @@ import dask
 
 import dp_dask
 from dp_dask.audit import command as audit
-from dp_dask.checks import DpDaskWarning, locate_non_utf8
+from dp_dask.checks import locate_non_utf8
 from dp_dask.cli import (
     demo,
     evaluate,
@@ -37,6 +37,7 @@ from dp_dask.cli.run import JOB_COMMANDS, job_spec
 from dp_dask.cluster import ClusterError, dask_client
 from dp_dask.config import SPECS, ConfigError, JobSpec, Options
 from dp_dask.data.encode import SHOW_VALUES
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.privacy.ledger import LedgerError
 
 __all__ = ["COMMANDS", "build_parser", "job", "job_spec", "main", "preflight"]

@@ -117,5 +117,5 @@ def check_data(args: Options, method: str | None = None) -> None:
     """The schema sane (and, given the method, affordable) and the input complete."""
     schema = load_schema_from(args.schema, getattr(args, "storage_options", None))
     if method is not None:
-        check_cost(schema, method)
+        check_cost(schema, Synthesizer.methods[method])
     check_input(local_path(args.data), schema)

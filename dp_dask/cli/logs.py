@@ -12,8 +12,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from dp_dask.checks import DpDaskWarning
 from dp_dask.config import Options
+from dp_dask.exceptions import DpDaskWarning
 
 log = logging.getLogger("dp_dask")
 

@@ -38,14 +38,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from dp_dask.data.attribute import Attribute, SchemaError
 from dp_dask.data.dtypes import INTEGER_DTYPES, float_ranges, integer_ranges
-
-if TYPE_CHECKING:
-    from dp_dask.data.schema import Attribute
 
 CONSTRAINT_KINDS = ("forbid", "allow_only", "depends", "null_if", "order")
 
@@ -70,8 +68,6 @@ class Constraint:
 
 
 def _error(name: str, message: str) -> Exception:
-    from dp_dask.data.schema import SchemaError  # schema.py imports this module
-
     return SchemaError(f"{name}: {message}")
 
 

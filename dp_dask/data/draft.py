@@ -56,11 +56,7 @@ import pyarrow.dataset as pds
 import yaml
 
 from dp_dask.cluster import compute
-from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
-from dp_dask.data.encode import domain_codes
-from dp_dask.data.ids import IdColumn, id_like
-from dp_dask.data.io import TableSource, read_table, write_json
-from dp_dask.data.schema import (
+from dp_dask.data.attribute import (
     CLIP,
     DECLARED,
     ERROR,
@@ -68,13 +64,15 @@ from dp_dask.data.schema import (
     FROM_DATA,
     NUMERIC_FORMATS,
     PUBLIC_STORAGE,
-    SCHEMA_VERSION,
     TODO,
     TRUE_VALUES,
     Attribute,
-    Schema,
-    load_schema,
 )
+from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
+from dp_dask.data.encode import domain_codes
+from dp_dask.data.ids import IdColumn, id_like
+from dp_dask.data.io import TableSource, read_table, write_json
+from dp_dask.data.schema import SCHEMA_VERSION, Schema, load_schema
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL
 from dp_dask.privacy.ledger import Ledger
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.cluster import compute
+from dp_dask.data.attribute import DECLARED, FROM_DATA, PUBLIC_STORAGE, UNDER_DP, Attribute
 from dp_dask.data.draft import (
     DP_BINS,
     MISSING,
@@ -52,14 +53,7 @@ from dp_dask.data.draft_types import (
     value_forms,
 )
 from dp_dask.data.io import TableSource, read_table
-from dp_dask.data.schema import (
-    DECLARED,
-    FROM_DATA,
-    PUBLIC_STORAGE,
-    UNDER_DP,
-    Attribute,
-    load_schema,
-)
+from dp_dask.data.schema import load_schema
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id

@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.attribute import Attribute
 from dp_dask.data.draft import _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
-from dp_dask.data.schema import Attribute
 from dp_dask.privacy.noise import laplace_noise
 
 SENSITIVITY = 2  # L1 of a histogram when one row is replaced by another

@@ -27,8 +27,9 @@ import dask
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.attribute import CLIP, ERROR, Attribute
 from dp_dask.data.dtypes import fine_layout
-from dp_dask.data.schema import CLIP, ERROR, Attribute, Schema
+from dp_dask.data.schema import Schema
 from dp_dask.data.text import category_text, value_text
 
 # Dask config key: errors show the first offending raw value (the data owner's own machine only).

@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dp_dask.checks import DpDaskWarning
+from dp_dask.data.attribute import CALENDAR_UNITS, ERROR, Attribute
 from dp_dask.data.constraints import value_ranges
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.dtypes import (
@@ -51,7 +51,8 @@ from dp_dask.data.dtypes import (
 )
 from dp_dask.data.encode import _text_lookup, encode_column
 from dp_dask.data.ids import draw_ids, with_ids
-from dp_dask.data.schema import CALENDAR_UNITS, ERROR, Attribute, Schema
+from dp_dask.data.schema import Schema
+from dp_dask.exceptions import DpDaskWarning
 
 # Spawn-key word of the value draws' seed: a child no partition seed spawns (they use 0, 1...).
 VALUES_KEY = 0x76616C75

@@ -37,10 +37,11 @@ import scipy.stats
 from dask.delayed import Delayed
 
 from dp_dask.cluster import compute
+from dp_dask.data.attribute import Attribute
 from dp_dask.data.counts import tree_sum
 from dp_dask.data.encode import domain_values
 from dp_dask.data.io import TableSource, read_table, write_json
-from dp_dask.data.schema import Attribute, Schema
+from dp_dask.data.schema import Schema
 from dp_dask.evaluate.tables import markdown_table, owner_only_markdown, write_owner_csv
 from dp_dask.privacy.labels import OWNER_ONLY
 from dp_dask.release import checked_table

@@ -12,7 +12,7 @@ import numpy as np
 from dp_dask.copula.model import CopulaModel, fit_model
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
-from dp_dask.estimate import FitCost, FitWork, copula_cost
+from dp_dask.fit_cost import FitCost, FitWork, copula_cost
 from dp_dask.privacy import NoisePlan, noisy_count_matrix, plan_noise
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed

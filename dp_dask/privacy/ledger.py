@@ -59,7 +59,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dp_dask.checks import DpDaskWarning
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.data.io import filesystem, join, remote
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT

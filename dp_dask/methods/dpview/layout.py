@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.checks import MAX_TABLE_CELLS, WARN_TABLE_CELLS, CostError, DpDaskWarning
+from dp_dask.checks import MAX_TABLE_CELLS, WARN_TABLE_CELLS, CostError
 from dp_dask.data.schema import Schema
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.methods.dpview.config import DEFAULT_TRIES, DEFAULT_VIEW_SIZE, DPViewConfig, View
 from dp_dask.methods.dpview.measure import budget_shares
 

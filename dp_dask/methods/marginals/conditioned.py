@@ -20,13 +20,20 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from dp_dask.conditions import Condition, ConditionError, compile_where, everything
+from dp_dask.conditions import (
+    Condition,
+    ConditionError,
+    compile_where,
+    condition_record,
+    everything,
+)
 from dp_dask.data.tables import one_hot
+from dp_dask.methods.marginals.fitted import FittedMarginals
 from dp_dask.methods.marginals.sampler import (
     MarginalSampler,
     _distinct,
@@ -35,12 +42,6 @@ from dp_dask.methods.marginals.sampler import (
 )
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.raking import rake
-
-if TYPE_CHECKING:
-    from dp_dask.methods.marginals.model import MarginalModel
-
-# spawn-key word of a partition's draws of values within the condition (cf. values.VALUES_KEY)
-CONDITION_KEY = 0x636F6E64
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Tree:
     given: dict[int, np.ndarray]  # child → (|parent|, |child|) rows summing to 1
 
     @classmethod
-    def of(cls, model: MarginalModel) -> Tree:
+    def of(cls, model: FittedMarginals) -> Tree:
         one_way = [_normalised(np.clip(v, 0, None)) for v in model.marginals.one_way]
         given = {}
         for child in model.order[1:]:
@@ -142,7 +143,7 @@ def tree_draws(tree: Tree, terms: list[dict[int, np.ndarray]], rows: int,
     return np.concatenate(kept)[:rows], float(total * inverse / proposed)
 
 
-def conditioned_start(model: MarginalModel, rows: int, rng: np.random.Generator, *,
+def conditioned_start(model: FittedMarginals, rows: int, rng: np.random.Generator, *,
                       condition: Condition, draws_per_row: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~dp_dask.methods.marginals.sampler.raked_start` with its candidates inside the
     condition drawn from the conditioned tree: ``rows`` of them besides the ordinary draws
@@ -160,20 +161,6 @@ def conditioned_start(model: MarginalModel, rows: int, rng: np.random.Generator,
                                    for pair, table in model.marginals.two_way.items()},
                       model.schema.sizes, rng, start=start)
     return candidates, weights
-
-
-def condition_record(condition: Condition, classes: tuple[Condition, ...], balance: int | None,
-                     rows: int) -> dict[str, Any]:
-    """What metadata.json says of the conditioning: ``condition`` and, with ``balance`` (the
-    balanced attribute), its ``classes``."""
-    record: dict[str, Any] = {"where": condition.text or None, "rows": rows}
-    if balance is not None:
-        attribute = condition.schema.attributes[balance]
-        record |= {"balance": attribute.name,
-                   "classes": [attribute.labels[int(np.flatnonzero(c.only[balance])[0])]
-                               for c in classes],
-                   "rows_per_class": "equal, up to one row per partition"}
-    return record
 
 
 @dataclass(frozen=True)
@@ -254,16 +241,15 @@ class ConditionedSampler:
     def finish_frame(self, frame: pd.DataFrame, codes: np.ndarray,
                      seed: np.random.SeedSequence) -> pd.DataFrame:
         """The decoded partition with split bins' values drawn within the condition."""
-        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, CONDITION_KEY),
-                                       pool_size=seed.pool_size)
-        return self.condition.draw_values(frame, codes, np.random.default_rng(child))
+        return self.condition.draw_partition_values(frame, codes, seed)
 
 
-def conditioned_sampler(model: MarginalModel, where: str | None, balance: str | None,
-                        decode: str) -> ConditionedSampler:
-    """The model's sampler conditioned on ``where`` (None: no condition) and, with
-    ``balance``, one class per code of that attribute the condition leaves possible.
-    ConditionError where the model gives the condition (or every class) probability 0."""
+def condition_classes(model: FittedMarginals, where: str | None, balance: str | None,
+                      decode: str) -> tuple[Condition, tuple[Condition, ...], int | None]:
+    """``where`` compiled against the model (None: no condition), its classes and the balanced
+    attribute: with ``balance``, one class per code of that attribute the condition leaves
+    possible, else the condition alone. ConditionError where the model's tree gives the
+    condition probability 0."""
     schema = model.schema
     condition = compile_where(where, schema, decode, model.fine) if where else everything(schema)
     tree = Tree.of(model)
@@ -276,20 +262,11 @@ def conditioned_sampler(model: MarginalModel, where: str | None, balance: str | 
         raise ConditionError(f"the model gives condition {where!r} probability 0: no rows "
                              "can be drawn")
     if balance is None:
-        return _conditioned(model, condition, (condition,))
+        return condition, (condition,), None
     if balance not in schema.names:
         raise ConditionError(f"--balance {balance!r}: no such attribute in schema "
                              f"{schema.name!r}")
     index = schema.names.index(balance)
     classes = tuple(c for c in (condition.restricted(index, code)
                                 for code in range(schema.sizes[index])) if possible(c))
-    return _conditioned(model, condition, classes, index)
-
-
-def _conditioned(model: MarginalModel, condition: Condition, classes: tuple[Condition, ...],
-                 balance: int | None = None) -> Any:
-    """The sampler of ``classes``: a dense joint's restricted to them (:mod:`.joint`), else the
-    conditioned estimates'."""
-    if model.joint is not None:
-        return model.sampler().conditioned(condition, classes, balance)
-    return ConditionedSampler(model.sampler(), condition, classes, balance)
+    return condition, classes, index

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dp_dask.conditions import Condition, ConditionError
+from dp_dask.conditions import Condition, ConditionError, condition_record
 from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot
@@ -105,7 +105,7 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
                  plan: BudgetPlan, rho: float, sensitivity: float) -> dict[str, Any]:
     """The privacy record's ``cliques`` of a dense-joint release (``measured``: the 1-way
     histograms, then the triples, these sharing ``rho``; ``fine``: the fine histograms by
-    attribute), with its ``budget_split`` text, which :func:`~.algorithm.release_record` takes
+    attribute), with its ``budget_split`` text, which :func:`~.synthesizer.release_record` takes
     out for the split's account."""
     config, m = plan.config, schema.m
     queries = measured[m:]
@@ -261,8 +261,6 @@ class JointSampler:
         """What metadata.json says of the conditioning (None: no condition)."""
         if self.condition is None:
             return None
-        from dp_dask.methods.marginals.conditioned import condition_record
-
         return condition_record(self.condition, self.classes, self.balance, rows)
 
     def draw_codes(self, rows: int, seed: np.random.SeedSequence,
@@ -286,11 +284,7 @@ class JointSampler:
         """The decoded partition; under a condition, split bins' values drawn within it."""
         if self.condition is None:
             return frame
-        from dp_dask.methods.marginals.conditioned import CONDITION_KEY
-
-        child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, CONDITION_KEY),
-                                       pool_size=seed.pool_size)
-        return self.condition.draw_values(frame, codes, np.random.default_rng(child))
+        return self.condition.draw_partition_values(frame, codes, seed)
 
 
 def forbidden_joint(schema: Schema) -> np.ndarray | None:

@@ -1,7 +1,7 @@
 """The marginals method's measurements: the only steps that read exact counts.
 
 One fit's measurements share a :class:`Measurer` (the exact counts, ρ, the sensitivity, the
-accountant and the noise sampler); :func:`~.algorithm.fit_model` calls the steps in order,
+accountant and the noise sampler); :func:`~.synthesizer.fit_model` calls the steps in order,
 and the noise is drawn in that order:
 
     measure_one_way   the 1-way histograms
@@ -188,7 +188,7 @@ def refine_tree(measurer: Measurer, measured: list[Measurement], pairs: Pairs
 def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
                 tables: str = "auto", **options: Any
                 ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
-    """The one-shot steps of :func:`~.algorithm.fit_model` in one call (tests, studies): the
+    """The one-shot steps of :func:`~.synthesizer.fit_model` in one call (tests, studies): the
     1-way and 2-way measurements, the fine histograms' and the tree's record (None: all
     pairs); ``options`` are :class:`Measurer`'s."""
     measurer = Measurer(counts, fine, schema, rho, **options)

@@ -1,10 +1,10 @@
 """The marginals method's model: the noisy measurements, their consistent marginals and
-the spanning tree, saved and loaded."""
+the spanning tree (:class:`~.fitted.FittedMarginals`) with their samplers, saved and loaded."""
 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -13,8 +13,9 @@ from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
-from dp_dask.methods.marginals.conditioned import ConditionedSampler, conditioned_sampler
+from dp_dask.methods.marginals.conditioned import ConditionedSampler, condition_classes
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.fitted import FittedMarginals
 from dp_dask.methods.marginals.joint import JointSampler
 from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
 from dp_dask.methods.marginals.sampler import MarginalSampler
@@ -31,35 +32,17 @@ from dp_dask.postprocess.reweight import (
     iterations_for,
 )
 from dp_dask.postprocess.tree import implied_tables, spanning_tree
-from dp_dask.tuning import as_config
 
 # 2: the noisy measurements themselves are saved, for the sampler's weight fit.
 MODEL_FORMAT = 2
 METHOD = "marginals"
 
 
-@dataclass(frozen=True)
-class MarginalModel:
-    """The noisy measurements, their consistent marginals and the spanning tree: all that
-    sampling needs."""
+class MarginalModel(FittedMarginals):
+    """The fitted marginals (:class:`~.fitted.FittedMarginals`) as a release's model: the
+    samplers that draw its rows, its files."""
 
-    schema: Schema
-    n_rows: int
-    marginals: Marginals
-    order: np.ndarray  # breadth-first order of the spanning tree
-    parents: np.ndarray  # parent of each attribute, -1 for the root
-    measurements: tuple[Measurement, ...]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    # attribute → its consistent fine histogram (counts over its grid's cells), for decoding
-    fine: dict[int, np.ndarray] = field(default_factory=dict)
-    # the fitted dense joint (counts, shape the sizes) a dense-joint release samples (joint.py)
-    joint: np.ndarray | None = None
     method: ClassVar[str] = "marginals"
-
-    @property
-    def config(self) -> MarginalsConfig:
-        """The fit's config: its fields that differ from their defaults are recorded."""
-        return as_config(MarginalsConfig, self.metadata.get("config"))
 
     def sampler(self) -> MarginalSampler | JointSampler:
         if self.joint is not None:
@@ -68,9 +51,15 @@ class MarginalModel:
                                config=self.config)
 
     def conditioned_sampler(self, where: str | None, balance: str | None,
-                            decode: str = "uniform") -> ConditionedSampler:
-        """The sampler of this model conditioned on ``where`` / balanced on ``balance``."""
-        return conditioned_sampler(self, where, balance, decode)
+                            decode: str = "uniform") -> ConditionedSampler | JointSampler:
+        """The sampler of this model conditioned on ``where`` (None: no condition) and, with
+        ``balance``, one class per code of that attribute the condition leaves possible
+        (:func:`~.conditioned.condition_classes`): a dense joint's sampler restricted to them
+        (:mod:`.joint`), else the conditioned estimates' (:mod:`.conditioned`)."""
+        condition, classes, index = condition_classes(self, where, balance, decode)
+        if self.joint is not None:
+            return self.sampler().conditioned(condition, classes, index)
+        return ConditionedSampler(self.sampler(), condition, classes, index)
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """``<path>/model.npz`` (measurements, consistent marginals, tree) and

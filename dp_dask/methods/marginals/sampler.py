@@ -6,7 +6,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot, round_to_total
 from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.fitted import FittedMarginals
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
 from dp_dask.postprocess.config import ReweightConfig
 from dp_dask.postprocess.consistency import (
@@ -32,18 +32,15 @@ from dp_dask.postprocess.rowupdate import (
 )
 from dp_dask.timing import timed
 
-if TYPE_CHECKING:
-    from dp_dask.methods.marginals.model import MarginalModel
 
-
-def tree_start(model: MarginalModel, rows: int,
+def tree_start(model: FittedMarginals, rows: int,
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Codes drawn down the spanning tree, its root and parent→child counts equal to their
     targets up to rounding; every row of weight 1."""
     return sample_tree(model.marginals, model.order, model.parents, rows, rng), np.ones(rows)
 
 
-def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
+def raked_start(model: FittedMarginals, rows: int, rng: np.random.Generator,
                 draws_per_row: int = DEFAULTS.max_draws_per_row
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
@@ -57,7 +54,7 @@ def raked_start(model: MarginalModel, rows: int, rng: np.random.Generator,
     return candidates, weights
 
 
-def distinct_draws(model: MarginalModel, rows: int, rng: np.random.Generator,
+def distinct_draws(model: FittedMarginals, rows: int, rng: np.random.Generator,
                    draws_per_row: int = DEFAULTS.max_draws_per_row
                    ) -> tuple[np.ndarray, np.ndarray, int]:
     """The tree's draws as distinct rows (sorted) and their counts, and the draws made: the
@@ -86,7 +83,7 @@ def _distinct(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # (model, rows, rng) -> candidate codes (k, m), row-major, in the narrowest unsigned dtype of the
 # schema, and a weight per candidate, summing to about ``rows``.
-Start = Callable[["MarginalModel", int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
+Start = Callable[[FittedMarginals, int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
 def balance_groups(schema: Schema,
@@ -116,7 +113,7 @@ class WeightedRows:
     balanced_tables: np.ndarray
 
     @classmethod
-    def of(cls, codes: np.ndarray, weights: np.ndarray, model: MarginalModel,
+    def of(cls, codes: np.ndarray, weights: np.ndarray, model: FittedMarginals,
            config: MarginalsConfig = DEFAULTS) -> WeightedRows:
         sizes, m = model.schema.sizes, model.schema.m
         groups = balance_groups(model.schema, config)
@@ -179,10 +176,10 @@ class MarginalSampler:
 
     ``shared``: the weighted candidates of :meth:`for_release`, drawn and fitted once for the
     partitions of a release that read them; without them each :meth:`draw` makes its own.
-    ``config``: the tuned numbers (the model's, :meth:`MarginalModel.sampler`).
+    ``config``: the tuned numbers (the model's, :meth:`~.model.MarginalModel.sampler`).
     """
 
-    model: MarginalModel
+    model: FittedMarginals
     start: Start = raked_start
     fit_iterations: int = ReweightConfig.fit_iterations
     shared: WeightedRows | None = None
