@@ -59,8 +59,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dp_dask.exceptions import DpDaskWarning
 from dp_dask.data.io import filesystem, join, remote
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
 from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
