@@ -18,7 +18,7 @@ from test_ingest import survey_csv
 
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
-from dp_dask.data.draft_dp import _partition_counts
+from dp_dask.data.draft_dp import ROWS_SHARE, _partition_counts
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
 from dp_dask.privacy.selection import (
@@ -71,10 +71,13 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
     assert record["columns"] == ["answer", "age"]
     assert record["differentially_private"] is False  # seeded noise: labelled as a test
-    # The text share: 5 % to count distinct values (no identifier here), the rest thresholded.
-    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(0.5 * 0.95)
+    # ROWS_SHARE counts the rows (n̂); of each column's half of the rest, the text share spends
+    # 5 % to count distinct values (no identifier here) and thresholds with the rest.
+    rest = 1.0 - ROWS_SHARE
+    assert record["rows"]["epsilon"] == pytest.approx(ROWS_SHARE)
+    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(rest * 0.5 * 0.95)
     assert record["text"]["identifiers"]["columns"] == []
-    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(0.5 / 3)
+    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(rest * 0.5 / 3)
     entries = Ledger(ledger).entries()
     assert len(entries) == 1
     entry = entries[0]
@@ -280,7 +283,7 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     assert split["dest"] > 5 * split["origin"] and split["dest"] > 5 * split["carrier"]
     spent = (sum(split.values()) + record["distinct_values"]["epsilon"]
              + record["rows_outside_first_round"]["epsilon"])
-    assert spent == pytest.approx(0.1)
+    assert spent + draft.schema["drafted_under_dp"]["rows"]["epsilon"] == pytest.approx(0.1)
     assert draft.schema["ids"] == [  # each at its input's place among the release's columns
         {"name": "tail_id", "dtype": "int64", "format": "#" * 12, "position": 4},
         {"name": "code", "dtype": "string", "format": "#" * 12, "position": 3}]
@@ -330,10 +333,10 @@ def test_text_column_among_many_numeric_ones_gets_a_floor_of_the_budget(client, 
                          ledger=False, noise_sampler="numpy", noise_seed=0)
     spent = draft.schema["drafted_under_dp"]
     assert spent["mechanisms"]["dest"]["released"] == 105
-    split = spent["split"]["epsilon"]
-    assert split["dest"] == pytest.approx(0.1 / 4)
-    assert split["n00"] == split["w4"] == pytest.approx(0.1 * 3 / 4 / 15)
-    assert sum(split.values()) == pytest.approx(0.1)
+    split, rest = spent["split"]["epsilon"], 0.1 * (1 - ROWS_SHARE)  # n̂ spends the rest
+    assert split["dest"] == pytest.approx(rest / 4)
+    assert split["n00"] == split["w4"] == pytest.approx(rest * 3 / 4 / 15)
+    assert sum(split.values()) + spent["split"]["rows"] == pytest.approx(0.1)
     assert not draft.todo
     drafted = {a["name"]: a for a in draft.schema["attributes"]}
     inside = {name: frame[name].between(drafted[name]["min"], drafted[name]["max"]).mean()

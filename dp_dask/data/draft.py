@@ -71,6 +71,7 @@ from dp_dask.data.schema import (
     Schema,
     load_schema,
 )
+from dp_dask.data.units import PrivacyUnit
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL
 from dp_dask.privacy.ledger import Ledger
 
@@ -481,7 +482,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
                  public_types: bool = True, on_unknown: str = "kind",
-                 ids: str = "synthetic") -> Draft:
+                 ids: str = "synthetic",
+                 privacy_unit: PrivacyUnit | dict[str, Any] | None = None) -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
 
@@ -514,6 +516,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     :func:`~dp_dask.data.ids.id_like` by name and storage type, and under DP text columns whose
     noisy count of distinct values nears the rows — are released as synthetic ids of a public
     format (the schema's ``"ids"``), or left out of the schema.
+
+    ``privacy_unit`` (``{"column": ..., "max_rows": K or "auto"}``; default: a public codebook's
+    ``privacy_unit``, else a row): the unit column is no attribute of the schema, which declares
+    the unit (``"privacy_unit"``) for its releases; under DP each unit's rows are bounded to K
+    before anything is counted and every mechanism protects all rows of one unit
+    (:mod:`.draft_dp`), K "auto" chosen under DP and written into the schema.
     """
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
@@ -538,8 +546,11 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         raise ValueError(f"--range names column(s) {unknown} not in the input {sorted(kinds)}")
     codebook: dict[str, Any] = {}
     sample: pd.DataFrame | None = None
+    declared_unit = None  # a codebook's privacy_unit
     if public is not None:
         loaded = _read_public(Path(public))
+        if isinstance(loaded, dict) and "privacy_unit" not in kinds:
+            declared_unit = loaded.pop("privacy_unit", None)
         if isinstance(loaded, pd.DataFrame):
             sample = loaded
         elif isinstance(loaded, dict) and isinstance(loaded.get("attributes"), list):
@@ -552,6 +563,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             codebook = {k: v for k, v in codebook.items() if k not in ranges}
         else:
             raise ValueError(f"public codebook {public}: expected a JSON/YAML mapping")
+    unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None else declared_unit)
+    if unit is not None and unit.column not in kinds:
+        raise ValueError(f"--privacy-unit: column {unit.column!r} is not in the input "
+                         f"{sorted(kinds)}")
     draft = Draft({"schema_version": SCHEMA_VERSION,
                    "name": name or (Path(source).name.split(".")[0]
                                     if isinstance(source, str | Path) else "schema"),
@@ -563,6 +578,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     else:
         draft.notes.append(PUBLIC_TYPES_NOTE if public_types else DATA_TYPES_NOTE)
     for column, kind in kinds.items():
+        if unit is not None and column == unit.column:
+            draft.notes.append(f"{column}: the privacy unit's column: it bounds each unit's rows "
+                               "and never reaches a model, so it is no attribute of the schema")
+            continue
         spec, why = None, ""
         # Declared: the type comes from public sources, or the storage states none (a CSV).
         declared = column in codebook or column in ranges or kind == "unknown"
@@ -614,6 +633,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     for spec in draft.schema["attributes"]:  # a bad public spec stops before any budget
         if TODO not in spec:
             Attribute.from_json(spec, tuple(draft.schema.get("missing_values", ())))
+    if unit is not None:  # its releases' unit (under DP, the K drafted replaces "auto")
+        draft.schema["privacy_unit"] = unit.to_json()
     if dp_epsilon is not None:
         # imported here: draft_dp builds on this module (Draft, the bins' helpers)
         from dp_dask.data.draft_dp import draft_under_dp
@@ -621,7 +642,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
-                       show_progress=show_progress, ids=ids)
+                       show_progress=show_progress, ids=ids, unit=unit)
     # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
     required = storage_required(source) if public_types else set()
     draft.schema["attributes"] = [
