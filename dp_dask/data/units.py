@@ -179,22 +179,31 @@ def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
     return np.vstack([_keyed_hash(parts, seed)[None, :], parts])
 
 
-def value_keys(frame: pd.DataFrame, seed: int) -> np.ndarray:
-    """(1 + columns, rows): per row its keyed hash of every value's text (:func:`unit_text`,
-    the encoder's text; a null its own mark), then each value's rank among the texts in sorted
-    order (the tiebreak; only the order of two texts matters, a function of the two alone).
-    Before a schema exists (drafting): a function of the row's values and the seed alone, and
-    rows tied all the way hold the same texts, which every count of the draft sees alike."""
-    hashed, ranks = [], []
-    for column in frame.columns:
-        text = unit_text(frame[column]).to_numpy()
-        null = pd.isna(text)
-        hashed.append(np.where(null, np.uint64(0), pd.util.hash_array(
-            np.where(null, "", text).astype(object))))
-        ranks.append(pd.factorize(text, sort=True)[0].astype(np.int64))  # a null: -1
-    parts = np.vstack(ranks) if ranks else np.empty((0, len(frame)), dtype=np.int64)
-    return np.vstack([_keyed_hash(np.vstack(hashed) if hashed else parts, seed)[None, :],
-                      parts])
+def _text_hash(text: np.ndarray) -> np.ndarray:
+    """Each text's 64-bit hash (pandas' fixed-key SipHash), 0 for a null."""
+    null = pd.isna(text)
+    return np.where(null, np.uint64(0),
+                    pd.util.hash_array(np.where(null, "", text).astype(object)))
+
+
+def value_keys(frame: pd.DataFrame, column: str, seed: int) -> np.ndarray:
+    """(2 + columns, rows) for a partition holding every row of its units (``column``): per
+    row a keyed hash of its unit's text, every other value's text (:func:`unit_text`, the
+    encoder's text; a null its own mark) and its copy number among the unit's identical rows;
+    then each value's rank among the texts in sorted order and the copy number (the tiebreak;
+    only the order of two texts matters, a function of the two alone). Before a schema exists
+    (drafting): a function of the unit's rows and the seed alone. The unit's text and the copy
+    number are hashed so that each unit keeps a K-subset of its rows that is uniform over the
+    seed: hashed on the values alone, every unit would prefer the same values (with one column
+    drafted, the same category), and identical rows would count once."""
+    unit = unit_text(frame[column]).to_numpy()
+    texts = [unit_text(frame[c]).to_numpy() for c in frame.columns if c != column]
+    ranks = [pd.factorize(text, sort=True)[0].astype(np.int64) for text in texts]  # null: -1
+    same = pd.DataFrame({i: part for i, part in enumerate(
+        [pd.factorize(unit, sort=True)[0], *ranks])})
+    copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
+    hashed = np.vstack([_text_hash(unit), *map(_text_hash, texts), copy.astype(np.uint64)])
+    return np.vstack([_keyed_hash(hashed, seed)[None, :], *ranks, copy])
 
 
 def unit_text(values: pd.Series) -> pd.Series:
@@ -224,7 +233,7 @@ def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: 
         return frame.drop(columns=column)
     groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
     keys = (row_keys(frame, schema, seed) if schema is not None
-            else value_keys(frame.drop(columns=column), seed))
+            else value_keys(frame, column, seed))
     order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes
     sorted_groups = groups[order]
     positions = np.arange(len(order))
