@@ -22,9 +22,10 @@ and records in the release. A public codebook (``--public``) overrides both per 
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`dp_dask.data.draft_dp.draft_under_dp`
 read values, under DP with the user's budget: categories by thresholded noisy counts, numeric
 ranges, bins and fine grids by a domain search over cells of the storage type
-(:mod:`dp_dask.data.draft_numeric`), a timestamp's years. The spend is recorded in the privacy
-ledger, in the schema (``"drafted_under_dp"``) and so in the metadata of every release fitted
-with it.
+(:mod:`dp_dask.data.draft_numeric`), a timestamp's years; with a privacy unit, each unit's rows
+bounded first (:mod:`dp_dask.data.units`). The spend is recorded in the privacy ledger, in the
+schema (``"drafted_under_dp"``, with its unit and neighbours) and so in the metadata of every
+release fitted with it.
 
 :func:`check_schema` is the opposite: it reads the private data and counts, per column, the values
 missing or outside the schema. Those are exact counts of the raw data, for the data owner's eyes
@@ -214,9 +215,13 @@ class Draft:
         if spent:
             claim = "" if spent["differentially_private"] else \
                 f" ({NON_PRIVATE_LABEL}: seeded noise, not DP)"
+            unit = spent.get("privacy_unit", {})
+            per = (f", per {unit['unit']!r} of at most {unit['max_rows']} rows"
+                   if "max_rows" in unit else "")
             lines[0] = (f"drafted {len(self.schema['attributes'])} attribute(s): "
                         f"{len(spent['columns'])} from the data under DP (ε={spent['epsilon']:g}, "
-                        f"δ={spent['delta']:.3g}){claim}, the others from public information")
+                        f"δ={spent['delta']:.3g}{per}){claim}, the others from public "
+                        "information")
             if spent["ledger"]:
                 lines.append(f"  spent in the ledger {spent['ledger']['path']}: dataset "
                              f"{spent['ledger']['dataset_name']!r}, run "
