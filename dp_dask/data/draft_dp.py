@@ -233,7 +233,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     values and quantiles enter the schema.
 
     * A text column (or a CSV column without a grid): an identifier if its noisy count of
-      distinct values nears the rows (released as synthetic ids, or dropped with ``ids``
+      distinct values nears n̂ (released as synthetic ids, or dropped with ``ids``
       "drop"); else its categories are the value texts
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
@@ -361,7 +361,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                     "--dp-columns")
             elif column in text.identifiers:
                 add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
-                               f"values is above {ID_DISTINCT:g} x the rows")
+                               f"values is above {ID_DISTINCT:g} x the noisy rows n̂")
             elif grid is None:
                 released = text.categories[column]
                 other = free_label(OTHER, released)
@@ -432,12 +432,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         draft.schema["privacy_unit"] = bounded.to_json()
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
-        "neighbouring": draft_neighbouring(bounded), "notions": NOTIONS,
+        "neighbouring": draft_neighbouring(bounded), "notions": list(NOTIONS),
         "privacy_unit": {**unit_record(bounded, seed is not None, "their values' texts"),
                          **({"auto": choice} if choice else {})},
-        "composition": f"basic: {'K chosen at ε max_rows, ' if choice else ''}"
-                       f"{'n̂ at ε rows, ' if rows_epsilon else ''}the rest split over "
-                       f"{len(columns)} column(s) as \"split\"; the "
+        "composition": f"basic: {'K chosen with split.max_rows, ' if choice else ''}"
+                       f"{'n̂ counted with split.rows, ' if rows_epsilon else ''}the rest split "
+                       f"over {len(columns)} column(s) as \"split\"; the "
                        f"{len(texts)} text column(s)' shares and all of δ split among them by "
                        "\"text\"; a searched numeric column's ε halved over its two steps "
                        "(mechanisms[column].steps)",
