@@ -91,10 +91,13 @@ def test_item1_a_value_of_one_unit_is_released_at_most_at_the_units_delta(client
     assert {(e.unit_column, e.unit_max_rows) for e in entries} == {(UNIT, 2)}
 
 
-def test_item1_max_rows_auto_is_chosen_under_dp_and_charged_to_the_draft(parquet):
+def test_item1_max_rows_auto_is_chosen_under_dp_and_charged_to_the_draft(parquet, tmp_path):
+    """K "auto" from a public codebook's privacy_unit: chosen under DP with its share of the
+    draft's ε, recorded, and written into the schema for its releases."""
+    codebook = tmp_path / "codebook.json"
+    codebook.write_text(json.dumps({"privacy_unit": {"column": UNIT, "max_rows": "auto"}}))
     draft = draft_schema(parquet, dp_epsilon=1.0, dp_delta=DELTA, dp_columns=["city"],
-                         ledger=False, noise_sampler="numpy", noise_seed=0,
-                         privacy_unit={"column": UNIT, "max_rows": "auto"})
+                         ledger=False, noise_sampler="numpy", noise_seed=0, public=codebook)
     record = draft.schema["drafted_under_dp"]
     auto = record["privacy_unit"]["auto"]
     assert record["split"]["max_rows"] == pytest.approx(0.05)  # units.AUTO_SHARE of ε
