@@ -149,6 +149,9 @@ class Synthesizer:
         chosen under DP at each fit (the smallest candidate covering a quantile of the rows per
         unit) with ``units.AUTO_SHARE`` of the budget; ``privacy_unit`` keeps "auto", the fit
         learns ``max_rows_``.
+    accept_row_level_draft: with a privacy unit, fit a schema drafted under DP at another unit
+        (a row) rather than refuse it (``fit`` raises ValueError before any budget is spent);
+        the release then records each guarantee under its own unit, never their total.
 
     The unit's fitted attributes, learned afresh by every fit (scikit-learn's contract: a refit
     on other data records what a fresh fit does): ``max_rows_``, the K rows per unit the fit
@@ -186,7 +189,8 @@ class Synthesizer:
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, run_id: str | None = None,
                  budget_epsilon: float | None = None, force: bool = False,
-                 privacy_unit: units.PrivacyUnit | dict[str, Any] | None = None) -> None:
+                 privacy_unit: units.PrivacyUnit | dict[str, Any] | None = None,
+                 accept_row_level_draft: bool = False) -> None:
         self.schema = load_schema(schema)
         self._check_constraints()
         self.privacy_unit = units.PrivacyUnit.of(privacy_unit if privacy_unit is not None
@@ -213,6 +217,7 @@ class Synthesizer:
         self.run_id = run_id
         self.budget_epsilon = budget_epsilon
         self.force = force
+        self.accept_row_level_draft = accept_row_level_draft
         self.ledger_entry_: Entry | None = None  # this fit's ledger entry
         self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
 
@@ -301,9 +306,10 @@ class Synthesizer:
         self.max_rows_, self.unit_choice_ = None, None  # learned afresh by every fit
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is opened
         check_cost(self.schema, type(self))  # warn, or refuse a schema too costly to fit
-        # a missing input or unit column fails before any budget is reserved (or any warning
-        # about the ledger's dataset name is given)
-        source = self._read(data, storage_options)
+        # a schema drafted at another unit, or a missing unit column, fails before any spend
+        # (a refused budget before the input is even opened)
+        units.check_drafted_unit(self.schema, self.privacy_unit, self.accept_row_level_draft)
+        source = data if self.privacy_unit is None else self._read(data, storage_options)
         reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "", storage_options)
@@ -478,14 +484,12 @@ class Synthesizer:
                       **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
         if self.schema.types_from_data:  # see _fit's warning
             record["schema_types_from_data"] = self.schema.types_from_data
-        drafted = self.schema.drafted_under_dp
-        if drafted:  # the schema itself was read from the data, under DP: say so, and the sum
-            record["schema_drafted_under_dp"] = {
-                **{key: drafted.get(key) for key in ("epsilon", "delta", "columns",
-                                                     "differentially_private", "ledger")},
-                "with_this_release": {"epsilon": float(self.epsilon) + drafted["epsilon"],
-                                      "delta": float(self.delta) + drafted["delta"],
-                                      "composition": "basic (an upper bound)"}}
+        if self.schema.drafted_under_dp:  # the schema was read from the data, under DP: say
+            # so, and the sum only where both protect one unit (a method offering add/remove
+            # neighbours holds its notion in ``neighbours``)
+            record["schema_drafted_under_dp"] = units.drafted_record(
+                self.schema.drafted_under_dp, epsilon=record["epsilon"], delta=record["delta"],
+                unit=self.privacy_unit, notion=getattr(self, "neighbours", "replace"))
         return record
 
     def _rows(self, n_rows: int | None) -> int:
