@@ -33,6 +33,7 @@ calibration: reproducible, for tests only, not private (see :mod:`dp_dask.privac
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -84,9 +85,12 @@ def _threshold_measurement(scale: float, threshold: int) -> Any:
     return dp.m.make_laplace_threshold(domain, metric, scale=scale, threshold=threshold)
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_threshold(epsilon: float, delta: float, bound: int = 1) -> Threshold:
     """The scale giving ``epsilon`` and the least threshold whose δ (OpenDP's map) ≤ ``delta``
-    when a unit of at most ``bound`` rows is replaced (:func:`contribution_distance`)."""
+    when a unit of at most ``bound`` rows is replaced (:func:`contribution_distance`). A function
+    of its arguments alone, remembered: OpenDP's search takes tens of milliseconds and a draft
+    (or the audit's thousands of drafts) asks for the same few again."""
     _check_scale("epsilon", epsilon)
     if not 0 < delta < 1:
         raise ValueError(f"thresholding needs a delta in (0, 1), got {delta!r}")
