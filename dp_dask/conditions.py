@@ -508,6 +508,15 @@ def compile_where(text: str, schema: Schema, decode: str = "uniform",
                      fine={i: fine[i] for i in units if i in fine})
 
 
+def balanced_attribute(balance: str, schema: Schema) -> int:
+    """The index of the attribute whose classes ``balance`` asks equal rows of (a
+    ConditionError naming it where the schema has none)."""
+    if balance not in schema.names:
+        raise ConditionError(f"--balance {balance!r}: no such attribute in schema "
+                             f"{schema.name!r}")
+    return schema.names.index(balance)
+
+
 def _atoms(node: Any) -> list[Atom]:
     if isinstance(node, Negation):
         return _atoms(node.term)

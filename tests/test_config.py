@@ -300,13 +300,13 @@ STATS_VALID = "    job: stats\n" + VALID
 
 @pytest.mark.parametrize(("base", "edit", "message"), [
     ("stats", lambda text: text + "  rows: 10\n",
-     "key 'output.rows' applies to synth jobs only, not to a stats job"),
+     "key 'output.rows' applies to synth, sample and demo jobs only, not to a stats job"),
     ("stats", lambda text: text + "method: marginals\n",
-     "key 'method' applies to synth jobs only"),
+     "key 'method' applies to synth, fit and demo jobs only"),
     ("stats", lambda text: text + "storage_options: {anon: true}\n",
-     "key 'storage_options' applies to synth jobs only"),
+     "key 'storage_options' applies to synth, fit and sample jobs only"),
     ("stats", lambda text: text.replace("epsilon: 1", "epsilon: 1\n  delta: 0.1"),
-     "key 'privacy.delta' applies to synth jobs only"),
+     "key 'privacy.delta' applies to synth, fit and demo jobs only"),
     ("synth", lambda text: text + "stats:\n  k: 3\n",
      "key 'stats' applies to stats jobs only, not to a synth job"),
     ("synth", lambda text: "job: synth\n" + text + "stats: {}\n", "key 'stats' applies to stats"),
