@@ -1,4 +1,5 @@
-"""Conditions of conditional sampling (``dp-dask sample --where``), over a schema's attributes.
+"""Conditions of conditional sampling (``dp-dask sample``/``synth --where``), over a
+schema's attributes.
 
 A condition is parsed, never evaluated: Python's parser reads it as an expression and only
 attribute names, constants, ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``,

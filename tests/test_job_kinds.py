@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SMALL_SCHEMA_PATH
+from conftest import ROOT, SMALL_SCHEMA_PATH
 
 from dp_dask.cli import build_parser, job, job_spec, main
 from dp_dask.cli.run import JOB_COMMANDS
@@ -239,12 +240,10 @@ def test_issue66_a_bad_job_config_of_each_kind_is_refused_naming_the_key(
     (["demo", "--demo-rows", "10"], DemoSpec),
 ])
 def test_issue66_every_job_command_runs_on_its_spec(argv, spec):
-    """Built from the options by one function (``job``), every option a field."""
+    """Built from the options by one function (``job``; every option a field:
+    test_config.py), a kind of job config's each."""
     built = job(build_parser().parse_args(argv))
     assert type(built) is spec and built.command == argv[0] and built.config is None
-    options = {action.dest for action in JOB_COMMANDS[argv[0]].arguments()._actions}
-    fields = {field.name for field in dataclasses.fields(spec) if field.init}
-    assert options == fields - {"command", "config", "loaded_model"}
     assert set(SPECS) == set(JOB_COMMANDS) == {"synth", "fit", "sample", "stats", "demo"}
 
 
@@ -271,3 +270,24 @@ def test_issue66_help_describes_the_tool_as_it_is(capsys):
     assert "The default method, marginals, measures noisy 1- and 2-way marginals" in text
     assert "--method picks another" in text and "dpcopula-kendall" in text
     assert "Every job (synth, stats, fit, sample, demo) also runs from a YAML job config" in text
+
+
+def docs_examples(heading: str) -> list[str]:
+    """The YAML blocks of docs/config.md's section ``heading``."""
+    text = (ROOT / "docs" / "config.md").read_text()
+    section = text[text.index(heading):]
+    section = section[:section.index("\n### ", 1)]
+    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+
+
+def test_issue66_the_docs_fit_and_sample_examples_are_valid(adult_csv, tmp_path, monkeypatch):
+    """Read into their specs (the runs of each kind: above, on the small table)."""
+    fit_yaml, sample_yaml = docs_examples("### Fit and sample jobs")
+    monkeypatch.setenv("DP_DASK_DATA", str(adult_csv.parents[1]))
+    fit = job_spec(write_config(tmp_path / "fit.yaml", fit_yaml), [])
+    assert isinstance(fit, FitSpec) and fit.data == str(adult_csv)
+    assert fit.model == str(tmp_path / "adult-model") and fit.run_id == "adult-model-1"
+    (tmp_path / "adult-model").mkdir()
+    sample = job_spec(write_config(tmp_path / "sample.yaml", sample_yaml), [])
+    assert isinstance(sample, SampleSpec) and sample.model == fit.model
+    assert sample.where == "sex == 'Female'" and sample.rows == 10_000
