@@ -103,13 +103,14 @@ class StoragePart:
 
 @dataclass(config=SPEC)
 class SummaryPart:
+    """The run summary's path (default: none; for a job config, beside the job's output)."""
+
     summary: str | None = key("output.summary", path=True)
 
 
 @dataclass(config=SPEC)
 class NoisePart:
-    """The budget and the noise of every job that reads private data (the demo's are public but
-    spent alike)."""
+    """The budget and its noise (every job that measures data: fit, synth, stats, demo)."""
 
     epsilon: float = key("privacy.epsilon", required=True)  # a scheduled job states its budget
     noise_sampler: str = key("privacy.noise_sampler")
