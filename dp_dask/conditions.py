@@ -1,4 +1,5 @@
-"""Conditions of conditional sampling (``dp-dask sample --where``), over a schema's attributes.
+"""Conditions of conditional sampling (``dp-dask sample``/``synth --where``), over a
+schema's attributes.
 
 A condition is parsed, never evaluated: Python's parser reads it as an expression and only
 attribute names, constants, ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``,
@@ -506,6 +507,15 @@ def compile_where(text: str, schema: Schema, decode: str = "uniform",
         terms.append(allowed)
     return Condition(text, schema, tree, units, truths, tuple(terms),
                      fine={i: fine[i] for i in units if i in fine})
+
+
+def balanced_attribute(balance: str, schema: Schema) -> int:
+    """The index of the attribute whose classes ``balance`` asks equal rows of (a
+    ConditionError naming it where the schema has none)."""
+    if balance not in schema.names:
+        raise ConditionError(f"--balance {balance!r}: no such attribute in schema "
+                             f"{schema.name!r}")
+    return schema.names.index(balance)
 
 
 def _atoms(node: Any) -> list[Atom]:

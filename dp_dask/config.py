@@ -1,22 +1,26 @@
 """Job specs, and the job configs (YAML) that fill them.
 
-A job spec (:class:`SynthSpec`, :class:`StatsSpec`) is everything one ``dp-dask synth`` or
-``dp-dask stats`` job runs with: the command's ``preflight`` and ``run`` read the spec, nothing
-else. Two ways fill it: the command line (:meth:`JobSpec.of`, from argparse's Namespace) and a
-job config, ``dp-dask run job.yaml [options]`` (:func:`config_spec`), whose options after the
-file win over it. There is one set of rules and defaults, the command's options
-(``dp_dask.checks``' types, choices, argparse's defaults that ``--help`` shows): a config's value
-is checked by the rule of its field's option, and a key left out takes that option's default.
+A job spec is everything one job runs with, one pydantic dataclass per job kind: ``dp-dask
+synth`` (:class:`SynthSpec`), ``fit`` (:class:`FitSpec`), ``sample`` (:class:`SampleSpec`),
+``stats`` (:class:`StatsSpec`) and ``demo`` (:class:`DemoSpec`), each :class:`JobSpec` (the
+command, the cluster, logging) with the parts its command has (data, storage, noise, method,
+ledger, sampling, condition, summary: the ``*Part`` classes, each declared once). The command's
+``preflight`` and ``run`` read the spec, nothing else. Two ways fill it: the command line
+(:meth:`JobSpec.of`, from argparse's Namespace) and a job config, ``dp-dask run job.yaml
+[options]`` (:func:`config_spec`), whose options after the file win over it. There is one set
+of rules and defaults, the command's options (``dp_dask.checks``' types, choices, argparse's
+defaults that ``--help`` shows): a config's value is checked by the rule of its field's option,
+and a key left out takes that option's default.
 
 A field a config gives names its key (:func:`key`); the YAML's shape (top-level keys and the
-sections privacy, output, stats, cluster, ledger) and its structural checks follow from those
-declarations: unknown keys, keys of the other job kind, wrong types and missing required keys
-are errors naming the key (docs/config.md).
+sections privacy, output, stats, demo, cluster, ledger) and its structural checks follow from
+those declarations: unknown keys, keys of another job kind, wrong types and missing required
+keys are errors naming the key (docs/config.md).
 
 In string values, ``${VAR}`` is replaced by the environment variable VAR (an error if it is
 unset) and ``${VAR:-fallback}`` by VAR or, if unset or empty, the fallback. Relative local paths
-(data, a schema file, out, summary, the ledger, a stats network or public sample) are relative
-to the config file's directory, so a config works from any working directory.
+(data, a schema file, a model, out, summary, the ledger, a stats network or public sample) are
+relative to the config file's directory, so a config works from any working directory.
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ class ConfigError(ValueError):
     """A job config that cannot be run; the message names the file and the key."""
 
 
-def key(name: str, *, required: bool = False, path: bool = False, accepts: Any = None) -> Any:
+def key(name: str, *, required: bool = False, path: bool = False, exists: bool = False,
+        accepts: Any = None) -> Any:
     """A spec field a config gives as ``name`` (``section.key`` inside a section).
     ``required``: a config must give it; ``path``: relative to the config's directory;
+    ``exists``: an input, which must exist (a local path: a URL is checked by the job);
     ``accepts``: the YAML's type where it is not the field's (a memory limit as a number)."""
     return dataclasses.field(metadata={"key": name, "required": required, "path": path,
-                                       "accepts": accepts})
+                                       "exists": exists, "accepts": accepts})
 
 
 # assignments are checked too: preflight makes paths absolute in place
@@ -58,26 +64,11 @@ SPEC = ConfigDict(extra="forbid", validate_assignment=True)
 
 @dataclass(config=SPEC)
 class JobSpec:
-    """The fields of every job: its data, privacy basics, ledger, cluster and logging."""
+    """The fields of every job: its command, its config, its cluster and logging. A job kind's
+    spec adds the parts its command has (``*Part`` below), each declared once."""
 
     command: str  # the dp-dask command that runs it
     config: Path | None  # the job config it was read from (dp-dask run), else None
-    data: str = key("data", required=True, path=True)
-    schema: str = key("schema", required=True, path=True)
-    summary: str | None = key("output.summary", path=True)
-    epsilon: float = key("privacy.epsilon", required=True)  # a scheduled job states its budget
-    noise_sampler: str = key("privacy.noise_sampler")
-    noise_seed: int | None = key("privacy.noise_seed")
-    # the rows of one value of this column are protected together, at most K kept (data/units.py)
-    privacy_unit: str | None = key("privacy.privacy_unit")
-    max_rows_per_unit: str | None = key("privacy.max_rows_per_unit", accepts=int | str)  # K|auto
-    # with a unit, use a schema drafted under DP at row level (refused otherwise)
-    accept_row_level_draft: bool = key("privacy.accept_row_level_draft")
-    ledger: Location | None = key("ledger.path", path=True)
-    dataset_name: str | None = key("ledger.dataset_name")
-    run_id: str | None = key("ledger.run_id")
-    budget_epsilon: float | None = key("ledger.budget_epsilon")
-    force: bool = key("ledger.force")
     cluster_kind: str | None = key("cluster.kind")
     scheduler: str | None = key("cluster.address")
     workers: int | None = key("cluster.workers")
@@ -89,16 +80,52 @@ class JobSpec:
 
     @classmethod
     def of(cls, args: argparse.Namespace, **given: Any) -> Self:
-        """The spec of parsed options (``dp-dask synth``'s, ``stats``'), ``given`` added."""
+        """The spec of a command's parsed options, ``given`` added (fields the options lack,
+        such as ``config``, are None)."""
         return cls(**{field.name: getattr(args, field.name, None)
                       for field in dataclasses.fields(cls)} | given)
 
 
 @dataclass(config=SPEC)
-class SynthSpec(JobSpec):
-    """``dp-dask synth``: fit and sample a synthetic release."""
+class DataPart:
+    """The private input and its public schema."""
 
-    storage_options: dict[str, Any] | None = key("storage_options")  # of URL inputs, outputs
+    data: str = key("data", required=True, path=True, exists=True)
+    schema: str = key("schema", required=True, path=True)
+
+
+@dataclass(config=SPEC)
+class StoragePart:
+    """fsspec's options of URL inputs and outputs."""
+
+    storage_options: dict[str, Any] | None = key("storage_options")
+
+
+@dataclass(config=SPEC)
+class SummaryPart:
+    """The run summary's path (default: none; for a job config, beside the job's output)."""
+
+    summary: str | None = key("output.summary", path=True)
+
+
+@dataclass(config=SPEC)
+class NoisePart:
+    """The budget and its noise (every job that measures data: fit, synth, stats, demo)."""
+
+    epsilon: float = key("privacy.epsilon", required=True)  # a scheduled job states its budget
+    noise_sampler: str = key("privacy.noise_sampler")
+    noise_seed: int | None = key("privacy.noise_seed")
+    # the rows of one value of this column are protected together, at most K kept (data/units.py)
+    privacy_unit: str | None = key("privacy.privacy_unit")
+    max_rows_per_unit: str | None = key("privacy.max_rows_per_unit", accepts=int | str)  # K|auto
+    # with a unit, use a schema drafted under DP at row level (refused otherwise)
+    accept_row_level_draft: bool = key("privacy.accept_row_level_draft")
+
+
+@dataclass(config=SPEC)
+class MethodPart(NoisePart):
+    """The release method and its privacy parameters (fit, synth, demo)."""
+
     method: str = key("method")
     method_options: dict[str, Any] | None = key("method_options")  # the method's parameters
     delta: float = key("privacy.delta")
@@ -107,6 +134,23 @@ class SynthSpec(JobSpec):
     workload: list[Any] | None = key("privacy.workload", accepts=list[list[str] | str])
     mechanism: str = key("privacy.mechanism")
     within_attribute: str = key("privacy.within_attribute")
+
+
+@dataclass(config=SPEC)
+class LedgerPart:
+    """The privacy ledger a job that reads private data records its spending in."""
+
+    ledger: Location | None = key("ledger.path", path=True)
+    dataset_name: str | None = key("ledger.dataset_name")
+    run_id: str | None = key("ledger.run_id")
+    budget_epsilon: float | None = key("ledger.budget_epsilon")
+    force: bool = key("ledger.force")
+
+
+@dataclass(config=SPEC)
+class SamplingPart:
+    """A synthetic release: where, how many rows, drawn and decoded how (synth, sample, demo)."""
+
     out: Location = key("output.out", required=True, path=True)
     rows: int | None = key("output.rows")
     seed: int = key("output.seed")
@@ -117,7 +161,48 @@ class SynthSpec(JobSpec):
 
 
 @dataclass(config=SPEC)
-class StatsSpec(JobSpec):
+class ConditionPart:
+    """Conditional sampling (synth, sample): rows that hold ``where``, ``balance``'s classes
+    equally often; the method's model conditioned, not its release filtered."""
+
+    where: str | None = key("output.where")
+    balance: str | None = key("output.balance")
+
+
+@dataclass(config=SPEC)
+class SynthSpec(JobSpec, DataPart, StoragePart, MethodPart, LedgerPart, SamplingPart,
+                ConditionPart, SummaryPart):
+    """``dp-dask synth``: fit and sample a synthetic release."""
+
+
+@dataclass(config=SPEC)
+class FitSpec(JobSpec, DataPart, StoragePart, MethodPart, LedgerPart, SummaryPart):
+    """``dp-dask fit``: fit a model and save it."""
+
+    model: Location = key("output.model", required=True, path=True)  # where it is saved
+
+
+@dataclass(config=SPEC)
+class SampleSpec(JobSpec, StoragePart, SamplingPart, ConditionPart, SummaryPart):
+    """``dp-dask sample``: a release from a saved model (no private data, nothing spent)."""
+
+    model: Location = key("model", required=True, path=True, exists=True)
+    # the model read from ``model`` by preflight, which checks it; read once: a wide model is
+    # ~100 MB (no option or key: the job's own state)
+    loaded_model: Any = dataclasses.field(default=None, kw_only=True, compare=False, repr=False)
+
+
+@dataclass(config=SPEC)
+class DemoSpec(JobSpec, MethodPart, SamplingPart):
+    """``dp-dask demo``: census-like public data, generated and released. No ledger part: the
+    data is public, nothing to account for."""
+
+    demo_rows: int = key("demo.rows")
+    out: Location = key("output.out", path=True)  # the demo's own default; its data goes there
+
+
+@dataclass(config=SPEC)
+class StatsSpec(JobSpec, DataPart, NoisePart, LedgerPart, SummaryPart):
     """``dp-dask stats``: per-column noisy histograms (it reads local inputs only, so no
     storage_options)."""
 
@@ -130,10 +215,15 @@ class StatsSpec(JobSpec):
     smoothing: float = key("stats.smoothing")
 
 
-# a job config's ``job`` -> its spec; the job is the dp-dask command it runs
-SPECS: dict[str, type[JobSpec]] = {"synth": SynthSpec, "stats": StatsSpec}
+# a job config's ``job`` -> its spec; the job is the dp-dask command it runs (synth: the
+# default)
+SPECS: dict[str, type[JobSpec]] = {"synth": SynthSpec, "stats": StatsSpec, "fit": FitSpec,
+                                   "sample": SampleSpec, "demo": DemoSpec}
 Options = argparse.Namespace | JobSpec  # what a command runs with: its spec, if it has one
-SECTIONS = ("privacy", "output", "stats", "cluster", "ledger")
+# the sections of a job config: the prefixes of the dotted keys
+SECTIONS = tuple(dict.fromkeys(
+    field.metadata["key"].partition(".")[0] for spec in SPECS.values()
+    for field in dataclasses.fields(spec) if "." in field.metadata.get("key", "")))
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 
@@ -218,13 +308,18 @@ def _error_text(path: Path, error: ValidationError, kind: str) -> str:
         if item["type"] == "extra_forbidden":
             others = [job for job, spec in SPECS.items()
                       if any(given == key or given.startswith(f"{key}.") for given in _keys(spec))]
-            problems.append(f"key {key!r} applies to {' and '.join(others)} jobs only, not to "
-                            f"a {kind} job" if others else f"unknown key {key!r}")
+            problems.append(f"key {key!r} applies to {_listed(others)} jobs only, not to a "
+                            f"{kind} job" if others else f"unknown key {key!r}")
         elif item["type"] == "missing":
             problems.append(f"{key}: required")
         else:
             problems.append(f"{key}: {item['msg']} (got {item.get('input')!r})")
     return f"config {path}: " + "; ".join(problems)
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
@@ -256,12 +351,12 @@ def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
         raise ConfigError(_error_text(path, exc, kind)) from None
     base = path.resolve().parent
     for key, field in _keys(SPECS[kind]).items():
-        if field.metadata["path"] and values.get(key) is not None:
-            values[key] = _resolve(key, values[key], base)
-    data = values["data"]
-    if not is_url(data) and not Path(data).exists():
-        raise ConfigError(f"config {path}: data: {data} does not exist (relative paths are "
-                          "relative to the config file)")
+        given = values.get(key)
+        if field.metadata["path"] and given is not None:
+            values[key] = given = _resolve(key, given, base)
+        if field.metadata["exists"] and not is_url(given) and not Path(given).exists():
+            raise ConfigError(f"config {path}: {key}: {given} does not exist (relative paths "
+                              "are relative to the config file)")
     return kind, values
 
 

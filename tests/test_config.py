@@ -300,13 +300,13 @@ STATS_VALID = "    job: stats\n" + VALID
 
 @pytest.mark.parametrize(("base", "edit", "message"), [
     ("stats", lambda text: text + "  rows: 10\n",
-     "key 'output.rows' applies to synth jobs only, not to a stats job"),
+     "key 'output.rows' applies to synth, sample and demo jobs only, not to a stats job"),
     ("stats", lambda text: text + "method: marginals\n",
-     "key 'method' applies to synth jobs only"),
+     "key 'method' applies to synth, fit and demo jobs only"),
     ("stats", lambda text: text + "storage_options: {anon: true}\n",
-     "key 'storage_options' applies to synth jobs only"),
+     "key 'storage_options' applies to synth, fit and sample jobs only"),
     ("stats", lambda text: text.replace("epsilon: 1", "epsilon: 1\n  delta: 0.1"),
-     "key 'privacy.delta' applies to synth jobs only"),
+     "key 'privacy.delta' applies to synth, fit and demo jobs only"),
     ("synth", lambda text: text + "stats:\n  k: 3\n",
      "key 'stats' applies to stats jobs only, not to a synth job"),
     ("synth", lambda text: "job: synth\n" + text + "stats: {}\n", "key 'stats' applies to stats"),
@@ -381,12 +381,13 @@ def test_a_config_and_the_command_line_fill_the_same_spec(tmp_path, data):
         from_config, rows=7, zarr=True)
 
 
-@pytest.mark.parametrize("command", ["synth", "stats"])
+@pytest.mark.parametrize("command", ["synth", "fit", "sample", "stats", "demo"])
 def test_every_option_of_a_job_command_is_a_field_of_its_spec(command):
-    """A new option without its spec field would reach neither run nor the YAML: refused here."""
+    """A new option without its spec field would reach neither run nor the YAML: refused here.
+    (sample's loaded model is the job's own state, no option.)"""
     from dp_dask.cli.run import JOB_COMMANDS
     from dp_dask.config import SPECS
 
     options = {action.dest for action in JOB_COMMANDS[command].arguments()._actions}
     assert options == {field.name for field in dataclasses.fields(SPECS[command])} - {
-        "command", "config"}
+        "command", "config", "loaded_model"}

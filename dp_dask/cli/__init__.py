@@ -3,9 +3,10 @@
 A command module has ``add_arguments(commands)``, which adds its parser(s) and sets their
 defaults: ``run`` (the job), ``preflight`` (its checks before the cluster starts and any data
 is read, if it has any) and ``cluster=False`` for a command that starts no Dask cluster. Adding
-a command is one module and one line in :data:`COMMANDS` (docs/architecture.md). A command
-with a job spec (``dp_dask.config.SPECS``: synth, stats) runs with its spec, from its options
-or, through ``dp-dask run``, from a job config; the others with their parsed options.
+a command is one module and one line in :data:`COMMANDS` (docs/architecture.md). A job command
+(``dp_dask.config.SPECS``: synth, fit, sample, stats, demo) runs with its job spec, built from
+its options or, through ``dp-dask run``, from a job config; the others (evaluate, plan, schema,
+ledger, audit) with their parsed options.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dp_dask.config import SPECS, ConfigError, JobSpec, Options
 from dp_dask.data.encode import SHOW_VALUES
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.privacy.ledger import LedgerError
+from dp_dask.synthesizer import Synthesizer
 
 __all__ = ["COMMANDS", "build_parser", "job", "job_spec", "main", "preflight"]
 
@@ -48,8 +50,11 @@ COMMANDS = (fit, sample, synth, run, demo, evaluate, plan, stats, audit, schema,
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
-        prog="dp-dask", description="Differentially private synthetic data (Gaussian copula) "
-        "on Dask. Run 'dp-dask demo' for an end-to-end example.")
+        prog="dp-dask", description="Differentially private synthetic tables on Dask. The "
+        "default method, marginals, measures noisy 1- and 2-way marginals and synthesises rows "
+        "that match them; --method picks another (the Gaussian copula and its peers; one of "
+        f"{', '.join(sorted(Synthesizer.methods))}). Every job ({', '.join(SPECS)}) also runs "
+        "from a YAML job config: 'dp-dask run'. Run 'dp-dask demo' for an end-to-end example.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {dp_dask.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
@@ -58,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def job(args: argparse.Namespace) -> Options:
-    """What the command runs with: synth's and stats' job spec (for ``run``, the config's),
-    else the parsed options."""
+    """What the command runs with: a job command's spec (for ``run``, the config's), else the
+    parsed options."""
     if args.command == "run":
         return job_spec(args.config, args.overrides)
     spec = SPECS.get(args.command)

@@ -9,7 +9,7 @@ from typing import Any
 
 from dp_dask.checks import check_cost, check_input, check_output_dir
 from dp_dask.cli.options import FLAG_PARAMETERS, REFUSED_ELSEWHERE, privacy_unit, taking
-from dp_dask.config import Options
+from dp_dask.config import DemoSpec, FitSpec, LedgerPart, Options, StoragePart, SynthSpec
 from dp_dask.data.io import load_schema_from, local_only, local_path, remote
 from dp_dask.privacy.labels import describe
 from dp_dask.privacy.ledger import Ledger
@@ -24,25 +24,27 @@ def progress(args: Options) -> bool:
     return not args.quiet and sys.stdout.isatty()
 
 
-def new_synthesizer(args: Options, schema: str) -> Synthesizer:
-    """The method ``--method`` names, with the privacy, ledger and method options given."""
-    common = {"epsilon": args.epsilon, "delta": args.delta,
-              "noise_sampler": args.noise_sampler, "noise_seed": args.noise_seed,
-              "show_progress": progress(args),
-              "ledger": False if getattr(args, "no_ledger", False) else getattr(args, "ledger",
-                                                                                None),
-              "dataset_name": getattr(args, "dataset_name", None),
-              "run_id": getattr(args, "run_id", None),
-              "budget_epsilon": getattr(args, "budget_epsilon", None),
-              "force": getattr(args, "force", False), "privacy_unit": privacy_unit(args),
-              "accept_row_level_draft": getattr(args, "accept_row_level_draft", False)}
-    common |= flag_parameters(args)
-    return Synthesizer.create(args.method,
-                              load_schema_from(schema, getattr(args, "storage_options", None)),
-                              **common, **(args.method_options or {}))
+def new_synthesizer(spec: SynthSpec | FitSpec | DemoSpec, schema: str) -> Synthesizer:
+    """The method ``spec.method`` names, with the privacy and method options given, recorded
+    in the spec's ledger; a job without one (the demo, whose data is generated and public) in
+    none."""
+    common = {"epsilon": spec.epsilon, "delta": spec.delta,
+              "noise_sampler": spec.noise_sampler, "noise_seed": spec.noise_seed,
+              "show_progress": progress(spec), "privacy_unit": privacy_unit(spec),
+              "accept_row_level_draft": spec.accept_row_level_draft}
+    if isinstance(spec, LedgerPart):
+        common |= {"ledger": spec.ledger, "dataset_name": spec.dataset_name,
+                   "run_id": spec.run_id, "budget_epsilon": spec.budget_epsilon,
+                   "force": spec.force}
+    else:
+        common["ledger"] = False
+    common |= flag_parameters(spec)
+    storage = spec.storage_options if isinstance(spec, StoragePart) else None
+    return Synthesizer.create(spec.method, load_schema_from(schema, storage),
+                              **common, **(spec.method_options or {}))
 
 
-def flag_parameters(args: Options) -> dict[str, Any]:
+def flag_parameters(args: SynthSpec | FitSpec | DemoSpec) -> dict[str, Any]:
     """The method's parameters that have options of their own (``FLAG_PARAMETERS``), given as
     the method declares (``Synthesizer.options``): the CLI knows no method by name."""
     takes = Synthesizer.methods[args.method].options()

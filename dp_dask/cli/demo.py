@@ -16,6 +16,7 @@ from dp_dask.cli.options import (
     sampling_options,
 )
 from dp_dask.cluster import compute
+from dp_dask.config import DemoSpec
 from dp_dask.copula.sample import choose_device
 from dp_dask.data.counts import count_graph
 from dp_dask.data.io import local_only, read_table
@@ -23,38 +24,47 @@ from dp_dask.evaluate.queries import marginal_distances, release_labels
 from dp_dask.synthesizer import Synthesizer
 
 
+def arguments() -> argparse.ArgumentParser:
+    """The options of ``demo``, which a job config with ``job: demo`` gives."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--demo-rows", type=positive_int, default=1_000_000,
+                        help="rows of demo data")
+    privacy_options(parser)
+    sampling_options(parser, out_default=Path("dp-dask-demo"), summary=False)
+    cluster_options(parser)
+    return parser
+
+
 def add_arguments(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser("demo", help="generate census-like data and release it")
-    demo.add_argument("--demo-rows", type=positive_int, default=1_000_000, help="rows of demo data")
-    privacy_options(demo)
-    sampling_options(demo, out_default=Path("dp-dask-demo"), summary=False)
-    cluster_options(demo)
+    demo = commands.add_parser("demo", help="generate census-like data and release it",
+                               parents=[arguments()])
     demo.set_defaults(run=run, preflight=preflight)
 
 
-def preflight(args: argparse.Namespace) -> None:
-    check_method_options(args.method, args.method_options)
+def preflight(spec: DemoSpec) -> None:
+    check_method_options(spec.method, spec.method_options)
     # before the fit spends any budget
-    choose_device(args.sampling_device, Synthesizer.methods[args.method].gpu_sampling,
-                  f"method {args.method!r}")
-    args.out = local_only(args.out, "--out")  # the demo writes its input data there too
-    check_release_out(args)
+    choose_device(spec.sampling_device, Synthesizer.methods[spec.method].gpu_sampling,
+                  f"method {spec.method!r}")
+    spec.out = local_only(spec.out, "--out")  # the demo writes its input data there too
+    check_release_out(spec)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(spec: DemoSpec) -> None:
     from dp_dask.data.demo import write_census
 
     started = time.perf_counter()
-    data = write_census(args.out / "census.parquet", n_rows=args.demo_rows, seed=args.seed,
+    out = Path(spec.out)  # local: preflight
+    data = write_census(out / "census.parquet", n_rows=spec.demo_rows, seed=spec.seed,
                         overwrite=True)
-    print(f"wrote {args.demo_rows:,} census-like rows to {data} "
+    print(f"wrote {spec.demo_rows:,} census-like rows to {data} "
           f"in {time.perf_counter() - started:.1f}s")
-    args.no_ledger = True  # the demo data is generated here and public: nothing to account for
-    synthesizer = new_synthesizer(args, "demo").fit(data)
-    paths = {"model": synthesizer.save(args.out / "model")}
-    paths |= synthesizer.write(args.out / "release", args.rows, seed=args.seed,
-                               partition_rows=args.partition_rows, device=args.sampling_device,
-                               decode=args.decode, with_binary=args.zarr)
+    # the demo data is generated here and public: its spec has no ledger, nothing is recorded
+    synthesizer = new_synthesizer(spec, "demo").fit(data)
+    paths = {"model": synthesizer.save(out / "model")}
+    paths |= synthesizer.write(out / "release", spec.rows, seed=spec.seed,
+                               partition_rows=spec.partition_rows, device=spec.sampling_device,
+                               decode=spec.decode, with_binary=spec.zarr)
     report(synthesizer, paths)
     # The demo data is itself synthetic and public, so comparing with it reveals nothing.
     schema = synthesizer.schema
@@ -65,7 +75,7 @@ def run(args: argparse.Namespace) -> None:
     print(json.dumps(marginal_distances(real, synthetic, schema), indent=2))
     from dp_dask.evaluate.values import compare_values  # scipy.stats: ~1 s to import
 
-    values = compare_values(data, paths["parquet"], schema, seed=args.seed)
+    values = compare_values(data, paths["parquet"], schema, seed=spec.seed)
     if values is not None:
         print("values (KS, 0 = identical; W1 in the column's unit): " + "; ".join(
             f"{row['column']} KS {row['KS']:.4f} W1 {row['W1']:.3g}"

@@ -1,5 +1,6 @@
 """The option groups commands share (data, storage, cluster, privacy, ledger, sampling,
-evaluation), their argparse types, and the parser class that shows defaults in help."""
+conditional sampling, evaluation), their argparse types, and the parser class that shows
+defaults in help."""
 
 from __future__ import annotations
 
@@ -276,6 +277,26 @@ def sampling_options(parser: argparse.ArgumentParser, out_default: Path | None =
         group.add_argument("--summary", default=None, metavar="PATH",
                            help="write a run summary JSON here: stages, times, peak memory, "
                            "paths, privacy (default: none; 'dp-dask run': <out>.run.json)")
+
+
+def condition_options(parser: argparse.ArgumentParser) -> None:
+    """Conditional sampling (sample, synth): passed to the sampler, which conditions the model
+    where its method allows it (``Synthesizer.conditional``)."""
+    group = parser.add_argument_group("conditional sampling (methods whose model can be "
+                                      f"conditioned: {conditional_methods()})")
+    group.add_argument("--where", default=None, metavar="CONDITION",
+                       help="rows that hold a condition, e.g. \"sex == 'Female' and age >= 30\" "
+                       "(==, !=, <, <=, >, >=, in, and, or, not; `name` for other names): "
+                       "drawn from the model conditioned on it")
+    group.add_argument("--balance", default=None, metavar="ATTRIBUTE",
+                       help="equal rows for each class of this attribute (those the condition "
+                       "leaves possible), up to one row per partition")
+
+
+def conditional_methods() -> str:
+    """The methods that sample conditionally, for help and errors: ``marginals``."""
+    return ", ".join(name for name, cls in sorted(Synthesizer.methods.items())
+                     if cls.conditional)
 
 
 def evaluation_options(parser: argparse.ArgumentParser) -> None:

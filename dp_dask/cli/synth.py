@@ -8,14 +8,18 @@ from dp_dask.cli.common import check_data, check_ledger, check_release_out, new_
 from dp_dask.cli.options import (
     check_method_options,
     cluster_options,
+    condition_options,
+    conditional_methods,
     data_options,
     ledger_options,
     privacy_options,
     sampling_options,
 )
 from dp_dask.cli.summary import run_summary, started_now, write_summary
+from dp_dask.conditions import ConditionError, balanced_attribute, compile_where
 from dp_dask.config import SynthSpec
 from dp_dask.copula.sample import choose_device
+from dp_dask.data.io import load_schema_from
 from dp_dask.release import release_lock
 from dp_dask.synthesizer import Synthesizer
 
@@ -27,6 +31,7 @@ def arguments() -> argparse.ArgumentParser:
     privacy_options(parser)
     ledger_options(parser)
     sampling_options(parser)
+    condition_options(parser)
     cluster_options(parser)
     return parser
 
@@ -41,9 +46,26 @@ def preflight(spec: SynthSpec) -> None:
     # before the fit spends any budget
     choose_device(spec.sampling_device, Synthesizer.methods[spec.method].gpu_sampling,
                   f"method {spec.method!r}")
+    check_condition(spec)
     check_release_out(spec)
     check_ledger(spec)
     check_data(spec, spec.method)
+
+
+def check_condition(spec: SynthSpec) -> None:
+    """--where and --balance, before the fit spends anything: a method whose model can be
+    conditioned, and a condition on the schema's attributes and values (whether the fitted
+    model gives it any probability is known after the fit only: checked when sampling)."""
+    if spec.where is None and spec.balance is None:
+        return
+    if not Synthesizer.methods[spec.method].conditional:
+        raise ConditionError(f"--where/--balance: method {spec.method!r} cannot sample "
+                             f"conditionally; methods that can: {conditional_methods()}")
+    schema = load_schema_from(spec.schema, spec.storage_options)
+    if spec.where is not None:
+        compile_where(spec.where, schema, spec.decode)
+    if spec.balance is not None:
+        balanced_attribute(spec.balance, schema)
 
 
 def run(spec: SynthSpec) -> None:
@@ -56,6 +78,7 @@ def run(spec: SynthSpec) -> None:
                                   partition_rows=spec.partition_rows, with_model=True,
                                   device=spec.sampling_device,
                                   storage_options=spec.storage_options,
-                                  decode=spec.decode, with_binary=spec.zarr)
+                                  decode=spec.decode, with_binary=spec.zarr,
+                                  where=spec.where, balance=spec.balance)
     report(synthesizer, paths)
     write_summary(spec, spec.out, run_summary(spec, synthesizer, paths, *started))

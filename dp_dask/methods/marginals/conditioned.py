@@ -28,6 +28,7 @@ import pandas as pd
 from dp_dask.conditions import (
     Condition,
     ConditionError,
+    balanced_attribute,
     compile_where,
     condition_record,
     everything,
@@ -263,10 +264,7 @@ def condition_classes(model: FittedMarginals, where: str | None, balance: str | 
                              "can be drawn")
     if balance is None:
         return condition, (condition,), None
-    if balance not in schema.names:
-        raise ConditionError(f"--balance {balance!r}: no such attribute in schema "
-                             f"{schema.name!r}")
-    index = schema.names.index(balance)
+    index = balanced_attribute(balance, schema)
     classes = tuple(c for c in (condition.restricted(index, code)
                                 for code in range(schema.sizes[index])) if possible(c))
     return condition, classes, index
