@@ -417,3 +417,19 @@ def test_item7_the_rules_scores_move_by_at_most_k_when_a_unit_changes():
             moved = np.abs(auto_scores(pd.Series(neighbour).value_counts()) - scores).max()
             worst = max(worst, moved)
     assert worst == levels
+
+
+def test_item3_stats_statements_name_the_unit(tmp_path):
+    # Before, a release under a unit said "neighbouring datasets differ in one row (replaced), n
+    # public" in its statement (and its histograms.json's notion) while its neighbouring field
+    # named the unit.
+    release = release_stats(events(300), SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
+                            noise_seed=1, ledger=False,
+                            privacy_unit={"column": "uid", "max_rows": 10})
+    privacy = release.metadata["privacy"]
+    assert privacy["neighbouring"].startswith("replace all rows of one 'uid' (at most 10")
+    written = json.loads(release.write(tmp_path)["json"].read_text())["notion"]
+    for statement in (privacy["statement"], privacy["label"], written, privacy["budget_split"]):
+        assert "one row" not in statement and "n public" not in statement, statement
+    assert privacy["statement"].endswith(privacy["neighbouring"])
+    assert written == privacy["statement"]
