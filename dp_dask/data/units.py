@@ -233,8 +233,8 @@ def _unit_keys(unit: np.ndarray, tiebreak: list[np.ndarray], seed: int,
     same = pd.DataFrame({i: part for i, part in enumerate(
         [pd.factorize(unit, sort=True)[0], *tiebreak])})  # a null unit: -1, one unit
     copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
-    parts = np.vstack([_text_hash(unit), *(tiebreak if hashed is None else hashed),
-                       copy.astype(np.uint64)])
+    parts = np.vstack([_text_hash(unit), *(part.astype(np.uint64) for part in (
+        tiebreak if hashed is None else hashed)), copy.astype(np.uint64)])  # all 64 bits
     return np.vstack([_keyed_hash(parts, seed)[None, :], *tiebreak, copy])
 
 
