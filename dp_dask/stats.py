@@ -99,9 +99,9 @@ MECHANISMS = ("laplace", "tabular-ddp")
 DEFAULT_K = 10  # the paper's default chunk size
 # Replace-one: one count of a histogram down by 1, one up by 1.
 HISTOGRAM_L1_SENSITIVITY = 2
-DP_STATEMENT = ("ε-differential privacy (pure DP): Laplace noise, sequential composition over "
-                "the column histograms; neighbouring datasets differ in one row (replaced), n "
-                "public")
+DP_PREFIX = ("ε-differential privacy (pure DP): Laplace noise, sequential composition over the "
+             "column histograms; neighbouring datasets ")
+DP_STATEMENT = DP_PREFIX + "differ in one row (replaced), n public"  # a row's (as released)
 DDP_STATEMENT = ("ε-dependent differential privacy (Pufferfish variant): holds only if the "
                  "network describes the population's dependence; weaker than differential "
                  "privacy")
@@ -434,6 +434,13 @@ def _release(data: TableSource, schema: Schema, epsilon: float, mechanism: str, 
     return StatsRelease(schema, noisy, metadata, timings)
 
 
+def dp_statement(unit: PrivacyUnit | None) -> str:
+    """The laplace release's statement: under a privacy unit its neighbours in the words of the
+    record's ``neighbouring`` (:func:`~dp_dask.data.units.neighbouring`, their one source), a
+    row's as released before (:data:`DP_STATEMENT`)."""
+    return DP_STATEMENT if unit is None else DP_PREFIX + neighbouring("replace", unit)
+
+
 def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, k: int,
                    plan: Sequence[ChunkNoise], network: Network | None, tables_epsilon: float,
                    smoothing: float, sampler: str, seeded: bool,
@@ -449,7 +456,7 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
     }
     if mechanism == "laplace":
         privacy |= {"notion": "differential privacy", "ledger_notion": APPROX_DP,
-                    "statement": DP_STATEMENT, "accountant": BASIC_COMPOSITION,
+                    "statement": dp_statement(unit), "accountant": BASIC_COMPOSITION,
                     "differentially_private": private,
                     "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
                                     + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")

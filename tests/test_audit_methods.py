@@ -19,12 +19,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dp_dask.audit.canaries import AUDIT_SCHEMA, CANARY
+from dp_dask.audit.canaries import (
+    AUDIT_SCHEMA,
+    BASE_ROWS,
+    CANARY,
+    DRAFT_UNIT_CITY,
+    DRAFT_UNIT_K,
+    DRAFT_UNIT_ROWS,
+    UNIT,
+)
 from dp_dask.audit.plants import PLANTS
 from dp_dask.audit.report import DEFAULT_TRIALS, PLANT_TRIALS, TRIALS, format_table, run_audit
 from dp_dask.audit.runner import published
 from dp_dask.audit.scenarios import Scenario, scenarios
 from dp_dask.data.schema import Schema, load_schema
+from dp_dask.data.units import _bounded, _with_unit_text
 
 
 def _one(name: str, trials: int):
@@ -208,3 +217,38 @@ def test_item6_claim_is_read_on_the_claims_curve(privacy: dict[str, float],
     # Before, a pure or approximate DP claim was compared at its ε (2) whatever the audit's δ.
     release = _Released(load_schema(AUDIT_SCHEMA), {"privacy": privacy})
     assert scenarios()["stats"].claim(release, 0.05) == pytest.approx(expected, rel=1e-9)
+
+
+# --- issue 64 finish, item 1: a draft under a privacy unit, and its plant ------------------------
+
+def test_item1_unit_draft_plant_keeps_the_rows_the_bug_keeps() -> None:
+    # The plant drafts at max_rows 1 with the canary unit's rows given to K units: bounding
+    # keeps the same K rows of the rare city as the scenario's max_rows K, so only the
+    # calibration differs (every mechanism at bound 1), as the bug's would.
+    scenario = scenarios()["draft-unit"]
+    planted = PLANTS["unit-draft-at-row-sensitivity"].apply(scenario)
+    assert scenario.notion == "add_remove" and len(scenario.frames[0]) == BASE_ROWS
+    assert scenario.options["privacy_unit"] == {"column": UNIT, "max_rows": DRAFT_UNIT_K}
+    assert planted.options["privacy_unit"]["max_rows"] == 1 and DRAFT_UNIT_ROWS > DRAFT_UNIT_K
+
+    def kept(frame, max_rows: int) -> list[str]:
+        return sorted(_bounded(_with_unit_text(frame, UNIT), None, UNIT, max_rows, 7)["city"])
+
+    assert kept(scenario.frames[1], DRAFT_UNIT_K) == kept(planted.frames[1], 1)
+    assert kept(scenario.frames[1], DRAFT_UNIT_K).count(DRAFT_UNIT_CITY) == DRAFT_UNIT_K
+    assert DRAFT_UNIT_CITY not in set(scenario.frames[0]["city"])
+
+
+def test_item1_unit_draft_scenario_passes() -> None:
+    # Before, dp-dask audit had no scenario of a draft under a privacy unit (KeyError).
+    result = _one("draft-unit", 30)
+    assert result.passed, result
+    assert result.notion == "add_remove" and math.isfinite(result.claimed_epsilon)
+
+
+@pytest.mark.slow
+def test_item1_unit_draft_at_row_sensitivity_is_caught() -> None:
+    # ε̂ 2.44, 2.35, 2.44 against the claim 1.94 at seeds 0, 1, 2 (100 trials)
+    result = _planted("unit-draft-at-row-sensitivity",
+                      PLANT_TRIALS["unit-draft-at-row-sensitivity"])
+    assert not result.passed, result

@@ -19,7 +19,7 @@ from dp_dask.methods.marginals.measurements import measure_all
 from dp_dask.methods.marginals.select_pairs import pair_scores
 from dp_dask.privacy.accounting import epsilon_spent, rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
-from dp_dask.privacy.selection import _gdp_charge
+from dp_dask.privacy.selection import _gdp_charge, _threshold_measurement, calibrate_threshold
 from dp_dask.synthesizer import Synthesizer
 
 NAMES = ("a", "b", "c", "d", "e")
@@ -180,3 +180,22 @@ def test_item8c_tree_selections_are_calibrated_at_their_scores_l1_sensitivity(ne
         assert f"sensitivity {l1:g}" in tree.refinement.to_json(schema)["score"]
         scales[max_rows] = tree.refinement.selection.scale
     assert scales[3] == pytest.approx(3 * scales[1], rel=1e-6)
+
+
+@pytest.mark.parametrize("epsilon, delta, bound", [(1.9, 0.5, 1), (32.0, 5e-7, 1), (80.0, 1e-6, 2)])
+def test_item2_threshold_at_its_lowest_when_that_meets_delta(epsilon, delta, bound):
+    # Before, OpenDP's search raised "the decision boundary is below the lower bound" when the
+    # lowest threshold (the L∞ distance) already met δ: a draft at a large ε or δ crashed.
+    calibration = calibrate_threshold(epsilon, delta, bound)
+    assert calibration.threshold == bound  # the least one OpenDP allows
+    loss = _threshold_measurement(calibration.scale, calibration.threshold).map(
+        calibration.distance)  # OpenDP's own privacy map, not ours
+    assert loss[1] <= delta and loss[0] == pytest.approx(epsilon)
+
+
+def test_item2_threshold_search_unchanged_below_its_large_budgets():
+    # where δ needs more, the least threshold meeting it: one less misses it
+    calibration = calibrate_threshold(2.0, 1e-6)
+    below = _threshold_measurement(calibration.scale, calibration.threshold - 1).map(
+        calibration.distance)
+    assert calibration.threshold == 15 and below[1] > 1e-6

@@ -118,10 +118,12 @@ def test_a_unit_is_one_unit_whatever_its_storage_type(client):
 
 
 def test_identical_rows_tie_without_file_position():
+    # a unit's keys: its rows and the seed (identical rows numbered in any order), not positions
     schema = load_schema(SMALL_SCHEMA)
-    frame = correlated_frame(4, seed=3)
-    keys = row_keys(pd.concat([frame, frame.iloc[::-1]]), schema, SEED)
-    assert (keys[:, :4] == keys[:, 4:][:, ::-1]).all()  # a row's key: its values and the seed
+    frame = correlated_frame(4, seed=3).assign(uid=[0, 0, 1, 1])
+    doubled = pd.concat([frame, frame])
+    forward, backward = (row_keys(f, schema, "uid", SEED) for f in (doubled, doubled[::-1]))
+    assert sorted(map(tuple, forward.T)) == sorted(map(tuple, backward.T))
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
@@ -417,3 +419,41 @@ def test_item7_the_rules_scores_move_by_at_most_k_when_a_unit_changes():
             moved = np.abs(auto_scores(pd.Series(neighbour).value_counts()) - scores).max()
             worst = max(worst, moved)
     assert worst == levels
+
+
+def test_item3_stats_statements_name_the_unit(tmp_path):
+    # Before, a release under a unit said "neighbouring datasets differ in one row (replaced), n
+    # public" in its statement (and its histograms.json's notion) while its neighbouring field
+    # named the unit.
+    release = release_stats(events(300), SMALL_SCHEMA, epsilon=1.0, noise_sampler="numpy",
+                            noise_seed=1, ledger=False,
+                            privacy_unit={"column": "uid", "max_rows": 10})
+    privacy = release.metadata["privacy"]
+    assert privacy["neighbouring"].startswith("replace all rows of one 'uid' (at most 10")
+    written = json.loads(release.write(tmp_path)["json"].read_text())["notion"]
+    for statement in (privacy["statement"], privacy["label"], written, privacy["budget_split"]):
+        assert "one row" not in statement and "n public" not in statement, statement
+    assert privacy["statement"].endswith(privacy["neighbouring"])
+    assert written == privacy["statement"]
+
+
+def test_item4_each_unit_keeps_a_uniform_subset_of_its_rows():
+    # Units of 4 rows, two code combinations twice each in every unit, K = 2. Before, the key
+    # hashed the codes alone: every unit preferred the same combination and kept both of its
+    # rows (one combination kept 1000 times of 1000). Now each unit keeps a uniform 2-subset of
+    # its rows: the first combination 2, 1 or 0 times with probabilities 1/6, 4/6, 1/6
+    # (hypergeometric: mean 1, variance 1/3 per unit).
+    schema = load_schema({"attributes": [
+        {"name": "colour", "type": "categorical", "categories": ["red", "blue"]},
+        {"name": "flag", "type": "categorical", "categories": ["yes", "no"]}]})
+    units = 500
+    frame = pd.DataFrame({"uid": np.repeat(np.arange(units), 4),
+                          "colour": np.tile(["red", "blue", "red", "blue"], units),
+                          "flag": np.tile(["yes", "no", "yes", "no"], units)})
+    kept = _bounded(frame, schema, "uid", 2, SEED)
+    assert len(kept) == 2 * units
+    red = int(kept["colour"].eq("red").sum())
+    # the kept rows of "red, yes": mean 500, standard deviation sqrt(500/3) = 12.9 (the
+    # binomial's 15.8 for 1000 fair draws bounds it): within 5 binomial deviations
+    assert abs(red - units) <= 5 * math.sqrt(2 * units * 0.25), red
+    assert set(kept.groupby(kept.index // 4).size()) == {2}  # and 2 of every unit

@@ -13,8 +13,10 @@ fields its mechanism releases, by the most one row (or one unit) may:
   position (the blocks of consecutive rows of finding 1);
 * a privacy unit: every base row its own unit, and one unit of several rows, typical on D and
   canaries on D' (:func:`unit_pair`); the rows per unit that choose K (:func:`unit_sizes_pair`);
-* the schema draft under DP (``dp_dask.data.draft_dp``): a text column whose replaced row takes a
-  label near the threshold away and brings a lone "SECRET" (:func:`text_pair`); a column of
+* the schema draft under DP (``dp_dask.data.draft_dp``): under a privacy unit, a unit holding
+  more than K rows of a city nobody else has, present on D' and absent from D
+  (:func:`draft_unit_pair`); a text column whose replaced row takes a label near the threshold
+  away and brings a lone "SECRET" (:func:`text_pair`); a column of
   distinct values, one of them duplicated on D' (:func:`identifier_pair`); and, for the
   searches that threshold noisy counts of public cells (a timestamp's years, a number's
   octaves), one row moved from a cell just above the threshold at the low end of the data to
@@ -36,8 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, threshold, year_cells
 from dp_dask.data.draft_text import DISTINCT_SHARE
+from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.privacy.selection import calibrate_threshold
 
@@ -84,6 +88,16 @@ WIDE_ATTRIBUTES = 6
 WIDE_SIZE = 3
 
 TEXT_COLUMN, TEXT_CANARY, TEXT_NEAR = "colour", "SECRET", "amber"
+# the unit draft's K: three noise scales above the threshold a row's calibration (bound 1) puts
+# on its one text column (ε less n̂'s, the types' and the distinct count's shares), so that a
+# unit's K rows of one value pass at least 97.5 % of the time if the draft calibrated at bound 1
+# while bounding at K (the plant "unit-draft-at-row-sensitivity"); at bound K they pass with a
+# probability of at most δ
+_ROW_THRESHOLD = calibrate_threshold(
+    EPSILON * (1 - ROWS_SHARE - TYPE_SHARE) * (1 - DISTINCT_SHARE), DELTA)
+DRAFT_UNIT_K = _ROW_THRESHOLD.threshold + math.ceil(3 * _ROW_THRESHOLD.scale)
+DRAFT_UNIT_ROWS = 2 * DRAFT_UNIT_K  # the canary unit's rows: more than K, bounding keeps K
+DRAFT_UNIT_CITY = "zz-rare-city"  # the canary unit's value, held by no other unit
 IDENTIFIER_COLUMN = "code"  # not an identifier by its name: the DP rule decides
 IDENTIFIER_ROWS = 121
 YEARS_COLUMN, YEARS_CORE = "when", (2019, 2022)
@@ -168,6 +182,18 @@ def wide_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
                          for c in names})
     return (with_row(base, {c: "v0" for c in names}, copies),
             with_row(base, {c: f"v{WIDE_SIZE - 1}" for c in names}, copies))
+
+
+def draft_unit_pair(split: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A text column (the city) and the unit column, every base row its own unit; D' adds the
+    canary unit: :data:`DRAFT_UNIT_ROWS` rows of :data:`DRAFT_UNIT_CITY`. ``split`` > 1 gives
+    its rows to that many units instead (equal shares): bounded at 1 row per unit, they keep
+    ``split`` of its rows, as a unit bounded at K = ``split`` rows does."""
+    base = base_frame()[["city"]].assign(**{UNIT: [f"p{i}" for i in range(BASE_ROWS)]})
+    canary = pd.DataFrame({"city": [DRAFT_UNIT_CITY] * DRAFT_UNIT_ROWS,
+                           UNIT: [f"canary-{i % split}" if split > 1 else "canary"
+                                  for i in range(DRAFT_UNIT_ROWS)]})
+    return base, pd.concat([base, canary], ignore_index=True)
 
 
 def text_pair() -> tuple[pd.DataFrame, pd.DataFrame]:

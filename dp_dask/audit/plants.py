@@ -8,7 +8,8 @@ correct release's. Four kinds of field:
   budget that buys that much less noise): a σ or Laplace scale calibrated too small, a
   sensitivity undercounted, a budget not split over steps;
 * ``frames``: neighbours that differ by more than the claim's sensitivity allows (two rows
-  replaced where the calibration assumes one);
+  replaced where the calibration assumes one; a unit's K kept rows spread over K units of one
+  row each, where the calibration is a row's);
 * ``options``: what the release is asked, where the bug changes a public input: a privacy unit
   that keeps more rows than the noise assumes, a threshold calibrated for a larger δ;
 * ``steps``, ``public_sample``: a method with one step swapped on its instance (its rows'
@@ -24,12 +25,15 @@ from typing import Any
 import dask.dataframe as dd
 
 from dp_dask.audit.canaries import (
+    DRAFT_UNIT_K,
+    DRAFT_UNIT_ROWS,
     IDENTIFIER_NOISE_DIVISOR,
     OCTAVE_NOISE_DIVISOR,
     UNIT,
     UNIT_ROWS,
     YEARS_NOISE_DIVISOR,
     canary_pair,
+    draft_unit_pair,
     wide_pair,
 )
 from dp_dask.audit.scenarios import STATS_UNIT_K, UNIT_K, Scenario
@@ -100,7 +104,13 @@ def _plants() -> list[Plant]:
         Plant("identifier-count-unnoised", "draft-identifier", "the distinct-value count behind "
               "the identifier rule (released in the draft's record) with 1/60 of its noise",
               {"noise_divisor": IDENTIFIER_NOISE_DIVISOR}),
-        # "unit-draft-at-row-sensitivity" goes here with the unit draft's scenario (scenarios.py)
+        Plant("unit-draft-at-row-sensitivity", "draft-unit", f"the unit draft bounding the "
+              f"canary unit's {DRAFT_UNIT_ROWS} rows to max_rows {DRAFT_UNIT_K} while every "
+              "mechanism (n̂, the types, the distinct count, the text threshold) is calibrated "
+              f"at bound 1: drafted at max_rows 1 with the unit's rows given to {DRAFT_UNIT_K} "
+              "units, which keeps the same rows", {
+                  "options": {"privacy_unit": {"column": UNIT, "max_rows": 1}},
+                  "frames": draft_unit_pair(split=DRAFT_UNIT_K)}),
     ]
 
 

@@ -20,7 +20,7 @@ TRIALS = {"marginals": 1000, "marginals-add-remove": 500, "marginals-add-remove-
           "marginals-fine": 300, "marginals-joint": 500, "marginals-unit": 500, "copula": 100,
           "dpcopula-mle": 150, "dpcopula-hybrid": 150, "dpview-add-remove": 100, "stats": 300,
           "stats-unit": 40, "schema-draft": 200, "draft-octaves": 300, "draft-years": 300,
-          "draft-text": 300, "draft-identifier": 300}
+          "draft-text": 300, "draft-identifier": 300, "draft-unit": 150}
 # A plant's trials: enough to catch its bug with a margin. A halved σ of the marginals: ε̂
 # 0.70-0.88 over 5 seed ranges at 2,000 trials, 0.49-0.68 at 1,000, against a claim of 0.43.
 PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
@@ -29,7 +29,8 @@ PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
                 "unit-bounding-skipped": 100, "unit-sensitivity-skipped": 100,
                 "auto-k-sensitivity-1": 4000, "octave-scale-quartered": 500,
                 "years-scale-halved": 1500, "text-threshold-without-delta": 1000,
-                "identifier-count-unnoised": 300}
+                "identifier-count-unnoised": 300,
+                "unit-draft-at-row-sensitivity": 100}
 
 
 def run_audit(names: Sequence[str] | None = None, *, trials: int | None = None,

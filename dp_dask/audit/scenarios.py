@@ -11,7 +11,8 @@ Each scenario's release is the product's own code, by ``method``:
 * ``"stats"``: one call of :func:`~dp_dask.stats.release_stats` per trial;
 * ``"schema-draft"``: one call of :func:`~dp_dask.data.draft.draft_schema` under DP per trial
   (its octave and cell search, text thresholds, identifier rule, years, or ``--dp-grid``
-  quantiles: whatever the frame's columns call for);
+  quantiles: whatever the frame's columns call for; ``draft-unit``: under a privacy unit, its
+  neighbours all rows of one unit);
 * ``"unit-choice"``: max_rows "auto"'s choice (:func:`~dp_dask.data.units.choose_max_rows`) at
   the share of ρ a release at the scenario's (ε, δ) gives it, on the rows per unit
   (:func:`~dp_dask.data.units.rows_per_unit_graph`, once per neighbour).
@@ -41,12 +42,14 @@ from dp_dask.audit.canaries import (
     AUDIT_SCHEMA,
     DELTA,
     DRAFT_GRID,
+    DRAFT_UNIT_K,
     EPSILON,
     FINE_SCHEMA,
     MLE_BLOCK_PAIRS,
     UNIT,
     canary_pair,
     draft_pair,
+    draft_unit_pair,
     identifier_pair,
     octave_pair,
     sorted_pair,
@@ -276,8 +279,7 @@ def scenarios() -> dict[str, Scenario]:
         Scenario("draft-years", "schema-draft", "replace", None, years_pair()),
         Scenario("draft-text", "schema-draft", "replace", None, text_pair()),
         Scenario("draft-identifier", "schema-draft", "replace", None, identifier_pair()),
-        # A unit's draft (draft_schema under a privacy unit, being added beside this audit) gets
-        # its scenario here: a unit_pair() frame drafted with the unit, and the plant
-        # "unit-draft-at-row-sensitivity" (the same draft with max_rows 1's noise) in plants.py.
+        Scenario("draft-unit", "schema-draft", "add_remove", None, draft_unit_pair(),
+                 {"privacy_unit": {"column": UNIT, "max_rows": DRAFT_UNIT_K}}),
     ]
     return {s.name: s for s in out}

@@ -6,29 +6,32 @@ is a row. :func:`bound_contributions` keeps at most K rows of each unit, out of 
 anything is encoded or counted, and drops the unit column: it never reaches a model or a release.
 The counts are then those of the bounded data, so n means rows after bounding.
 
-A unit is identified by its value as text (:func:`unit_text`: 7, 7.0 and "7" are one unit, as
-an integer column read as float once a null appears must stay one), and every null (None, NaN,
-NA) is one and the same unit. Which K rows a unit keeps depends on that unit's rows and a seed
-alone, never on another unit, on file position or on partitioning: the rows are shuffled on that
-text (Dask's P2P
-shuffle where a distributed client runs, so a unit's rows meet in one partition without the
-table in memory), then each row is ranked by a keyed hash of its schema codes (and fine cells)
-under a per-release seed (secret, or derived from ``noise_seed``), ties broken by the codes
-themselves, and a unit keeps its K smallest. Rows tied all the way have the same codes and fine
-cells: every count sees them alike, so keeping any K of them gives the same counts. The unit's
-value is not hashed: its storage type (an integer column read as float once a null appears) is
-not a function of the unit's own rows. So neighbouring data sets that differ in one unit give
-bounded data sets that differ in that unit's at most K rows (a stable transformation), whatever
-the other units hold. Rows whose unit is null form ONE unit together, bounded to K like any other
-(each null row its own unit would let one person with nulls contribute unboundedly).
+A unit is identified by its value as text (:func:`unit_text`: 7, 7.0 and "7" are one unit, as an
+integer column read as float once a null appears must stay one), and every null (None, NaN, NA) is
+one and the same unit. Which K rows a unit keeps depends on that unit's rows and a seed alone,
+never on another unit, on file position or on partitioning: the rows are shuffled on that text
+(Dask's P2P shuffle where a distributed client runs, so a unit's rows meet in one partition without
+the table in memory), then each row is ranked by a keyed hash of its unit's text, its schema codes
+(and fine cells) and its copy number among the unit's identical rows, under a per-release seed
+(secret, or derived from ``noise_seed``), ties broken by the codes themselves, and a unit keeps its
+K smallest (:func:`row_keys`). The unit's text and the copy number are in the hash so that each
+unit keeps a K-subset of its rows that is uniform over the seed: hashed on the codes alone, every
+unit would prefer the same code combinations (the smallest hashes) and the bounded data would
+over-represent them. The unit's text, not its stored value, is hashed: 7 and 7.0 are one unit and
+one key. Rows with the same codes and fine cells are numbered in any order: every count sees them
+alike, so which of them a unit keeps gives the same counts. So neighbouring data sets that differ
+in one unit give bounded data sets that differ in that unit's at most K rows (a stable
+transformation), whatever the other units hold. Rows whose unit is null form ONE unit together,
+bounded to K like any other (each null row its own unit would let one person with nulls contribute
+unboundedly).
 
 A schema drafted under DP with a unit (:mod:`dp_dask.data.draft_dp`) is bounded alike before any
-schema exists: its rows are ranked by a keyed hash of their values' texts instead of codes
-(:func:`value_keys`), ties broken by the texts' order. Every guarantee here is about the raw
-data's units, whatever K each release bounded them to: a draft and a release of the same unit
-column compose (basic composition), any K with any K; a draft of another unit (a row) never
-counts inside a unit's total (:func:`drafted_record`), and a release under a unit refuses it
-unless told otherwise (:func:`check_drafted_unit`).
+schema exists: its rows are ranked with their values' texts in place of codes
+(:func:`value_keys`, the same keys), ties broken by the texts' order. Every guarantee here is about
+the raw data's units, whatever K each release bounded them to: a draft and a release of the same
+unit column compose (basic composition), any K with any K; a draft of another unit (a row) never
+counts inside a unit's total (:func:`drafted_record`), and a release under a unit refuses it unless
+told otherwise (:func:`check_drafted_unit`).
 """
 
 from __future__ import annotations
@@ -218,14 +221,34 @@ def _keyed_hash(parts: np.ndarray, seed: int) -> np.ndarray:
     return h.view(np.int64)
 
 
-def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
-    """(1 + m + fine grids, rows): per row its keyed hash, then its codes and fine cells (the
-    tiebreak): a function of the row's values, the schema and the seed alone."""
+def _unit_keys(unit: np.ndarray, tiebreak: list[np.ndarray], seed: int,
+               hashed: list[np.ndarray] | None = None) -> np.ndarray:
+    """(2 + parts, rows): per row a keyed hash of its unit's text (``unit``), its parts
+    (``hashed``, default the ``tiebreak``'s) and its copy number among the unit's identical
+    rows (equal ``tiebreak``); then the ``tiebreak`` parts and the copy number. Hashing the
+    unit and the copy number makes each unit keep a K-subset of its rows that is uniform over
+    the seed: hashed on the values alone, every unit would prefer the same values (the
+    smallest hashes), and identical rows would count once. Rows are numbered among identical
+    ones only, so which copies a unit keeps never changes what is counted."""
+    same = pd.DataFrame({i: part for i, part in enumerate(
+        [pd.factorize(unit, sort=True)[0], *tiebreak])})  # a null unit: -1, one unit
+    copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
+    parts = np.vstack([_text_hash(unit), *(part.astype(np.uint64) for part in (
+        tiebreak if hashed is None else hashed)), copy.astype(np.uint64)])  # all 64 bits
+    return np.vstack([_keyed_hash(parts, seed)[None, :], *tiebreak, copy])
+
+
+def row_keys(frame: pd.DataFrame, schema: Schema, column: str, seed: int) -> np.ndarray:
+    """(2 + m + fine grids, rows) for a partition holding every row of its units (``column``):
+    per row a keyed hash of its unit's text, its codes and fine cells and its copy number among
+    the unit's identical rows (:func:`_unit_keys`), then the codes, fine cells and copy number
+    (the tiebreak). A function of the unit's own rows, the schema and the seed alone: never of
+    file position (the copy numbers only tell identical rows apart) nor of another unit."""
     codes = encode_partition(frame, schema)
     fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
             for i in schema.fine_grids]
     parts = np.vstack([codes.astype(np.int64), *fine]) if fine else codes.astype(np.int64)
-    return np.vstack([_keyed_hash(parts, seed)[None, :], parts])
+    return _unit_keys(unit_text(frame[column]).to_numpy(), list(parts), seed)
 
 
 def _text_hash(text: np.ndarray) -> np.ndarray:
@@ -238,21 +261,14 @@ def _text_hash(text: np.ndarray) -> np.ndarray:
 def value_keys(frame: pd.DataFrame, column: str, seed: int) -> np.ndarray:
     """(2 + columns, rows) for a partition holding every row of its units (``column``): per
     row a keyed hash of its unit's text, every other value's text (:func:`unit_text`, the
-    encoder's text; a null its own mark) and its copy number among the unit's identical rows;
-    then each value's rank among the texts in sorted order and the copy number (the tiebreak;
-    only the order of two texts matters, a function of the two alone). Before a schema exists
-    (drafting): a function of the unit's rows and the seed alone. The unit's text and the copy
-    number are hashed so that each unit keeps a K-subset of its rows that is uniform over the
-    seed: hashed on the values alone, every unit would prefer the same values (with one column
-    drafted, the same category), and identical rows would count once."""
+    encoder's text; a null its own mark) and its copy number among the unit's identical rows
+    (:func:`_unit_keys`); then each value's rank among the texts in sorted order and the copy
+    number (the tiebreak; only the order of two texts matters, a function of the two alone).
+    Before a schema exists (drafting): a function of the unit's rows and the seed alone."""
     unit = unit_text(frame[column]).to_numpy()
     texts = [unit_text(frame[c]).to_numpy() for c in frame.columns if c != column]
     ranks = [pd.factorize(text, sort=True)[0].astype(np.int64) for text in texts]  # null: -1
-    same = pd.DataFrame({i: part for i, part in enumerate(
-        [pd.factorize(unit, sort=True)[0], *ranks])})
-    copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
-    hashed = np.vstack([_text_hash(unit), *map(_text_hash, texts), copy.astype(np.uint64)])
-    return np.vstack([_keyed_hash(hashed, seed)[None, :], *ranks, copy])
+    return _unit_keys(unit, ranks, seed, [_text_hash(text) for text in texts])
 
 
 def unit_text(values: pd.Series) -> pd.Series:
@@ -281,9 +297,9 @@ def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: 
     if frame.empty:
         return frame.drop(columns=column)
     groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
-    keys = (row_keys(frame, schema, seed) if schema is not None
+    keys = (row_keys(frame, schema, column, seed) if schema is not None
             else value_keys(frame, column, seed))
-    order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes
+    order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes and copy
     sorted_groups = groups[order]
     positions = np.arange(len(order))
     starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]

@@ -96,10 +96,15 @@ def calibrate_threshold(epsilon: float, delta: float, bound: int = 1) -> Thresho
         raise ValueError(f"thresholding needs a delta in (0, 1), got {delta!r}")
     distance = contribution_distance(bound)
     scale = distance[1] / epsilon  # ε = L1 / b
-    dp = _opendp()
-    threshold = dp.binary_search(
-        lambda t: _threshold_measurement(scale, t).map(distance)[1] <= delta,
-        bounds=(distance[2], None), T=int)  # OpenDP: a threshold at least the L∞ distance
+    lowest = distance[2]  # OpenDP: a threshold at least the L∞ distance
+
+    def meets(threshold: int) -> bool:
+        return _threshold_measurement(scale, threshold).map(distance)[1] <= delta
+
+    # where the lowest threshold already meets δ (a large ε or δ), OpenDP's search refuses
+    # (its predicate never changes above the bound): the least threshold is that lowest one
+    threshold = lowest if meets(lowest) else _opendp().binary_search(
+        meets, bounds=(lowest, None), T=int)
     loss = _threshold_measurement(scale, threshold).map(distance)
     _check_map(loss[0], epsilon, "epsilon")
     if loss[1] > delta:
