@@ -140,6 +140,54 @@ def storage_dtypes(source: TableSource) -> dict[str, str]:
     return {name: dtype for name, dtype in dtypes.items() if dtype is not None}
 
 
+def stored_text_types(source: TableSource) -> dict[str, tuple[str, list[str] | None]]:
+    """Column → the output type of its stored text (dp_dask.data.dtypes: ``string``,
+    ``large_string``, ``category`` or ``category[ordered]``) and, for an ordered dictionary, its
+    categories in order (None otherwise). Read for a text column drafted under DP even when the
+    storage types are not public: the writer chooses them for the column, not for its rows (a
+    neighbour written alike has the same), and an ordered dictionary's order is read only among
+    the levels released under DP (docs/privacy.md). A CSV stores none."""
+    if _is_csv(source):
+        return {}
+    if isinstance(source, pd.DataFrame | dd.DataFrame):
+        types = {}
+        for name, dtype in source.dtypes.items():
+            if isinstance(dtype, pd.CategoricalDtype):
+                values = pa.string() if pd.api.types.is_string_dtype(
+                    dtype.categories.dtype) else pa.int64()  # numbers: no text type
+                types[str(name)] = (pa.dictionary(pa.int32(), values, dtype.ordered),
+                                    [str(c) for c in dtype.categories])
+            elif pd.api.types.is_string_dtype(dtype):  # pandas writes str as large_string
+                text = pa.string() if getattr(dtype, "kind", "") == "O" else pa.large_string()
+                types[str(name)] = (text, None)
+    else:
+        dataset = pds.dataset(Path(source), format="parquet")
+        types = {f.name: (f.type, _categories(dataset, f.name)
+                          if pa.types.is_dictionary(f.type) and f.type.ordered else None)
+                 for f in dataset.schema}
+    named = {}
+    for name, (kind, categories) in types.items():
+        if pa.types.is_dictionary(kind) and _is_text(kind.value_type):
+            named[name] = ("category[ordered]" if kind.ordered else "category", categories)
+        elif _is_text(kind):
+            named[name] = (str(kind), None)
+    return named
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _categories(dataset: pds.Dataset, column: str) -> list[str]:
+    """An ordered dictionary column's categories, in order: its first fragment's dictionary
+    (pandas writes the categorical's whole category list there, used or not)."""
+    for fragment in dataset.get_fragments():
+        chunks = fragment.to_table(columns=[column]).column(column).chunks
+        if chunks:
+            return [str(c) for c in chunks[0].dictionary.to_pylist()]
+    return []
+
+
 def storage_required(source: TableSource) -> set[str]:
     """The columns whose storage schema says they hold no null (a Parquet ``required``, a
     non-nullable Arrow field). Metadata only; a frame or a CSV says none."""

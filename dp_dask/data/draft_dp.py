@@ -41,6 +41,7 @@ from dp_dask.data.draft import (
     add_identifier,
     calendar_features,
     free_label,
+    stored_text_types,
 )
 from dp_dask.data.draft_numeric import (
     Cells,
@@ -356,6 +357,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         check_text_budget(sum(worst[c] for c in [*texts, *maybe]), delta,
                           len(texts) + len(maybe),
                           1 if unit is None or unit.max_rows == AUTO else unit.max_rows)
+    text_types = stored_text_types(source)  # metadata: the writer's, not the rows'
     levels = list(range(1, bins))
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
@@ -428,19 +430,27 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
                                f"values is above {ID_DISTINCT:g} x the noisy rows n̂")
             elif grid is None:
+                stored, order = text_types.get(column, (None, None))
                 released = text.categories[column]
-                other = free_label(OTHER, released)
+                if order:  # an ordered dictionary: its order among the levels released
+                    released = sorted(released, key=lambda level: order.index(level)
+                                      if level in order else len(order))
+                # a constant's other values (fewer than a level's threshold) count in its level
+                other = released[0] if column in text.constants else free_label(OTHER, released)
                 missing = free_label(MISSING, released + [other])
                 specs[column] = {"name": column, "type": "categorical", "categories": released,
-                                 "extra": [other, missing], "on_missing": missing,
-                                 "on_unknown": other, "dtype_source": typed_by[column]}
+                                 "extra": [*([] if other in released else [other]), missing],
+                                 "on_missing": missing, "on_unknown": other,
+                                 **({"dtype": stored} if stored else {}),
+                                 "dtype_source": typed_by[column]}
                 mechanisms[column] = {**text.mechanisms[column],
                                       "rest": f"values below the threshold go to {other!r}"}
                 draft.notes.append(f"{column}: {len(released)} categories released under DP "
-                                   f"(ε {mechanisms[column]['epsilon']:.3g}); the rest in "
-                                   f"{other!r}" + ("" if released else "; if it is numeric, give "
-                                                   "it a public grid (--dp-grid) for DP quantile "
-                                                   "bins"))
+                                   f"(ε {mechanisms[column]['epsilon']:.3g}), in noisy order; "
+                                   + (f"a constant: any other value counts as {other!r}"
+                                      if column in text.constants else f"the rest in {other!r}")
+                                   + ("" if released else "; if it is numeric, give it a public "
+                                      "grid (--dp-grid) for DP quantile bins"))
             elif isinstance(grid, Cells | str):
                 spec, mechanisms[column], note = (
                     search_numeric(column, counts, grid, epsilon=share, bins=bins,
@@ -495,7 +505,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         draft.notes.append(
             "types decided under DP (ε " + f"{type_epsilon:.3g}): " + "; ".join(
                 f"{c} {'text' if d.kind == TEXT else d.dtype}"
-                + ("" if d.nullable else ", never null") for c, d in decisions.items()))
+                + ("" if d.nullable else ", never null")
+                + (" (stored as text: its values that are no number, if any, count as "
+                   "missing)" if d.from_text else "") for c, d in decisions.items()))
     draft.schema["attributes"] = [
         spec for a in draft.schema["attributes"] if a["name"] not in text.identifiers
         for spec in (specs[a["name"]] if isinstance(specs.get(a["name"]), list)

@@ -18,11 +18,16 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
 3. Several: a first, coarse round (:data:`FIRST_SHARE` of ε_T, equal over the columns) releases
    each column's large levels; :data:`MASS_SHARE` measures, per column, the rows left outside
    them (Laplace, L1 sensitivity = the columns: a row is in or out of each column's released
-   set); the rest of ε_T is split in proportion to these noisy counts (plus :data:`FLOOR` · n̂,
-   so a column the first round covers keeps a sliver) for a second round. A column of few large
-   levels is covered by the first round and needs little more; a column of many small levels
-   leaves most rows outside and gets most of the second round, whose lower threshold releases
-   its smaller levels. Each column's categories are the union of its two rounds.
+   set); the rest of ε_T goes to a second round by expected gain: equal over the columns that
+   can gain a level there (:func:`_second_round_columns`: a column whose noisy rows outside,
+   plus :data:`COVERED_MARGIN` noise scales, stay below the threshold of that split is covered
+   and gets no second round). Equal over those is what keeps the smallest levels in every
+   column (a 1 % grade is not starved for a column of many levels). Each column's categories
+   are the union of its two rounds.
+4. Levels are released in noisy order (largest noisy count first, from the round that released
+   each), never alphabetical. One level released whose noisy count leaves fewer than the
+   column's lowest threshold of the noisy rows n̂: a constant (``constants``), drafted without
+   an ``other`` bin.
 
 Every choice is made from DP outputs (noisy counts, released sets, n̂): the split is
 post-processing, its rounds compose (basic composition) within ε_T and δ. Thresholds are
@@ -42,14 +47,18 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.privacy.noise import laplace_noise
-from dp_dask.privacy.selection import Threshold, calibrate_threshold, threshold_keys
+from dp_dask.privacy.selection import Threshold, calibrate_threshold, threshold_counts
 
 DISTINCT_SHARE = 0.05
-FIRST_SHARE = 0.2
-MASS_SHARE = 0.05
+FIRST_SHARE = 0.1
+MASS_SHARE = 0.1
 ID_DISTINCT = 0.5
 ID_MARGIN = 5
-FLOOR = 0.01
+# A column is covered by the first round when its noisy rows outside it, plus this many of their
+# noise scales, stay below the second round's threshold. That scale, c/(MASS_SHARE·ε_T), is a
+# quarter of the threshold's ~39c/ε_T rows (δ = 1e-6), whatever ε_T: no rows outside are found
+# covered, a level 1.5 times the threshold is mistaken for covered with probability ~2.6 %.
+COVERED_MARGIN = 1
 
 
 @dataclass
@@ -59,6 +68,7 @@ class TextDraft:
     categories: dict[str, list[str]] = field(default_factory=dict)
     mechanisms: dict[str, dict[str, Any]] = field(default_factory=dict)
     identifiers: list[str] = field(default_factory=list)
+    constants: list[str] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,9 +87,32 @@ def _noisy(values: list[int], epsilon: float, sampler: str, rng: np.random.Gener
 
 
 def _round(counts: pd.Series, calibration: Threshold, sampler: str,
-           rng: np.random.Generator | None) -> tuple[list[str], dict[str, Any]]:
-    released = threshold_keys(counts.to_dict(), calibration, sampler=sampler, rng=rng)
+           rng: np.random.Generator | None) -> tuple[dict[str, float], dict[str, Any]]:
+    released = threshold_counts(counts.to_dict(), calibration, sampler=sampler, rng=rng)
     return released, {**calibration.to_json(), "released": len(released)}
+
+
+def _second_round_columns(mass: np.ndarray, mass_scale: float, epsilon: float, delta: float,
+                          bound: int) -> np.ndarray:
+    """Which columns the second round thresholds (expected gain): a level is released only if
+    it holds about the threshold's rows, so a column whose rows outside the first round's levels
+    (noisy, plus twice their noise scale: covered only when clearly so) are fewer than the
+    threshold an equal split of ``epsilon`` over the columns still in would set can gain no
+    level; it leaves its share to the others, until every column left can."""
+    active = np.ones(len(mass), dtype=bool)
+    while active.any():
+        threshold = calibrate_threshold(epsilon / active.sum(), delta, bound).threshold
+        covered = active & (mass + COVERED_MARGIN * mass_scale < threshold)
+        if not covered.any():
+            break
+        active &= ~covered
+    return active
+
+
+def _constant(released: dict[str, float], rows: float, threshold: int) -> bool:
+    """One level released, and the noisy rows n̂ leave fewer than a level's threshold outside
+    its noisy count: a constant, drafted without an ``other`` bin (post-processing)."""
+    return len(released) == 1 and rows - next(iter(released.values())) < threshold
 
 
 def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta: float, *,
@@ -108,38 +141,58 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                         "rule": f"noisy distinct values >= {ID_DISTINCT} x the noisy rows n̂ "
                                 f"+ {ID_MARGIN} x (their noise scale + {ID_DISTINCT} x n̂'s)"}}
     rest = epsilon - distinct_epsilon
+    lowest: dict[str, int] = {}  # each column's lowest threshold: what a level needed
+    noisy: dict[str, dict[str, float]] = {}
     if len(left) == 1:
         (column,) = left
-        result.categories[column], result.mechanisms[column] = _round(
-            counts[column], calibrate_threshold(rest, delta, bound), sampler, rng)
-        split[column] = rest
+        calibration = calibrate_threshold(rest, delta, bound)
+        noisy[column], result.mechanisms[column] = _round(counts[column], calibration, sampler,
+                                                          rng)
+        split[column], lowest[column] = rest, calibration.threshold
     elif left:
         first_epsilon, mass_epsilon = FIRST_SHARE * epsilon, MASS_SHARE * epsilon
-        first = calibrate_threshold(first_epsilon / len(left), delta / (2 * len(left)), bound)
+        each_delta = delta / (2 * len(left))
+        first = calibrate_threshold(first_epsilon / len(left), each_delta, bound)
         rounds = {c: _round(counts[c], first, sampler, rng) for c in left}
-        outside = [int(counts[c].drop(rounds[c][0]).sum()) for c in left]
+        outside = [int(counts[c].drop(list(rounds[c][0])).sum()) for c in left]
         mass = _noisy(outside, mass_epsilon, sampler, rng, bound)
-        weights = np.maximum(mass, 0.0) + FLOOR * rows
+        mass_scale = len(left) * bound / mass_epsilon
         second_epsilon = rest - first_epsilon - mass_epsilon
-        for column, weight in zip(left, weights):
-            share = second_epsilon * weight / weights.sum()
-            second = _round(counts[column], calibrate_threshold(
-                share, delta / (2 * len(left)), bound), sampler, rng)
-            result.categories[column] = sorted({*rounds[column][0], *second[0]})
+        active = _second_round_columns(mass, mass_scale, second_epsilon, each_delta, bound)
+        for column, gains in zip(left, active):
+            share = second_epsilon / active.sum() if gains else 0.0
+            steps, released = [rounds[column][1]], dict(rounds[column][0])
+            lowest[column] = first.threshold
+            if gains:
+                second = calibrate_threshold(share, each_delta, bound)
+                found, step = _round(counts[column], second, sampler, rng)
+                # a level's noisy count from the first round that released it
+                released.update({k: v for k, v in found.items() if k not in released})
+                steps.append(step)
+                lowest[column] = second.threshold
+            noisy[column] = released
             result.mechanisms[column] = {
-                "mechanism": "two rounds of laplace-threshold",
-                "epsilon": first.epsilon + share, "delta": delta / len(left),
-                "rounds": [rounds[column][1], second[1]],
-                "released": len(result.categories[column])}
+                "mechanism": f"{len(steps)} round(s) of laplace-threshold",
+                "epsilon": first.epsilon + share, "delta": each_delta * len(steps),
+                "rounds": steps, "released": len(released)}
             split[column] = first.epsilon + share
         record["rows_outside_first_round"] = {
             "mechanism": "laplace", "epsilon": mass_epsilon, "sensitivity": len(left) * bound,
-            "scale": len(left) * bound / mass_epsilon,
-            "noisy": {c: float(m) for c, m in zip(left, mass)}}
+            "scale": mass_scale, "noisy": {c: float(m) for c, m in zip(left, mass)},
+            "second_round": [c for c, gains in zip(left, active) if gains]}
+    for column, released in noisy.items():  # in noisy order, largest first
+        result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
+        if _constant(released, rows, lowest[column]):
+            result.constants.append(column)
+    record["constants"] = {"columns": result.constants, "rule": (
+        "one level released, and the noisy rows n̂ minus its noisy count below the column's "
+        "lowest threshold: no 'other' bin")}
+    record["order"] = "each column's levels by their noisy counts, largest first"
     record["split"] = {"epsilon": split, "rule": (
         "one column: the rest of the text budget" if len(left) == 1 else
         f"{FIRST_SHARE:g} of the text budget in a first round, equal over the columns; "
-        f"{MASS_SHARE:g} to count the rows outside its levels; the rest in a second round, in "
-        f"proportion to those noisy counts (+ {FLOOR:g} x n̂)")}
+        f"{MASS_SHARE:g} to count the rows outside its levels; the rest in a second round, "
+        "equal over the columns that can gain a level (whose noisy rows outside, plus twice "
+        "their noise scale, reach the threshold such a split sets)")}
     result.record = record
     return result

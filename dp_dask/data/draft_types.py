@@ -27,8 +27,10 @@ invented (a count of zero passes with probability β):
 * **float** only if fractions are present, else an integer (the rare fractions drawn back as
   integers of their bin).
 * **a number**, for a column stored as text, only if numbers are present and values that are no
-  number are not (those few count as missing); otherwise text, the storage's own candidate and
-  the cautious one: a text column holds any value, and a word is never lost.
+  number are not, or are few: a noisy share of at most :data:`STRAY_SHARE` of the noisy
+  non-missing values (a numeric column with a few stray words; they count as missing, said in
+  the draft's notes); otherwise text, the storage's own candidate and the cautious one: a text
+  column holds any value, and a word is never lost.
 
 The decisions are post-processing of the noisy histograms: the numeric search's cells, the text
 columns' budget floor, the output ``dtype`` and the missing bin follow them, never the storage
@@ -56,6 +58,10 @@ from dp_dask.privacy.noise import laplace_noise
 FORMS = ("missing", "no number", "integer", "fraction")
 TYPE_SHARE = 0.1  # of the draft's ε
 TYPE_MISS = 1e-4  # chance that a count of zero passes: a never-null column gets a missing bin
+# A column stored as text is a number if its values that are no number are at most this share
+# of its noisy non-missing values: those strays count as missing (a numeric attribute's
+# on_unknown "clip" counts a value that is no number as missing).
+STRAY_SHARE = 0.05
 SENSITIVITY = 2  # L1 of a column's forms when one row is replaced by another
 NUMBER_TYPES = {"integer": "int64", "float": "float64"}
 TEXT = "text"
@@ -81,6 +87,7 @@ class Decision:
 
     kind: str
     nullable: bool
+    from_text: bool = False  # a number stored as text: its values that are no number are missing
 
     @property
     def dtype(self) -> str:
@@ -116,10 +123,12 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     for column, row in zip(columns, noisy):
         missing, no_number, integer, fraction = row > threshold  # present
         grid = candidates[column]
-        text = isinstance(grid, Undecided) and grid.text and (no_number or not (integer or
-                                                                                 fraction))
+        # words among numbers: a few (a noisy share of at most STRAY_SHARE) are strays
+        words = no_number and row[1] > STRAY_SHARE * max(row[1:].sum(), 1.0)
+        stored_text = isinstance(grid, Undecided) and grid.text
+        text = stored_text and (words or not (integer or fraction))
         decisions[column] = Decision(TEXT if text else "float" if fraction else "integer",
-                                     bool(missing))
+                                     bool(missing), bool(stored_text and not text))
     record = {
         "mechanism": "laplace histogram of value forms", "forms": list(FORMS),
         "epsilon": epsilon, "epsilon_each": epsilon / len(columns),
@@ -129,8 +138,9 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
         "scale": scale, "threshold": threshold, "miss": TYPE_MISS,
         "rule": ("a form is present if its noisy count passes the threshold; nullable if "
                  "missing values are, float if fractions are (else integer); a column stored as "
-                 "text is a number if numbers are present and values that are no number are not "
-                 "(else text); a column stored as numbers is one"),
+                 "text is a number if numbers are present and values that are no number are "
+                 f"not, or are at most {STRAY_SHARE:g} of the noisy non-missing values (counted "
+                 "as missing); else text; a column stored as numbers is one"),
         "noisy": {c: dict(zip(FORMS, (round(float(v)) for v in row)))
                   for c, row in zip(columns, noisy)},
         "decided": {c: {"dtype": d.dtype, "nullable": d.nullable} for c, d in decisions.items()},

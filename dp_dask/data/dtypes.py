@@ -23,7 +23,13 @@ from dp_dask.data.text import category_text
 
 INTEGER_DTYPES = ("int64", "int32")
 FLOAT_DTYPES = ("float64", "float32")
-TEXT_DTYPES = ("string", "category")
+# "string": Arrow's string where declared (the default of a text attribute that declares no
+# dtype stays pandas' str, Arrow's large_string); "large_string": Arrow's large_string.
+STRING_DTYPES = ("string", "large_string")
+# a dictionary of string values (a pandas categorical), unordered or ordered as its categories
+ORDERED_CATEGORY = "category[ordered]"
+CATEGORY_DTYPES = ("category", ORDERED_CATEGORY)
+TEXT_DTYPES = (*STRING_DTYPES, *CATEGORY_DTYPES)
 OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES)
 # Arrow's names of timestamps: any unit, naive or in a time zone ("timestamp[us, tz=Europe/Paris]")
 TIMESTAMP_UNITS = ("s", "ms", "us", "ns")

@@ -39,9 +39,12 @@ from dp_dask.data.attribute import CALENDAR_UNITS, ERROR, Attribute
 from dp_dask.data.constraints import value_ranges
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.dtypes import (
+    CATEGORY_DTYPES,
     DECODINGS,
     FLOAT_DTYPES,
     INTEGER_DTYPES,
+    ORDERED_CATEGORY,
+    STRING_DTYPES,
     TEXT_DTYPES,
     fine_layout,
     float_ranges,
@@ -217,16 +220,17 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
     if mode == "label":
         return pd.Categorical.from_codes(codes, categories=labels)
     dtype, null_codes = attribute.output_dtype, _null_codes(attribute)
-    if dtype == "category":
+    if dtype in CATEGORY_DTYPES:  # Arrow's dictionary of string values, as pandas writes one
         kept = np.flatnonzero(~null_codes)
         position = np.full(attribute.size, -1)
         position[kept] = np.arange(len(kept))
-        return pd.Categorical.from_codes(position[codes], categories=[labels[i] for i in kept])
+        return pd.Categorical.from_codes(position[codes], categories=[labels[i] for i in kept],
+                                         ordered=dtype == ORDERED_CATEGORY)
     # None where no code decodes as null: most columns, and a gather per column saved
     null = null_codes[codes] if null_codes.any() else None
-    if dtype == "string":  # Arrow's take: ten times faster than through Python strings
+    if dtype in STRING_DTYPES:  # Arrow's take: ten times faster than through Python strings
         text = pc.take(pa.array(labels, pa.large_string()), pa.array(codes, mask=null))
-        return pd.array(text, dtype="str")
+        return pd.array(text, dtype="str")  # stored as arrow_schema says
     values = _typed(codes, attribute, mode, rng, fine) if values is None else values
     if is_timestamp(dtype):  # nanoseconds, floored to the unit: still within the year
         return _stamps(values // (NANOSECONDS // PER_SECOND[timestamp_type(dtype)[0]]), null,
@@ -417,8 +421,23 @@ def arrow_schema(schema: Schema, decode: str) -> pa.Schema:
     inferred = pa.Schema.from_pandas(empty_frame(schema, decode), preserve_index=False)
     nullable = {column.name: _nullable(schema, column)
                 for column in output_columns(schema, decode)}  # an id column: never null
-    return pa.schema([field.with_nullable(nullable.get(field.name, False))
-                      for field in inferred], metadata=inferred.metadata)
+    declared = {a.name: a.dtype for a in schema.attributes
+                if a.dtype in TEXT_DTYPES and decoding(a, decode) != "label"}
+    return pa.schema([_stored_text(field, declared.get(field.name)).with_nullable(
+        nullable.get(field.name, False)) for field in inferred], metadata=inferred.metadata)
+
+
+def _stored_text(field: pa.Field, dtype: str | None) -> pa.Field:
+    """A text column stored as its declared dtype says (a drafted input's type): ``string`` as
+    Arrow's string, a category's dictionary of string values (what pandas writes a categorical
+    as); pandas' own str, Arrow's large_string, where none is declared (hand-written schemas, as
+    before)."""
+    if dtype == "string":
+        return field.with_type(pa.string())
+    if dtype in CATEGORY_DTYPES:
+        return field.with_type(pa.dictionary(field.type.index_type, pa.string(),
+                                             field.type.ordered))
+    return field
 
 
 def _nullable(schema: Schema, column: OutputColumn) -> bool:
