@@ -99,6 +99,8 @@ class SynthSpec(JobSpec):
     """``dp-dask synth``: fit and sample a synthetic release."""
 
     storage_options: dict[str, Any] | None = key("storage_options")  # of URL inputs, outputs
+    # optional here: without one, drafted under DP first (dp_dask.one_command)
+    schema: str | None = key("schema", path=True)
     method: str = key("method")
     method_options: dict[str, Any] | None = key("method_options")  # the method's parameters
     delta: float = key("privacy.delta")
