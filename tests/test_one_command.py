@@ -85,3 +85,26 @@ def test_item4_python_errors_name_keywords(tmp_path):
     with pytest.raises(ValueError, match="dp_delta=: only with dp_epsilon=") as raised:
         draft_schema(raw_table(10), dp_delta=1e-6)
     assert "--dp" not in str(raised.value)
+
+
+def test_item3_a_5000_row_table_releases_its_numbers_with_a_noise_warning(client, tmp_path):
+    from dp_dask import synthesize
+    from dp_dask.data.demo import generate_census
+
+    raw = generate_census(5000, seed=1).compute()
+    with pytest.warns(DpDaskWarning, match="noise is comparable to the counts"):
+        released = synthesize(raw, epsilon=1.0, ledger=False)
+    # searched coarsely, not left out: the notes say what was given up
+    assert {"age", "hours_per_week", "household_size"} <= set(released.columns)
+    assert released.attrs["dp_dask"]["privacy"]["one_command"]["left_out"] == []
+    assert any("coarse" in note for note in released.attrs["dp_dask"]["notes"])
+
+
+def test_item1_a_job_config_without_schema_is_the_one_command(tmp_path):
+    from dp_dask.cli import job_spec
+
+    raw_table(10).to_parquet(tmp_path / "raw.parquet")
+    config = tmp_path / "job.yaml"
+    config.write_text("data: raw.parquet\nprivacy: {epsilon: 1}\noutput: {out: rel}\n")
+    spec = job_spec(config, [])
+    assert spec.schema is None and spec.epsilon == 1.0

@@ -410,6 +410,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         # not searched (a column stored as text that turned out numeric included).
         needed = {c: smallest_table(shares[c], candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
+        # Below the full search's size, a numeric column is searched coarsely (all its share on
+        # the octaves) where that finds something; below that too, not at all.
+        coarse = {c for c in needed if rows < needed[c] and isinstance(candidates[c], Cells)
+                  and rows >= smallest_table(shares[c], candidates[c], bound, coarse=True)}
+        needed = {c: n if c not in coarse else smallest_table(shares[c], candidates[c], bound,
+                                                              coarse=True)
+                  for c, n in needed.items()}
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            delta, rows_scale=rows_record["scale"], sampler=sampler, rng=rng,
                            bound=bound) if texts else TextDraft()
@@ -444,7 +451,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             elif isinstance(grid, Cells | str):
                 spec, mechanisms[column], note = (
                     search_numeric(column, counts, grid, epsilon=share, bins=bins,
-                                   sampler=sampler, rng=rng, bound=bound)
+                                   sampler=sampler, rng=rng, bound=bound,
+                                   coarse=column in coarse)
                     if isinstance(grid, Cells) else
                     search_years(column, counts, epsilon=share, sampler=sampler, rng=rng,
                                  bound=bound))
@@ -521,7 +529,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                                "split.epsilon"])
                        + f"; the {len(texts)} text column(s)' shares and all of δ split among "
                        "them by \"text\"; a searched numeric column's ε halved over its two "
-                       "steps (mechanisms[column].steps)",
+                       "steps (mechanisms[column].steps; one step where it was searched "
+                       "coarsely, mechanisms[column].coarse)",
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "
