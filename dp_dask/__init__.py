@@ -5,6 +5,7 @@ from dp_dask.data.attribute import Attribute, SchemaError
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.methods.marginals import MarginalSynthesizer
+from dp_dask.one_command import synthesize
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.version import __version__
 
@@ -17,5 +18,6 @@ __all__ = [
     "SchemaError",
     "Synthesizer",
     "load_schema",
+    "synthesize",
     "__version__",
 ]

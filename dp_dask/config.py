@@ -174,6 +174,9 @@ class SynthSpec(JobSpec, DataPart, StoragePart, MethodPart, LedgerPart, Sampling
                 ConditionPart, SummaryPart):
     """``dp-dask synth``: fit and sample a synthetic release."""
 
+    # optional here: without one, drafted under DP first (dp_dask.one_command)
+    schema: str | None = key("schema", path=True)
+
 
 @dataclass(config=SPEC)
 class FitSpec(JobSpec, DataPart, StoragePart, MethodPart, LedgerPart, SummaryPart):

@@ -246,8 +246,8 @@ def test_item4_draft_add_remove_reads_the_noisy_rows_not_n(tmp_path):
     draft holds under add/remove neighbours too. On 2,000 rows with 1,155 distinct codes the
     identifier rule's two sides are within noise: over 20 seeds its decision always follows the
     recorded n̂ and, in some seed, differs from what the exact n would give. A numeric column on
-    a table just large enough for its search is skipped whenever n̂ falls below (never on n).
-    The text split's second round goes, equally, to the columns the record names."""
+    a table just large enough for its search is searched coarsely whenever n̂ falls below (never
+    on n). The text split's second round goes, equally, to the columns the record names."""
     _ids_frame(2_000, 1_155).to_parquet(tmp_path / "codes.parquet")
     options = {"dp_epsilon": 1.0, "dp_delta": DELTA, "ledger": False, "noise_sampler": "numpy"}
     against_n = []
@@ -281,7 +281,10 @@ def test_item4_draft_add_remove_reads_the_noisy_rows_not_n(tmp_path):
         assert record["split"]["epsilon"]["x"] == pytest.approx(share)
         assert record["types"]["decided"]["x"]["dtype"] == "int64"
         step = record["mechanisms"]["x"]
-        skipped.append(step["mechanism"] == "none (not searched)")
+        # below the full search's size by n̂ (never by n), searched coarsely (issue 65 item 3:
+        # the coarse search needs about half the rows, so never skipped here)
+        skipped.append("coarse" in step)
+        assert step["mechanism"] != "none (not searched)"
         assert skipped[-1] == (record["rows"]["noisy"] < needed)
     assert any(skipped) and not all(skipped)
 

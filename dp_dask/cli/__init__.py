@@ -39,6 +39,7 @@ from dp_dask.cluster import ClusterError, dask_client
 from dp_dask.config import SPECS, ConfigError, JobSpec, Options
 from dp_dask.data.encode import SHOW_VALUES
 from dp_dask.exceptions import DpDaskWarning
+from dp_dask.keywords import as_flags
 from dp_dask.privacy.ledger import LedgerError
 from dp_dask.synthesizer import Synthesizer
 
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 messages.say("error", _undecodable(args, exc))
                 return 2
             except USER_ERRORS as exc:
-                messages.say("error", str(exc) or type(exc).__name__)
+                # the library names keyword arguments; the CLI user gave flags
+                messages.say("error", as_flags(str(exc)) or type(exc).__name__)
                 return 2
     return 0

@@ -81,12 +81,15 @@ def workload_groups(text: str) -> list[Any]:
     return [group.split(",") for group in text.split(";") if group.strip()]
 
 
-def data_options(parser: argparse.ArgumentParser) -> None:
+def data_options(parser: argparse.ArgumentParser, schema_required: bool = True) -> None:
     parser.add_argument("--data", required=True,
                         help="Parquet file/directory or CSV: a path or an fsspec URL "
                         "(s3://, gs://, abfs://, file://)")
-    parser.add_argument("--schema", required=True,
-                        help="schema JSON (path or URL) or built-in name (adult, demo)")
+    parser.add_argument("--schema", required=schema_required, default=None,
+                        help="schema JSON (path or URL) or built-in name (adult, demo)" + (
+                            "" if schema_required else "; without one, the schema is drafted "
+                            "from the data under DP with a share of --epsilon and --delta "
+                            "(docs/from-raw.md), then the rest releases"))
     storage_options(parser)
 
 

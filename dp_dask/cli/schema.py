@@ -12,6 +12,7 @@ from dp_dask.cli.common import check_data, progress
 from dp_dask.cli.options import LEDGER_HELP, cluster_options, privacy_unit, unit_options
 from dp_dask.cluster import dask_client
 from dp_dask.evaluate.tables import markdown_table
+from dp_dask.keywords import as_flags
 
 
 def add_arguments(commands: argparse._SubParsersAction) -> None:
@@ -110,7 +111,7 @@ def run_draft(args: argparse.Namespace) -> None:
             public_types=args.public_types, on_unknown=args.on_unknown,
             ids=args.ids, privacy_unit=unit)
     path = write_draft(draft, args.out, force=args.force)
-    print(draft.summary())
+    print(as_flags(draft.summary()))
     print(f"schema draft: {path}")
 
 

@@ -1,10 +1,22 @@
-"""``dp-dask synth``: fit and sample in one job (also a job config's default job)."""
+"""``dp-dask synth``: fit and sample in one job (also a job config's default job). Without
+``--schema`` the schema is drafted from the data under DP first, with a share of the budget
+(:mod:`dp_dask.one_command`), and written beside the release (``schema.json``)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from dp_dask.cli.common import check_data, check_ledger, check_release_out, new_synthesizer, report
+from dp_dask.cli.common import (
+    check_data,
+    check_ledger,
+    check_release_out,
+    flag_parameters,
+    new_synthesizer,
+    privacy_unit,
+    progress,
+    report,
+)
 from dp_dask.cli.options import (
     check_method_options,
     cluster_options,
@@ -19,7 +31,10 @@ from dp_dask.cli.summary import run_summary, started_now, write_summary
 from dp_dask.conditions import ConditionError, balanced_attribute, compile_where
 from dp_dask.config import SynthSpec
 from dp_dask.copula.sample import choose_device
-from dp_dask.data.io import load_schema_from
+from dp_dask.data.draft import write_draft
+from dp_dask.data.io import load_schema_from, local_path
+from dp_dask.keywords import as_flags
+from dp_dask.one_command import OneCommand, draft_and_fit
 from dp_dask.release import release_lock
 from dp_dask.synthesizer import Synthesizer
 
@@ -27,7 +42,7 @@ from dp_dask.synthesizer import Synthesizer
 def arguments() -> argparse.ArgumentParser:
     """The options of ``synth``, which a job config gives (``dp-dask run``)."""
     parser = argparse.ArgumentParser(add_help=False)
-    data_options(parser)
+    data_options(parser, schema_required=False)
     privacy_options(parser)
     ledger_options(parser)
     sampling_options(parser)
@@ -49,7 +64,10 @@ def preflight(spec: SynthSpec) -> None:
     check_condition(spec)
     check_release_out(spec)
     check_ledger(spec)
-    check_data(spec, spec.method)
+    if spec.schema is not None:
+        check_data(spec, spec.method)
+    elif not Path(local_path(spec.data)).exists():  # drafted from the data: nothing to check
+        raise FileNotFoundError(f"input {spec.data} does not exist")
 
 
 def check_condition(spec: SynthSpec) -> None:
@@ -61,6 +79,10 @@ def check_condition(spec: SynthSpec) -> None:
     if not Synthesizer.methods[spec.method].conditional:
         raise ConditionError(f"--where/--balance: method {spec.method!r} cannot sample "
                              f"conditionally; methods that can: {conditional_methods()}")
+    if spec.schema is None:  # a drafted schema's values are known only once drafted (spent)
+        raise ConditionError("--where/--balance: give the release's --schema (draft it first "
+                             "with 'dp-dask schema draft'); without one the values a condition "
+                             "names are not known before the draft spends its budget")
     schema = load_schema_from(spec.schema, spec.storage_options)
     if spec.where is not None:
         compile_where(spec.where, schema, spec.decode)
@@ -72,13 +94,36 @@ def run(spec: SynthSpec) -> None:
     started = started_now()
     # before the fit spends any budget; in a store, the lock's PUT is the write probe
     with release_lock(spec.out, spec.storage_options):
-        synthesizer = new_synthesizer(spec, spec.schema).fit(
-            spec.data, storage_options=spec.storage_options)
+        drafted = None
+        if spec.schema is None:  # one command, one ε: the draft's share, then the release
+            drafted = _draft_and_fit(spec)
+            synthesizer = drafted.synthesizer
+        else:
+            synthesizer = new_synthesizer(spec, spec.schema).fit(
+                spec.data, storage_options=spec.storage_options)
         paths = synthesizer.write(spec.out, spec.rows, seed=spec.seed,
                                   partition_rows=spec.partition_rows, with_model=True,
                                   device=spec.sampling_device,
                                   storage_options=spec.storage_options,
                                   decode=spec.decode, with_binary=spec.zarr,
                                   where=spec.where, balance=spec.balance)
+    if drafted is not None:
+        # beside the release's metadata (a local release; a store's keeps it in metadata.json)
+        if not isinstance(paths["metadata"], str):
+            paths["schema"] = write_draft(drafted.draft, Path(paths["metadata"]).parent
+                                          / "schema.json", force=True)
+        print(as_flags(drafted.draft.summary()))
     report(synthesizer, paths)
     write_summary(spec, spec.out, run_summary(spec, synthesizer, paths, *started))
+
+
+def _draft_and_fit(spec: SynthSpec) -> OneCommand:
+    """The one command's draft and fit, with the job's privacy, ledger and method options."""
+    return draft_and_fit(
+        spec.data, epsilon=spec.epsilon, delta=spec.delta, method=spec.method,
+        privacy_unit=privacy_unit(spec), ledger=spec.ledger, dataset_name=spec.dataset_name,
+        run_id=spec.run_id,
+        budget_epsilon=spec.budget_epsilon, force=spec.force, noise_sampler=spec.noise_sampler,
+        noise_seed=spec.noise_seed, show_progress=progress(spec),
+        storage_options=spec.storage_options, **flag_parameters(spec),
+        **(spec.method_options or {}))

@@ -584,15 +584,15 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
     if ids not in IDS:
-        raise ValueError(f"--ids must be one of {', '.join(IDS)}, got {ids!r}")
+        raise ValueError(f"ids= must be one of {', '.join(IDS)}, got {ids!r}")
     if on_unknown not in ON_UNKNOWN:
-        raise ValueError(f"--on-unknown must be one of {', '.join(ON_UNKNOWN)}, "
+        raise ValueError(f"on_unknown= must be one of {', '.join(ON_UNKNOWN)}, "
                          f"got {on_unknown!r}")
-    dp_options = {"--dp-delta": dp_delta, "--dp-columns": dp_columns, "--dp-grid": dp_grids}
+    dp_options = {"dp_delta=": dp_delta, "dp_columns=": dp_columns, "dp_grids=": dp_grids}
     given = [option for option, value in dp_options.items() if value is not None]
     if dp_epsilon is None and given:
-        raise ValueError(f"{', '.join(given)}: only with --dp-epsilon (dp_epsilon); without "
-                         "it the draft reads no value of the data")
+        raise ValueError(f"{', '.join(given)}: only with dp_epsilon=; without it the draft "
+                         "reads no value of the data")
     kinds = storage_types(source)
     storage = PUBLIC_STORAGE if public_types else FROM_DATA
     dtypes = storage_dtypes(source) if public_types else {}
@@ -601,7 +601,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     ranges = dict(ranges or {})
     unknown = sorted(set(ranges) - set(kinds))
     if unknown:
-        raise ValueError(f"--range names column(s) {unknown} not in the input {sorted(kinds)}")
+        raise ValueError(f"ranges= names column(s) {unknown} not in the input {sorted(kinds)}")
     codebook: dict[str, Any] = {}
     sample: pd.DataFrame | None = None
     declared_unit = None  # a codebook's privacy_unit
@@ -623,7 +623,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             raise ValueError(f"public codebook {public}: expected a JSON/YAML mapping")
     unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None else declared_unit)
     if unit is not None and unit.column not in kinds:
-        raise ValueError(f"--privacy-unit: column {unit.column!r} is not in the input "
+        raise ValueError(f"privacy_unit=: column {unit.column!r} is not in the input "
                          f"{sorted(kinds)}")
     draft = Draft({"schema_version": SCHEMA_VERSION,
                    "name": name or (Path(source).name.split(".")[0]

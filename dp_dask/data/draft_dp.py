@@ -88,14 +88,14 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
     edges = Attribute.from_json({"name": column, "type": "numeric", "edges": spec}).edges
     grid = np.array([e for e in edges if math.isfinite(e)])
     if kind == "datetime":
-        raise ValueError(f"--dp-grid {column}: a timestamp column's years are searched under "
-                         f"DP; give public years with --range {column}=START:STOP:1 instead")
+        raise ValueError(f"dp_grids= {column}: a timestamp column's years are searched under "
+                         f"DP; give public years with ranges= {column}=START:STOP:1 instead")
     if kind == "integer" and not np.array_equal(grid, np.round(grid)):
-        raise ValueError(f"--dp-grid {column}: the column stores integers ({dtype}); give a "
+        raise ValueError(f"dp_grids= {column}: the column stores integers ({dtype}); give a "
                          "grid of integers (integral start and step)")
     limit = 2.0**31 if dtype == "int32" else 2.0**63
     if kind in NUMBER_KINDS and np.abs(grid).max() >= limit:
-        raise ValueError(f"--dp-grid {column}: the grid reaches beyond what its storage type "
+        raise ValueError(f"dp_grids= {column}: the grid reaches beyond what its storage type "
                          f"({dtype or kind}) holds, ±{limit:.3g}")
     return grid
 
@@ -294,34 +294,34 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     before any noise is drawn, and spent otherwise.
     """
     if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"--dp-epsilon must be a finite number > 0, got {epsilon!r}")
+        raise ValueError(f"dp_epsilon= must be a finite number > 0, got {epsilon!r}")
     if delta is None or not 0 < delta < 1:
-        raise ValueError(f"--dp-delta must lie in (0, 1) (thresholding the values present "
+        raise ValueError(f"dp_delta= must lie in (0, 1) (thresholding the values present "
                          f"needs δ > 0), got {delta!r}")
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
-        raise ValueError(f"--dp-bins must be an integer >= 2, got {bins!r}")
+        raise ValueError(f"dp_bins= must be an integer >= 2, got {bins!r}")
     columns = list(draft.todo) if columns is None else list(columns)
     grids = dict(grids or {})
     if not columns:
-        raise ValueError("--dp-columns: no column to draft under DP (every column is drafted "
+        raise ValueError("dp_columns=: no column to draft under DP (every column is drafted "
                          "from public information)")
     for column in [*columns, *grids]:
         if unit is not None and column == unit.column:
-            raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is the privacy unit's "
+            raise ValueError(f"dp_columns=/dp_grids=: column {column!r} is the privacy unit's "
                              "column: it bounds each unit's rows, never an attribute; leave it "
                              "out")
         if column not in kinds:
-            raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is not in the input "
+            raise ValueError(f"dp_columns=/dp_grids=: column {column!r} is not in the input "
                              f"{sorted(kinds)}")
         if column not in draft.todo:
-            raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is drafted from public "
-                             "information already (its type, --range, --public, or an "
+            raise ValueError(f"dp_columns=/dp_grids=: column {column!r} is drafted from public "
+                             "information already (its type, ranges=, public=, or an "
                              "identifier's name); leave it out")
     if set(grids) - set(columns):
-        raise ValueError(f"--dp-grid names column(s) {sorted(set(grids) - set(columns))} not "
-                         f"in --dp-columns {columns}")
+        raise ValueError(f"dp_grids= names column(s) {sorted(set(grids) - set(columns))} not "
+                         f"in dp_columns= {columns}")
     if unit is not None and unit.column not in kinds:
-        raise ValueError(f"--privacy-unit: column {unit.column!r} is not in the input "
+        raise ValueError(f"privacy_unit=: column {unit.column!r} is not in the input "
                          f"{sorted(kinds)}")
     given = {a["name"]: a for a in draft.schema["attributes"]}
     dtypes = {c: given[c].get("dtype") if c in given else None for c in columns}
@@ -412,6 +412,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         # not searched (a column stored as text that turned out numeric included).
         needed = {c: smallest_table(shares[c], candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
+        # Below the full search's size, a numeric column is searched coarsely (all its share on
+        # the octaves) where that finds something; below that too, not at all.
+        coarse = {c for c in needed if rows < needed[c] and isinstance(candidates[c], Cells)
+                  and rows >= smallest_table(shares[c], candidates[c], bound, coarse=True)}
+        needed = {c: n if c not in coarse else smallest_table(shares[c], candidates[c], bound,
+                                                              coarse=True)
+                  for c, n in needed.items()}
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            delta, rows_scale=rows_record["scale"], sampler=sampler, rng=rng,
                            bound=bound) if texts else TextDraft()
@@ -423,9 +430,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 draft.notes.append(
                     f"{column}: not searched: this table holds about {rows:,.0f} rows (the "
                     f"noisy n̂), and at ε = {share:.3g} a range is found only in a table of at "
-                    f"least {needed[column]:,.0f}; its share of --dp-epsilon is spent (n̂ was "
-                    "drawn). Give its public range (--range), more --dp-epsilon or fewer "
-                    "--dp-columns")
+                    f"least {needed[column]:,.0f}; its share of dp_epsilon= is spent (n̂ was "
+                    "drawn). Give its public range (ranges=), more dp_epsilon= or fewer "
+                    "dp_columns=")
             elif column in text.identifiers:
                 add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
                                f"values is above {ID_DISTINCT:g} x the noisy rows n̂")
@@ -454,7 +461,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             elif isinstance(grid, Cells | str):
                 spec, mechanisms[column], note = (
                     search_numeric(column, counts, grid, epsilon=share, bins=bins,
-                                   sampler=sampler, rng=rng, bound=bound)
+                                   sampler=sampler, rng=rng, bound=bound,
+                                   coarse=column in coarse)
                     if isinstance(grid, Cells) else
                     search_years(column, counts, epsilon=share, sampler=sampler, rng=rng,
                                  bound=bound))
@@ -533,7 +541,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                                "split.epsilon"])
                        + f"; the {len(texts)} text column(s)' shares and all of δ split among "
                        "them by \"text\"; a searched numeric column's ε halved over its two "
-                       "steps (mechanisms[column].steps)",
+                       "steps (mechanisms[column].steps; one step where it was searched "
+                       "coarsely, mechanisms[column].coarse)",
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "

@@ -126,14 +126,16 @@ def threshold(scale: float, cells: int, miss: float) -> float:
     return scale * math.log(max(cells, 1) / (2.0 * miss))
 
 
-def smallest_table(epsilon: float, cells: Cells | str, bound: int = 1) -> float:
+def smallest_table(epsilon: float, cells: Cells | str, bound: int = 1,
+                   coarse: bool = False) -> float:
     """Rows a table needs for its first step to find anything: twice that step's threshold
-    (octaves at half of ``epsilon``; a timestamp's years, ``cells`` a str, at all of it), each
-    unit contributing at most ``bound`` rows. The draft searches no column whose table its noisy
-    row count puts below it."""
+    (octaves at half of ``epsilon``, all of it in a ``coarse`` search; a timestamp's years,
+    ``cells`` a str, at all of it), each unit contributing at most ``bound`` rows. The draft
+    searches a column coarsely where its noisy row count puts the table below the full search's
+    size, and not at all below the coarse one's."""
     if isinstance(cells, Cells):
-        return 2.0 * threshold(SENSITIVITY * bound / (epsilon / 2.0), len(cells.octaves) - 1,
-                               OCTAVE_MISS)
+        step = epsilon if coarse else epsilon / 2.0
+        return 2.0 * threshold(SENSITIVITY * bound / step, len(cells.octaves) - 1, OCTAVE_MISS)
     return 2.0 * threshold(SENSITIVITY * bound / epsilon, len(year_cells()) - 1, OCTAVE_MISS)
 
 
@@ -162,12 +164,14 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
-                   bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1
-                   ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+                   bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
+                   coarse: bool = False) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
-    contributes at most."""
-    half = epsilon / 2.0
+    contributes at most. ``coarse`` (a table too small for both steps, by its noisy n̂): all of
+    ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges; the
+    cells inside, and so finer bins and small integer grids, are given up."""
+    half = epsilon if coarse else epsilon / 2.0
     sensitivity = SENSITIVITY * bound
     scale = sensitivity / half
     noisy = laplace_noise(counts["octaves"], scale, sensitivity=sensitivity, sampler=sampler,
@@ -188,15 +192,20 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         last += 1
     passed = np.arange(first, last + 1)
     low, high = cells.octaves[first], cells.octaves[last + 1]
-    edges, key = ((cells.units, "units") if cells.units is not None and
-                  -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
-    inside = slice(int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)))
-    edges = edges[inside.start:inside.stop + 1]
-    cell = laplace_noise(counts[key][inside], scale, sensitivity=sensitivity, sampler=sampler,
-                         rng=rng)
-    record["steps"].append(_step(f"{key} cells within [{_round(low)}, {_round(high)})", half,
-                                 scale, len(cell), CELL_MISS, bound))
-    kept = _passing(cell, scale, CELL_MISS)
+    if coarse:  # the octaves' own noisy counts: no second step, no further noise
+        edges, key, cell = cells.octaves[first:last + 2], "octave", noisy[passed]
+        record["coarse"] = ("a small table (by n̂): all of ε on the octaves; bins at octave "
+                            "edges, the cells inside not searched")
+    else:
+        edges, key = ((cells.units, "units") if cells.units is not None and
+                      -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
+        inside = slice(int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)))
+        edges = edges[inside.start:inside.stop + 1]
+        cell = laplace_noise(counts[key][inside], scale, sensitivity=sensitivity,
+                             sampler=sampler, rng=rng)
+        record["steps"].append(_step(f"{key} cells within [{_round(low)}, {_round(high)})",
+                                     half, scale, len(cell), CELL_MISS, bound))
+    kept = [] if coarse else _passing(cell, scale, CELL_MISS)
     first, last = 0, len(cell) - 1
     # the passing cells' own sum (few cells: little noise), not their span's
     if len(kept) and cell[kept].sum() >= (1 - TRIM_SHARE) * noisy[passed].sum():
@@ -223,7 +232,9 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     return (spec, record,
             f"{column}: range [{_round(low)}, {_round(top)}] found under DP, {len(inner) + 1} "
             f"bins at noisy quantiles{', fine grid of ' + key + ' cells' if 'fine' in spec else ''}"
-            "; values beyond are clamped into the outer bins")
+            "; values beyond are clamped into the outer bins" + (
+                "; coarse (a small table): bins at octave edges only, finer cells given up"
+                if coarse else ""))
 
 
 def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: str,

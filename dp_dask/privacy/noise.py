@@ -97,7 +97,7 @@ def _draw(measurements: list[tuple[Any, np.ndarray]]) -> list[np.ndarray]:
                for _, counts in measurements]
     tasks = [(meas, chunk) for (meas, _), chunks in zip(measurements, chunked)
              for chunk in chunks]
-    with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
+    with ThreadPoolExecutor(max(1, min(threads, len(tasks)))) as pool:  # none: a 1-column schema
         drawn = pool.map(lambda task: np.asarray(task[0](task[1]), dtype=np.int64), tasks)
         # pool.map yields in task order, so each measurement's chunks come back together.
         return [np.concatenate([next(drawn) for _ in chunks]).astype(np.float64)
