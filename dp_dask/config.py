@@ -71,6 +71,8 @@ class JobSpec:
     # the rows of one value of this column are protected together, at most K kept (data/units.py)
     privacy_unit: str | None = key("privacy.privacy_unit")
     max_rows_per_unit: str | None = key("privacy.max_rows_per_unit", accepts=int | str)  # K|auto
+    # with a unit, use a schema drafted under DP at row level (refused otherwise)
+    accept_row_level_draft: bool = key("privacy.accept_row_level_draft")
     ledger: Location | None = key("ledger.path", path=True)
     dataset_name: str | None = key("ledger.dataset_name")
     run_id: str | None = key("ledger.run_id")

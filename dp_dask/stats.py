@@ -63,6 +63,8 @@ from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.units import (
     PrivacyUnit,
     bound_contributions,
+    check_drafted_unit,
+    drafted_record,
     neighbouring,
     unit_record,
     unit_seed,
@@ -272,7 +274,8 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
                   dataset_name: str | None = None, run_id: str | None = None,
                   budget_epsilon: float | None = None, force: bool = False,
                   show_progress: bool = False,
-                  privacy_unit: PrivacyUnit | dict[str, Any] | None = None) -> StatsRelease:
+                  privacy_unit: PrivacyUnit | dict[str, Any] | None = None,
+                  accept_row_level_draft: bool = False) -> StatsRelease:
     """Per-column noisy histograms of ``data`` under ``mechanism`` ("laplace" or
     "tabular-ddp"); see the module docstring. Tabular-DDP needs one network source: ``network``
     (public JSON), ``public_sample`` (a public file) or ``network_share`` (that share of ε on
@@ -284,7 +287,10 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
     (:func:`_reserve`): past the budget it is refused unless ``force``.
 
     ``privacy_unit`` (default: the schema's; laplace only): each unit's rows bounded to its
-    ``max_rows`` (:mod:`dp_dask.data.units`), the noise scaled to them, n not recorded.
+    ``max_rows`` (:mod:`dp_dask.data.units`), the noise scaled to them, n not recorded. A schema
+    drafted under DP at another unit (a row) is refused under a unit unless
+    ``accept_row_level_draft`` (as for ``Synthesizer``); the metadata records the draft
+    (``schema_drafted_under_dp``) as a synthesizer's release does.
     """
     schema = load_schema(schema)
     sources = {"--network": network, "--public-sample": public_sample,
@@ -301,6 +307,7 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
                              "support a privacy unit (its dependent sensitivity is a row's); "
                              "use --mechanism laplace")
         unit.check(schema)
+        check_drafted_unit(schema, unit, accept_row_level_draft)
         source = read_table(data, schema, extra=(unit.column,))
     rng = np.random.default_rng(noise_seed) if noise_sampler == "numpy" else None
     timings: dict[str, float] = {}
@@ -475,6 +482,10 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
                         "dependent_sensitivity": c.dependent_sensitivity, "rho": c.rho,
                         "laplace_scale": c.scale, "fallback": c.fallback} for c in plan],
         }
+    if schema.drafted_under_dp:  # Tabular-DDP is no DP notion: never summed with the draft
+        privacy["schema_drafted_under_dp"] = drafted_record(
+            schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
+            notion="replace" if mechanism == "laplace" else "dependent")
     if private:
         privacy["label"] = privacy["notion"] + " release"
     else:

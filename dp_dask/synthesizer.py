@@ -102,11 +102,14 @@ class Synthesizer:
         chosen under DP at each fit (the smallest candidate covering a quantile of the rows per
         unit) with ``units.AUTO_SHARE`` of the budget; ``privacy_unit`` keeps "auto", the fit
         learns ``max_rows_``.
+    accept_row_level_draft: with a privacy unit, fit a schema drafted under DP at another unit
+        (a row) rather than refuse it (``fit`` raises ValueError before any budget is spent);
+        the release then records each guarantee under its own unit, never their total.
 
-    scikit-learn's estimator contract: ``__init__`` stores the parameters and reads, opens and
-    checks nothing (a schema path, a ledger); each fit loads and checks them first, before any
-    data is read or budget spent, and learns its state afresh, so a refit on other data records
-    what a fresh fit does. ``schema``, ``privacy_unit`` and ``ledger`` read back what the last
+    scikit-learn's estimator contract: ``__init__`` stores the parameters (refusing those bad on
+    their own) and reads or opens nothing (a schema path, a ledger); each fit loads and checks
+    them against the schema first, before any data is read or budget spent, and learns its
+    state afresh, so a refit on other data records what a fresh fit does. ``schema``, ``privacy_unit`` and ``ledger`` read back what the last
     fit (or :meth:`from_model`) loaded (``schema_``, ``privacy_unit_``, ``ledger_``); before a
     fit, what the parameters name. Learned by each fit: ``model_``, ``ledger_entry_``,
     ``reused_``, ``timings_``; ``max_rows_``, the K rows per unit the fit bounded to (the K
@@ -144,7 +147,8 @@ class Synthesizer:
                  ledger: Ledger | str | Path | bool | None = None,
                  dataset_name: str | None = None, run_id: str | None = None,
                  budget_epsilon: float | None = None, force: bool = False,
-                 privacy_unit: units.PrivacyUnit | dict[str, Any] | None = None) -> None:
+                 privacy_unit: units.PrivacyUnit | dict[str, Any] | None = None,
+                 accept_row_level_draft: bool = False) -> None:
         # scikit-learn's contract: the parameters are stored as given, nothing is read or opened
         # here; fit loads what they name (_load_params), afresh each time
         self._schema = schema
@@ -159,6 +163,7 @@ class Synthesizer:
         self.run_id = run_id
         self.budget_epsilon = budget_epsilon
         self.force = force
+        self.accept_row_level_draft = accept_row_level_draft
         # loaded from the parameters by each fit (and by from_model)
         self.schema_: Schema | None = None
         self.privacy_unit_: units.PrivacyUnit | None = None
@@ -317,9 +322,10 @@ class Synthesizer:
         self._load_params()  # a bad schema, unit or ledger fails here, before any data is opened
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is opened
         check_cost(self.schema, type(self))  # warn, or refuse a schema too costly to fit
-        # a missing input or unit column fails before any budget is reserved (or any warning
-        # about the ledger's dataset name is given)
-        source = self._read(data, storage_options)
+        # a schema drafted at another unit, or a missing unit column, fails before any spend
+        # (a refused budget before the input is even opened)
+        units.check_drafted_unit(self.schema, self.privacy_unit, self.accept_row_level_draft)
+        source = data if self.privacy_unit is None else self._read(data, storage_options)
         reservation = self._ledger_reserve(data, storage_options)
         if reservation is not None and reservation.reused:
             self.model_ = load_model(reservation.entry.model_path or "", storage_options)
@@ -494,14 +500,12 @@ class Synthesizer:
                       **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
         if self.schema.types_from_data:  # see _fit's warning
             record["schema_types_from_data"] = self.schema.types_from_data
-        drafted = self.schema.drafted_under_dp
-        if drafted:  # the schema itself was read from the data, under DP: say so, and the sum
-            record["schema_drafted_under_dp"] = {
-                **{key: drafted.get(key) for key in ("epsilon", "delta", "columns",
-                                                     "differentially_private", "ledger")},
-                "with_this_release": {"epsilon": float(self.epsilon) + drafted["epsilon"],
-                                      "delta": float(self.delta) + drafted["delta"],
-                                      "composition": "basic (an upper bound)"}}
+        if self.schema.drafted_under_dp:  # the schema was read from the data, under DP: say
+            # so, and the sum only where both protect one unit (a method offering add/remove
+            # neighbours holds its notion in ``neighbours``)
+            record["schema_drafted_under_dp"] = units.drafted_record(
+                self.schema.drafted_under_dp, epsilon=record["epsilon"], delta=record["delta"],
+                unit=self.privacy_unit, notion=getattr(self, "neighbours", "replace"))
         return record
 
     def _rows(self, n_rows: int | None) -> int:

@@ -16,7 +16,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from dp_dask.privacy import ACCOUNTANTS, epsilon_spent, gaussian_noise, gaussian_rho
-from dp_dask.privacy.audit import clopper_pearson, epsilon_lower_bounds
+from dp_dask.privacy.audit import clopper_pearson, epsilon_at_delta, epsilon_lower_bounds
 
 SIGMA = 3.0
 DRAWS = 300_000
@@ -85,3 +85,19 @@ def test_audit_detects_an_understated_sensitivity() -> None:
     found = epsilon_lower_bounds(COUNT + noise[:DRAWS], COUNT + 3 + noise[DRAWS:], DELTAS)
     assert any(found[d] > _claims("exact")[d] for d in DELTAS)
     assert math.isfinite(found[1e-1])
+
+
+def test_item6_an_epsilon_dp_claim_read_at_a_larger_delta() -> None:
+    # Randomized response is ε-DP and lies on the curve every ε-DP mechanism lies below: its
+    # hockey-stick divergence at e^ε' is exactly the δ the curve gives ε' for.
+    epsilon, at = 2.0, 0.05
+    read = epsilon_at_delta(epsilon, 0.0, at)
+    p, q = math.exp(epsilon) / (1 + math.exp(epsilon)), 1 / (1 + math.exp(epsilon))
+    assert p - math.exp(read) * q == pytest.approx(at, rel=1e-12)
+    assert read == pytest.approx(math.log(math.exp(2) - 0.05 * (1 + math.exp(2))))  # 1.942
+    # an (ε, δ₀) claim: the same at δ₀, weaker (larger) above it; nothing below δ₀
+    assert epsilon_at_delta(epsilon, 1e-6, 1e-6) == epsilon
+    assert read < epsilon_at_delta(epsilon, 1e-6, at) < epsilon
+    assert epsilon_at_delta(0.05, 0.0, at) == 0.0  # the whole curve below δ = 0.05
+    with pytest.raises(ValueError, match="delta"):
+        epsilon_at_delta(epsilon, 0.1, at)

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import codes_of
 
 from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
@@ -16,7 +17,6 @@ from dp_dask.data.constraints import satisfied, violations
 from dp_dask.data.schema import Schema, SchemaError, load_schema
 from dp_dask.data.values import decode_frame
 from dp_dask.synthesizer import Synthesizer
-from tests.conftest import codes_of
 
 ROWS = 6_000
 ATTRIBUTES = [

@@ -131,17 +131,30 @@ def test_a_grid_that_contradicts_the_type_exits_2_before_any_budget(client, tmp_
     assert not ledger.exists() and not (tmp_path / "s.json").exists()
 
 
-def test_epsilon_too_small_for_the_search_exits_2_before_any_budget(client, tmp_path, capsys):
+def test_epsilon_too_small_for_the_search_leaves_placeholders_by_the_noisy_rows(client, tmp_path,
+                                                                              capsys):
+    """2,000 rows at ε = 0.1 over 7 columns: a search needs some 10,000. The row count is not
+    public (neighbours may add or remove a row), so the draft reads its noisy n̂ and searches
+    no column it puts below that: each keeps its placeholder, and the charge stands."""
     data, ledger = tmp_path / "raw.parquet", tmp_path / "l.db"
     table = raw_table(2_000)
     table = table.set_column(4, "distance", pa.array(np.full(2_000, SECRET), pa.int64()))
     pq.write_table(table, data)
     assert _draft(data, tmp_path / "s.json", ledger, "--scheduler",
-                  client.scheduler.address) == 2
+                  client.scheduler.address) == 0
     printed = capsys.readouterr()
-    assert "too small to search the domain" in printed.err
+    assert "distance: not searched: this table holds about" in printed.out
     assert str(SECRET) not in printed.out + printed.err
-    assert Ledger(ledger).entries() == [] and not (tmp_path / "s.json").exists()
+    drafted = json.loads((tmp_path / "s.json").read_text())
+    record = drafted["drafted_under_dp"]
+    rows = record["rows"]["noisy"]
+    for name in ("year", "distance", "delay", "when"):
+        skipped = record["mechanisms"][name]
+        assert skipped["mechanism"] == "none (not searched)" and skipped["noisy_rows"] == rows
+        assert rows < skipped["rows_needed"]
+    assert {a["name"] for a in drafted["attributes"] if "todo" in a} >= {"distance", "when"}
+    (entry,) = Ledger(ledger).entries()
+    assert (entry.epsilon, entry.status) == (0.1, "spent")
 
 
 def test_replacing_one_row_moves_each_search_histogram_by_at_most_two():

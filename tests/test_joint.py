@@ -153,7 +153,7 @@ def test_dense_joint_holds_the_constraints(client):
 def test_dense_path_with_fine_grids_spends_rho_once(client):
     """Fine histograms are measured on the dense path at their share (and made consistent with
     the joint's 1-way tables for decoding): every charge sums to ρ."""
-    from tests.test_fine import heaped_frame, spec
+    from test_fine import heaped_frame, spec
 
     schema = Schema.from_json(spec())
     synthesizer = fit(heaped_frame(20_000), schema=schema)

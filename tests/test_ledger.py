@@ -318,7 +318,7 @@ def test_a_schema_draft_interrupted_after_its_noise_keeps_its_charge(client, tmp
     correlated_frame(500, seed=2).to_parquet(path)
     ledger = Ledger(tmp_path / "ledger.sqlite")
 
-    def interrupted(*_):  # thresholding the noisy octaves: post-processing, after noise
+    def interrupted(*_, **__):  # thresholding the noisy octaves: post-processing, after noise
         raise KeyboardInterrupt
 
     monkeypatch.setattr(draft_numeric, "_passing", interrupted)

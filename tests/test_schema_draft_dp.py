@@ -18,7 +18,7 @@ from test_ingest import survey_csv
 
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
-from dp_dask.data.draft_dp import _partition_counts
+from dp_dask.data.draft_dp import ROWS_SHARE, _partition_counts
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
@@ -72,12 +72,14 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert (record["epsilon"], record["delta"]) == (1.0, 1e-6)
     assert record["columns"] == ["answer", "age"]
     assert record["differentially_private"] is False  # seeded noise: labelled as a test
-    # TYPE_SHARE of ε decides the two columns' types; the text share of the rest: 5 % to count
-    # distinct values (no identifier here), the rest thresholded.
+    # In the budget's order: ROWS_SHARE of ε counts the rows (n̂, read by the text column), then
+    # TYPE_SHARE decides the two columns' types; of each column's half of the rest, the text
+    # share spends 5 % to count distinct values (no identifier here) and thresholds with the rest.
+    assert record["rows"]["epsilon"] == pytest.approx(ROWS_SHARE)
     assert record["types"]["epsilon"] == pytest.approx(TYPE_SHARE)
     assert record["types"]["decided"] == {"answer": {"dtype": "string", "nullable": False},
                                           "age": {"dtype": "int64", "nullable": False}}
-    rest = 1 - TYPE_SHARE
+    rest = 1.0 - ROWS_SHARE - TYPE_SHARE
     assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(rest * 0.5 * 0.95)
     assert record["text"]["identifiers"]["columns"] == []
     assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(rest * 0.5 / 3)
@@ -287,7 +289,8 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     assert split["dest"] > 5 * split["origin"] and split["dest"] > 5 * split["carrier"]
     spent = (sum(split.values()) + record["distinct_values"]["epsilon"]
              + record["rows_outside_first_round"]["epsilon"]
-             + draft.schema["drafted_under_dp"]["types"]["epsilon"])
+             + draft.schema["drafted_under_dp"]["types"]["epsilon"]
+             + draft.schema["drafted_under_dp"]["rows"]["epsilon"])
     assert spent == pytest.approx(0.1)
     assert draft.schema["ids"] == [  # each at its input's place among the release's columns
         {"name": "tail_id", "dtype": "int64", "format": "#" * 12, "position": 4},
@@ -338,11 +341,13 @@ def test_text_column_among_many_numeric_ones_gets_a_floor_of_the_budget(client, 
                          ledger=False, noise_sampler="numpy", noise_seed=0)
     spent = draft.schema["drafted_under_dp"]
     assert spent["mechanisms"]["dest"]["released"] == 105
-    split = spent["split"]["epsilon"]  # of the ε the type step leaves
-    rest = 0.1 * (1 - TYPE_SHARE)
+    # of the ε that n̂ and the type step leave
+    split, rest = spent["split"]["epsilon"], 0.1 * (1 - ROWS_SHARE - TYPE_SHARE)
     assert split["dest"] == pytest.approx(rest / 4)
     assert split["n00"] == split["w4"] == pytest.approx(rest * 3 / 4 / 15)
-    assert sum(split.values()) + spent["types"]["epsilon"] == pytest.approx(0.1)
+    assert sum(split.values()) + spent["split"]["rows"] + spent["split"]["types"] == \
+        pytest.approx(0.1)
+    assert spent["types"]["epsilon"] == spent["split"]["types"]
     assert not draft.todo
     drafted = {a["name"]: a for a in draft.schema["attributes"]}
     inside = {name: frame[name].between(drafted[name]["min"], drafted[name]["max"]).mean()

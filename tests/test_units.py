@@ -12,7 +12,9 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SMALL_SCHEMA, correlated_frame
 from scipy.stats import binom
+from test_cliques import UNIT_NOISE, parity_frame, parity_schema, spent
 
 from dp_dask.cli import main
 from dp_dask.data.counts import partition_counts
@@ -36,8 +38,6 @@ from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
-from tests.conftest import SMALL_SCHEMA, correlated_frame
-from tests.test_cliques import UNIT_NOISE, parity_frame, parity_schema, spent
 
 SEED = 20261127
 

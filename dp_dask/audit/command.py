@@ -19,11 +19,13 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
         "worst-case neighbours (exit 1 when it exceeds the claim; docs/privacy.md)")
     audit.add_argument("--method", action="append", choices=sorted(scenarios()),
                        metavar="SCENARIO", help="a scenario to audit (repeatable; default: "
-                       f"all, or the plant's): {', '.join(scenarios())}")
+                       f"all): {', '.join(scenarios())}")
     audit.add_argument("--trials", type=positive_int, default=None,
                        help="releases per neighbour (default: per scenario, a few minutes in all)")
-    audit.add_argument("--plant", choices=sorted(PLANTS), default=None,
-                       help="audit with a planted bug, which must fail it (default: none)")
+    audit.add_argument("--plant", action="append", choices=[*sorted(PLANTS), "all"],
+                       metavar="BUG", help="audit a planted bug on its scenario instead, which "
+                       "must fail it (repeatable, or all; default: none): "
+                       f"{', '.join(PLANTS)}")
     audit.add_argument("--delta", type=delta_value, default=AUDIT_DELTA,
                        help=f"the delta epsilon is bounded at (default {AUDIT_DELTA:g})")
     audit.add_argument("--alpha", type=delta_value, default=ALPHA,
@@ -42,7 +44,8 @@ def _progress(line: str) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Print the table (and write the JSON); exit 1 when some ε̂ exceeds its claimed ε."""
-    results = run_audit(args.method or None, trials=args.trials, plant=args.plant,
+    plants = list(PLANTS) if "all" in (args.plant or ()) else args.plant or ()
+    results = run_audit(args.method or None, trials=args.trials, plants=plants,
                         delta=args.delta, alpha=args.alpha, seed=args.seed,
                         progress=None if args.quiet_progress else _progress)
     print(format_table(results))

@@ -1,81 +1,108 @@
-"""Planted bugs: the audit must fail on each (tests, and ``dp-dask audit --plant``).
+"""Planted bugs: the audit must fail on each (tests, ``.ci/audit``, ``dp-dask audit --plant``).
 
-Each is a context manager that patches dp_dask's code at runtime, for the audit only, and the
-scenario it is audited on.
+A plant changes fields of its scenario (:class:`~dp_dask.audit.scenarios.Scenario`), never the
+code: the release it makes is the one the bug would make, and the claim it is held to stays the
+correct release's. Four kinds of field:
+
+* ``noise_divisor``: the release drawn with its noise scales divided by it (it runs at the
+  budget that buys that much less noise): a σ or Laplace scale calibrated too small, a
+  sensitivity undercounted, a budget not split over steps;
+* ``frames``: neighbours that differ by more than the claim's sensitivity allows (two rows
+  replaced where the calibration assumes one);
+* ``options``: what the release is asked, where the bug changes a public input: a privacy unit
+  that keeps more rows than the noise assumes, a threshold calibrated for a larger δ;
+* ``steps``, ``public_sample``: a method with one step swapped on its instance (its rows'
+  random order undone), a draft made from the data as if it were a public sample.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
-from unittest import mock
 
-import pandas as pd
+import dask.dataframe as dd
 
+from dp_dask.audit.canaries import (
+    IDENTIFIER_NOISE_DIVISOR,
+    OCTAVE_NOISE_DIVISOR,
+    UNIT,
+    UNIT_ROWS,
+    YEARS_NOISE_DIVISOR,
+    canary_pair,
+    wide_pair,
+)
+from dp_dask.audit.scenarios import STATS_UNIT_K, UNIT_K, Scenario
 
-def _patch(module: str, name: str, value: Any) -> contextlib.AbstractContextManager[Any]:
-    return mock.patch(f"{module}.{name}", value)
-
-
-@contextlib.contextmanager
-def sigma_halved() -> Iterator[None]:
-    """The marginals' Gaussian measurements with half the σ their charge was computed for."""
-    from dp_dask.methods.marginals import measurements
-
-    calibrated = measurements.gaussian_sigma
-    with _patch("dp_dask.methods.marginals.measurements", "gaussian_sigma",
-                lambda *args, **kwargs: calibrated(*args, **kwargs) / 2):
-        yield
+WIDE_ROWS = 4  # the rows tables-auto-rows-undercounted's neighbours replace
 
 
-@contextlib.contextmanager
-def sensitivity_undercounted() -> Iterator[None]:
-    """The marginals' tables calibrated to half their true L2 sensitivity."""
-    from dp_dask.methods.marginals import measurements
-
-    true = measurements.table_sensitivity
-    with _patch("dp_dask.methods.marginals.measurements", "table_sensitivity",
-                lambda *args, **kwargs: true(*args, **kwargs) / 2):
-        yield
+def input_order(codes: dd.DataFrame) -> dd.DataFrame:
+    """DPCopula-MLE's ``_row_order`` undone: its blocks cut from the input's own row order
+    (finding 1)."""
+    return codes
 
 
-@contextlib.contextmanager
-def mle_order_restored() -> Iterator[None]:
-    """DPCopula-MLE's (and -Hybrid's) positional steps on the input's own row order (finding 1):
-    the uniformly random row order undone."""
-    from dp_dask.methods import dpcopula_hybrid, dpcopula_mle
+@dataclass(frozen=True)
+class Plant:
+    """A planted bug: its name, the scenario it is audited on, what it does wrong, and the
+    scenario's fields it changes (``options`` merged into the scenario's)."""
 
-    with contextlib.ExitStack() as stack:
-        for module in (dpcopula_mle, dpcopula_hybrid):
-            stack.enter_context(_patch(module.__name__, "random_row_order",
-                                       lambda ddf, seed: ddf))
-        yield
+    name: str
+    scenario: str
+    bug: str
+    changes: dict[str, Any] = field(default_factory=dict)
 
-
-@contextlib.contextmanager
-def data_dependent_bin() -> Iterator[None]:
-    """The schema draft's numeric bins taken from the private values themselves (the non-DP
-    public-sample path, fed the private data): its edges follow the data's range."""
-    from dp_dask.data import draft as drafting
-
-    def from_the_data(draft: drafting.Draft, source: pd.DataFrame, kinds: dict[str, str],
-                      **_: Any) -> None:
-        specs = {}
-        for column in list(draft.todo):
-            specs[column], _why = drafting._from_public_values(column, kinds[column],
-                                                              source[column], 1)
-            draft.todo.pop(column)
-        draft.schema["attributes"] = [specs.get(a["name"], a) for a in draft.schema["attributes"]]
-
-    with _patch("dp_dask.data.draft_dp", "draft_under_dp", from_the_data):
-        yield
+    def apply(self, scenario: Scenario) -> Scenario:
+        changes = dict(self.changes)
+        if "options" in changes:
+            changes["options"] = {**scenario.options, **changes["options"]}
+        return dataclasses.replace(scenario, **changes)
 
 
-# plant → (its context manager, the scenario it is audited on)
-PLANTS: dict[str, tuple[Callable[[], contextlib.AbstractContextManager[None]], str]] = {
-    "sigma-halved": (sigma_halved, "marginals"),
-    "sensitivity-undercounted": (sensitivity_undercounted, "marginals"),
-    "mle-order-restored": (mle_order_restored, "dpcopula-mle"),
-    "data-dependent-bin": (data_dependent_bin, "schema-draft"),
-}
+def _plants() -> list[Plant]:
+    return [
+        Plant("sigma-halved", "marginals", "the Gaussian measurements drawn with half the σ "
+              "their charge was computed for", {"noise_divisor": 2}),
+        Plant("sensitivity-undercounted", "marginals", "neighbours that replace two rows: the "
+              "tables' L2 sensitivity is twice what the noise is calibrated to",
+              {"frames": canary_pair("replace", copies=2)}),
+        Plant("mle-order-restored", "dpcopula-mle", "DPCopula-MLE's blocks cut from the "
+              "input's own row order: the uniformly random order undone",
+              {"steps": {"_row_order": input_order}}),
+        Plant("data-dependent-bin", "schema-draft", "the schema draft's numeric bins taken from "
+              "the private values (the non-DP public-sample path, fed the private data)",
+              {"public_sample": True}),
+        Plant("joint-sigma-halved", "marginals-joint", "the dense joint's 1-way histograms and "
+              "triples drawn with half their σ", {"noise_divisor": 2}),
+        Plant("tables-auto-rows-undercounted", "marginals-tables-auto", "neighbours that "
+              f"replace {WIDE_ROWS} rows, as a unit of {WIDE_ROWS} rows counted as one row "
+              "would: the tree selection's and the tables' sensitivity that many times their "
+              "calibration's", {"frames": wide_pair(WIDE_ROWS)}),
+        Plant("unit-bounding-skipped", "marginals-unit", f"the canary unit's {UNIT_ROWS} rows "
+              f"all kept while the noise is calibrated to max_rows {UNIT_K}",
+              {"options": {"privacy_unit": {"column": UNIT, "max_rows": UNIT_ROWS}},
+               "noise_divisor": UNIT_ROWS / UNIT_K}),
+        Plant("unit-sensitivity-skipped", "stats-unit", f"max_rows {STATS_UNIT_K} rows per "
+              "unit kept, the Laplace scale a row's (2m/ε: the ×max_rows skipped)",
+              {"noise_divisor": STATS_UNIT_K}),
+        Plant("auto-k-sensitivity-1", "unit-auto-k", "max_rows 'auto' chosen with the "
+              "quantile score's sensitivity taken as 1 instead of its 10 (the selection's ε "
+              "ten times its charge)", {"noise_divisor": 10}),
+        Plant("octave-scale-quartered", "draft-octaves", "the octave search's Laplace scale a "
+              "quarter of its calibration: sensitivity 1 instead of 2 (add/remove's) and each "
+              "of its two steps at the column's whole ε", {"noise_divisor": OCTAVE_NOISE_DIVISOR}),
+        Plant("years-scale-halved", "draft-years", "the year counts' Laplace scale at "
+              "sensitivity 1 instead of 2 (add/remove's)", {"noise_divisor": YEARS_NOISE_DIVISOR}),
+        Plant("text-threshold-without-delta", "draft-text", "the text threshold calibrated "
+              "for δ = 0.3, not the draft's 1e-6 (threshold 2 for 15): a lone value passes",
+              {"options": {"dp_delta": 0.3}}),
+        Plant("identifier-count-unnoised", "draft-identifier", "the distinct-value count behind "
+              "the identifier rule (released in the draft's record) with 1/60 of its noise",
+              {"noise_divisor": IDENTIFIER_NOISE_DIVISOR}),
+        # "unit-draft-at-row-sensitivity" goes here with the unit draft's scenario (scenarios.py)
+    ]
+
+
+# plant → the plant (its scenario, bug and changes)
+PLANTS: dict[str, Plant] = {p.name: p for p in _plants()}

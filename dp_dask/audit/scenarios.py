@@ -1,122 +1,90 @@
-"""Worst-case neighbouring data sets per method, and the release each trial repeats.
+"""The audited releases: per scenario a method and its options, its neighbours
+(:mod:`dp_dask.audit.canaries`) and the release each trial repeats.
 
-White-box canaries, on tiny in-memory data (the audit tests the mechanisms' calibration, not
-scale): a base of rows that leave one value of every attribute unused, and
+Each scenario's release is the product's own code, by ``method``:
 
-* replace one row: D = base + a typical row, D' = base + the canary, which differs from it in
-  every attribute (so every measured marginal moves by its full sensitivity): an unused category,
-  a size at a bin's edge (50), a city outside the schema (counted in its public "other" bin);
-* add/remove one row: D = base, D' = base + the canary;
-* DPCopula-MLE: a sorted input where replacing the first row shifts every later row by one
-  position (the blocks of consecutive rows of finding 1); blocks of two rows, whose correlation
-  flips from 0 to −1 when the rows shift.
+* a Synthesizer method: ``_count_graph`` once per neighbour (Dask's synchronous scheduler) and
+  ``_fit_counts`` per trial with a fresh seeded noise, or the whole count graph per trial where
+  the method draws randomness inside it (DPCopula-MLE's row order, DPCopula-Hybrid's first-pass
+  counts, DPView's noisy n under add/remove). A privacy unit's bounding runs in the count graph's
+  read, as in ``fit`` (:func:`~dp_dask.data.units.bound_contributions`);
+* ``"stats"``: one call of :func:`~dp_dask.stats.release_stats` per trial;
+* ``"schema-draft"``: one call of :func:`~dp_dask.data.draft.draft_schema` under DP per trial
+  (its octave and cell search, text thresholds, identifier rule, years, or ``--dp-grid``
+  quantiles: whatever the frame's columns call for);
+* ``"unit-choice"``: max_rows "auto"'s choice (:func:`~dp_dask.data.units.choose_max_rows`) at
+  the share of ρ a release at the scenario's (ε, δ) gives it, on the rows per unit
+  (:func:`~dp_dask.data.units.rows_per_unit_graph`, once per neighbour).
 
-Each scenario's release is the method's own code: ``_count_graph`` once per neighbour (Dask's
-synchronous scheduler) and ``_fit_counts`` per trial with a fresh seeded noise, or the whole
-count graph per trial where the method draws randomness inside it (DPCopula-MLE's row order,
-DPCopula-Hybrid's first-pass counts) and for ``stats`` (one call of ``release_stats``).
+Planted bugs (:mod:`dp_dask.audit.plants`) are fields of the scenario, never patched code:
+``noise_divisor`` (the release drawn with its noise scales divided by it, by running it at the
+budget that buys that much less noise), ``options`` and ``frames`` (what the release is asked,
+on which neighbours), ``steps`` (the method with one step swapped on its instance) and
+``public_sample`` (a draft from the public-sample path fed each neighbour's own data). The claim
+an audit compares with is always the correct scenario's.
 """
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dask
 import numpy as np
 import pandas as pd
 
+from dp_dask.audit.canaries import (
+    AUDIT_SCHEMA,
+    DELTA,
+    DRAFT_GRID,
+    EPSILON,
+    FINE_SCHEMA,
+    MLE_BLOCK_PAIRS,
+    UNIT,
+    canary_pair,
+    draft_pair,
+    identifier_pair,
+    octave_pair,
+    sorted_pair,
+    text_pair,
+    unit_pair,
+    unit_sizes_pair,
+    wide_pair,
+    wide_schema,
+    years_pair,
+)
 from dp_dask.cluster import compute
-from dp_dask.data.draft import Draft, draft_schema
+from dp_dask.data import units
+from dp_dask.data.draft import draft_schema
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.privacy.accounting import ACCOUNTANTS, epsilon_spent
+from dp_dask.privacy.accounting import ACCOUNTANTS, epsilon_spent, rho_budget
+from dp_dask.privacy.audit import epsilon_at_delta
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
 
-BASE_ROWS = 120
-SEED = 20261127  # the base data's seed: the neighbours are fixed, public test inputs
-EPSILON = 2.0
-DELTA = 1e-6
-
-AUDIT_SCHEMA = {
-    "schema_version": 1, "name": "audit",
-    "attributes": [
-        {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue", "violet"]},
-        {"name": "size", "type": "numeric", "edges": [0, 10, 20, 50, "inf"], "max": 1000},
-        {"name": "city", "type": "categorical", "categories": ["a", "b", "c", "d"],
-         "extra": ["other"], "on_unknown": "other"},
-        {"name": "grade", "type": "categorical", "categories": [f"g{i}" for i in range(6)]},
-    ]}
-# the same with a public fine grid on size (the marginals' fine histograms)
-FINE_SCHEMA = {**AUDIT_SCHEMA, "name": "audit-fine", "attributes": [
-    AUDIT_SCHEMA["attributes"][0],
-    {**AUDIT_SCHEMA["attributes"][1], "fine": {"start": 0, "stop": 50, "step": 5}},
-    *AUDIT_SCHEMA["attributes"][2:]]}
-TYPICAL = {"colour": "red", "size": 5, "city": "a", "grade": "g0"}
-# an unused category, a value on a bin's edge, a value outside the schema ("other")
-CANARY = {"colour": "violet", "size": 50, "city": "zz-not-in-schema", "grade": "g5"}
-
-MLE_BLOCK_PAIRS = 60  # blocks of two rows: the noise is small beside the shift
-# the schema draft's DP bins: quantiles over a public grid; the canary is the largest value
-DRAFT_GRID = {"start": 0, "stop": 200, "step": 10}
-DRAFT_CANARY = 190
-
-
-def base_frame(rows: int = BASE_ROWS, seed: int = SEED) -> pd.DataFrame:
-    """Rows that never use the canary's values (nor "other", nor a size >= 50)."""
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"colour": rng.choice(["red", "green", "blue"], rows),
-                         "size": rng.integers(0, 50, rows),
-                         "city": rng.choice(["a", "b", "c", "d"], rows),
-                         "grade": rng.choice([f"g{i}" for i in range(5)], rows)})
-
-
-def with_row(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
-    return pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
-
-
-def canary_pair(notion: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    base = base_frame()
-    if notion == "replace":
-        return with_row(base, TYPICAL), with_row(base, CANARY)
-    return base, with_row(base, CANARY)
-
-
-def sorted_pair() -> tuple[Schema, pd.DataFrame, pd.DataFrame]:
-    """DPCopula-MLE's pair: rows (x, lo), (x, hi) for x = 0..K−1 in that order; the neighbour
-    replaces the first row by (K, hi), which a sorted file puts last."""
-    k = MLE_BLOCK_PAIRS
-    schema = load_schema({"schema_version": 1, "name": "audit-sorted", "attributes": [
-        {"name": "x", "type": "numeric", "edges": list(range(k + 2))},
-        {"name": "y", "type": "categorical", "categories": ["lo", "hi"]}]})
-    rows = [(x, y) for x in range(k) for y in ("lo", "hi")]
-    d0 = pd.DataFrame(rows, columns=["x", "y"])
-    d1 = pd.DataFrame(rows[1:] + [(k, "hi")], columns=["x", "y"])
-    return schema, d0, d1
-
-
-def draft_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A numeric column, and the same with its typical row replaced by the largest value."""
-    base = base_frame()[["size"]]
-    return (with_row(base, {"size": TYPICAL["size"]}),
-            with_row(base, {"size": DRAFT_CANARY}))
+Release = Callable[[int, int], Any]  # release(side, seed): side 0 is D, 1 is D'
 
 
 @dataclass(frozen=True)
 class DraftRelease:
-    """What a schema draft publishes: the schema, and its DP record as a release's."""
+    """What a schema draft publishes: its JSON, and its claim as a release's record. The draft
+    was asked for (ε, δ)-DP: that is its claim, whatever its record says."""
 
-    schema: Schema
+    schema: dict[str, Any]
     metadata: dict[str, Any]
 
-    @staticmethod
-    def of(draft: Draft, epsilon: float, delta: float) -> DraftRelease:
-        """The draft asked for (ε, δ)-DP: that is its claim, whatever its record says."""
-        return DraftRelease(load_schema(draft.schema),
-                            {"privacy": {"epsilon": epsilon, "delta": delta}})
+
+@dataclass(frozen=True)
+class UnitChoice:
+    """max_rows "auto"'s choice and its record (the selection's ρ and accountant)."""
+
+    max_rows: int
+    metadata: dict[str, Any]
 
 
 @dataclass
@@ -124,38 +92,62 @@ class Scenario:
     """One audited release: a method and its options, its notion of neighbours, the pair."""
 
     name: str
-    method: str  # a Synthesizer method, or "stats"
+    method: str  # a Synthesizer method, "stats", "schema-draft" or "unit-choice"
     notion: str  # "replace" or "add_remove": the neighbours built and the claim audited
-    schema: Schema
+    schema: Schema | None  # None: a draft's (it is the release)
     frames: tuple[pd.DataFrame, pd.DataFrame]
     options: dict[str, Any] = field(default_factory=dict)
     epsilon: float = EPSILON
     delta: float = DELTA
     counts_per_trial: bool = False  # the method's randomness lives inside its count graph
+    # the fields a planted bug changes (dp_dask.audit.plants); the defaults are the product's
+    noise_divisor: float = 1.0
+    steps: dict[str, Callable[..., Any]] = field(default_factory=dict)  # on the method's instance
+    public_sample: bool = False
 
-    def synthesizer(self, seed: int) -> Synthesizer:
-        return Synthesizer.create(self.method, self.schema, epsilon=self.epsilon,
-                                  delta=self.delta, noise_sampler="numpy", noise_seed=seed,
-                                  ledger=False, **self.options)
-
-    def prepare(self) -> Callable[[int, int], Any]:
+    def prepare(self) -> Release:
         """``release(side, seed)``: the release on neighbour ``side`` (0: D, 1: D') with the
         noise of ``seed``."""
-        if self.method == "schema-draft":
-            def drafted(side: int, seed: int) -> DraftRelease:
-                with dask.config.set(scheduler="synchronous"):
-                    return DraftRelease.of(draft_schema(
-                        self.frames[side], dp_epsilon=self.epsilon, dp_delta=self.delta,
-                        dp_grids={"size": DRAFT_GRID}, ledger=False, noise_sampler="numpy",
-                        noise_seed=seed, **self.options), self.epsilon, self.delta)
-            return drafted
-        if self.method == "stats":
-            def stats(side: int, seed: int) -> Any:
-                with dask.config.set(scheduler="synchronous"):
-                    return release_stats(self.frames[side], self.schema, epsilon=self.epsilon,
-                                         noise_sampler="numpy", noise_seed=seed, ledger=False,
-                                         **self.options)
-            return stats
+        kinds = {"schema-draft": self._drafts, "stats": self._stats,
+                 "unit-choice": self._unit_choices}
+        return kinds.get(self.method, self._fits)()
+
+    def claim(self, release: Any, delta: float) -> float:
+        """The ε the (correct) release claims at the audit's δ under this scenario's neighbours:
+        from its recorded ρ and accountant, the Gaussian methods' curve (``epsilon_spent``);
+        else from its (ε, δ₀), the curve every (ε, δ₀)-DP mechanism lies below
+        (:func:`~dp_dask.privacy.audit.epsilon_at_delta`: 1.942 for a pure ε = 2 at δ = 0.05).
+        Replace-one neighbours of an add/remove release are held to its recorded replace-one
+        charge."""
+        privacy = release.metadata["privacy"]
+        if self.notion == "replace" and "replace_one_row" in privacy:
+            privacy = {**privacy, **privacy["replace_one_row"]}
+        if privacy.get("rho") and privacy.get("accountant") in ACCOUNTANTS:
+            return epsilon_spent(privacy["rho"], delta, privacy["accountant"])
+        return epsilon_at_delta(float(privacy["epsilon"]), float(privacy.get("delta", 0.0)),
+                                delta)
+
+    def _create(self, seed: int, epsilon: float) -> Synthesizer:
+        made = Synthesizer.create(self.method, self.schema, epsilon=epsilon, delta=self.delta,
+                                  noise_sampler="numpy", noise_seed=seed, ledger=False,
+                                  **self.options)
+        for name, step in self.steps.items():
+            setattr(made, name, step)
+        return made
+
+    def synthesizer(self, seed: int) -> Synthesizer:
+        """The method at the scenario's budget, or (``noise_divisor``) at the budget whose
+        noise is that many times smaller: ρ·d² for a Gaussian plan, ε·d for a Laplace one."""
+        made = self._create(seed, self.epsilon)
+        if self.noise_divisor == 1:
+            return made
+        plan = made._privacy_plan()
+        d = self.noise_divisor
+        epsilon = (epsilon_spent(plan["rho"] * d**2, self.delta, plan["accountant"])
+                   if plan.get("rho") else self.epsilon * d)
+        return self._create(seed, epsilon)
+
+    def _fits(self) -> Release:
         # the method's state from its count graph (DPView's layout) is kept with the counts
         fitted = [] if self.counts_per_trial else [
             (synthesizer, self._counts(synthesizer, frame))
@@ -176,27 +168,72 @@ class Scenario:
         return release
 
     def _counts(self, synthesizer: Synthesizer, frame: pd.DataFrame) -> Any:
+        """The exact counts of ``frame``, through the method's read and count graph. With a
+        privacy unit its rows are bounded first, with the seed ``fit`` derives from
+        ``noise_seed``: the pairs' units of several rows hold copies of one row, so which
+        ``max_rows`` a unit keeps does not move a count."""
         with dask.config.set(scheduler="synchronous"):
-            ddf = read_table(frame, self.schema)
+            ddf = synthesizer._read(frame, None)
+            if synthesizer.privacy_unit is not None:
+                ddf = units.bound_contributions(ddf, self.schema, synthesizer.privacy_unit,
+                                                units.unit_seed(synthesizer.noise_seed))
             (counts,) = compute(synthesizer._count_graph(ddf))
         return counts
 
-    def claim(self, release: Any, delta: float) -> float:
-        """The ε the release claims at the audit's δ under this scenario's neighbours: from its
-        recorded ρ and accountant (the Gaussian methods' curve), else its (ε, δ) (pure or
-        approximate DP holds at every larger δ); replace-one neighbours of an add/remove
-        release are held to its recorded replace-one charge."""
-        privacy = release.metadata["privacy"]
-        if self.notion == "replace" and "replace_one_row" in privacy:
-            privacy = {**privacy, **privacy["replace_one_row"]}
-        if privacy.get("rho") and privacy.get("accountant") in ACCOUNTANTS:
-            return epsilon_spent(privacy["rho"], delta, privacy["accountant"])
-        if delta < privacy.get("delta", 0.0):
-            raise ValueError(f"audit delta {delta:g} below the release's {privacy['delta']:g}")
-        return float(privacy["epsilon"])
+    def _stats(self) -> Release:
+        def stats(side: int, seed: int) -> Any:
+            with dask.config.set(scheduler="synchronous"):
+                return release_stats(self.frames[side], self.schema,
+                                     epsilon=self.epsilon * self.noise_divisor,
+                                     noise_sampler="numpy", noise_seed=seed, ledger=False,
+                                     **self.options)
+        return stats
+
+    def _drafts(self) -> Release:
+        # the public-sample path reads a file: each neighbour's own data, written once (the
+        # folder lives as long as the release function)
+        folder = tempfile.TemporaryDirectory(prefix="dp-dask-audit-") if self.public_sample \
+            else None
+        if folder is not None:
+            for side, frame in enumerate(self.frames):
+                frame.to_parquet(Path(folder.name) / f"neighbour-{side}.parquet")
+
+        def drafted(side: int, seed: int) -> DraftRelease:
+            asked = ({"public": Path(folder.name) / f"neighbour-{side}.parquet"}
+                     if folder is not None else
+                     {"dp_epsilon": self.epsilon * self.noise_divisor, "dp_delta": self.delta,
+                      **self.options})
+            with dask.config.set(scheduler="synchronous"):
+                draft = draft_schema(self.frames[side], ledger=False, noise_sampler="numpy",
+                                     noise_seed=seed, **asked)
+            return DraftRelease(draft.schema, {"privacy": {"epsilon": self.epsilon,
+                                                           "delta": self.delta}})
+        return drafted
+
+    def _unit_choices(self) -> Release:
+        rho = rho_budget(self.epsilon, self.delta) * units.AUTO_SHARE
+        with dask.config.set(scheduler="synchronous"):
+            sizes = [compute(units.rows_per_unit_graph(read_table(f, load_schema(
+                {"attributes": [{"name": UNIT, "categories": ["_"]}]})), UNIT))[0]
+                for f in self.frames]
+
+        def chosen(side: int, seed: int) -> UnitChoice:
+            k, record = units.choose_max_rows(sizes[side], rho * self.noise_divisor**2,
+                                              "exact", sampler="numpy",
+                                              rng=np.random.default_rng(seed))
+            return UnitChoice(k, {"privacy": {"rho": rho, "accountant": "exact",
+                                              "epsilon": self.epsilon, "delta": self.delta,
+                                              "choice": record}})
+        return chosen
 
 
 ALL = {"tables": "all"}  # every 2-way table (this tiny n would get the tree plan by default)
+# the dense joint (cliques "auto"): its rule passes on this tiny n only with a larger
+# triple_noise (a public tuned number), and one fitting step (post-processing) keeps trials fast
+DENSE = {"config": {"cliques": "auto", "triple_noise": 1e9, "joint_iterations": 1}}
+UNIT_K = 2  # the marginals' privacy unit's max_rows
+STATS_UNIT_K = 8  # the stats' (its pair's unit of twice as many rows)
+MARGINALS_UNIT = {"privacy_unit": {"column": UNIT, "max_rows": UNIT_K}}
 
 
 def scenarios() -> dict[str, Scenario]:
@@ -211,10 +248,15 @@ def scenarios() -> dict[str, Scenario]:
         Scenario("marginals-add-remove-as-replace", "marginals", "replace", schema, replace,
                  {**ALL, "neighbours": "add_remove"}),
         Scenario("marginals-tree", "marginals", "replace", schema, replace, {"tables": "tree"}),
+        Scenario("marginals-tables-auto", "marginals", "replace", wide_schema(), wide_pair()),
         Scenario("marginals-adaptive", "marginals", "replace", schema, replace,
                  {**ALL, "rounds": 1}),
         Scenario("marginals-fine", "marginals", "replace", load_schema(FINE_SCHEMA), replace,
                  ALL),
+        Scenario("marginals-joint", "marginals", "replace", schema, replace, DENSE),
+        Scenario("marginals-unit", "marginals", "replace", schema, unit_pair(),
+                 {**ALL, **MARGINALS_UNIT}),
+        Scenario("unit-auto-k", "unit-choice", "replace", None, unit_sizes_pair()),
         Scenario("copula", "copula", "replace", schema, replace,
                  {"calibration_draws": 500}),
         Scenario("dpcopula-kendall", "dpcopula-kendall", "replace", schema, replace),
@@ -226,7 +268,16 @@ def scenarios() -> dict[str, Scenario]:
         Scenario("dpview-add-remove", "dpview", "add_remove", schema, add_remove,
                  {"neighbours": "add_remove"}, counts_per_trial=True),  # its noisy n
         Scenario("stats", "stats", "replace", schema, replace),
-        Scenario("schema-draft", "schema-draft", "replace", schema, draft_pair(),
-                 {"dp_bins": 4}),
+        Scenario("stats-unit", "stats", "replace", schema, unit_pair(2 * STATS_UNIT_K),
+                 {"privacy_unit": {"column": UNIT, "max_rows": STATS_UNIT_K}}),
+        Scenario("schema-draft", "schema-draft", "replace", None, draft_pair(),
+                 {"dp_grids": {"size": DRAFT_GRID}, "dp_bins": 4}),
+        Scenario("draft-octaves", "schema-draft", "replace", None, octave_pair()),
+        Scenario("draft-years", "schema-draft", "replace", None, years_pair()),
+        Scenario("draft-text", "schema-draft", "replace", None, text_pair()),
+        Scenario("draft-identifier", "schema-draft", "replace", None, identifier_pair()),
+        # A unit's draft (draft_schema under a privacy unit, being added beside this audit) gets
+        # its scenario here: a unit_pair() frame drafted with the unit, and the plant
+        # "unit-draft-at-row-sensitivity" (the same draft with max_rows 1's noise) in plants.py.
     ]
     return {s.name: s for s in out}

@@ -34,7 +34,8 @@ def new_synthesizer(args: Options, schema: str) -> Synthesizer:
               "dataset_name": getattr(args, "dataset_name", None),
               "run_id": getattr(args, "run_id", None),
               "budget_epsilon": getattr(args, "budget_epsilon", None),
-              "force": getattr(args, "force", False), "privacy_unit": privacy_unit(args)}
+              "force": getattr(args, "force", False), "privacy_unit": privacy_unit(args),
+              "accept_row_level_draft": getattr(args, "accept_row_level_draft", False)}
     common |= flag_parameters(args)
     return Synthesizer.create(args.method,
                               load_schema_from(schema, getattr(args, "storage_options", None)),

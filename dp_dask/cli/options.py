@@ -193,17 +193,24 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
     unit_options(group)
 
 
-def unit_options(group: argparse._ActionsContainer) -> None:
-    """--privacy-unit and --max-rows-per-unit (read together by :func:`privacy_unit`)."""
+def unit_options(group: argparse._ActionsContainer, release: bool = True) -> None:
+    """--privacy-unit and --max-rows-per-unit (read together by :func:`privacy_unit`), and for
+    a ``release`` (not a schema draft) --accept-row-level-draft."""
     group.add_argument("--privacy-unit", default=None, metavar="COLUMN",
                        help="protect all rows of one value of COLUMN together (a person), not "
                        "one row; needs --max-rows-per-unit (default: the schema's "
-                       "privacy_unit, else a row)")
+                       + ("" if release else "or public codebook's ") + "privacy_unit, else a row)")
     group.add_argument("--max-rows-per-unit", default=None, metavar="K",
                        help="keep at most K rows of each unit (chosen per unit by a keyed "
                        "hash); the noise grows with K. 'auto': the smallest candidate K "
                        "covering the 0.9 quantile of rows per unit, chosen under DP with 5%% "
                        "of the budget (the default method; stats takes an integer K)")
+    if release:
+        group.add_argument("--accept-row-level-draft", action="store_true",
+                           help="with a privacy unit, use a schema drafted under DP at row "
+                           "level (refused otherwise, exit 2): its guarantee covers one row, "
+                           "not a unit, so the release states each part under its own unit "
+                           "and no combined total")
 
 
 def privacy_unit(args: argparse.Namespace) -> dict[str, Any] | None:

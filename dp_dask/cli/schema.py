@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dp_dask.checks import delta_value, epsilon_value, non_negative_int, positive_int
 from dp_dask.cli.common import check_data, progress
-from dp_dask.cli.options import LEDGER_HELP, cluster_options
+from dp_dask.cli.options import LEDGER_HELP, cluster_options, privacy_unit, unit_options
 from dp_dask.cluster import dask_client
 from dp_dask.evaluate.tables import markdown_table
 
@@ -53,7 +53,8 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
         "the data under (ε, δ)-DP: each column's type by noisy counts (unless --public-types), "
         "categories by thresholded noisy counts, numeric ranges and bins by a DP search over "
         "its type's range, a timestamp's years; the spend is recorded in the ledger and in the "
-        "schema")
+        "schema. With --privacy-unit, each unit's rows are bounded first and the draft protects "
+        "a unit, as its releases will")
     dp.add_argument("--dp-epsilon", type=epsilon_value, default=None, metavar="E",
                     help="ε spent on drafting (split equally over the DP columns)")
     dp.add_argument("--dp-delta", type=delta_value, default=None, metavar="D",
@@ -74,6 +75,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
                     help="opendp (secure, default) or numpy (seeded; testing only)")
     dp.add_argument("--noise-seed", type=non_negative_int, default=None,
                     help="seed of the numpy noise sampler: never for a real draft")
+    unit_options(dp, release=False)  # the schema declares it; under DP its rows are bounded
     cluster_options(draft)
     draft.set_defaults(run=run_draft, cluster=False, quiet=True)
     check = actions.add_parser(
@@ -95,6 +97,7 @@ def run_draft(args: argparse.Namespace) -> None:
     private = args.dp_epsilon is not None  # else public information only: no value is read
     if private and args.out.exists() and not args.force:  # refused before anything is spent
         raise ValueError(f"{args.out} exists; pass --force to overwrite it")
+    unit = privacy_unit(args)
     with (dask_client(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit,
                       quiet=True) if private else contextlib.nullcontext()):
         draft = draft_schema(
@@ -105,7 +108,7 @@ def run_draft(args: argparse.Namespace) -> None:
             dp_bins=args.dp_bins, ledger=args.ledger, dataset_name=args.dataset_name,
             noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
             public_types=args.public_types, on_unknown=args.on_unknown,
-            ids=args.ids)
+            ids=args.ids, privacy_unit=unit)
     path = write_draft(draft, args.out, force=args.force)
     print(draft.summary())
     print(f"schema draft: {path}")

@@ -76,7 +76,7 @@ def run(spec: StatsSpec) -> None:
         noise_sampler=spec.noise_sampler, noise_seed=spec.noise_seed, ledger=ledger,
         dataset_name=spec.dataset_name, run_id=spec.run_id,
         budget_epsilon=spec.budget_epsilon, force=spec.force, show_progress=not spec.quiet,
-        privacy_unit=privacy_unit(spec))
+        privacy_unit=privacy_unit(spec), accept_row_level_draft=spec.accept_row_level_draft)
     privacy = release.metadata["privacy"]
     print(f"{privacy['label']}: {privacy['statement']} (ε={privacy['epsilon']:g})")
     if spec.mechanism == "tabular-ddp":

@@ -26,9 +26,11 @@ Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`dp_dask.data.draf
 read values, under DP with the user's budget: each column's type, unless the storage types are
 declared public (:mod:`dp_dask.data.draft_types`), categories by thresholded noisy counts, numeric
 ranges, bins and fine grids by a domain search over cells of the column's type
-(:mod:`dp_dask.data.draft_numeric`), a timestamp's years. The spend is recorded in the privacy
-ledger, in the schema (``"drafted_under_dp"``) and so in the metadata of every release fitted
-with it.
+(:mod:`dp_dask.data.draft_numeric`), a timestamp's years; with a privacy unit, each unit's rows
+bounded first (:mod:`dp_dask.data.units`) and every step, the types' included, at its
+contribution bound. The spend is recorded in the privacy ledger, in the schema
+(``"drafted_under_dp"``, with its unit, neighbours and budget split) and so in the metadata of
+every release fitted with it.
 
 :func:`check_schema` is the opposite: it reads the private data and counts, per column, the values
 missing or outside the schema. Those are exact counts of the raw data, for the data owner's eyes
@@ -73,6 +75,7 @@ from dp_dask.data.encode import domain_codes
 from dp_dask.data.ids import IdColumn, id_like
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import SCHEMA_VERSION, Schema, load_schema
+from dp_dask.data.units import PrivacyUnit
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL
 from dp_dask.privacy.ledger import Ledger
 
@@ -216,9 +219,13 @@ class Draft:
         if spent:
             claim = "" if spent["differentially_private"] else \
                 f" ({NON_PRIVATE_LABEL}: seeded noise, not DP)"
+            unit = spent.get("privacy_unit", {})
+            per = (f", per {unit['unit']!r} of at most {unit['max_rows']} rows"
+                   if "max_rows" in unit else "")
             lines[0] = (f"drafted {len(self.schema['attributes'])} attribute(s): "
                         f"{len(spent['columns'])} from the data under DP (ε={spent['epsilon']:g}, "
-                        f"δ={spent['delta']:.3g}){claim}, the others from public information")
+                        f"δ={spent['delta']:.3g}{per}){claim}, the others from public "
+                        "information")
             if spent["ledger"]:
                 lines.append(f"  spent in the ledger {spent['ledger']['path']}: dataset "
                              f"{spent['ledger']['dataset_name']!r}, run "
@@ -484,7 +491,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                  dataset_name: str | None = None, noise_sampler: str = "opendp",
                  noise_seed: int | None = None, show_progress: bool = False,
                  public_types: bool = False, on_unknown: str = "kind",
-                 ids: str = "synthetic") -> Draft:
+                 ids: str = "synthetic",
+                 privacy_unit: PrivacyUnit | dict[str, Any] | None = None) -> Draft:
     """A schema draft from public information (see the module docstring), and optionally
     from the data under DP.
 
@@ -518,6 +526,12 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     :func:`~dp_dask.data.ids.id_like` by name and storage type, and under DP text columns whose
     noisy count of distinct values nears the rows — are released as synthetic ids of a public
     format (the schema's ``"ids"``), or left out of the schema.
+
+    ``privacy_unit`` (``{"column": ..., "max_rows": K or "auto"}``; default: a public codebook's
+    ``privacy_unit``, else a row): the unit column is no attribute of the schema, which declares
+    the unit (``"privacy_unit"``) for its releases; under DP each unit's rows are bounded to K
+    before anything is counted and every mechanism protects all rows of one unit
+    (:mod:`.draft_dp`), K "auto" chosen under DP and written into the schema.
     """
     if max_categories < 1:
         raise ValueError(f"max_categories must be positive, got {max_categories}")
@@ -542,8 +556,11 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         raise ValueError(f"--range names column(s) {unknown} not in the input {sorted(kinds)}")
     codebook: dict[str, Any] = {}
     sample: pd.DataFrame | None = None
+    declared_unit = None  # a codebook's privacy_unit
     if public is not None:
         loaded = _read_public(Path(public))
+        if isinstance(loaded, dict) and "privacy_unit" not in kinds:
+            declared_unit = loaded.pop("privacy_unit", None)
         if isinstance(loaded, pd.DataFrame):
             sample = loaded
         elif isinstance(loaded, dict) and isinstance(loaded.get("attributes"), list):
@@ -556,6 +573,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             codebook = {k: v for k, v in codebook.items() if k not in ranges}
         else:
             raise ValueError(f"public codebook {public}: expected a JSON/YAML mapping")
+    unit = PrivacyUnit.of(privacy_unit if privacy_unit is not None else declared_unit)
+    if unit is not None and unit.column not in kinds:
+        raise ValueError(f"--privacy-unit: column {unit.column!r} is not in the input "
+                         f"{sorted(kinds)}")
     draft = Draft({"schema_version": SCHEMA_VERSION,
                    "name": name or (Path(source).name.split(".")[0]
                                     if isinstance(source, str | Path) else "schema"),
@@ -567,6 +588,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     else:
         draft.notes.append(PUBLIC_TYPES_NOTE if public_types else DATA_TYPES_NOTE)
     for column, kind in kinds.items():
+        if unit is not None and column == unit.column:
+            draft.notes.append(f"{column}: the privacy unit's column: it bounds each unit's rows "
+                               "and never reaches a model, so it is no attribute of the schema")
+            continue
         spec, why = None, ""
         # Declared: the type comes from public sources, or the storage states none (a CSV).
         declared = column in codebook or column in ranges or kind == "unknown"
@@ -618,6 +643,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     for spec in draft.schema["attributes"]:  # a bad public spec stops before any budget
         if TODO not in spec:
             Attribute.from_json(spec, tuple(draft.schema.get("missing_values", ())))
+    if unit is not None:  # its releases' unit (under DP, the K drafted replaces "auto")
+        draft.schema["privacy_unit"] = unit.to_json()
     if dp_epsilon is not None:
         # imported here: draft_dp builds on this module (Draft, the bins' helpers)
         from dp_dask.data.draft_dp import draft_under_dp
@@ -625,7 +652,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
                        columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
                        dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
-                       show_progress=show_progress, ids=ids, public_types=public_types)
+                       show_progress=show_progress, ids=ids, public_types=public_types,
+                       unit=unit)
     # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
     required = storage_required(source) if public_types else set()
     draft.schema["attributes"] = [

@@ -5,6 +5,14 @@ search, numeric bins at DP quantiles over a public grid. The exact counts are
 reduced on Dask to the driver, noised once there and dropped; the spend is recorded in the
 privacy ledger and in the schema (``"drafted_under_dp"``). The public drafting that leaves the
 placeholders is :mod:`dp_dask.data.draft`.
+
+Neighbours: the draft never reads the exact row count n. Where a rule needs it (the identifiers',
+the text split's floor, whether a table is large enough to search), it reads a noisy count n̂
+(:data:`ROWS_SHARE` of ε). Every mechanism is calibrated to the sensitivity of a replaced row
+(or unit), at least that of an added or removed one, so the draft's (ε, δ) holds under both.
+With a privacy unit (:mod:`dp_dask.data.units`) each unit's rows are first bounded to K, chosen
+by a keyed hash of their values (K "auto": chosen under DP with ``units.AUTO_SHARE`` of ε), and
+every mechanism takes that contribution bound K (1 for a row).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +64,19 @@ from dp_dask.data.draft_types import (
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
 from dp_dask.data.text import category_text
-from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
+from dp_dask.data.units import (
+    AUTO,
+    AUTO_SHARE,
+    PrivacyUnit,
+    bound_contributions,
+    choose_max_rows,
+    rows_per_unit_graph,
+    unit_record,
+    unit_seed,
+)
+from dp_dask.privacy.labels import PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
-from dp_dask.privacy.noise import _check_sampler
+from dp_dask.privacy.noise import _check_sampler, laplace_noise
 from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
 
 
@@ -97,9 +116,38 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
     return {c: text if c in texts else other for c in columns}
 
 
-ROWS = "__rows__"  # the reduction's row count: public under replace-one neighbours
+ROWS = "__rows__"  # the reduction's row count: private, read only as its noisy count n̂
 YEARS = "years"  # a timestamp column's candidates: its years
 FORM_COUNTS = "__forms__"  # the reduction's counts of each typed column's value forms
+# The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
+ROWS_SHARE = 0.05
+NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
+
+
+def draft_neighbouring(unit: PrivacyUnit | None) -> str:
+    """The draft's neighbouring data sets in words (both notions: :data:`NOTIONS`)."""
+    which = "one row" if unit is None else (
+        f"all rows of one {unit.column!r} (at most {unit.max_rows} after bounding)")
+    return (f"add, remove or replace {which}: (ε, δ) under both, every mechanism calibrated to "
+            "a replaced one's sensitivity, at least an added or removed one's; n private, read "
+            "only as the noisy n̂")
+
+
+def _bounded_frame(frame: Any, unit: PrivacyUnit, epsilon: float, seed: int | None,
+                   sampler: str, rng: np.random.Generator | None, show_progress: bool
+                   ) -> tuple[Any, int, dict[str, Any] | None]:
+    """``frame`` with at most K rows of each unit (chosen by a keyed hash of their values),
+    the unit column dropped; K, and for K "auto" the record of its choice under ``epsilon``
+    (pure DP: OpenDP's report-noisy-max at Gumbel scale 2Δ/ε, whose zCDP charge is ε²/8)."""
+    bound, choice = unit.max_rows, None
+    if bound == AUTO:
+        (sizes,) = compute(rows_per_unit_graph(frame, unit.column), show_progress=show_progress)
+        bound, choice = choose_max_rows(sizes, epsilon**2 / 8, "zcdp", sampler=sampler, rng=rng)
+        choice = {**choice, "epsilon": math.sqrt(8 * choice["rho"]),
+                  "charge": "pure ε-DP: the exponential mechanism (Gumbel scale 2Δ/ε) whose "
+                            "zCDP charge rho is ε²/8"}
+    return (bound_contributions(frame, None, PrivacyUnit(unit.column, bound), unit_seed(seed)),
+            int(bound), choice)
 
 
 def _missing_mask(values: pd.Series, missing_values: tuple[str, ...],
@@ -123,6 +171,21 @@ def _text_counts(texts: Any, inverse: np.ndarray | None, missing: np.ndarray) ->
                               index=pd.Index(texts, dtype=object))
     # Distinct values of different types can share a text (1 and "1"): summed by text.
     return per_value[per_value > 0].groupby(level=0).sum()
+
+
+def _noisy_rows(exact: int, epsilon: float, bound: int, sampler: str,
+                rng: np.random.Generator | None) -> tuple[float, dict[str, Any]]:
+    """n̂: the (bounded) rows plus Laplace noise (a unit adds, removes or replaces at most
+    ``bound`` rows: sensitivity ``bound``), at least 1 (post-processing), and its record."""
+    scale = bound / epsilon
+    noisy = laplace_noise(np.array([exact], dtype=np.int64), scale, sensitivity=bound,
+                          sampler=sampler, rng=rng)[0]
+    rows = max(float(noisy), 1.0)
+    return rows, {"mechanism": "laplace", "epsilon": epsilon, "sensitivity": bound,
+                  "scale": scale, "noisy": rows,
+                  "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)",
+                  "read_by": "the identifiers' rule, the text split's floor and the size a "
+                             "numeric search needs: n̂, never the exact n"}
 
 
 def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
@@ -185,20 +248,27 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                    ledger: Ledger | str | Path | bool | None = None,
                    dataset_name: str | None = None, sampler: str = "opendp",
                    seed: int | None = None, show_progress: bool = False,
-                   ids: str = "synthetic", public_types: bool = False) -> None:
-    """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (replace one row).
+                   ids: str = "synthetic", public_types: bool = False,
+                   unit: PrivacyUnit | None = None) -> None:
+    """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (add, remove or replace
+    one row; with a privacy ``unit``, all rows of one unit, each bounded to its ``max_rows``).
 
-    Unless ``public_types`` (the storage types declared public), every column but a timestamp
-    first has its type decided under DP (:mod:`.draft_types`, :data:`.draft_types.TYPE_SHARE` of
-    ε): numbers or text, integer or float, nullable or not; ``kinds`` (the storage's) only
-    propose the candidates. The rest of ε is split over the columns by :func:`split_epsilon`
-    (basic composition) by their kinds; the text
-    columns' shares and δ are split among them by :func:`.draft_text.draft_texts`. Exact counts
-    are reduced on Dask to the driver, noised once there (dp_dask.privacy.selection) and
-    dropped; only the selected values and quantiles enter the schema.
+    The budget, each part a fixed share of ``epsilon`` chosen from public facts alone (basic
+    composition), in this order: :data:`ROWS_SHARE` buys the noisy row count n̂ (Laplace,
+    sensitivity K) where a text column or a numeric search reads it; unless ``public_types``
+    (the storage types declared public), :data:`.draft_types.TYPE_SHARE` decides every column's
+    type but a timestamp's (:mod:`.draft_types`: numbers or text, integer or float, nullable or
+    not; ``kinds``, the storage's, only propose the candidates); with a ``unit`` of K "auto",
+    ``units.AUTO_SHARE`` chooses K. The rest is split over the columns by :func:`split_epsilon`
+    by their kinds (decided or public); the text columns' shares and δ are split among them by
+    :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first (module
+    docstring) and every mechanism, the type step's included, takes its contribution bound K.
+    Exact counts are reduced on Dask to the driver, noised once there
+    (dp_dask.privacy.selection) and dropped; only the selected values and quantiles enter the
+    schema.
 
     * A text column (or a CSV column without a grid): an identifier if its noisy count of
-      distinct values nears the rows (released as synthetic ids, or dropped with ``ids``
+      distinct values nears n̂ (released as synthetic ids, or dropped with ``ids``
       "drop"); else its categories are the value texts
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
@@ -208,7 +278,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then
       cells inside, of its public or decided kind), open outer bins closed by ``min``/``max`` at
       the found range; missing values in ``missing`` (in the middle bin where the column is
-      decided never null).
+      decided never null). A column whose table n̂ puts below what its search needs
+      (:func:`~.draft_numeric.smallest_table`, at its share and K) is not searched: it keeps its
+      placeholder (the budget is spent, as n̂ is drawn).
     * A numeric column given a public grid in ``grids`` (``{"start", "stop", "step"}``, checked
       against its storage type): bin edges at the DP quantiles i/``bins``, i = 1..bins−1, each
       a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
@@ -233,6 +305,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         raise ValueError("--dp-columns: no column to draft under DP (every column is drafted "
                          "from public information)")
     for column in [*columns, *grids]:
+        if unit is not None and column == unit.column:
+            raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is the privacy unit's "
+                             "column: it bounds each unit's rows, never an attribute; leave it "
+                             "out")
         if column not in kinds:
             raise ValueError(f"--dp-columns/--dp-grid: column {column!r} is not in the input "
                              f"{sorted(kinds)}")
@@ -243,6 +319,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     if set(grids) - set(columns):
         raise ValueError(f"--dp-grid names column(s) {sorted(set(grids) - set(columns))} not "
                          f"in --dp-columns {columns}")
+    if unit is not None and unit.column not in kinds:
+        raise ValueError(f"--privacy-unit: column {unit.column!r} is not in the input "
+                         f"{sorted(kinds)}")
     given = {a["name"]: a for a in draft.schema["attributes"]}
     dtypes = {c: given[c].get("dtype") if c in given else None for c in columns}
     candidates: dict[str, Any] = {}
@@ -259,25 +338,24 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             candidates[c] = None
     # Timestamps keep the storage's kind (a null leaves pandas' datetime64 one), missing bin too.
     typed = [] if public_types else [c for c in columns if kinds[c] != "datetime"]
-    type_epsilon = TYPE_SHARE * epsilon if typed else 0.0
-    rest_epsilon = epsilon - type_epsilon
     texts = [c for c in columns if candidates[c] is None]
     maybe = [c for c in columns if isinstance(candidates[c], Undecided) and candidates[c].text]
+    # The budget, from public facts alone, in one order (basic composition): n̂ where a column
+    # reads it (all but a public grid's: a text column, a search, or a type yet to decide), the
+    # type step, K "auto", then the columns' shares of the rest.
+    rows_epsilon = (ROWS_SHARE * epsilon if any(not isinstance(candidates[c], np.ndarray)
+                                                for c in columns) else 0.0)
+    type_epsilon = TYPE_SHARE * epsilon if typed else 0.0
+    auto_epsilon = AUTO_SHARE * epsilon if unit is not None and unit.max_rows == AUTO else 0.0
+    rest_epsilon = epsilon - rows_epsilon - type_epsilon - auto_epsilon
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
-    # text columns give each the least ε and δ, ...
+    # text columns give each the least ε and δ, at the unit's bound (K "auto": at K = 1, the
+    # least it chooses). A search's size is checked on n̂, once the types and K are drawn.
     if texts or maybe:
         worst = split_epsilon(rest_epsilon, columns, [*texts, *maybe])
         check_text_budget(sum(worst[c] for c in [*texts, *maybe]), delta,
-                          len(texts) + len(maybe))
-    # ... and the numeric columns' least ε sets the rows a search needs to find anything
-    # (refused on the public row count, before noise; a column stored as text that turns out
-    # numeric keeps its placeholder if its search finds nothing).
-    least = {c: min(split_epsilon(rest_epsilon, columns, [*texts, *maybe[:k]])[c]
-                    for k in range(len(maybe) + 1)) for c in columns}
-    needed = {c: max(smallest_table(least[c], cells) for cells in (
-        grid.cells.values() if isinstance(grid, Undecided) else [grid]))
-        for c, grid in candidates.items() if isinstance(grid, Cells | str) or (
-            isinstance(grid, Undecided) and not grid.text)}
+                          len(texts) + len(maybe),
+                          1 if unit is None or unit.max_rows == AUTO else unit.max_rows)
     levels = list(range(1, bins))
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
@@ -285,13 +363,15 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     book = (None if ledger is False else ledger if isinstance(ledger, Ledger) else
             Ledger(None if ledger in (None, True) else ledger))
     request = json.dumps({"input": kinds, "columns": columns, "grids": grids, "bins": bins,
-                          "epsilon": epsilon, "delta": delta, "public_types": public_types},
+                          "epsilon": epsilon, "delta": delta, "public_types": public_types,
+                          **({} if unit is None else {"privacy_unit": unit.to_json()})},
                          sort_keys=True)
-    reservation = None if book is None else book.reserve(Entry.for_draft(
+    reservation = None if book is None else book.reserve(replace(Entry.for_draft(
         dataset_name=dataset_name_for(source, dataset_name),
         request_sha256=hashlib.sha256(request.encode()).hexdigest(), run_id=new_run_id(),
         epsilon=float(epsilon), delta=float(delta), sampler=sampler,
-        private=sampler in PRIVATE_SAMPLERS))
+        private=sampler in PRIVATE_SAMPLERS), unit_column=getattr(unit, "column", None),
+        unit_max_rows=None if unit is None or unit.max_rows == AUTO else unit.max_rows))
     mechanisms: dict[str, Any] = {}
     specs: dict[str, dict[str, Any]] = {}
     # Decided under DP, unless the storage types are public; a grid declares a number, else
@@ -304,23 +384,21 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         reading = load_schema({"attributes": [{"name": c, "categories": ["_"]}
                                               for c in columns]})
         missing_values = tuple(draft.schema.get("missing_values", ()))
-        parts = read_table(source, reading).to_delayed()
+        frame = read_table(source, reading, extra=() if unit is None else (unit.column,))
+        bound, choice = 1, None  # the rows one unit contributes at most (a row: 1)
+        if unit is not None:
+            frame, bound, choice = _bounded_frame(frame, unit, auto_epsilon, seed, sampler, rng,
+                                                  show_progress)
         blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values, tuple(typed))
-                  for part in parts]
+                  for part in frame.to_delayed()]
         (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
-        # The row count is public under replace-one: refusing on it spends nothing, and the
-        # identifiers' rule compares with it.
-        small = [c for c, rows in needed.items() if exact[ROWS] < rows]
-        if small:
-            raise ValueError(
-                f"--dp-epsilon {epsilon:g} is too small to search the domain of {small} in "
-                f"this table: at ε = {least[small[0]]:.3g} per column a range is found only in "
-                f"a table of at least {max(needed[c] for c in small):,.0f} rows; give more "
-                "--dp-epsilon, fewer --dp-columns or public ranges (--range)")
-        # noise drawn once per measurement, after the reduction
+        # noise drawn once per measurement, after the reduction, in the budget's order; n only
+        # as n̂, every sensitivity at the unit's bound K
+        rows, rows_record = (_noisy_rows(exact[ROWS], rows_epsilon, bound, sampler, rng)
+                             if rows_epsilon else (None, None))
         decisions, types = (decide_types(
             {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
-            sampler=sampler, rng=rng) if typed else ({}, {}))
+            contributions=bound, sampler=sampler, rng=rng) if typed else ({}, {}))
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -328,14 +406,27 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 exact[column] = exact[column][decision.kind]
         texts = [c for c in columns if candidates[c] is None]
         shares = split_epsilon(rest_epsilon, columns, texts)
-        text = draft_texts({c: exact[c] for c in texts}, exact[ROWS],
-                           sum(shares[c] for c in texts), delta, sampler=sampler,
-                           rng=rng) if texts else TextDraft()
+        # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
+        # not searched (a column stored as text that turned out numeric included).
+        needed = {c: smallest_table(shares[c], candidates[c], bound) for c in columns
+                  if isinstance(candidates[c], Cells | str)}
+        text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
+                           delta, rows_scale=rows_record["scale"], sampler=sampler, rng=rng,
+                           bound=bound) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
-            if column in text.identifiers:
+            if column in needed and rows < needed[column]:
+                mechanisms[column] = {"mechanism": "none (not searched)", "epsilon": share,
+                                      "rows_needed": needed[column], "noisy_rows": rows}
+                draft.notes.append(
+                    f"{column}: not searched: this table holds about {rows:,.0f} rows (the "
+                    f"noisy n̂), and at ε = {share:.3g} a range is found only in a table of at "
+                    f"least {needed[column]:,.0f}; its share of --dp-epsilon is spent (n̂ was "
+                    "drawn). Give its public range (--range), more --dp-epsilon or fewer "
+                    "--dp-columns")
+            elif column in text.identifiers:
                 add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
-                               f"values is above {ID_DISTINCT:g} x the rows")
+                               f"values is above {ID_DISTINCT:g} x the noisy rows n̂")
             elif grid is None:
                 released = text.categories[column]
                 other = free_label(OTHER, released)
@@ -353,14 +444,16 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             elif isinstance(grid, Cells | str):
                 spec, mechanisms[column], note = (
                     search_numeric(column, counts, grid, epsilon=share, bins=bins,
-                                   sampler=sampler, rng=rng) if isinstance(grid, Cells) else
-                    search_years(column, counts, epsilon=share, sampler=sampler, rng=rng))
+                                   sampler=sampler, rng=rng, bound=bound)
+                    if isinstance(grid, Cells) else
+                    search_years(column, counts, epsilon=share, sampler=sampler, rng=rng,
+                                 bound=bound))
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
             else:
                 below, above = counts
-                scale = noisy_min_scale(share / len(levels), bins)
+                scale = noisy_min_scale(share / len(levels), bins * bound)
                 chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
                                                sampler=sampler, rng=rng)] for i in levels]
                 edges = sorted({_round(float(v)) for v in chosen})
@@ -371,7 +464,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 mechanisms[column] = {
                     "mechanism": "noisy-max quantiles", "epsilon": share,
                     "quantiles": [f"{i}/{bins}" for i in levels],
-                    "epsilon_each": share / len(levels), "sensitivity": bins, "scale": scale,
+                    "epsilon_each": share / len(levels), "sensitivity": bins * bound,
+                    "scale": scale,
                     "grid": grids[column], "candidates": len(grid),
                     "opendp": "make_noisy_max(negate=True) over LInfDistance(u64, "
                               "monotonic=False) of make_quantile_score_candidates' score with "
@@ -409,19 +503,34 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     # a search that found nothing leaves its placeholder
     for column in [*specs, *text.identifiers]:
         draft.todo.pop(column)
+    bounded = None if unit is None else PrivacyUnit(unit.column, bound)
+    if bounded is not None:  # a release of this unit takes it by default, at the K drafted
+        draft.schema["privacy_unit"] = bounded.to_json()
+    # the shares spent before the columns', in the budget's order
+    first = [*(["n̂ counted with split.rows"] if rows_epsilon else []),
+             *([f"the types of {len(typed)} column(s) decided with split.types (\"types\")"]
+               if typed else []),
+             *(["K chosen with split.max_rows"] if choice else [])]
     draft.schema["drafted_under_dp"] = {
         "epsilon": float(epsilon), "delta": float(delta), "columns": columns,
-        "neighbouring": NEIGHBOURING["replace"],
-        "composition": (f"basic: {TYPE_SHARE:g} of ε to decide the types of "
-                        f"{len(typed)} column(s) (\"types\"), the rest " if typed else
-                        "basic: ε ") + f"split over {len(columns)} column(s) as \"split\"; the "
-                       f"{len(texts)} text column(s)' shares and all of δ split among them "
-                       "by \"text\"; a searched numeric column's ε halved over its two steps "
-                       "(mechanisms[column].steps)",
-        "split": {"epsilon": shares, "rule": (
-            f"equal over the columns, but the text columns together at least {TEXT_FLOOR:.3g} "
-            "of ε while other columns are drafted too (the others share the rest equally); "
-            "from the columns' kinds: decided under DP (\"types\") or public")},
+        "neighbouring": draft_neighbouring(bounded), "notions": list(NOTIONS),
+        "privacy_unit": {**unit_record(bounded, seed is not None, "their values' texts"),
+                         **({"auto": choice} if choice else {})},
+        "composition": "basic: " + ", ".join([*first, ("the rest" if first else "ε")
+                                               + f" split over {len(columns)} column(s) as "
+                                               "split.epsilon"])
+                       + f"; the {len(texts)} text column(s)' shares and all of δ split among "
+                       "them by \"text\"; a searched numeric column's ε halved over its two "
+                       "steps (mechanisms[column].steps)",
+        "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
+                  "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
+            f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "
+            f"column reads them (all but a public grid's), {TYPE_SHARE:g} to decide the types "
+            f"unless they are public, {AUTO_SHARE:g} to choose K \"auto\"; the rest equal over "
+            f"the columns, but the text columns together at least {TEXT_FLOOR:.3g} of it while "
+            "other columns are drafted too (the others share the rest equally); from the "
+            "columns' kinds: decided under DP (\"types\") or public")},
+        **({"rows": rows_record} if rows_record else {}),
         "types": types or (
             {"source": PUBLIC_STORAGE, "rule": "the storage types, declared public "
                                                "(--public-types)"} if public_types else

@@ -27,8 +27,11 @@ A timestamp's years are one step: noisy counts per year over the years the times
 thresholded; one bin per year between the first and last passing one.
 
 Replace-one neighbours: a row moves from one cell to another (or into or out of the missing
-values): L1 sensitivity 2 for every histogram, ε = 2/b. The exact counts are reduced on Dask
-to the driver (:func:`numeric_counts`), and only noisy ones are used.
+values): L1 sensitivity 2 for every histogram, ε = 2/b; adding or removing a row moves one
+count by 1, within it. Under a privacy unit of at most K rows (the draft bounded each unit to K
+rows) every sensitivity is K times a row's: each function takes that contribution ``bound``.
+The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
+ones are used.
 """
 
 from __future__ import annotations
@@ -123,23 +126,26 @@ def threshold(scale: float, cells: int, miss: float) -> float:
     return scale * math.log(max(cells, 1) / (2.0 * miss))
 
 
-def smallest_table(epsilon: float, cells: Cells | str) -> float:
+def smallest_table(epsilon: float, cells: Cells | str, bound: int = 1) -> float:
     """Rows a table needs for its first step to find anything: twice that step's threshold
-    (octaves at half of ``epsilon``; a timestamp's years, ``cells`` a str, at all of it). A
-    smaller table is refused before any noise is drawn."""
+    (octaves at half of ``epsilon``; a timestamp's years, ``cells`` a str, at all of it), each
+    unit contributing at most ``bound`` rows. The draft searches no column whose table its noisy
+    row count puts below it."""
     if isinstance(cells, Cells):
-        return 2.0 * threshold(SENSITIVITY / (epsilon / 2.0), len(cells.octaves) - 1,
+        return 2.0 * threshold(SENSITIVITY * bound / (epsilon / 2.0), len(cells.octaves) - 1,
                                OCTAVE_MISS)
-    return 2.0 * threshold(SENSITIVITY / epsilon, len(year_cells()) - 1, OCTAVE_MISS)
+    return 2.0 * threshold(SENSITIVITY * bound / epsilon, len(year_cells()) - 1, OCTAVE_MISS)
 
 
 def _passing(noisy: np.ndarray, scale: float, miss: float) -> np.ndarray:
     return np.flatnonzero(noisy >= threshold(scale, len(noisy), miss))
 
 
-def _step(what: str, epsilon: float, scale: float, cells: int, miss: float) -> dict[str, Any]:
+def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
+          bound: int) -> dict[str, Any]:
+    replaced = "one row" if bound == 1 else f"one unit of at most {bound} rows"
     return {"step": what, "mechanism": "laplace histogram", "epsilon": epsilon,
-            "sensitivity": f"L1 {SENSITIVITY} (replace one row)", "scale": scale,
+            "sensitivity": f"L1 {SENSITIVITY * bound} (replace {replaced})", "scale": scale,
             "cells": cells, "threshold": threshold(scale, cells, miss), "miss": miss,
             "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
 
@@ -156,16 +162,18 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
-                   bins: int, sampler: str, rng: np.random.Generator | None
+                   bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1
                    ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
-    mechanisms and a note; no spec (None) where no octave passed."""
+    mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
+    contributes at most."""
     half = epsilon / 2.0
-    scale = SENSITIVITY / half
-    noisy = laplace_noise(counts["octaves"], scale, sensitivity=SENSITIVITY, sampler=sampler,
+    sensitivity = SENSITIVITY * bound
+    scale = sensitivity / half
+    noisy = laplace_noise(counts["octaves"], scale, sensitivity=sensitivity, sampler=sampler,
                           rng=rng)
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
-              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS)]}
+              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
     if not len(passed):
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
@@ -184,10 +192,10 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
                   -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
     inside = slice(int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)))
     edges = edges[inside.start:inside.stop + 1]
-    cell = laplace_noise(counts[key][inside], scale, sensitivity=SENSITIVITY, sampler=sampler,
+    cell = laplace_noise(counts[key][inside], scale, sensitivity=sensitivity, sampler=sampler,
                          rng=rng)
     record["steps"].append(_step(f"{key} cells within [{_round(low)}, {_round(high)})", half,
-                                 scale, len(cell), CELL_MISS))
+                                 scale, len(cell), CELL_MISS, bound))
     kept = _passing(cell, scale, CELL_MISS)
     first, last = 0, len(cell) - 1
     # the passing cells' own sum (few cells: little noise), not their span's
@@ -219,13 +227,15 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
 
 
 def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: str,
-                 rng: np.random.Generator | None
+                 rng: np.random.Generator | None, bound: int = 1
                  ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
-    """The year edges (min/max) of a timestamp column: one bin per year found under DP."""
-    scale = SENSITIVITY / epsilon
-    noisy = laplace_noise(counts, scale, sensitivity=SENSITIVITY, sampler=sampler, rng=rng)
+    """The year edges (min/max) of a timestamp column: one bin per year found under DP
+    (``bound``: the rows one unit contributes at most)."""
+    scale = SENSITIVITY * bound / epsilon
+    noisy = laplace_noise(counts, scale, sensitivity=SENSITIVITY * bound, sampler=sampler,
+                          rng=rng)
     record = {"mechanism": "year counts", "epsilon": epsilon,
-              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS)]}
+              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS, bound)]}
     kept = _passing(noisy, scale, OCTAVE_MISS)
     if not len(kept):
         return None, record, (f"{column}: no year held enough rows to be found under DP; give "

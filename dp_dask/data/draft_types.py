@@ -14,9 +14,10 @@ decides among them from noisy counts (:func:`decide_types`):
 The counts come from the draft's one pass over the data (:func:`value_forms`): per column, its
 values' forms, a histogram over :data:`FORMS` (missing: a null or a listed missing value; no
 number: a value that does not parse as one; an integer; a fraction: any other number). A replaced
-row leaves one form and enters another: L1 sensitivity 2 per column, 2K where a privacy unit
-contributes K rows. The histograms get Laplace noise (OpenDP's ``make_laplace``) at
-:data:`TYPE_SHARE` of the draft's ε, equal over the columns. A form is present only if its noisy
+row leaves one form and enters another: L1 sensitivity 2 per column, which bounds an added or
+removed row's 1, and 2K where the draft bounded each privacy unit to K rows (its ``bound``).
+The histograms get Laplace noise (OpenDP's ``make_laplace``) at :data:`TYPE_SHARE` of the draft's
+ε, equal over the columns. A form is present only if its noisy
 count passes b·ln(1/2β), β = :data:`TYPE_MISS`, so that what the values never show is not
 invented (a count of zero passes with probability β):
 
@@ -101,7 +102,8 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     """Each column's type from its exact ``forms`` (:func:`value_forms`, summed), under
     ``epsilon``-DP in all (the module docstring); ``candidates``: per column an
     :class:`Undecided`, or anything else for a column declared numeric (a public grid).
-    ``contributions``: the rows K one privacy unit holds (1: a row). Noise is drawn here, once.
+    ``contributions``: the rows K one privacy unit holds after the draft bounded it (1: a row),
+    which every sensitivity is K times. Noise is drawn here, once.
     The decisions, and the record of the mechanism with the noisy counts."""
     columns = list(forms)
     sensitivity = SENSITIVITY * contributions
@@ -121,8 +123,9 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     record = {
         "mechanism": "laplace histogram of value forms", "forms": list(FORMS),
         "epsilon": epsilon, "epsilon_each": epsilon / len(columns),
-        "sensitivity": f"L1 {sensitivity} per column (replace one row"
-                       + (f", {contributions} rows per unit" if contributions > 1 else "") + ")",
+        "sensitivity": f"L1 {sensitivity} per column (replace one "
+                       + ("row)" if contributions == 1 else
+                          f"unit of at most {contributions} rows)"),
         "scale": scale, "threshold": threshold, "miss": TYPE_MISS,
         "rule": ("a form is present if its noisy count passes the threshold; nullable if "
                  "missing values are, float if fractions are (else integer); a column stored as "

@@ -21,6 +21,14 @@ not a function of the unit's own rows. So neighbouring data sets that differ in 
 bounded data sets that differ in that unit's at most K rows (a stable transformation), whatever
 the other units hold. Rows whose unit is null form ONE unit together, bounded to K like any other
 (each null row its own unit would let one person with nulls contribute unboundedly).
+
+A schema drafted under DP with a unit (:mod:`dp_dask.data.draft_dp`) is bounded alike before any
+schema exists: its rows are ranked by a keyed hash of their values' texts instead of codes
+(:func:`value_keys`), ties broken by the texts' order. Every guarantee here is about the raw
+data's units, whatever K each release bounded them to: a draft and a release of the same unit
+column compose (basic composition), any K with any K; a draft of another unit (a row) never
+counts inside a unit's total (:func:`drafted_record`), and a release under a unit refuses it
+unless told otherwise (:func:`check_drafted_unit`).
 """
 
 from __future__ import annotations
@@ -91,15 +99,17 @@ class PrivacyUnit:
         return {"column": self.column, "max_rows": self.max_rows}
 
 
-def unit_record(unit: PrivacyUnit | None, seeded: bool) -> dict[str, Any]:
+def unit_record(unit: PrivacyUnit | None, seeded: bool,
+                hashed: str = "their codes") -> dict[str, Any]:
     """What a release records of its unit: the row, or the column, K and how rows were kept
-    (never the seed; ``seeded``: derived from noise_seed)."""
+    (never the seed; ``seeded``: derived from noise_seed; ``hashed``: what the keyed hash
+    reads)."""
     if unit is None:
         return dict(ROW_UNIT)
     seed = "a seed derived from noise_seed" if seeded else "a secret seed"
     return {"unit": unit.column, "max_rows": unit.max_rows, "null_units": NULL_RULE,
             "bounding": f"at most {unit.max_rows} rows per unit, the smallest by a keyed hash "
-                        f"of their codes under {seed} (dp_dask.data.units); counts and n are "
+                        f"of {hashed} under {seed} (dp_dask.data.units); counts and n are "
                         "of the bounded rows"}
 
 
@@ -199,6 +209,15 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
+def _keyed_hash(parts: np.ndarray, seed: int) -> np.ndarray:
+    """Per row (a column of ``parts``, integers) its hash under ``seed``, as int64."""
+    h = np.full(parts.shape[1], seed & _MASK, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for part in parts:
+            h = _mix(h ^ part.astype(np.uint64) ^ np.uint64(seed >> 64 & _MASK))
+    return h.view(np.int64)
+
+
 def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
     """(1 + m + fine grids, rows): per row its keyed hash, then its codes and fine cells (the
     tiebreak): a function of the row's values, the schema and the seed alone."""
@@ -206,11 +225,34 @@ def row_keys(frame: pd.DataFrame, schema: Schema, seed: int) -> np.ndarray:
     fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
             for i in schema.fine_grids]
     parts = np.vstack([codes.astype(np.int64), *fine]) if fine else codes.astype(np.int64)
-    h = np.full(len(frame), seed & _MASK, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for part in parts:
-            h = _mix(h ^ part.astype(np.uint64) ^ np.uint64(seed >> 64 & _MASK))
-    return np.vstack([h.view(np.int64)[None, :], parts])
+    return np.vstack([_keyed_hash(parts, seed)[None, :], parts])
+
+
+def _text_hash(text: np.ndarray) -> np.ndarray:
+    """Each text's 64-bit hash (pandas' fixed-key SipHash), 0 for a null."""
+    null = pd.isna(text)
+    return np.where(null, np.uint64(0),
+                    pd.util.hash_array(np.where(null, "", text).astype(object)))
+
+
+def value_keys(frame: pd.DataFrame, column: str, seed: int) -> np.ndarray:
+    """(2 + columns, rows) for a partition holding every row of its units (``column``): per
+    row a keyed hash of its unit's text, every other value's text (:func:`unit_text`, the
+    encoder's text; a null its own mark) and its copy number among the unit's identical rows;
+    then each value's rank among the texts in sorted order and the copy number (the tiebreak;
+    only the order of two texts matters, a function of the two alone). Before a schema exists
+    (drafting): a function of the unit's rows and the seed alone. The unit's text and the copy
+    number are hashed so that each unit keeps a K-subset of its rows that is uniform over the
+    seed: hashed on the values alone, every unit would prefer the same values (with one column
+    drafted, the same category), and identical rows would count once."""
+    unit = unit_text(frame[column]).to_numpy()
+    texts = [unit_text(frame[c]).to_numpy() for c in frame.columns if c != column]
+    ranks = [pd.factorize(text, sort=True)[0].astype(np.int64) for text in texts]  # null: -1
+    same = pd.DataFrame({i: part for i, part in enumerate(
+        [pd.factorize(unit, sort=True)[0], *ranks])})
+    copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
+    hashed = np.vstack([_text_hash(unit), *map(_text_hash, texts), copy.astype(np.uint64)])
+    return np.vstack([_keyed_hash(hashed, seed)[None, :], *ranks, copy])
 
 
 def unit_text(values: pd.Series) -> pd.Series:
@@ -231,14 +273,16 @@ def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame.assign(**{column: unit_text(frame[column])})
 
 
-def _bounded(frame: pd.DataFrame, schema: Schema, column: str, max_rows: int,
+def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: int,
              seed: int) -> pd.DataFrame:
     """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
-    smallest key, the unit column dropped."""
+    smallest key (:func:`row_keys`; without a ``schema``, :func:`value_keys`), the unit column
+    dropped."""
     if frame.empty:
         return frame.drop(columns=column)
     groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
-    keys = row_keys(frame, schema, seed)
+    keys = (row_keys(frame, schema, seed) if schema is not None
+            else value_keys(frame, column, seed))
     order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes
     sorted_groups = groups[order]
     positions = np.arange(len(order))
@@ -258,12 +302,76 @@ def shuffle_method() -> str:
     return "p2p"
 
 
-def bound_contributions(ddf: dd.DataFrame, schema: Schema, unit: PrivacyUnit,
+def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyUnit,
                         seed: int) -> dd.DataFrame:
     """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
-    unit, chosen by :func:`row_keys` (module docstring), without the unit column."""
+    unit, chosen by :func:`row_keys` (module docstring), without the unit column. Without a
+    ``schema`` (drafting one) the rows are chosen by :func:`value_keys` over every column of
+    ``ddf`` but the unit's."""
     meta = ddf._meta.assign(**{unit.column: pd.Series([], dtype=object)})
     texts = ddf.map_partitions(_with_unit_text, unit.column, meta=meta)
     shuffled = texts.shuffle(on=unit.column, shuffle_method=shuffle_method())
     return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
                                    meta=ddf._meta.drop(columns=unit.column))
+
+
+def _unit_column(record: dict[str, Any]) -> str | None:
+    """The column of a unit record (:func:`unit_record`); None for a row."""
+    return record["unit"] if "max_rows" in record else None
+
+
+def drafted_unit(drafted: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A DP draft's unit record (a schema's ``drafted_under_dp``) and the neighbouring notions
+    ("replace", "add_remove") its (ε, δ) holds under. Drafts made before they were recorded:
+    one row, replaced (they read the public n)."""
+    return drafted.get("privacy_unit", dict(ROW_UNIT)), list(drafted.get("notions", ["replace"]))
+
+
+def drafted_record(drafted: dict[str, Any], *, epsilon: float, delta: float,
+                   unit: PrivacyUnit | None, notion: str) -> dict[str, Any]:
+    """What a release of ``(epsilon, delta)`` under ``unit`` (None: a row) and ``notion``
+    records of the DP draft of its schema (``drafted``: the schema's ``drafted_under_dp``):
+    the draft's ε, δ, columns, unit and neighbours, and ``with_this_release``, their
+    basic-composition total, only where both protect the same unit under one notion. Both
+    guarantees are then about the raw data's units (all rows of one value of the column,
+    whatever K each bounded it to), so any K composes with any K. Otherwise each part stands
+    under its own unit and notion, ``not_combined`` says why, and no total is claimed."""
+    drafted_as, notions = drafted_unit(drafted)
+    record = {key: drafted.get(key) for key in ("epsilon", "delta", "columns",
+                                                "differentially_private", "ledger")}
+    record |= {"privacy_unit": drafted_as,
+               "neighbouring": drafted.get("neighbouring", NEIGHBOURING["replace"])}
+    column = None if unit is None else unit.column
+    protects = "one row" if column is None else f"all rows of one {column!r}"
+    if _unit_column(drafted_as) == column and notion in notions:
+        record["with_this_release"] = {
+            "epsilon": epsilon + drafted["epsilon"], "delta": delta + drafted["delta"],
+            "composition": f"basic (an upper bound): the draft and this release both protect "
+                           f"{protects} under {notion} neighbours"}
+    else:
+        drafted_column = _unit_column(drafted_as)
+        record["not_combined"] = (
+            f"the draft protects {'one row' if drafted_column is None else repr(drafted_column)}"
+            f" ({' or '.join(notions)} neighbours), this release {protects} ({notion}): each "
+            "guarantee holds for its own unit and neighbours only; no combined total")
+    return record
+
+
+def check_drafted_unit(schema: Schema, unit: PrivacyUnit | None, accepted: bool) -> None:
+    """ValueError where a release under ``unit`` would use a schema drafted under DP at
+    another unit (a row), unless ``accepted``: the draft read each unit's rows without bound,
+    so the unit's guarantee does not cover the schema. Checked before any budget is spent."""
+    drafted = schema.drafted_under_dp
+    if unit is None or not drafted or accepted:
+        return
+    column = _unit_column(drafted_unit(drafted)[0])
+    if column == unit.column:
+        return
+    at = "at row level" if column is None else f"under another privacy unit ({column!r})"
+    raise ValueError(
+        f"schema {schema.name!r} was drafted under DP {at}, but this release protects all rows "
+        f"of one {unit.column!r}: the draft read each {unit.column!r}'s rows without bound, so "
+        "no guarantee of the unit covers the schema. Draft it again under the unit (dp-dask "
+        f"schema draft ... --privacy-unit {unit.column} --max-rows-per-unit K), or pass "
+        "--accept-row-level-draft (accept_row_level_draft=True) to release anyway: each "
+        "guarantee is then stated under its own unit, with no combined total")

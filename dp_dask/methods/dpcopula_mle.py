@@ -318,10 +318,14 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
     def _parameters(self) -> dict[str, Any]:
         return {**super()._parameters(), "blocks": self.blocks}
 
+    def _row_order(self, codes: dd.DataFrame) -> dd.DataFrame:
+        """The rows the blocks are cut from, in a uniformly random order (finding 1: never the
+        input's own); its seed drawn here, on the driver, once per fit: retried tasks reuse it."""
+        return random_row_order(codes, order_seed(self.noise_seed))
+
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         check_columns(ddf.columns, self.schema)
-        # drawn here, on the driver, once per fit: retried tasks reuse it
-        ordered = random_row_order(codes_frame(ddf, self.schema), order_seed(self.noise_seed))
+        ordered = self._row_order(codes_frame(ddf, self.schema))
         graph, self.blocks_ = ordered_mle_graph(
             ordered, self.schema, self.blocks, split_budget(self.epsilon, self.k,
                                                             self.schema.m)[1],

@@ -11,6 +11,9 @@ With one-sided Clopper-Pearson bounds (exact binomial, via the beta quantiles, a
 (Bonferroni), ``ε_lb(δ) = max_t ln((p_hi_side_lower − δ) / p_other_upper)`` is a lower bound on the
 ε of the mechanism at that δ with probability at least ``1 − alpha``. A claimed privacy curve ε(δ)
 is refuted when ``ε_lb(δ) > ε(δ)`` for some δ. See docs/privacy.md.
+
+A claim stated as (ε, δ₀)-DP (pure DP: δ₀ = 0) has its own curve, :func:`epsilon_at_delta`: the
+ε it implies at a larger δ, which is below ε.
 """
 
 from __future__ import annotations
@@ -79,3 +82,25 @@ def count_epsilons(up0: np.ndarray, n0: int, up1: np.ndarray, n1: int, delta: fl
     out = np.full(numer.shape, -math.inf)
     out[ok] = np.log((numer[ok] - delta) / denom[ok])
     return out
+
+
+def epsilon_at_delta(epsilon: float, delta: float, at: float) -> float:
+    """The least ε' such that every (``epsilon``, ``delta``)-DP mechanism is (ε', ``at``)-DP,
+    for ``at`` >= ``delta`` (pure ε-DP: ``delta`` = 0).
+
+    Every (ε, δ)-DP mechanism is a post-processing of one mechanism (Kairouz, Oh & Viswanath
+    2015, Thm. 2.1: four outputs with probabilities (δ, (1−δ)e^ε/(1+e^ε), (1−δ)/(1+e^ε), 0) on
+    one input and the reverse on the other; randomized response when δ = 0), so its privacy
+    curve lies below that mechanism's, whose hockey-stick divergence at e^ε' is
+
+        δ(ε') = δ + (1 − δ)(e^ε − e^ε')/(1 + e^ε),   0 <= ε' <= ε,
+
+    and is tight: that mechanism attains it. Solved for ε' at δ(ε') = ``at``:
+    ε' = ln(e^ε − (at − δ)(1 + e^ε)/(1 − δ)), 0 where that is below 0. A pure ε = 2 claim is
+    1.942 at δ = 0.05, not 2: "ε-DP holds at every δ" is true, and looser than the claim's curve.
+    """
+    if not 0 <= delta <= at < 1:
+        raise ValueError(f"the claim's delta {delta!r} must lie in [0, {at!r}] (the delta it "
+                         "is read at), below 1")
+    room = math.exp(epsilon) - (at - delta) * (1 + math.exp(epsilon)) / (1 - delta)
+    return math.log(room) if room > 1 else 0.0

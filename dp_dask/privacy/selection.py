@@ -24,6 +24,8 @@ Neighbouring datasets: replace one row (n public), as for every release of dp_da
 replaced row is one removal and one addition of *different* rows, so it changes two keys by 1
 each: (L0, L1, L∞) = (2, 2, 1), which is the distance given to the threshold's privacy map (the
 add/remove-twice bound (2, 2, 2) would be looser). Each row contributes one value per column.
+Under a privacy unit of at most K rows (a draft bounded to K rows per unit) the distance is
+(2K, 2K, K) (:func:`contribution_distance`), which covers adding or removing the unit, (K, K, K).
 
 ``sampler="numpy"`` replaces OpenDP's draws by seeded numpy Laplace/Gumbel noise with the same
 calibration: reproducible, for tests only, not private (see :mod:`dp_dask.privacy.noise`).
@@ -31,6 +33,7 @@ calibration: reproducible, for tests only, not private (see :mod:`dp_dask.privac
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -45,6 +48,16 @@ from dp_dask.privacy.noise import _check_map, _check_sampler, _check_scale, _ope
 REPLACE_ONE_ROW = (2, 2, 1)
 
 
+def contribution_distance(bound: int) -> tuple[int, int, int]:
+    """(L0, L1, L∞) distance of the counts per value when a unit of at most ``bound`` rows is
+    replaced: its rows leave at most ``bound`` keys and enter at most ``bound`` others, a key
+    moving by at most ``bound`` (``bound`` 1: :data:`REPLACE_ONE_ROW`). Adding or removing the
+    unit moves them by (bound, bound, bound), within it."""
+    if isinstance(bound, bool) or int(bound) != bound or bound < 1:
+        raise ValueError(f"the contribution bound must be an integer >= 1, got {bound!r}")
+    return (2 * int(bound), 2 * int(bound), int(bound))
+
+
 @dataclass(frozen=True)
 class Threshold:
     """A calibrated thresholded-count measurement: Laplace ``scale`` and integer ``threshold``."""
@@ -53,12 +66,16 @@ class Threshold:
     delta: float
     scale: float
     threshold: int
+    distance: tuple[int, int, int] = REPLACE_ONE_ROW  # the (L0, L1, L∞) it is calibrated to
 
     def to_json(self) -> dict[str, Any]:
+        rows = self.distance[2]
         return {"mechanism": "laplace-threshold", "epsilon": self.epsilon, "delta": self.delta,
                 "scale": self.scale, "threshold": self.threshold,
                 "opendp": "make_laplace_threshold over L01InfDistance, d_in (L0, L1, Linf) = "
-                          f"{REPLACE_ONE_ROW} (replace one row)"}
+                          f"{self.distance} (replace one " + (
+                              "row" if rows == 1 else f"unit of at most {rows} rows")
+                          + "; covers adding or removing it)"}
 
 
 def _threshold_measurement(scale: float, threshold: int) -> Any:
@@ -68,21 +85,26 @@ def _threshold_measurement(scale: float, threshold: int) -> Any:
     return dp.m.make_laplace_threshold(domain, metric, scale=scale, threshold=threshold)
 
 
-def calibrate_threshold(epsilon: float, delta: float) -> Threshold:
-    """The scale giving ``epsilon`` and the least threshold whose δ (OpenDP's map) ≤ ``delta``."""
+@functools.lru_cache(maxsize=256)
+def calibrate_threshold(epsilon: float, delta: float, bound: int = 1) -> Threshold:
+    """The scale giving ``epsilon`` and the least threshold whose δ (OpenDP's map) ≤ ``delta``
+    when a unit of at most ``bound`` rows is replaced (:func:`contribution_distance`). A function
+    of its arguments alone, remembered: OpenDP's search takes tens of milliseconds and a draft
+    (or the audit's thousands of drafts) asks for the same few again."""
     _check_scale("epsilon", epsilon)
     if not 0 < delta < 1:
         raise ValueError(f"thresholding needs a delta in (0, 1), got {delta!r}")
-    scale = REPLACE_ONE_ROW[1] / epsilon  # ε = L1 / b
+    distance = contribution_distance(bound)
+    scale = distance[1] / epsilon  # ε = L1 / b
     dp = _opendp()
     threshold = dp.binary_search(
-        lambda t: _threshold_measurement(scale, t).map(REPLACE_ONE_ROW)[1] <= delta,
-        bounds=(1, None), T=int)
-    loss = _threshold_measurement(scale, threshold).map(REPLACE_ONE_ROW)
+        lambda t: _threshold_measurement(scale, t).map(distance)[1] <= delta,
+        bounds=(distance[2], None), T=int)  # OpenDP: a threshold at least the L∞ distance
+    loss = _threshold_measurement(scale, threshold).map(distance)
     _check_map(loss[0], epsilon, "epsilon")
     if loss[1] > delta:
         raise RuntimeError(f"OpenDP's map gives delta {loss[1]!r} > {delta!r}; refusing")
-    return Threshold(float(epsilon), float(delta), scale, int(threshold))
+    return Threshold(float(epsilon), float(delta), scale, int(threshold), distance)
 
 
 def threshold_keys(counts: Mapping[str, int], calibration: Threshold, *,
@@ -96,7 +118,7 @@ def threshold_keys(counts: Mapping[str, int], calibration: Threshold, *,
             0.0, calibration.scale, size=len(keys))
         return [k for k, v in zip(keys, noisy) if v >= calibration.threshold]
     meas = _threshold_measurement(calibration.scale, calibration.threshold)
-    _check_map(meas.map(REPLACE_ONE_ROW)[0], calibration.epsilon, "epsilon")
+    _check_map(meas.map(calibration.distance)[0], calibration.epsilon, "epsilon")
     return sorted(meas(counts)) if counts else []
 
 

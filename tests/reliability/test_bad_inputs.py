@@ -51,7 +51,8 @@ CASES: dict[str, tuple[str, str]] = {
     "out-unwritable": ("main", "synth --data {csv} --schema {schema} --out /proc/dp-dask-out"),
     "model-out-is-file": ("main", "fit --data {csv} --schema {schema} --model {tmp}/afile"),
     "schema-missing": ("main", "synth --data {csv} --schema {tmp}/nope.json --out {out}"),
-    "data-missing": ("scheduler", "synth --data {tmp}/nope.csv --schema {schema} --out {out}"),
+    "data-missing": ("scheduler", "synth --data {tmp}/nope.csv --schema {schema} --out {out} "
+                                  "--dataset-name t"),
     "parquet-part-missing-column": ("main", "synth --data {tmp}/parts --schema {schema} "
                                             "--out {out}"),
     "gzip-named-csv": ("main", "synth --data {tmp}/gzip.csv --schema {schema} --out {out}"),
@@ -65,7 +66,7 @@ CASES: dict[str, tuple[str, str]] = {
     "epsilon-huge": ("scheduler", FIT + " --epsilon 1e9"),
     "epsilon-tiny": ("scheduler", FIT + " --epsilon 1e-9"),
     "non-utf8-csv": ("subprocess", "synth --data {tmp}/latin1.csv --schema {schema} --out {out} "
-                                   "--workers 1 --quiet"),
+                                   "--workers 1 --quiet --dataset-name t"),
     "dead-scheduler": ("subprocess", SAMPLE + " --scheduler tcp://127.0.0.1:9"),
 }
 ENV = {"dead-scheduler": {"DASK_DP_DASK__SCHEDULER_TIMEOUT": "2s"}}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from reliability_table import assert_row, run_cli
 
-COMMAND = ["synth", "--schema", "adult", "--workers", "1", "--quiet"]
+COMMAND = ["synth", "--schema", "adult", "--workers", "1", "--quiet", "--dataset-name", "adult"]
 CASES: dict[str, dict[str, str]] = {
     # a worker process passes 120 MiB at start or in its first task: killed and restarted forever
     "memory-limit-tiny": {"--memory-limit": "120MiB"},

@@ -1,0 +1,229 @@
+"""The audit's neighbouring data sets: tiny public inputs and the canaries that tell them apart.
+
+White-box canaries (the audit tests the mechanisms' calibration, not scale). Each pair moves the
+fields its mechanism releases, by the most one row (or one unit) may:
+
+* the methods' base: rows that leave one value of every attribute unused. Replace one row:
+  D = base + a typical row, D' = base + the canary, which differs from it in every attribute (so
+  every measured marginal moves by its full sensitivity): an unused category, a size at a bin's
+  edge (50), a city outside the schema (counted in its public "other" bin). Add/remove: D = base,
+  D' = base + the canary. ``copies`` > 1 replaces that many rows: the neighbours of a release
+  whose sensitivity is undercounted that many times;
+* DPCopula-MLE: a sorted input where replacing the first row shifts every later row by one
+  position (the blocks of consecutive rows of finding 1);
+* a privacy unit: every base row its own unit, and one unit of several rows, typical on D and
+  canaries on D' (:func:`unit_pair`); the rows per unit that choose K (:func:`unit_sizes_pair`);
+* the schema draft under DP (``dp_dask.data.draft_dp``): a text column whose replaced row takes a
+  label near the threshold away and brings a lone "SECRET" (:func:`text_pair`); a column of
+  distinct values, one of them duplicated on D' (:func:`identifier_pair`); and, for the
+  searches that threshold noisy counts of public cells (a timestamp's years, a number's
+  octaves), one row moved from a cell just above the threshold at the low end of the data to
+  one just below it at the high end (:func:`years_pair`, :func:`octave_pair`), the most a row
+  moves the found range.
+
+A threshold's place is a public number (the scale and the miss probability the drafting
+publishes), read from the drafting's own functions. Where a correct release hides the canary
+entirely (a cell far below its threshold), the pair sits where a planted bug's lower threshold
+would show it (:mod:`dp_dask.audit.plants`): there the correct release's ε̂ is 0 and the planted
+one's is not.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, threshold, year_cells
+from dp_dask.data.draft_text import DISTINCT_SHARE
+from dp_dask.data.schema import Schema, load_schema
+from dp_dask.privacy.selection import calibrate_threshold
+
+BASE_ROWS = 120
+SEED = 20261127  # the base data's seed: the neighbours are fixed, public test inputs
+EPSILON = 2.0
+DELTA = 1e-6
+
+AUDIT_SCHEMA = {
+    "schema_version": 1, "name": "audit",
+    "attributes": [
+        {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue", "violet"]},
+        {"name": "size", "type": "numeric", "edges": [0, 10, 20, 50, "inf"], "max": 1000},
+        {"name": "city", "type": "categorical", "categories": ["a", "b", "c", "d"],
+         "extra": ["other"], "on_unknown": "other"},
+        {"name": "grade", "type": "categorical", "categories": [f"g{i}" for i in range(6)]},
+    ]}
+# the same with a public fine grid on size (the marginals' fine histograms)
+FINE_SCHEMA = {**AUDIT_SCHEMA, "name": "audit-fine", "attributes": [
+    AUDIT_SCHEMA["attributes"][0],
+    {**AUDIT_SCHEMA["attributes"][1], "fine": {"start": 0, "stop": 50, "step": 5}},
+    *AUDIT_SCHEMA["attributes"][2:]]}
+TYPICAL = {"colour": "red", "size": 5, "city": "a", "grade": "g0"}
+# an unused category, a value on a bin's edge, a value outside the schema ("other")
+CANARY = {"colour": "violet", "size": 50, "city": "zz-not-in-schema", "grade": "g5"}
+
+MLE_BLOCK_PAIRS = 60  # blocks of two rows: the noise is small beside the shift
+# the schema draft's DP bins: quantiles over a public grid; the canary is the largest value
+DRAFT_GRID = {"start": 0, "stop": 200, "step": 10}
+DRAFT_CANARY = 190
+
+UNIT = "person"  # the privacy unit's column
+UNIT_ROWS = 8  # the canary unit's rows (more than the max_rows audited: bounding keeps fewer)
+# auto K (units.auto_scores, the rule "the smallest candidate covering the 0.9 quantile"): with
+# the canary's one row, 459 units of one row, one of two and 50 of three put the quantile exactly
+# at K = 1 (u = 10·covered − 9·n = 0 for K = 1, 10 for K = 2: scores 0, 1, 11 for K = 1, 2, 3);
+# the canary's 1000 rows on D' take one unit from every covered count (u = −10, 0: scores 10, 0,
+# 1), so K = 1 and K = 3 trade places by twice the sensitivity, the most one unit can move
+UNIT_SIZES = {1: 458, 2: 1, 3: 50}
+UNIT_CANARY_ROWS = 1000
+
+# the wide schema the marginals' "tables": "auto" sends to a spanning tree of pairs
+WIDE_ATTRIBUTES = 6
+WIDE_SIZE = 3
+
+TEXT_COLUMN, TEXT_CANARY, TEXT_NEAR = "colour", "SECRET", "amber"
+IDENTIFIER_COLUMN = "code"  # not an identifier by its name: the DP rule decides
+IDENTIFIER_ROWS = 121
+YEARS_COLUMN, YEARS_CORE = "when", (2019, 2022)
+OCTAVE_COLUMN = "amount"
+# where the planted bugs of the numeric searches put their thresholds (dp_dask.audit.plants)
+YEARS_NOISE_DIVISOR = 2
+OCTAVE_NOISE_DIVISOR = 4
+IDENTIFIER_NOISE_DIVISOR = 60
+
+
+def base_frame(rows: int = BASE_ROWS, seed: int = SEED) -> pd.DataFrame:
+    """Rows that never use the canary's values (nor "other", nor a size >= 50)."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"colour": rng.choice(["red", "green", "blue"], rows),
+                         "size": rng.integers(0, 50, rows),
+                         "city": rng.choice(["a", "b", "c", "d"], rows),
+                         "grade": rng.choice([f"g{i}" for i in range(5)], rows)})
+
+
+def with_row(frame: pd.DataFrame, row: dict[str, Any], copies: int = 1) -> pd.DataFrame:
+    return pd.concat([frame, pd.DataFrame([row] * copies)], ignore_index=True)
+
+
+def canary_pair(notion: str, copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    base = base_frame()
+    if notion == "replace":
+        return with_row(base, TYPICAL, copies), with_row(base, CANARY, copies)
+    return base, with_row(base, CANARY, copies)
+
+
+def sorted_pair() -> tuple[Schema, pd.DataFrame, pd.DataFrame]:
+    """DPCopula-MLE's pair: rows (x, lo), (x, hi) for x = 0..K−1 in that order; the neighbour
+    replaces the first row by (K, hi), which a sorted file puts last."""
+    k = MLE_BLOCK_PAIRS
+    schema = load_schema({"schema_version": 1, "name": "audit-sorted", "attributes": [
+        {"name": "x", "type": "numeric", "edges": list(range(k + 2))},
+        {"name": "y", "type": "categorical", "categories": ["lo", "hi"]}]})
+    rows = [(x, y) for x in range(k) for y in ("lo", "hi")]
+    d0 = pd.DataFrame(rows, columns=["x", "y"])
+    d1 = pd.DataFrame(rows[1:] + [(k, "hi")], columns=["x", "y"])
+    return schema, d0, d1
+
+
+def draft_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A numeric column, and the same with its typical row replaced by the largest value."""
+    base = base_frame()[["size"]]
+    return (with_row(base, {"size": TYPICAL["size"]}),
+            with_row(base, {"size": DRAFT_CANARY}))
+
+
+def unit_pair(rows: int = UNIT_ROWS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every base row its own unit; one more unit of ``rows`` rows, typical on D, canaries on D'
+    (replace one unit: n moves by nothing here, every table by ``rows`` rows before bounding)."""
+    base = base_frame().assign(**{UNIT: [f"p{i}" for i in range(BASE_ROWS)]})
+    return (with_row(base, {**TYPICAL, UNIT: "canary"}, rows),
+            with_row(base, {**CANARY, UNIT: "canary"}, rows))
+
+
+def unit_sizes_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Units of :data:`UNIT_SIZES` rows, and the canary unit: one row on D, 1000 on D'. It
+    moves the rule's answer from K = 1 to K = 2, K = 1's and K = 3's scores by the sensitivity
+    in opposite directions."""
+    units = [f"u{i}-{size}" for size, count in UNIT_SIZES.items() for i in range(count)
+             for _ in range(size)]
+    frame = pd.DataFrame({UNIT: units})
+    return (with_row(frame, {UNIT: "canary"}),
+            with_row(frame, {UNIT: "canary"}, UNIT_CANARY_ROWS))
+
+
+def wide_schema() -> Schema:
+    return load_schema({"schema_version": 1, "name": "audit-wide", "attributes": [
+        {"name": f"w{a}", "type": "categorical",
+         "categories": [f"v{v}" for v in range(WIDE_SIZE)]} for a in range(WIDE_ATTRIBUTES)]})
+
+
+def wide_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A wide table whose last value of every attribute is unused, and the canary that uses
+    them all (replace one row, or ``copies``)."""
+    rng = np.random.default_rng(SEED)
+    names = [f"w{a}" for a in range(WIDE_ATTRIBUTES)]
+    base = pd.DataFrame({c: rng.choice([f"v{v}" for v in range(WIDE_SIZE - 1)], BASE_ROWS)
+                         for c in names})
+    return (with_row(base, {c: "v0" for c in names}, copies),
+            with_row(base, {c: f"v{WIDE_SIZE - 1}" for c in names}, copies))
+
+
+def text_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One text column: three labels far above the threshold, :data:`TEXT_NEAR` on it (the
+    draft's one text column thresholds with all of ε less the distinct count's share); the
+    replaced row is one of TEXT_NEAR's on D, a lone :data:`TEXT_CANARY` on D'."""
+    near = calibrate_threshold(EPSILON * (1 - DISTINCT_SHARE), DELTA).threshold
+    base = pd.DataFrame({TEXT_COLUMN: ["red"] * 40 + ["green"] * 40 + ["blue"] * 40
+                         + [TEXT_NEAR] * (near - 1)})
+    return (with_row(base, {TEXT_COLUMN: TEXT_NEAR}),
+            with_row(base, {TEXT_COLUMN: TEXT_CANARY}))
+
+
+def identifier_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A column of distinct values (an identifier by the DP rule: its noisy count of distinct
+    values is far above half the rows), and the same with one value repeated."""
+    values = [f"c{i:04d}" for i in range(IDENTIFIER_ROWS)]
+    # a boolean column beside it (drafted from its public type): a schema of ids alone is none
+    flags = [i % 2 == 0 for i in range(IDENTIFIER_ROWS)]
+    return (pd.DataFrame({IDENTIFIER_COLUMN: values, "flag": flags}),
+            pd.DataFrame({IDENTIFIER_COLUMN: values[:-1] + values[:1], "flag": flags}))
+
+
+def _boundary_counts(cut: float) -> tuple[int, int]:
+    """Rows of the low and high boundary cells on D (D' moves one from low to high): the low
+    one at the threshold ``cut`` rounded up, the high one a row below it."""
+    low = math.ceil(cut)
+    return low, low - 1
+
+
+def years_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Timestamps: 60 rows in each core year, and two boundary years around the year search's
+    threshold at :data:`YEARS_NOISE_DIVISOR` times its ε (draft_numeric.search_years: one
+    step, the column's whole ε)."""
+    scale = SENSITIVITY / (EPSILON * YEARS_NOISE_DIVISOR)
+    low, high = _boundary_counts(threshold(scale, len(year_cells()) - 1, OCTAVE_MISS))
+    first, last = YEARS_CORE
+    years = ([y for y in range(first, last + 1) for _ in range(60)]
+             + [first - 1] * (low - 1) + [last + 1] * high)
+
+    def frame(extra: int) -> pd.DataFrame:
+        stamps = pd.to_datetime([f"{y}-06-15" for y in years + [extra]])
+        return pd.DataFrame({YEARS_COLUMN: stamps})
+
+    return frame(first - 1), frame(last + 1)
+
+
+def octave_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Integers: 100 rows in each of the octaves [16, 32) and [32, 64), spread thinly over
+    their values (no cell passes, so nothing trims the range), and the zero cell [−16, 16) and
+    [64, 128) around the grow threshold of the octave search at :data:`OCTAVE_NOISE_DIVISOR`
+    times its ε (draft_numeric.search_numeric: half of ε to the octaves). D' moves a row from
+    the zero cell (5) to [64, 128) (100): the found range's ends move both ways."""
+    scale = SENSITIVITY / (EPSILON / 2 * OCTAVE_NOISE_DIVISOR)
+    low, high = _boundary_counts(scale * math.log(1 / (2 * GROW_MISS)))
+    values = ([16 + i % 16 for i in range(100)] + [32 + i % 32 for i in range(100)]
+              + [5] * (low - 1) + [100] * high)
+    return (pd.DataFrame({OCTAVE_COLUMN: values + [5]}),
+            pd.DataFrame({OCTAVE_COLUMN: values + [100]}))
