@@ -109,12 +109,13 @@ class Synthesizer:
     scikit-learn's estimator contract: ``__init__`` stores the parameters (refusing those bad on
     their own) and reads or opens nothing (a schema path, a ledger); each fit loads and checks
     them against the schema first, before any data is read or budget spent, and learns its
-    state afresh, so a refit on other data records what a fresh fit does. ``schema``, ``privacy_unit`` and ``ledger`` read back what the last
-    fit (or :meth:`from_model`) loaded (``schema_``, ``privacy_unit_``, ``ledger_``); before a
-    fit, what the parameters name. Learned by each fit: ``model_``, ``ledger_entry_``,
-    ``reused_``, ``timings_``; ``max_rows_``, the K rows per unit the fit bounded to (the K
-    given, or the one chosen under "auto"; None without a unit), and ``unit_choice_``, the
-    record of that choice (None unless "auto").
+    state afresh, so a refit on other data records what a fresh fit does. ``schema``,
+    ``privacy_unit`` and ``ledger`` read back what the last fit (or :meth:`from_model`) loaded
+    (``schema_``, ``privacy_unit_``, ``ledger_``); before a fit, what the parameters name.
+    Learned by each fit: ``model_``, ``ledger_entry_``, ``reused_``, ``timings_``;
+    ``max_rows_``, the K rows per unit the fit bounded to (the K given, or the one chosen under
+    "auto"; None without a unit), and ``unit_choice_``, the record of that choice (None unless
+    "auto").
     """
 
     name: ClassVar[str]
