@@ -582,7 +582,7 @@ def run_ours(name: str, *, columns: str, data: str, epsilon: float, delta: float
                    rows_released=table_rows(save))
         if scored:
             row["errors"], row["q3"] = evaluate(frame, save, schema, label, q3_sample)
-        from dp_dask.synthesizer import library_versions
+        from dp_dask.version import library_versions
 
         row["versions"] = library_versions()
     print(f"  {row['status']}: {row['wall_s']} s wall, {row['cpu_s']} s CPU, "

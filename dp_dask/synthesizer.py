@@ -4,19 +4,19 @@ fit: read lazily → exact counts on Dask → noise once on the driver → a mod
 sample: per-partition draws on Dask → Zarr (binary dummies) and Parquet (decoded), + metadata.
 The methods differ only in what they measure and how they turn it into a model and rows.
 
-Size: the base estimator is the one place every method's fit and release pass through (ledger
+The base estimator is the one place every method's fit and release pass through (ledger
 reservation, privacy unit bounding, constraints, conditioned sampling, the release record), so
-that no method can skip a guarantee; what is method-specific lives in dp_dask.methods.
+that no method can skip a guarantee; what is method-specific lives in dp_dask.methods, and the
+writing of a release by its plan in dp_dask.release.writer.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 import inspect
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import dask.array as da
 import dask.dataframe as dd
@@ -28,31 +28,17 @@ from dp_dask.cluster import compute
 from dp_dask.conditions import ConditionError
 from dp_dask.copula.sample import (
     PartitionSampler,
-    SampledModel,
-    default_partition_rows,
     model_sampler,
-    partition_sizes,
     resolve_device,
     sample_binary,
     sample_frame,
-    write_partitions,
 )
 from dp_dask.data import units
 from dp_dask.data.attribute import SchemaError
 from dp_dask.data.counts import count_graph, rows_counted
-from dp_dask.data.ids import with_ids
-from dp_dask.data.io import (
-    Location,
-    TableSource,
-    create_zarr,
-    join,
-    location,
-    open_zarr_for_writing,
-    read_table,
-    write_json,
-)
+from dp_dask.data.io import Location, TableSource, location, read_table
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.data.values import check_decode, output_columns, output_record, warn_open_bins
+from dp_dask.data.values import check_decode, warn_open_bins
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.fit_cost import FitCost, FitWork, dense_tables_cost
 from dp_dask.model_io import ModelError, read_model_document
@@ -65,49 +51,16 @@ from dp_dask.privacy.ledger import (
     dataset_name_for,
     new_run_id,
 )
-from dp_dask.release import (
-    COMPLETE,
-    RECORD_FORMAT,
-    ReleaseError,
-    StagedRelease,
-    model_fingerprint,
-    release_lock,
-    resolve_target,
-    stage_release,
-)
+from dp_dask.release import ReleasePlan, resolve_target, write_release
+from dp_dask.release.writer import Model, positive_rows
 from dp_dask.timing import timed
-from dp_dask.version import __version__
+from dp_dask.version import library_versions
 
 DEFAULT_DELTA = 2.0**-30
 
 
-class Model(SampledModel, Protocol):
-    """What the spine needs of any method's fitted model: its method's name (the registry's
-    key), its metadata, and saving."""
-
-    method: str
-    metadata: dict[str, Any]
-
-    def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
-        ...
-
-
 class EmptyInputError(ValueError):
     """The input has no rows: there is nothing to release."""
-
-
-def library_versions() -> dict[str, str]:
-    names = ["dask", "distributed", "numpy", "scipy", "pandas", "pyarrow", "zarr", "opendp"]
-    return {"dp_dask": __version__, **{name: _version(name) for name in names}}
-
-
-def _version(name: str) -> str:
-    """A release records what made it, "not installed" included (a seeded-noise run on a
-    machine without OpenDP), rather than failing after the fit."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def load_model(path: str | Path, storage_options: dict[str, Any] | None = None) -> Model:
@@ -153,10 +106,16 @@ class Synthesizer:
         (a row) rather than refuse it (``fit`` raises ValueError before any budget is spent);
         the release then records each guarantee under its own unit, never their total.
 
-    The unit's fitted attributes, learned afresh by every fit (scikit-learn's contract: a refit
-    on other data records what a fresh fit does): ``max_rows_``, the K rows per unit the fit
-    bounded to (the K given, or the one chosen under "auto"; None without a unit), and
-    ``unit_choice_``, the record of that choice (None unless "auto").
+    scikit-learn's estimator contract: ``__init__`` stores the parameters (refusing those bad on
+    their own) and reads or opens nothing (a schema path, a ledger); each fit loads and checks
+    them against the schema first, before any data is read or budget spent, and learns its
+    state afresh, so a refit on other data records what a fresh fit does. ``schema``,
+    ``privacy_unit`` and ``ledger`` read back what the last fit (or :meth:`from_model`) loaded
+    (``schema_``, ``privacy_unit_``, ``ledger_``); before a fit, what the parameters name.
+    Learned by each fit: ``model_``, ``ledger_entry_``, ``reused_``, ``timings_``;
+    ``max_rows_``, the K rows per unit the fit bounded to (the K given, or the one chosen under
+    "auto"; None without a unit), and ``unit_choice_``, the record of that choice (None unless
+    "auto").
     """
 
     name: ClassVar[str]
@@ -191,39 +150,93 @@ class Synthesizer:
                  budget_epsilon: float | None = None, force: bool = False,
                  privacy_unit: units.PrivacyUnit | dict[str, Any] | None = None,
                  accept_row_level_draft: bool = False) -> None:
-        self.schema = load_schema(schema)
-        self._check_constraints()
-        self.privacy_unit = units.PrivacyUnit.of(privacy_unit if privacy_unit is not None
-                                                 else self.schema.privacy_unit)
-        if self.privacy_unit is not None:  # before any budget is spent
-            if not self.supports_privacy_unit:
-                raise ValueError(f"method {self.name!r} does not support a privacy unit "
-                                 f"({self.privacy_unit.column!r}): its mechanisms' sensitivity "
-                                 "is that of one row; use the marginals method")
-            self.privacy_unit.check(self.schema)
-        self.max_rows_: int | None = None  # the K this fit bounded to (max_rows "auto": chosen)
-        self.unit_choice_: dict[str, Any] | None = None  # the record of a choice under "auto"
+        # scikit-learn's contract: the parameters are stored as given, nothing is read or opened
+        # here; fit loads what they name (_load_params), afresh each time
+        self._schema = schema
+        self._privacy_unit = privacy_unit
+        self._ledger = ledger
         self.epsilon = epsilon
         self.delta = delta
         self.noise_sampler = noise_sampler
         self.noise_seed = noise_seed
         self.show_progress = show_progress
-        self.model_: Model | None = None
-        self.timings_: dict[str, float] = {}
-        self.ledger: Ledger | None = (None if ledger is False else
-                                      ledger if isinstance(ledger, Ledger) else
-                                      Ledger(None if ledger in (None, True) else ledger))
         self.dataset_name = dataset_name
         self.run_id = run_id
         self.budget_epsilon = budget_epsilon
         self.force = force
         self.accept_row_level_draft = accept_row_level_draft
+        # loaded from the parameters by each fit (and by from_model)
+        self.schema_: Schema | None = None
+        self.privacy_unit_: units.PrivacyUnit | None = None
+        self.ledger_: Ledger | None = None
+        # learned by each fit
+        self.max_rows_: int | None = None  # the K this fit bounded to (max_rows "auto": chosen)
+        self.unit_choice_: dict[str, Any] | None = None  # the record of a choice under "auto"
+        self.model_: Model | None = None
+        self.timings_: dict[str, float] = {}
         self.ledger_entry_: Entry | None = None  # this fit's ledger entry
         self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
 
-    def _check_constraints(self) -> None:
-        """A SchemaError naming the first constraint this method cannot honour."""
-        for constraint in self.schema.constraints:
+    @property
+    def schema(self) -> Schema:
+        """The schema: the one the last fit (or :meth:`from_model`) loaded; before either, the
+        one the ``schema`` given names, loaded at each read."""
+        return self.schema_ if self.schema_ is not None else load_schema(self._schema)
+
+    @property
+    def privacy_unit(self) -> units.PrivacyUnit | None:
+        """The privacy unit (None: a row), "auto" kept as given: the one the last fit loaded;
+        before a fit, the one ``privacy_unit`` or the schema names, unchecked."""
+        if self.schema_ is not None:
+            return self.privacy_unit_
+        return self._unit_of(self.schema)
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The ledger fit records in (None: not recorded): the last fit's; before a fit, the
+        one ``ledger`` names (a :class:`Ledger` opens its store only when used)."""
+        if self.schema_ is not None:
+            return self.ledger_
+        return self._ledger_of()
+
+    def _unit_of(self, schema: Schema) -> units.PrivacyUnit | None:
+        return units.PrivacyUnit.of(self._privacy_unit if self._privacy_unit is not None
+                                    else schema.privacy_unit)
+
+    def _ledger_of(self) -> Ledger | None:
+        if self._ledger is False:
+            return None
+        if isinstance(self._ledger, Ledger):
+            return self._ledger
+        return Ledger(None if self._ledger in (None, True) else self._ledger)
+
+    def _load_params(self) -> None:
+        """Load what the parameters name and check them against the method, afresh: the schema
+        (and the constraints the method must honour), the privacy unit (whether the method
+        takes one, its column in the schema), the ledger, then the method's own
+        (:meth:`_prepare`). Run first by fit and by :meth:`from_model`: an error in a parameter
+        is raised before any data is read or any budget spent."""
+        schema = load_schema(self._schema)
+        self._check_constraints(schema)
+        unit = self._unit_of(schema)
+        if unit is not None:
+            if not self.supports_privacy_unit:
+                raise ValueError(f"method {self.name!r} does not support a privacy unit "
+                                 f"({unit.column!r}): its mechanisms' sensitivity "
+                                 "is that of one row; use the marginals method")
+            unit.check(schema)
+        ledger = self._ledger_of()
+        self.schema_, self.privacy_unit_, self.ledger_ = schema, unit, ledger
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """The method's state from its parameters and the loaded :attr:`schema`, learned afresh
+        at each fit before any data is read, and its parameters' errors that need the schema
+        (none by default)."""
+
+    def _check_constraints(self, schema: Schema) -> None:
+        """A SchemaError naming the first constraint of ``schema`` this method cannot honour."""
+        for constraint in schema.constraints:
             if constraint.kind not in self.constraint_kinds:
                 able = sorted(name for name, method in Synthesizer.methods.items()
                               if constraint.kind in method.constraint_kinds)
@@ -285,6 +298,7 @@ class Synthesizer:
         synthesizer = cls(model.schema, epsilon=privacy.get("epsilon", np.nan),
                           delta=privacy.get("delta", np.nan), show_progress=show_progress,
                           ledger=False)  # sampling spends nothing
+        synthesizer._load_params()
         synthesizer.model_ = model
         return synthesizer
 
@@ -303,7 +317,10 @@ class Synthesizer:
         that fails before drawing noise drops its entry; after, the entry stays, counted.
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
-        self.max_rows_, self.unit_choice_ = None, None  # learned afresh by every fit
+        # learned afresh by every fit: a refit records what a fresh fit does
+        self.max_rows_, self.unit_choice_, self.model_ = None, None, None
+        self.ledger_entry_, self.reused_, self.timings_ = None, False, {}
+        self._load_params()  # a bad schema, unit or ledger fails here, before any data is opened
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is opened
         check_cost(self.schema, type(self))  # warn, or refuse a schema too costly to fit
         # a schema drafted at another unit, or a missing unit column, fails before any spend
@@ -494,11 +511,7 @@ class Synthesizer:
 
     def _rows(self, n_rows: int | None) -> int:
         """``n_rows``, or the model's n when None; 0 or less is an error, never the default."""
-        if n_rows is None:
-            return self.model.n_rows
-        if isinstance(n_rows, bool) or int(n_rows) != n_rows or n_rows < 1:
-            raise ValueError(f"the number of rows must be a positive integer, got {n_rows!r}")
-        return int(n_rows)
+        return self.model.n_rows if n_rows is None else positive_rows(n_rows)
 
     def sampler(self, device: str = "cpu", where: str | None = None,
                 balance: str | None = None, decode: str = "uniform") -> PartitionSampler:
@@ -535,143 +548,37 @@ class Synthesizer:
         return sample_binary(self.model, self._rows(n_rows), seed=seed,
                              partition_rows=partition_rows, sampler=sampler)
 
-    def release_metadata(self, n_rows: int, seed: int, partition_rows: int,
-                         device: str = "cpu", decode: str = "uniform",
-                         sampler: PartitionSampler | None = None) -> dict[str, Any]:
-        record = getattr(sampler, "record", None)  # a conditioned sampler's condition
-        return {**self.model.metadata,
-                "sampling": {"rows": n_rows, "seed": seed, "partition_rows": partition_rows,
-                             "device": device, "decode": decode,
-                             **({"conditioned": record(n_rows)} if record else {})},
-                "output": output_record(self.schema, decode, getattr(self.model, "fine", {})),
-                # absent without constraints: such releases stay as they were
-                **({"constraints": {c.name: c.to_json() for c in self.schema.constraints}}
-                   if self.schema.constraints else {})}
-
     def write(self, out: str | Path, n_rows: int | None = None, *, seed: int = 0,
               partition_rows: int | None = None, with_model: bool = False,
               device: str = "cpu", storage_options: dict[str, Any] | None = None,
               decode: str = "uniform", with_binary: bool = False, where: str | None = None,
               balance: str | None = None) -> dict[str, Location]:
-        """Sample and publish the release ``synthetic.parquet`` and ``metadata.json`` (the model
-        in ``model/`` with ``with_model``; the dummy-coded rows as ``synthetic.zarr`` with
-        ``with_binary``) at ``out``.
+        """Sample and publish the release at ``out``: ``synthetic.parquet`` and ``metadata.json``,
+        the model in ``model/`` with ``with_model``, the dummy-coded rows as ``synthetic.zarr``
+        with ``with_binary``; the paths of each, by kind. ``n_rows``: the model's n when None.
 
-        ``with_binary``: the (rows, d) uint8 dummies are d bytes a row (674 on the DSS shape,
-        against ~30 for the decoded row) and the largest part of writing them, so they are
-        written only when asked (docs/benchmarks.md, "Per-row cost").
-
-        ``device``: "cpu" (default), "gpu" (the copula's draws on a CUDA GPU through CuPy: the
-        same distribution, other rows for the same seed) or "auto" (the GPU where usable). The
-        device is recorded in the release and part of what a resumed write must match.
-
-        ``decode``: how codes become the Parquet's values, for attributes whose schema entry
-        names no ``decode`` of its own: "uniform" (default; a seeded draw within each bin, from
-        a child of the partition's seed), "midpoint", or "label" (the bins' labels, as
-        Categoricals). Post-processing: no privacy cost. Recorded in ``metadata.json``
-        (``output``) and part of what a resumed write must match.
-
-        ``where``: a condition on the rows (``"region == 'EU' and age >= 30"``,
-        dp_dask.conditions); ``balance``: an attribute whose classes get equal rows. The model
-        is conditioned, not its release filtered (methods whose model allows it:
-        ``conditional``); metadata.json records the condition (``sampling.conditioned``).
-
-        Atomic (docs/releases.md): written into the version directory ``.<name>.v-<key>``
-        beside ``out`` under the target's lock, completed by ``_COMPLETE.json``, then published
-        by switching the link ``out`` to it, replacing an earlier release as a whole (kept for
-        ``RELEASE_GRACE_SECONDS`` for readers that verified it). ``out`` may be an object-store
-        URL (``s3://...``, reached with ``storage_options`` by the driver and the workers): the
-        release is staged under ``<out>/_v/<key>/`` and published by the pointer
-        ``<out>/_CURRENT.json``. Run again with
-        the same model and arguments after being stopped, it resumes the partitions not yet
-        written.
+        The arguments make the release's :class:`~dp_dask.release.ReleasePlan` (each one's
+        meaning is there), which :func:`~dp_dask.release.write_release` writes: atomically
+        (docs/releases.md), under the target's lock, in a version published whole; run again
+        with the same model and arguments after being stopped, it resumes the partitions not
+        yet written. ``out`` may be an object-store URL (``s3://...``), reached with
+        ``storage_options`` by the driver and the workers. With a ledger entry (a fit here),
+        the release's path is recorded on it.
         """
-        device = resolve_device(self.model, device)
-        warn_open_bins(self.schema, check_decode(decode))
-        target = resolve_target(out)  # on the driver: workers have other working directories
-        n_rows = self._rows(n_rows)
-        if partition_rows is None:
-            partition_rows = default_partition_rows(self.schema.d)
-        partitions = len(partition_sizes(n_rows, partition_rows))
-        # built here only when conditioned: else in _write_staged, timed as before
-        sampler = (None if where is None and balance is None
-                   else self.sampler(device, where, balance, decode))
-        metadata = self.release_metadata(n_rows, seed, partition_rows, device, decode, sampler)
-        labels_only = all(column["decode"] == "label" for column in metadata["output"])
-        plan = {"model": model_fingerprint(self.model), "rows": n_rows, "seed": seed,
-                "partition_rows": partition_rows, "with_model": with_model,
-                "record_format": RECORD_FORMAT,
-                # releases with the dummies keep their plans: an older job's staging resumes
-                **({} if with_binary else {"binary": False}),
-                # the CPU's and the labels' plans stay as they were, so their releases resume
-                **({"device": device} if device != "cpu" else {}),
-                # a resumed write never mixes decodings
-                **({} if labels_only else {"output": metadata["output"]}),
-                **({"conditioned": metadata["sampling"]["conditioned"]}
-                   if "conditioned" in metadata["sampling"] else {})}
-        with release_lock(target, storage_options):
-            staged = stage_release(target, plan, storage_options)
-            if not staged.complete:
-                self._write_staged(staged, metadata, partitions, with_model, with_binary,
-                                   sampler)
-            published = staged.publish()
-        paths = {name: join(published, file) for name, file in (
-            ("parquet", "synthetic.parquet"), ("metadata", "metadata.json"),
-            ("record", COMPLETE))}
-        if with_binary:
-            paths["zarr"] = join(published, "synthetic.zarr")
-        if with_model:
-            paths["model"] = join(published, "model")
+        plan = ReleasePlan.for_model(self.model, n_rows, partition_rows=partition_rows,
+                                     device=device, seed=seed, decode=decode, where=where,
+                                     balance=balance, with_binary=with_binary,
+                                     with_model=with_model, storage_options=storage_options)
+        # the method decides whether its model can be conditioned
+        sampler = (self.sampler(plan.device, where, balance, decode) if plan.conditioned
+                   else None)
+        target = resolve_target(out)
+        paths = write_release(self.model, plan, target, sampler=sampler, save_model=self.save,
+                              timings=self.timings_, show_progress=self.show_progress)
         if self.ledger is not None and self.ledger_entry_ is not None:
             self.ledger.set_paths(self.ledger_entry_.id, release_path=target,
                                   model_path=paths.get("model"))
         return paths
-
-    def _write_staged(self, staged: StagedRelease, metadata: dict[str, Any], partitions: int,
-                      with_model: bool, with_binary: bool,
-                      sampler: PartitionSampler | None = None) -> None:
-        """The missing partitions, then metadata and the completion record, into staging
-        (drawn by ``sampler``, else the model's on the release's device)."""
-        sampling = metadata["sampling"]
-        options = staged.storage_options
-        if with_model:  # recorded here first, so a retry with the run id reuses this model
-            self.save(join(staged.path, "model"), options)
-        with timed(self.timings_, "prepare_sampler"):
-            sampler = sampler or model_sampler(self.model, sampling["device"])
-        with timed(self.timings_, "sample_write"):
-            done = staged.done()
-            zarr_path = join(staged.path, "synthetic.zarr")
-            binary = None if not with_binary else (
-                open_zarr_for_writing(zarr_path, options) if done else
-                create_zarr(zarr_path, (sampling["rows"], self.schema.d),
-                            sampling["partition_rows"],
-                            {"columns": self.schema.column_labels(), **metadata}, options))
-            compute(*write_partitions(self.model, sampling["rows"], seed=sampling["seed"],
-                                      partition_rows=sampling["partition_rows"],
-                                      binary_target=binary,
-                                      parquet=join(staged.path, "synthetic.parquet"),
-                                      markers=staged.markers, skip=done, sampler=sampler,
-                                      storage_options=options, decode=sampling["decode"]),
-                    show_progress=self.show_progress)
-            missing = sorted(set(range(partitions)) - staged.done())
-            if missing:
-                raise ReleaseError(
-                    f"{len(missing)} partition(s) the workers wrote (e.g. {missing[0]}) are not "
-                    f"in {staged.path} as this machine sees it: the workers must see the "
-                    "output path at the same absolute location")
-            write_json(join(staged.path, "metadata.json"), metadata, options)
-            privacy = metadata.get("privacy", {})
-            staged.finish({
-                "rows": sampling["rows"], "partitions": partitions,
-                "partition_rows": sampling["partition_rows"], "seed": sampling["seed"],
-                "columns": with_ids([c.name for c in output_columns(self.schema,
-                                                                     sampling["decode"])],
-                                    self.schema.ids),
-                "dummy_columns": self.schema.d,
-                "method": self.name,
-                "privacy": {key: privacy.get(key) for key in (
-                    "epsilon", "delta", "mechanism", "accountant", "differentially_private")},
-            })
 
     def save(self, path: str | Path,
              storage_options: dict[str, Any] | None = None) -> Location:

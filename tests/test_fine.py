@@ -3,6 +3,7 @@ budget, consistency with the coarse 1-way marginal, and decoding from them."""
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from dp_dask.data.values import decode_frame, release_codes
 from dp_dask.methods.marginals import FINE_SHARE, measure_all, measured_queries
 from dp_dask.postprocess.consistency import Measurement, combine_one_way, fine_bin_sums
 from dp_dask.privacy import gaussian_rho, rho_budget
+from dp_dask.release import ReleasePlan, release_metadata
 from dp_dask.synthesizer import Synthesizer, load_model
 
 ROWS = 20_000
@@ -181,9 +183,10 @@ def test_model_round_trip_and_same_seed_same_values(fitted, tmp_path):
     pd.testing.assert_frame_equal(first, again)
     other = fitted.sample(3_000, seed=10, partition_rows=1_500).compute()
     assert not first["age"].equals(other["age"])
-    output = fitted.release_metadata(3_000, 9, 1_500)["output"]
+    plan = ReleasePlan.for_model(fitted.model, 3_000, seed=9, partition_rows=1_500)
+    output = release_metadata(fitted.model, plan)["output"]
     assert [column.get("fine_cells") for column in output] == [41, 17, None]
-    midpoint = fitted.release_metadata(3_000, 9, 1_500, decode="midpoint")["output"]
+    midpoint = release_metadata(fitted.model, replace(plan, decode="midpoint"))["output"]
     assert all("fine_cells" not in column for column in midpoint)
 
 

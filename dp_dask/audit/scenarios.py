@@ -134,6 +134,7 @@ class Scenario:
         made = Synthesizer.create(self.method, self.schema, epsilon=epsilon, delta=self.delta,
                                   noise_sampler="numpy", noise_seed=seed, ledger=False,
                                   **self.options)
+        made._load_params()  # what fit does first: its schema's parameters (rounds, layout)
         for name, step in self.steps.items():
             setattr(made, name, step)
         return made

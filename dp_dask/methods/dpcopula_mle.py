@@ -298,6 +298,9 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
         self.blocks = blocks
         self.blocks_: int | None = None  # l of the last fit
 
+    def _prepare(self) -> None:
+        self.blocks_ = None  # an earlier fit's l never enters this one's plan
+
     def _privacy_plan(self) -> dict[str, Any]:
         if self.blocks is not None and (isinstance(self.blocks, bool)
                                         or int(self.blocks) != self.blocks or self.blocks < 1):

@@ -13,7 +13,9 @@ it verified. One job at a time writes a target: it holds ``.<name>.lock`` beside
 object ``<out>/_LOCK.json`` created with a conditional PUT.
 
 :mod:`.layout` holds the versions, the pointer and the grace period; :mod:`.staging` the lock,
-staging and publishing; :mod:`.verify` the completion record's checks and the readers.
+staging and publishing; :mod:`.verify` the completion record's checks and the readers;
+:mod:`.writer` a release's plan (:class:`ReleasePlan`) and the writing of a fitted model's
+release by it, which ``Synthesizer.write`` delegates to.
 """
 
 from dp_dask.release.layout import (
@@ -49,13 +51,14 @@ from dp_dask.release.verify import (
     release_version,
     verify_release,
 )
+from dp_dask.release.writer import ReleasePlan, release_metadata, write_release
 
 __all__ = [
     "BOOKKEEPING", "COMPLETE", "CURRENT", "GRACE_ENV", "HEARTBEAT", "LOCK",
     "LOCK_HEARTBEAT_SECONDS", "LOCK_STALE_SECONDS", "MARKS_OF_A_RELEASE", "POINTER_FORMAT",
     "RECORD_FORMAT", "RELEASE_GRACE_SECONDS", "SUPERSEDED", "TABLES", "VERSIONS", "ReleaseError",
-    "ReleaseLockedError", "StagedRelease", "check_target", "checked_table", "delete_release",
-    "model_fingerprint", "pinned_table", "published_location", "release_directory",
-    "release_grace_seconds", "release_lock", "release_version", "resolve_target", "stage_release",
-    "verify_release",
+    "ReleaseLockedError", "ReleasePlan", "StagedRelease", "check_target", "checked_table",
+    "delete_release", "model_fingerprint", "pinned_table", "published_location",
+    "release_directory", "release_grace_seconds", "release_lock", "release_metadata",
+    "release_version", "resolve_target", "stage_release", "verify_release", "write_release",
 ]

@@ -63,17 +63,25 @@ class ViewLayout:
                 "cross_rule_met": self.accepted}
 
 
+def check_view_size(view_size: object) -> None:
+    if isinstance(view_size, bool) or int(view_size) != view_size or view_size < 2:
+        raise ValueError(f"view_size must be an integer >= 2 (a cross view needs an attribute of "
+                         f"each neighbour), got {view_size!r}")
+
+
+def check_tries(tries: object) -> None:
+    if isinstance(tries, bool) or int(tries) != tries or tries < 1:
+        raise ValueError(f"tries must be an integer >= 1, got {tries!r}")
+
+
 def view_layout(sizes: np.ndarray, view_size: int = DEFAULT_VIEW_SIZE,
                 tries: int = DEFAULT_TRIES, seed: int = 0) -> ViewLayout:
     """The least-D layout of ``tries`` seeded ones, preferring those meeting the cross-view rule.
 
     A function of the public domain sizes and the seed only.
     """
-    if isinstance(view_size, bool) or int(view_size) != view_size or view_size < 2:
-        raise ValueError(f"view_size must be an integer >= 2 (a cross view needs an attribute of "
-                         f"each neighbour), got {view_size!r}")
-    if isinstance(tries, bool) or int(tries) != tries or tries < 1:
-        raise ValueError(f"tries must be an integer >= 1, got {tries!r}")
+    check_view_size(view_size)
+    check_tries(tries)
     sizes = np.asarray(sizes)
     rng = np.random.default_rng(seed)
     groups = math.ceil(len(sizes) / view_size)

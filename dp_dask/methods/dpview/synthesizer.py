@@ -19,14 +19,15 @@ from dp_dask.methods.dpview.config import (
     DEFAULT_VIEW_SIZE,
     METHOD,
     METHOD_PLUS,
-    PAPER_VIEW_SIZE,
     VIEW_L1_SENSITIVITY,
     DPViewConfig,
     View,
 )
 from dp_dask.methods.dpview.layout import (
     ViewLayout,
+    check_tries,
     check_view_cells,
+    check_view_size,
     domain,
     guideline_view_size,
     upper_views,
@@ -69,7 +70,10 @@ class DPViewSynthesizer(Synthesizer):
         super().__init__(schema, **common)
         self.config = as_config(DPViewConfig, config)
         self.delta = 0.0
+        if view_size != AUTO:  # the schema's parts are checked at the fit
+            check_view_size(view_size)
         self.view_size = view_size
+        check_tries(tries)
         self.tries = tries
         if (not isinstance(layout_seed, int | np.integer) or isinstance(layout_seed, bool)
                 or layout_seed < 0):
@@ -79,15 +83,20 @@ class DPViewSynthesizer(Synthesizer):
         if rows is not None and (isinstance(rows, bool) or int(rows) != rows or rows < 1):
             raise ValueError(f"rows must be a positive integer (a public n), got {rows!r}")
         self.rows = rows
+        # learned by each fit (_prepare, then _resolve_layout once n is known)
         self.rows_noise_: dict[str, Any] | None = None  # the noisy n's record, when one is drawn
-        self.chosen_view_size: int | None = None
-        self.layout: ViewLayout | None = None
-        if view_size != AUTO:  # public inputs only, so drawn here: bad values fail at once
-            self._set_layout(view_size)
-        else:
-            view_layout(self.schema.sizes, PAPER_VIEW_SIZE, tries, layout_seed)  # checks tries
-            if rows is not None:
-                self._set_layout(self._guideline(rows, self.epsilon))
+        self.chosen_view_size_: int | None = None
+        self.layout_: ViewLayout | None = None
+
+    def _prepare(self) -> None:
+        """The layout where public inputs alone fix it (a view size, or n for the guideline),
+        drawn before any data is read, so that bad values fail first; else none until n is
+        known (:meth:`_resolve_layout`)."""
+        self.rows_noise_, self.chosen_view_size_, self.layout_ = None, None, None
+        if self.view_size != AUTO:
+            self._set_layout(self.view_size)
+        elif self.rows is not None:
+            self._set_layout(self._guideline(self.rows, self.epsilon))
 
     @property
     def sensitivity(self) -> int:
@@ -110,8 +119,8 @@ class DPViewSynthesizer(Synthesizer):
                                    config=self.config)
 
     def _set_layout(self, view_size: int) -> None:
-        self.layout = view_layout(self.schema.sizes, view_size, self.tries, self.layout_seed)
-        self.chosen_view_size = int(view_size)
+        self.layout_ = view_layout(self.schema.sizes, view_size, self.tries, self.layout_seed)
+        self.chosen_view_size_ = int(view_size)
 
     def _resolve_layout(self, ddf: dd.DataFrame) -> None:
         """The guideline's layout once n is known: n counted exactly (one pass) and, when n is
@@ -135,18 +144,18 @@ class DPViewSynthesizer(Synthesizer):
     @property
     def upper(self) -> tuple[tuple[View | None, ...], list[dict[str, Any]]]:
         """DPView+'s upper views (None where dropped) and the drops; none for DPView."""
-        return (upper_views(self.layout, self.schema.sizes, self.config) if self.plus
+        return (upper_views(self.layout_, self.schema.sizes, self.config) if self.plus
                 else ((), []))
 
     @property
     def measured_views(self) -> tuple[View, ...]:
         """Every view measured, in one pass: the chain, then the kept upper views."""
-        return self.layout.views + tuple(v for v in self.upper[0] if v is not None)
+        return self.layout_.views + tuple(v for v in self.upper[0] if v is not None)
 
     def _privacy_plan(self) -> dict[str, Any]:
         plan = {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
                 "accountant": BASIC_COMPOSITION, "rho": None}
-        if self.layout is None:  # the guideline picks d once n is known
+        if self.layout_ is None:  # the guideline picks d once n is known
             return plan | {"budget_split": f"views of the size Section IV-C7's guideline picks "
                            f"from the public domain sizes, n and epsilon{self._rows_split()}"}
         check_view_cells(self.measured_views, self.schema)  # before the views are counted
@@ -186,7 +195,7 @@ class DPViewSynthesizer(Synthesizer):
     def _fit_counts(self, exact: np.ndarray, n_rows: int,
                     metadata: dict[str, Any]) -> DPViewModel:
         plan = self._privacy_plan()
-        layout = self.layout
+        layout = self.layout_
         upper, dropped = self.upper
         rng = None if self.noise_seed is None else np.random.default_rng(self.noise_seed)
         with timed(self.timings_, "noise_views"):
@@ -212,7 +221,7 @@ class DPViewSynthesizer(Synthesizer):
                       f"{' filtered by upper cross views' if self.plus else ''} "
                       "(Lin, Yu & Huang)",
             "parameters": {"view_size": self.view_size, "chosen_view_size":
-                           self.chosen_view_size, "rows": self.rows, "tries": self.tries,
+                           self.chosen_view_size_, "rows": self.rows, "tries": self.tries,
                            "layout_seed": self.layout_seed, "neighbours": self.neighbours,
                            **tuned},
             "privacy": self._privacy_record(

@@ -125,17 +125,29 @@ class MarginalSynthesizer(Synthesizer):
         self.fine_share = check_fine_share(fine_share)
         self.fit_iterations = check_iterations(fit_iterations)
         self.neighbours = check_neighbours(neighbours)
-        self.workload = adaptive.check_workload(self.schema, workload)
+        self.workload = workload  # as given: each fit checks it against the schema
         self.adaptive_share = adaptive.check_share(adaptive_share)
-        rounds = adaptive.check_rounds(rounds)
-        self.rounds = (rounds if rounds is not None else
-                       adaptive.rounds_for(self.schema, self.config) if self.workload else 0)
-        if self.rounds and accountant == "exact":
+        self.rounds = adaptive.check_rounds(rounds)
+        # rounds None takes some with a workload (how many, from the schema, at the fit)
+        with_rounds = self.rounds if self.rounds is not None else workload is not None
+        if with_rounds and accountant == "exact":
             raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
                              "accountant='zcdp', or rounds=0 for the exact accountant")
-        self.accountant = accountant or ("zcdp" if self.rounds else "exact")
-        self.candidates = (adaptive.candidates(self.schema, self.workload, self.config)
-                           if self.rounds else {})
+        self.accountant = accountant or ("zcdp" if with_rounds else "exact")
+        # learned by each fit from these and the schema (_prepare)
+        self.workload_: tuple[tuple[int, ...], ...] | None = None
+        self.rounds_: int | None = None
+        self.candidates_: dict[tuple[int, ...], float] = {}
+
+    def _prepare(self) -> None:
+        """The workload as attribute tuples, the rounds (``rounds``, else
+        ``adaptive.rounds_for`` the schema with a workload, none without) and their candidates:
+        a bad workload fails here, before any data is read."""
+        self.workload_ = adaptive.check_workload(self.schema, self.workload)
+        self.rounds_ = (self.rounds if self.rounds is not None else
+                        adaptive.rounds_for(self.schema, self.config) if self.workload_ else 0)
+        self.candidates_ = (adaptive.candidates(self.schema, self.workload_, self.config)
+                            if self.rounds_ else {})
 
     @property
     def rows_public(self) -> bool:
@@ -175,8 +187,8 @@ class MarginalSynthesizer(Synthesizer):
         one pass."""
         if self.budget_plan().with_cliques:  # the sparse joint the triples are read from
             return cliques.count_graph(ddf, self.schema)
-        if self.rounds:
-            return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates))
+        if self.rounds_:
+            return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates_))
         return fine_count_graph(ddf, self.schema)
 
     def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
@@ -186,11 +198,11 @@ class MarginalSynthesizer(Synthesizer):
         """This release's ρ by step (:class:`~.plan.BudgetPlan`), less what a choice of the
         privacy unit's max_rows spends."""
         rho = self._privacy_plan()["rho"] - self.unit_rho
-        return BudgetPlan(rho, adaptive.RoundPlan(self.rounds, self.adaptive_share, rho,
+        return BudgetPlan(rho, adaptive.RoundPlan(self.rounds_, self.adaptive_share, rho,
                                                   self.config),
                           self.fine_share if self.schema.fine_grids else 0.0, self.config,
                           # the dense path: with rounds cliques="auto" releases as "pairs"
-                          cliques.cliques_possible(self.schema, self.config) and not self.rounds)
+                          cliques.cliques_possible(self.schema, self.config) and not self.rounds_)
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel:
@@ -306,19 +318,19 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
     sampler = replace(first.sampler(), config=config)
     codes, weights = sampler.weighted_candidates(rows, np.random.default_rng(
         None if method.noise_seed is None else [method.noise_seed, 45]))
-    answers = adaptive.exact_answers(exact[0], exact[2], schema, method.candidates)
+    answers = adaptive.exact_answers(exact[0], exact[2], schema, method.candidates_)
     measured, record = adaptive.run_rounds(
-        codes, weights * (n_rows / rows), measurements, answers, method.candidates, plan,
+        codes, weights * (n_rows / rows), measurements, answers, method.candidates_, plan,
         schema, neighbours=method.neighbours, sampler=method.noise_sampler, rng=rng,
         max_rows=method.max_rows)
     return adaptive.merged(measured), {
         "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
         "rho_one_shot": plan.rho_one_shot,
-        "workload": ([[schema.names[a] for a in g] for g in method.workload]
-                     if method.workload else "default: every triple of at most "
+        "workload": ([[schema.names[a] for a in g] for g in method.workload_]
+                     if method.workload_ else "default: every triple of at most "
                      f"{config.max_cells} cells (every pair past "
                      f"{config.max_triples} triples)"),
-        "candidates": len(method.candidates),
+        "candidates": len(method.candidates_),
         "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
                      "eps^2/8); score w*(L1 error of the current estimate - "
                      "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
