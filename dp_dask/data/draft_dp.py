@@ -51,6 +51,15 @@ from dp_dask.data.draft_numeric import (
     smallest_table,
     year_counts,
 )
+from dp_dask.data.draft_points import (
+    POINT_DELTA,
+    POINT_SHARE,
+    check_points_budget,
+    find_points,
+    value_counts,
+    with_points,
+    without_points,
+)
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
     NUMBER_TYPES,
@@ -119,6 +128,7 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
 ROWS = "__rows__"  # the reduction's row count: private, read only as its noisy count n̂
 YEARS = "years"  # a timestamp column's candidates: its years
 FORM_COUNTS = "__forms__"  # the reduction's counts of each typed column's value forms
+VALUE_COUNTS = "__values__"  # the reduction's counts per value of each searchable column
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
@@ -197,9 +207,10 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
     (:mod:`dp_dask.data.draft_numeric`); per column whose type is decided under DP
     (:class:`~dp_dask.data.draft_types.Undecided`) the cells of both numeric kinds and, stored as
     text, its texts' counts; per ``typed`` column the counts of its values' forms
-    (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; the rows under
-    :data:`ROWS`."""
-    counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}}
+    (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; per column that
+    may be searched, its counts per value (:func:`~.draft_points.value_counts`) under
+    :data:`VALUE_COUNTS`; the rows under :data:`ROWS`."""
+    counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}, VALUE_COUNTS: {}}
     for column, grid in grids.items():
         values = frame[column]
         if isinstance(grid, str):  # YEARS
@@ -214,6 +225,8 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
                 dtype=np.float64, na_value=np.nan))
         if column in typed:
             counts[FORM_COUNTS][column] = value_forms(numbers, missing)
+        if isinstance(grid, Cells | Undecided):  # its point masses' candidates
+            counts[VALUE_COUNTS][column] = value_counts(numbers)
         if grid is None:
             counts[column] = _text_counts(texts, inverse, missing)
         elif isinstance(grid, Undecided):
@@ -351,11 +364,19 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
     # text columns give each the least ε and δ, at the unit's bound (K "auto": at K = 1, the
     # least it chooses). A search's size is checked on n̂, once the types and K are drawn.
+    # δ, from public facts alone: POINT_DELTA of it to the searched columns' point masses
+    # (equal over the columns that may be searched) where text columns may be drafted too
+    searched = [c for c in columns if isinstance(candidates[c], Cells | Undecided)]
+    text_delta = (1 - POINT_DELTA) * delta if searched and (texts or maybe) else delta
+    points_delta = (delta - text_delta if texts or maybe else delta) / max(len(searched), 1)
+    least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
     if texts or maybe:
         worst = split_epsilon(rest_epsilon, columns, [*texts, *maybe])
-        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), delta,
-                          len(texts) + len(maybe),
-                          1 if unit is None or unit.max_rows == AUTO else unit.max_rows)
+        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), text_delta,
+                          len(texts) + len(maybe), least_bound)
+    if searched:
+        check_points_budget(min(min(split_epsilon(rest_epsilon, columns, t).values())
+                                for t in ([*texts, *maybe], texts)), points_delta, least_bound)
     levels = list(range(1, bins))
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
@@ -408,11 +429,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         shares = split_epsilon(rest_epsilon, columns, texts)
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
-        needed = {c: smallest_table(shares[c], candidates[c], bound) for c in columns
+        needed = {c: smallest_table(shares[c] * (1 - POINT_SHARE * isinstance(
+            candidates[c], Cells)), candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
-                           delta, rows_scale=rows_record["scale"], sampler=sampler, rng=rng,
-                           bound=bound) if texts else TextDraft()
+                           text_delta, rows_scale=rows_record["scale"],
+                           sampler=sampler, rng=rng, bound=bound) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -441,13 +463,24 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                    f"{other!r}" + ("" if released else "; if it is numeric, give "
                                                    "it a public grid (--dp-grid) for DP quantile "
                                                    "bins"))
-            elif isinstance(grid, Cells | str):
-                spec, mechanisms[column], note = (
-                    search_numeric(column, counts, grid, epsilon=share, bins=bins,
-                                   sampler=sampler, rng=rng, bound=bound)
-                    if isinstance(grid, Cells) else
-                    search_years(column, counts, epsilon=share, sampler=sampler, rng=rng,
-                                 bound=bound))
+            elif isinstance(grid, Cells):  # point masses first, then the rest searched
+                values = exact[VALUE_COUNTS][column]
+                points, found = find_points(values, rows, epsilon=share, delta=points_delta,
+                                            bound=bound, sampler=sampler, rng=rng)
+                spec, mechanisms[column], note = search_numeric(
+                    column, without_points(counts, values, grid, points), grid,
+                    epsilon=(1 - POINT_SHARE) * share, bins=bins, sampler=sampler, rng=rng,
+                    bound=bound)
+                spec = with_points(spec, points, grid.integer)
+                mechanisms[column] |= {"epsilon": share, "delta": points_delta,
+                                       "steps": [found, *mechanisms[column]["steps"]]}
+                draft.notes.append(note + (f"; {len(points)} point mass(es) released as exact "
+                                           "values under DP" if points else ""))
+                if spec is not None:
+                    specs[column] = spec
+            elif isinstance(grid, str):
+                spec, mechanisms[column], note = search_years(
+                    column, counts, epsilon=share, sampler=sampler, rng=rng, bound=bound)
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
@@ -479,6 +512,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             integral = not isinstance(grid, np.ndarray) or np.array_equal(grid, np.round(grid))
             dtype = decisions[column].dtype if integral else NUMBER_TYPES["float"]
         output = {"dtype_source": typed_by[column], **({"dtype": dtype} if dtype else {})}
+        if column in decisions and dtype == NUMBER_TYPES["float"] and \
+                decisions[column].decimals is not None:  # the decimal places found
+            output["decimals"] = decisions[column].decimals
         found = specs[column]
         if isinstance(candidates[column], np.ndarray):
             specs[column] = {**found, **output}
@@ -519,9 +555,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         "composition": "basic: " + ", ".join([*first, ("the rest" if first else "ε")
                                                + f" split over {len(columns)} column(s) as "
                                                "split.epsilon"])
-                       + f"; the {len(texts)} text column(s)' shares and all of δ split among "
-                       "them by \"text\"; a searched numeric column's ε halved over its two "
-                       "steps (mechanisms[column].steps)",
+                       + f"; δ {text_delta:.3g} to the {len(texts)} text column(s), split among "
+                       "them with their shares by \"text\", and "
+                       f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
+                       f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
+                       "for its point masses, the rest halved over its two search steps "
+                       "(mechanisms[column].steps)",
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "

@@ -3,7 +3,8 @@
 Used to draft a schema under DP (:mod:`dp_dask.data.draft`). Both measurements take exact
 counts that reached the driver (never the raw rows) and return only what they select.
 
-* :func:`threshold_keys`: the values whose noisy count passes a threshold (OpenDP's
+* :func:`threshold_keys` (:func:`threshold_counts`, with their noisy counts): the values whose
+  noisy count passes a threshold (OpenDP's
   ``make_laplace_threshold``, propose-test-release over a hashmap of counts; Rogers 2023). The
   set of values present is data-dependent, hence δ > 0: a value held by one row is released with
   probability about δ.
@@ -110,16 +111,24 @@ def calibrate_threshold(epsilon: float, delta: float, bound: int = 1) -> Thresho
 def threshold_keys(counts: Mapping[str, int], calibration: Threshold, *,
                    sampler: str = "opendp", rng: np.random.Generator | None = None) -> list[str]:
     """The keys whose noisy count is at least the threshold, sorted; their counts are dropped."""
+    return sorted(threshold_counts(counts, calibration, sampler=sampler, rng=rng))
+
+
+def threshold_counts(counts: Mapping[str, int], calibration: Threshold, *,
+                     sampler: str = "opendp", rng: np.random.Generator | None = None
+                     ) -> dict[str, float]:
+    """The keys whose noisy count is at least the threshold, with those noisy counts (the
+    measurement's output, so reading them is post-processing)."""
     _check_sampler(sampler, rng)
     counts = {str(k): int(v) for k, v in counts.items() if int(v) > 0}
     if sampler == "numpy":
         keys = sorted(counts)  # a fixed order: the seeded draws don't depend on dict order
         noisy = np.array([counts[k] for k in keys], dtype=np.float64) + rng.laplace(
             0.0, calibration.scale, size=len(keys))
-        return [k for k, v in zip(keys, noisy) if v >= calibration.threshold]
+        return {k: float(v) for k, v in zip(keys, noisy) if v >= calibration.threshold}
     meas = _threshold_measurement(calibration.scale, calibration.threshold)
     _check_map(meas.map(calibration.distance)[0], calibration.epsilon, "epsilon")
-    return sorted(meas(counts)) if counts else []
+    return {str(k): float(v) for k, v in meas(counts).items()} if counts else {}
 
 
 def quantile_scores(below: np.ndarray, above: np.ndarray, level: int, levels: int) -> np.ndarray:
