@@ -287,13 +287,15 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
       ``missing`` (to ``other`` where the column is decided never null).
-    * A numeric column (integer/float storage type, or decided numeric): its range, bins and
-      fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then
-      cells inside, of its public or decided kind), open outer bins closed by ``min``/``max`` at
-      the found range; missing values in ``missing`` (in the middle bin where the column is
-      decided never null). A column whose table n̂ puts below what its search needs
-      (:func:`~.draft_numeric.smallest_table`, at its share and K) is not searched: it keeps its
-      placeholder (the budget is spent, as n̂ is drawn).
+    * A numeric column (integer/float storage type, or decided numeric): its point masses
+      (exact values of a large share, :mod:`.draft_points`: a thresholded noisy count per value,
+      :data:`.draft_points.POINT_SHARE` of its ε, its share of δ), then the rest's range, bins
+      and fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves,
+      then cells inside, of its public or decided kind), open outer bins closed by
+      ``min``/``max`` at the found range; missing values in ``missing`` (in the middle bin
+      where the column is decided never null). A column whose table n̂ puts below what its
+      search needs (:func:`~.draft_numeric.smallest_table`, at its search's share and K) is not
+      searched: it keeps its placeholder (the budget is spent, as n̂ is drawn).
     * A numeric column given a public grid in ``grids`` (``{"start", "stop", "step"}``, checked
       against its storage type): bin edges at the DP quantiles i/``bins``, i = 1..bins−1, each
       a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
