@@ -20,7 +20,9 @@ FLAGS = {
     "privacy_unit": "--privacy-unit",
     "public": "--public",
 }
-_KEYWORD = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, FLAGS)) + r")=")
+# "keyword=" naming the argument, not "name='value'" quoting one (a schema's own keys, e.g. an
+# attribute's on_unknown='nope', are no flags)
+_KEYWORD = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, FLAGS)) + r")=(?=\s|$|[,.;:)])")
 
 
 def as_flags(message: str) -> str:

@@ -16,13 +16,14 @@ from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_numeric import search_cells, smallest_table
+from dp_dask.data.draft_points import POINT_SHARE
 from dp_dask.data.draft_text import (
     DISTINCT_SHARE,
     FIRST_SHARE,
     ID_DISTINCT,
     MASS_SHARE,
 )
-from dp_dask.data.draft_types import TYPE_SHARE
+from dp_dask.data.draft_types import FRACTIONS, TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.data.units import _bounded, _with_unit_text
 from dp_dask.privacy.ledger import Ledger
@@ -122,8 +123,8 @@ def test_item1_item2_unit_draft_decides_types_at_the_units_bound(parquet):
     k = 5
     options = {"dp_epsilon": 1.0, "dp_delta": DELTA, "dp_columns": ["city", "amount"],
                "ledger": False, "noise_sampler": "numpy", "ids": "drop"}
-    absent = {"city": ["missing", "integer", "fraction"],
-              "amount": ["missing", "no number", "fraction"]}
+    absent = {"city": ["missing", "integer", *FRACTIONS],
+              "amount": ["missing", "no number", *FRACTIONS]}
     for seed in range(3):
         row = draft_schema(parquet, noise_seed=seed, **options).schema["drafted_under_dp"]
         unit = draft_schema(parquet, noise_seed=seed, privacy_unit={"column": UNIT, "max_rows": k},
@@ -268,10 +269,11 @@ def test_item4_draft_add_remove_reads_the_noisy_rows_not_n(tmp_path):
                                              + rule["margin"] else []))
     assert not all(against_n)
 
-    # x's share: what n̂ and the type step (which finds it an integer) leave of ε = 1
+    # x's share: what n̂ and the type step (which finds it an integer) leave of ε = 1; its
+    # search's: what its point masses leave of that
     share = (1 - ROWS_SHARE - TYPE_SHARE) * 1.0
     cells = search_cells("integer", "int64")
-    needed = smallest_table(share, cells)
+    needed = smallest_table((1 - POINT_SHARE) * share, cells)
     n = math.ceil(needed) + 1  # the exact n always allows the search
     pd.DataFrame({"x": np.arange(n) % 50}).to_parquet(tmp_path / "small.parquet")
     skipped = []

@@ -14,11 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from dp_dask.data.dtypes import default_dtype, fine_problem, output_problem
 
 ERROR = "error"
 CLIP = "clip"  # on_unknown of an attribute with edges: beyond the bins, the nearest end bin
 NUMERIC_FORMATS = ("HHMM", "currency", "percent")
+MAX_DECIMALS = 15  # a numeric attribute's 'decimals': float64 holds about 15 of them
 TODO = "todo"  # key of a drafted attribute the user still has to fill in
 DECLARED, PUBLIC_STORAGE, FROM_DATA, UNDER_DP = "declared", "public-storage-schema", "data", "dp"
 DTYPE_SOURCES = (DECLARED, PUBLIC_STORAGE, FROM_DATA, UNDER_DP)  # an attribute's "dtype_source"
@@ -106,22 +109,68 @@ def _edge_json(value: float) -> float | int | str:
     return int(value) if float(value).is_integer() else value
 
 
-def _interval_label(lo: float, hi: float) -> str:
+def _interval_label(lo: float, hi: float, points: tuple[float, ...] = ()) -> str:
     def fmt(v: float) -> str:
         return str(_edge_json(v))
 
-    return f"[{fmt(lo)}, {fmt(hi)})"
+    if any(lo <= p < hi for p in points):  # a point's own bin: labelled by its value
+        return fmt(next(p for p in points if lo <= p < hi))
+    above = [p for p in points if lo == _above(p)]  # the bin just above a point excludes it
+    return f"({fmt(above[0])}, {fmt(hi)})" if above else f"[{fmt(lo)}, {fmt(hi)})"
 
 
-def _bin_labels(spec: dict[str, Any], edges: tuple[float, ...], where: str) -> tuple[str, ...]:
+def _bin_labels(spec: dict[str, Any], edges: tuple[float, ...], where: str,
+                points: tuple[float, ...] = ()) -> tuple[str, ...]:
     bins = len(edges) - 1
     labels = spec.get("labels")
     if labels is None:
-        return tuple(_interval_label(a, b) for a, b in zip(edges, edges[1:]))
+        return tuple(_interval_label(a, b, points) for a, b in zip(edges, edges[1:]))
     labels = text_list(spec, "labels", where)
     if len(labels) != bins:
-        raise SchemaError(f"{where}: {len(labels)} labels for {bins} bins")
+        raise SchemaError(f"{where}: {len(labels)} labels for {bins} bins" + (
+            " (each point is a bin of its own: label the bins with the points)" if points
+            else ""))
     return labels
+
+
+def _above(point: float) -> float:
+    """The upper edge of a point's bin [point, the next float): it holds that value alone."""
+    return float(np.nextafter(point, math.inf))
+
+
+def _points(spec: dict[str, Any], where: str) -> tuple[float, ...]:
+    values = spec.get("points", [])
+    if not isinstance(values, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values):
+        raise SchemaError(f"{where}: 'points' must be a list of finite numbers, got {values!r}")
+    return tuple(sorted({float(v) for v in values}))
+
+
+def _with_points(edges: tuple[float, ...], fine: tuple[float, ...], points: tuple[float, ...],
+                 low: float | None, high: float | None,
+                 where: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Edges (and fine grid) with each point's own bin [p, next float), which holds p alone:
+    its edges are inserted, except p itself where it closes an open first bin (``min`` = p:
+    that bin is the point's) and the next float where p closes an open last bin (``max`` = p).
+    Inserting is idempotent, so a written schema (its edges hold them) reads back the same."""
+    if not points or len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
+        # refused by the attribute's own check
+        return edges, fine
+    lowest = edges[0] if math.isfinite(edges[0]) else -math.inf if low is None else low
+    highest = edges[-1] if math.isfinite(edges[-1]) else math.inf if high is None else high
+    outside = [p for p in points if not lowest <= p <= highest or p == edges[-1]]
+    if outside:
+        raise SchemaError(f"{where}: point {_edge_json(outside[0])} lies outside the bins' "
+                          "range (their edges, closed by 'min'/'max')")
+    added = set()
+    for p in points:
+        if not (math.isinf(edges[0]) and p == low):
+            added.add(p)
+        if not (math.isinf(edges[-1]) and p == high):
+            added.add(_above(p))
+    return (tuple(sorted(set(edges) | added)),
+            tuple(sorted(set(fine) | added)) if fine else fine)
 
 
 @dataclass(frozen=True)
@@ -147,6 +196,8 @@ class Attribute:
     fine: tuple[float, ...] = ()  # public fine grid within the bins (numeric, datetime year)
     source: str = ""  # datetime: the input column it is a calendar feature of ("": its own)
     dtype_source: str = ""  # one of DTYPE_SOURCES ("": not stated)
+    points: tuple[float, ...] = ()  # numeric: exact values, each its own bin (in edges)
+    decimals: int | None = None  # numeric: decimal places its values are released at
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
@@ -205,6 +256,12 @@ class Attribute:
         if set(self.true_values) & set(self.false_values):
             raise SchemaError(f"{where}: {sorted(set(self.true_values) & set(self.false_values))}"
                               " listed in both true_values and false_values")
+        if (self.points or self.decimals is not None) and self.kind != "numeric":
+            raise SchemaError(f"{where}: 'points' and 'decimals' are for numeric attributes")
+        if self.decimals is not None and (isinstance(self.decimals, bool) or not isinstance(
+                self.decimals, int) or not 0 <= self.decimals <= MAX_DECIMALS):
+            raise SchemaError(f"{where}: 'decimals' must be an integer 0..{MAX_DECIMALS}, got "
+                              f"{self.decimals!r}")
         problem = output_problem(self) or (self.fine and fine_problem(self))
         if problem:
             raise SchemaError(f"{where}: {problem}")
@@ -272,9 +329,13 @@ class Attribute:
         if kind == "numeric":
             if "edges" not in spec:
                 raise SchemaError(f"{where}: numeric needs 'edges'")
-            edges = _edges(spec["edges"], where)
-            return cls(name, kind, _bin_labels(spec, edges, where) + extra, edges=edges,
-                       format=str(spec.get("format", "")), **common)
+            points = _points(spec, where)
+            edges, common["fine"] = _with_points(_edges(spec["edges"], where), common["fine"],
+                                                 points, common["minimum"], common["maximum"],
+                                                 where)
+            return cls(name, kind, _bin_labels(spec, edges, where, points) + extra, edges=edges,
+                       format=str(spec.get("format", "")), points=points,
+                       decimals=spec.get("decimals"), **common)
         if kind == "boolean":
             return cls(name, kind, ("False", "True") + extra,
                        true_values=text_list(spec, "true_values", where, TRUE_VALUES),
@@ -322,4 +383,9 @@ class Attribute:
                  if value is not None}
         if self.fine:
             spec["fine"] = [_edge_json(e) for e in self.fine]
+        # absent when not declared: older schemas keep their sha256
+        if self.points:
+            spec["points"] = [_edge_json(p) for p in self.points]
+        if self.decimals is not None:
+            spec["decimals"] = self.decimals
         return spec

@@ -6,6 +6,11 @@ reduced on Dask to the driver, noised once there and dropped; the spend is recor
 privacy ledger and in the schema (``"drafted_under_dp"``). The public drafting that leaves the
 placeholders is :mod:`dp_dask.data.draft`.
 
+Size: over 600 lines while four drafting mechanisms (types, units, point masses, text levels)
+landed in ``draft_under_dp`` at once (issues 64, 65); it is to be split into one drafter per
+column kind behind a request dataclass (issue 65's structure point), which also undoes the
+draft modules' import circle.
+
 Neighbours: the draft never reads the exact row count n. Where a rule needs it (the identifiers',
 the text split's floor, whether a table is large enough to search), it reads a noisy count n̂
 (:data:`ROWS_SHARE` of ε). Every mechanism is calibrated to the sensitivity of a replaced row
@@ -51,6 +56,15 @@ from dp_dask.data.draft_numeric import (
     search_years,
     smallest_table,
     year_counts,
+)
+from dp_dask.data.draft_points import (
+    POINT_DELTA,
+    POINT_SHARE,
+    check_points_budget,
+    find_points,
+    value_counts,
+    with_points,
+    without_points,
 )
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
@@ -120,6 +134,7 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
 ROWS = "__rows__"  # the reduction's row count: private, read only as its noisy count n̂
 YEARS = "years"  # a timestamp column's candidates: its years
 FORM_COUNTS = "__forms__"  # the reduction's counts of each typed column's value forms
+VALUE_COUNTS = "__values__"  # the reduction's counts per value of each searchable column
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
@@ -198,9 +213,10 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
     (:mod:`dp_dask.data.draft_numeric`); per column whose type is decided under DP
     (:class:`~dp_dask.data.draft_types.Undecided`) the cells of both numeric kinds and, stored as
     text, its texts' counts; per ``typed`` column the counts of its values' forms
-    (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; the rows under
-    :data:`ROWS`."""
-    counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}}
+    (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; per column that
+    may be searched, its counts per value (:func:`~.draft_points.value_counts`) under
+    :data:`VALUE_COUNTS`; the rows under :data:`ROWS`."""
+    counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}, VALUE_COUNTS: {}}
     for column, grid in grids.items():
         values = frame[column]
         if isinstance(grid, str):  # YEARS
@@ -215,6 +231,8 @@ def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
                 dtype=np.float64, na_value=np.nan))
         if column in typed:
             counts[FORM_COUNTS][column] = value_forms(numbers, missing)
+        if isinstance(grid, Cells | Undecided):  # its point masses' candidates
+            counts[VALUE_COUNTS][column] = value_counts(numbers)
         if grid is None:
             counts[column] = _text_counts(texts, inverse, missing)
         elif isinstance(grid, Undecided):
@@ -275,13 +293,15 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
       ``missing`` (to ``other`` where the column is decided never null).
-    * A numeric column (integer/float storage type, or decided numeric): its range, bins and
-      fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves, then
-      cells inside, of its public or decided kind), open outer bins closed by ``min``/``max`` at
-      the found range; missing values in ``missing`` (in the middle bin where the column is
-      decided never null). A column whose table n̂ puts below what its search needs
-      (:func:`~.draft_numeric.smallest_table`, at its share and K) is not searched: it keeps its
-      placeholder (the budget is spent, as n̂ is drawn).
+    * A numeric column (integer/float storage type, or decided numeric): its point masses
+      (exact values of a large share, :mod:`.draft_points`: a thresholded noisy count per value,
+      :data:`.draft_points.POINT_SHARE` of its ε, its share of δ), then the rest's range, bins
+      and fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves,
+      then cells inside, of its public or decided kind), open outer bins closed by
+      ``min``/``max`` at the found range; missing values in ``missing`` (in the middle bin
+      where the column is decided never null). A column whose table n̂ puts below what its
+      search needs (:func:`~.draft_numeric.smallest_table`, at its search's share and K) is not
+      searched: it keeps its placeholder (the budget is spent, as n̂ is drawn).
     * A numeric column given a public grid in ``grids`` (``{"start", "stop", "step"}``, checked
       against its storage type): bin edges at the DP quantiles i/``bins``, i = 1..bins−1, each
       a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
@@ -352,11 +372,19 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
     # text columns give each the least ε and δ, at the unit's bound (K "auto": at K = 1, the
     # least it chooses). A search's size is checked on n̂, once the types and K are drawn.
+    # δ, from public facts alone: POINT_DELTA of it to the searched columns' point masses
+    # (equal over the columns that may be searched) where text columns may be drafted too
+    searched = [c for c in columns if isinstance(candidates[c], Cells | Undecided)]
+    text_delta = (1 - POINT_DELTA) * delta if searched and (texts or maybe) else delta
+    points_delta = (delta - text_delta if texts or maybe else delta) / max(len(searched), 1)
+    least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
     if texts or maybe:
         worst = split_epsilon(rest_epsilon, columns, [*texts, *maybe])
-        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), delta,
-                          len(texts) + len(maybe),
-                          1 if unit is None or unit.max_rows == AUTO else unit.max_rows)
+        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), text_delta,
+                          len(texts) + len(maybe), least_bound)
+    if searched:
+        check_points_budget(min(min(split_epsilon(rest_epsilon, columns, t).values())
+                                for t in ([*texts, *maybe], texts)), points_delta, least_bound)
     text_types = stored_text_types(source)  # metadata: the writer's, not the rows'
     levels = list(range(1, bins))
     rng = None if seed is None else np.random.default_rng(seed)
@@ -410,18 +438,21 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         shares = split_epsilon(rest_epsilon, columns, texts)
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
-        needed = {c: smallest_table(shares[c], candidates[c], bound) for c in columns
+        # a numeric column's search gets its share less its point masses' (POINT_SHARE)
+        search_share = {c: shares[c] * (1 - POINT_SHARE * isinstance(candidates[c], Cells))
+                        for c in columns}
+        needed = {c: smallest_table(search_share[c], candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
         # Below the full search's size, a numeric column is searched coarsely (all its share on
         # the octaves) where that finds something; below that too, not at all.
         coarse = {c for c in needed if rows < needed[c] and isinstance(candidates[c], Cells)
-                  and rows >= smallest_table(shares[c], candidates[c], bound, coarse=True)}
-        needed = {c: n if c not in coarse else smallest_table(shares[c], candidates[c], bound,
-                                                              coarse=True)
+                  and rows >= smallest_table(search_share[c], candidates[c], bound, coarse=True)}
+        needed = {c: n if c not in coarse else smallest_table(search_share[c], candidates[c],
+                                                              bound, coarse=True)
                   for c, n in needed.items()}
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
-                           delta, rows_scale=rows_record["scale"], sampler=sampler, rng=rng,
-                           bound=bound) if texts else TextDraft()
+                           text_delta, rows_scale=rows_record["scale"],
+                           sampler=sampler, rng=rng, bound=bound) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -458,14 +489,24 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                                       if column in text.constants else f"the rest in {other!r}")
                                    + ("" if released else "; if it is numeric, give it a public "
                                       "grid (--dp-grid) for DP quantile bins"))
-            elif isinstance(grid, Cells | str):
-                spec, mechanisms[column], note = (
-                    search_numeric(column, counts, grid, epsilon=share, bins=bins,
-                                   sampler=sampler, rng=rng, bound=bound,
-                                   coarse=column in coarse)
-                    if isinstance(grid, Cells) else
-                    search_years(column, counts, epsilon=share, sampler=sampler, rng=rng,
-                                 bound=bound))
+            elif isinstance(grid, Cells):  # point masses first, then the rest searched
+                values = exact[VALUE_COUNTS][column]
+                points, found = find_points(values, rows, epsilon=share, delta=points_delta,
+                                            bound=bound, sampler=sampler, rng=rng)
+                spec, mechanisms[column], note = search_numeric(
+                    column, without_points(counts, values, grid, points), grid,
+                    epsilon=search_share[column], bins=bins, sampler=sampler, rng=rng,
+                    bound=bound, coarse=column in coarse)
+                spec = with_points(spec, points, grid.integer)
+                mechanisms[column] |= {"epsilon": share, "delta": points_delta,
+                                       "steps": [found, *mechanisms[column]["steps"]]}
+                draft.notes.append(note + (f"; {len(points)} point mass(es) released as exact "
+                                           "values under DP" if points else ""))
+                if spec is not None:
+                    specs[column] = spec
+            elif isinstance(grid, str):
+                spec, mechanisms[column], note = search_years(
+                    column, counts, epsilon=share, sampler=sampler, rng=rng, bound=bound)
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
@@ -497,6 +538,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             integral = not isinstance(grid, np.ndarray) or np.array_equal(grid, np.round(grid))
             dtype = decisions[column].dtype if integral else NUMBER_TYPES["float"]
         output = {"dtype_source": typed_by[column], **({"dtype": dtype} if dtype else {})}
+        if column in decisions and dtype == NUMBER_TYPES["float"] and \
+                decisions[column].decimals is not None:  # the decimal places found
+            output["decimals"] = decisions[column].decimals
         found = specs[column]
         if isinstance(candidates[column], np.ndarray):
             specs[column] = {**found, **output}
@@ -539,10 +583,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         "composition": "basic: " + ", ".join([*first, ("the rest" if first else "ε")
                                                + f" split over {len(columns)} column(s) as "
                                                "split.epsilon"])
-                       + f"; the {len(texts)} text column(s)' shares and all of δ split among "
-                       "them by \"text\"; a searched numeric column's ε halved over its two "
-                       "steps (mechanisms[column].steps; one step where it was searched "
-                       "coarsely, mechanisms[column].coarse)",
+                       + f"; δ {text_delta:.3g} to the {len(texts)} text column(s), split among "
+                       "them with their shares by \"text\", and "
+                       f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
+                       f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
+                       "for its point masses, the rest halved over its two search steps "
+                       "(mechanisms[column].steps; one step where it was searched coarsely, "
+                       "mechanisms[column].coarse)",
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "

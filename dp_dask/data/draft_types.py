@@ -13,7 +13,8 @@ decides among them from noisy counts (:func:`decide_types`):
 
 The counts come from the draft's one pass over the data (:func:`value_forms`): per column, its
 values' forms, a histogram over :data:`FORMS` (missing: a null or a listed missing value; no
-number: a value that does not parse as one; an integer; a fraction: any other number). A replaced
+number: a value that does not parse as one; an integer; a fraction: any other number, by its
+decimal places: 1 to :data:`MAX_DECIMALS`, or more). A replaced
 row leaves one form and enters another: L1 sensitivity 2 per column, which bounds an added or
 removed row's 1, and 2K where the draft bounded each privacy unit to K rows (its ``bound``).
 The histograms get Laplace noise (OpenDP's ``make_laplace``) at :data:`TYPE_SHARE` of the draft's
@@ -25,7 +26,9 @@ invented (a count of zero passes with probability β):
   noisy share would put invented nulls into every release. Its rare nulls, fewer than the
   threshold, count in a bin of its domain (the middle bin of numbers, ``other`` of text).
 * **float** only if fractions are present, else an integer (the rare fractions drawn back as
-  integers of their bin).
+  integers of their bin); released with the most decimal places whose form is present
+  (``"decimals"``, at most :data:`MAX_DECIMALS`; unrounded where more places are present).
+  Each row is in one form, so the finer histogram keeps the sensitivity.
 * **a number**, for a column stored as text, only if numbers are present and values that are no
   number are not, or are few: a noisy share of at most :data:`STRAY_SHARE` of the noisy
   non-missing values (a numeric column with a few stray words; they count as missing, said in
@@ -55,7 +58,12 @@ from dp_dask.data.draft_numeric import Cells, search_cells
 from dp_dask.data.schema import Attribute
 from dp_dask.privacy.noise import laplace_noise
 
-FORMS = ("missing", "no number", "integer", "fraction")
+# A fraction's form is its decimal places (its least d with the value on the 10⁻ᵈ lattice),
+# 1..MAX_DECIMALS or more: the column's decimals are found in the same histogram.
+MAX_DECIMALS = 4
+FRACTIONS = (*(f"{d} decimal{'s' * (d > 1)}" for d in range(1, MAX_DECIMALS + 1)),
+             "more decimals")
+FORMS = ("missing", "no number", "integer", *FRACTIONS)
 TYPE_SHARE = 0.1  # of the draft's ε
 TYPE_MISS = 1e-4  # chance that a count of zero passes: a never-null column gets a missing bin
 # A column stored as text is a number if its values that are no number are at most this share
@@ -88,6 +96,7 @@ class Decision:
     kind: str
     nullable: bool
     from_text: bool = False  # a number stored as text: its values that are no number are missing
+    decimals: int | None = None  # a float's decimal places; None: any (unrounded)
 
     @property
     def dtype(self) -> str:
@@ -99,8 +108,17 @@ def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
     ``numbers`` each value parsed as a number (NaN where it is none)."""
     number = ~missing & ~np.isnan(numbers)
     integer = number & np.isfinite(numbers) & (np.floor(numbers) == numbers)
-    return np.array([missing.sum(), (~missing & ~number).sum(), integer.sum(),
-                     (number & ~integer).sum()], dtype=np.int64)
+    left = number & ~integer
+    places = []
+    for d in range(1, MAX_DECIMALS + 1):  # the least d: each fraction counts in one form
+        scaled = numbers * 10.0**d
+        # the slack absorbs binary rounding (0.1 + 0.2 has 1 decimal place)
+        exact = left & np.isfinite(scaled) & np.isclose(scaled, np.rint(scaled), rtol=1e-12,
+                                                        atol=1e-9)
+        places.append(exact.sum())
+        left &= ~exact
+    return np.array([missing.sum(), (~missing & ~number).sum(), integer.sum(), *places,
+                     left.sum()], dtype=np.int64)
 
 
 def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, epsilon: float,
@@ -121,14 +139,17 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     threshold = scale * math.log(1.0 / (2.0 * TYPE_MISS))
     decisions: dict[str, Decision] = {}
     for column, row in zip(columns, noisy):
-        missing, no_number, integer, fraction = row > threshold  # present
+        missing, no_number, integer, *places = row > threshold  # present
+        fraction = any(places)
         grid = candidates[column]
         # words among numbers: a few (a noisy share of at most STRAY_SHARE) are strays
         words = no_number and row[1] > STRAY_SHARE * max(row[1:].sum(), 1.0)
         stored_text = isinstance(grid, Undecided) and grid.text
         text = stored_text and (words or not (integer or fraction))
+        decimals = None if places[-1] or not fraction else 1 + max(np.flatnonzero(places[:-1]))
         decisions[column] = Decision(TEXT if text else "float" if fraction else "integer",
-                                     bool(missing), bool(stored_text and not text))
+                                     bool(missing), bool(stored_text and not text),
+                                     None if decimals is None else int(decimals))
     record = {
         "mechanism": "laplace histogram of value forms", "forms": list(FORMS),
         "epsilon": epsilon, "epsilon_each": epsilon / len(columns),
@@ -137,13 +158,17 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
                           f"unit of at most {contributions} rows)"),
         "scale": scale, "threshold": threshold, "miss": TYPE_MISS,
         "rule": ("a form is present if its noisy count passes the threshold; nullable if "
-                 "missing values are, float if fractions are (else integer); a column stored as "
-                 "text is a number if numbers are present and values that are no number are "
-                 f"not, or are at most {STRAY_SHARE:g} of the noisy non-missing values (counted "
-                 "as missing); else text; a column stored as numbers is one"),
+                 "missing values are, float if fractions (of any decimal places) are (else "
+                 f"integer), released at the most decimal places present (up to {MAX_DECIMALS}; "
+                 "unrounded if more are); a column stored as text is a number if numbers are "
+                 "present and values that are no number are not, or are at most "
+                 f"{STRAY_SHARE:g} of the noisy non-missing values (counted as missing); else "
+                 "text; a column stored as numbers is one"),
         "noisy": {c: dict(zip(FORMS, (round(float(v)) for v in row)))
                   for c, row in zip(columns, noisy)},
-        "decided": {c: {"dtype": d.dtype, "nullable": d.nullable} for c, d in decisions.items()},
+        "decided": {c: {"dtype": d.dtype, "nullable": d.nullable,
+                        **({} if d.decimals is None else {"decimals": d.decimals})}
+                    for c, d in decisions.items()},
         "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
     return decisions, record
 

@@ -64,6 +64,13 @@ inside its outermost cell (that cell is then closed by the bound, as the open bi
 stopping at the open bin's finite edge leaves that bin decoded as without a grid. At most 100,000
 cells, splitting at least one bin (``fine_problem``).
 
+Exact values (optional, public or drafted under DP; numeric): ``"points"``, values each its own
+bin [p, the next float), inserted into the edges (and the fine grid), labelled by the value: a
+value equal to a point encodes there and decodes as exactly it. Within the bins' range (closed by
+``min``/``max``); a point equal to an open outer bin's bound makes that bin its own. Decimal
+places (optional; numeric): ``"decimals"``, 0–15, values drawn with that many places within each
+bin (:mod:`dp_dask.data.values`). Both are absent from ``to_json`` when not declared.
+
 Numeric ``"format"`` (optional, public; :data:`NUMERIC_FORMATS`): ``HHMM`` clock times (1345 is
 13:45; the bins are minutes of the day, 0 to 1440, and the release writes valid HHMM values back),
 ``currency`` (text such as "$1,234.50" read as 1234.5; released rounded to cents) or ``percent``

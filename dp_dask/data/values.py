@@ -156,7 +156,32 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.
     span = np.where(closed, high - low, 0.0)
     top = np.where(closed, np.nextafter(high, -np.inf), low)
     values = low[codes] + span[codes] * (0.5 if mode == "midpoint" else rng.random(len(codes)))
-    return np.minimum(values, top[codes])
+    values = np.minimum(values, top[codes])
+    if attribute.decimals is None:
+        return values
+    return _on_decimals(values, codes, low, top, attribute.decimals, mode, rng)
+
+
+def _on_decimals(values: np.ndarray, codes: np.ndarray, low: np.ndarray, top: np.ndarray,
+                 decimals: int, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """Per row, a value of its cell [low, top] with ``decimals`` places: drawn among them
+    (uniform, or the lower middle one), as integers are; in a cell holding none (a fine cell
+    narrower than a step) the decimal nearest ``values``, by post-processing as any rounding
+    (a point of more places keeps its value: its cell holds it alone)."""
+    step = 10.0**decimals
+    # k / step for the integers k of [low·step, top·step]; the slack absorbs binary rounding
+    # (0.7 · 10 = 7.000000000000001 is the decimal 0.7)
+    first, last = np.ceil(low * step - 1e-6), np.floor(top * step + 1e-6)
+    # a decimal whose float lies beyond the cell's (above a point: (0, 0.5)) is not in it
+    first = np.where(first / step < low, first + 1, first)[codes]
+    last = np.where(last / step > top, last - 1, last)[codes]
+    if mode == "midpoint":
+        k = first + np.floor((last - first) / 2)
+    else:
+        k = first + np.floor(rng.random(len(codes)) * (last - first + 1))
+    point = (low == top)[codes]
+    nearest = np.where(point, values, np.rint(values * step) / step)
+    return np.where(first <= last, np.minimum(k, last) / step, nearest)
 
 
 def _integers(low: np.ndarray, high: np.ndarray, mode: str,

@@ -1,0 +1,128 @@
+"""Numeric point masses drafted under DP (issue 65): exact values that hold a large share of a
+column (zeros of rainfall, a visibility capped at 10.0, round prices), released as exact values.
+
+A searched numeric column's exact counts per value (:func:`value_counts`, reduced on Dask with
+its cells) are thresholded as text categories are (OpenDP's Laplace threshold, with δ: the
+values present are data-dependent, and a value held by one row is released with probability
+about δ), on the values written canonically (:func:`point_key`, ``repr`` of the float, -0.0 as
+0.0). Of the values that pass, those whose noisy count is at least :data:`POINT_FLOOR` of the
+noisy row count n̂ become points (post-processing of the noisy counts): at most 1/POINT_FLOOR
+of them. Each row holds one value per column: (L0, L1, L∞) = (2, 2, 1) when a row is replaced,
+(2K, 2K, K) under a privacy unit bounded to K rows (``bound``).
+
+The points take :data:`POINT_SHARE` of the column's ε and the column's share of δ (of the
+draft's δ the point masses get :data:`POINT_DELTA` where text columns may be drafted too, all
+otherwise); the domain search (:mod:`dp_dask.data.draft_numeric`) then runs on the rest of
+the column: the points' exact rows are taken out of its exact cell counts before they are noised
+(:func:`without_points`), so the points don't distort the bins (given the released points, the
+rest's histogram moves by L1 2K as any histogram does). The attribute declares them as
+``"points"`` (:mod:`dp_dask.data.attribute`): each its own bin, decoded as exactly that value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dp_dask.privacy.selection import calibrate_threshold, threshold_counts
+
+POINT_SHARE = 0.1  # of a searched numeric column's ε; the search takes the rest (a tenth:
+# the search, not the points, decides whether a column is drafted at all)
+POINT_FLOOR = 0.02  # a point holds at least this share of the noisy rows n̂
+# of the draft's δ where text columns may be drafted too: the floor, not δ, decides most
+# points, while a text column's smallest levels are released by δ's threshold
+POINT_DELTA = 0.1
+
+
+def point_key(value: float) -> str:
+    """A value's canonical text: ``repr`` of the float (read back exactly by ``float``)."""
+    return repr(float(value))
+
+
+def value_counts(numbers: np.ndarray) -> pd.Series:
+    """Exact counts of one partition's finite numbers by value (-0.0 counted as 0.0)."""
+    finite = numbers[np.isfinite(numbers)] + 0.0
+    values, counts = np.unique(finite, return_counts=True)
+    return pd.Series(counts.astype(np.int64), index=pd.Index(values, dtype=np.float64))
+
+
+def check_points_budget(epsilon: float, delta: float, bound: int = 1) -> None:
+    """Fail on a budget the threshold can't be calibrated with, before any data is read."""
+    calibrate_threshold(POINT_SHARE * epsilon, delta, bound)
+
+
+def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float, bound: int,
+                sampler: str, rng: np.random.Generator | None
+                ) -> tuple[list[float], dict[str, Any]]:
+    """The points of one column from its exact ``values`` (:func:`value_counts`, summed), under
+    (``epsilon``, ``delta``)-DP, ``epsilon`` being the column's whole share (the points spend
+    :data:`POINT_SHARE` of it); ``rows``: the noisy row count n̂. The points, and the step's
+    record."""
+    calibration = calibrate_threshold(POINT_SHARE * epsilon, delta, bound)
+    noisy = threshold_counts({point_key(v): int(c) for v, c in values.items()}, calibration,
+                             sampler=sampler, rng=rng)
+    floor = POINT_FLOOR * rows
+    points = sorted(float(k) for k, c in noisy.items() if c >= floor)
+    return points, {"step": "point masses", **calibration.to_json(), "floor": floor,
+                    "points": len(points),
+                    "rule": f"values whose noisy count passes the threshold and is at least "
+                            f"{POINT_FLOOR:g} x the noisy rows n̂; on their canonical text "
+                            "(repr of the float)"}
+
+
+def without_points(counts: dict[str, np.ndarray], values: pd.Series, cells: Any,
+                   points: list[float]) -> dict[str, np.ndarray]:
+    """The exact cell counts of :func:`~.draft_numeric.numeric_counts` over ``cells`` (its
+    :class:`~.draft_numeric.Cells`, not imported: that module is in drafting's import cycle)
+    less the points' rows: the rest of the column, before any noise (octave and fine cells
+    clamp, unit cells don't)."""
+    rest = {key: counts[key].copy() for key in counts}
+    for key, edges, clamp in (("octaves", cells.octaves, True), ("fine", cells.fine, True),
+                              ("units", cells.units, False)):
+        if key not in rest:
+            continue
+        for point in points:
+            cell = int(np.searchsorted(edges, point, side="right")) - 1
+            if clamp:
+                cell = min(max(cell, 0), len(edges) - 2)
+            elif not 0 <= cell < len(edges) - 1:
+                continue
+            rest[key][cell] -= int(values.get(point, 0))
+    return rest
+
+
+def _exact(value: float) -> float | int:
+    """A point for the JSON, exactly (integral ones as ints): never rounded."""
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def with_points(spec: dict[str, Any] | None, points: list[float],
+                integer: bool) -> dict[str, Any] | None:
+    """The searched spec (edges, min, max, fine) of the rest of a column with its ``points``.
+    A point beyond the rest's range [min, max] becomes the new bound, the old one an edge (of
+    the fine grid too), so the rest keeps its range; no rest (the column all points): bins
+    between the outer points. A float column declares them as ``"points"`` (the attribute
+    inserts each one's bin [p, next float)); an integer column's point p is the bin [p, p + 1),
+    which its integer decoding already draws as p alone (and a bin between two points then
+    holds integers too)."""
+    if not points:
+        return spec
+    if spec is None:
+        spec = {"edges": ["-inf", "inf"], "min": points[0], "max": points[-1]}
+    low, high = spec["min"], spec["max"]
+    edges = {float(e) for e in spec["edges"][1:-1]}  # the finite ones, between open ends
+    fine = {float(e) for e in spec.get("fine", [])}
+    added = {low} if points[0] < low else set()
+    if points[-1] > high:  # above the rest's greatest value (an integer's: the next one)
+        added.add(high + 1 if integer else high)
+    low, high = min(low, points[0]), max(high, points[-1])
+    if integer:  # never an edge at min (nor above max): the open outer bins close there
+        added |= {p for p in points if p > low} | {p + 1 for p in points if p < high}
+    edges |= added
+    fine |= added if fine else set()
+    spec = {**spec, "edges": ["-inf", *(_exact(e) for e in sorted(edges)), "inf"],
+            "min": _exact(low), "max": _exact(high),
+            **({} if integer else {"points": [_exact(p) for p in points]})}
+    return {**spec, "fine": [_exact(e) for e in sorted(fine)]} if fine else spec

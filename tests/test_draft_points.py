@@ -1,0 +1,157 @@
+"""A raw table in, a faithful stand-in out (issue 65, numbers): point masses (zeros, caps) found
+under DP and released as exact values, decimals found under DP and released at that precision,
+and the schema's ``points``/``decimals`` that carry them from the draft to the decoder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from dp_dask.cli import main
+from dp_dask.data.attribute import Attribute, SchemaError
+from dp_dask.data.draft_points import POINT_FLOOR, POINT_SHARE, find_points, point_key
+from dp_dask.data.encode import encode_column
+from dp_dask.data.values import _typed
+from dp_dask.privacy.selection import calibrate_threshold
+
+ROWS = 20_000
+DELTA = 1e-9
+TOLERANCE = 0.02  # the issue's "within 2 points of their real share"
+
+
+def _draft(data: Path, schema: Path, ledger: Path, client, epsilon: str = "1") -> dict:
+    assert main(["schema", "draft", str(data), "--out", str(schema), "--dp-epsilon", epsilon,
+                 "--dp-delta", str(DELTA), "--ledger", str(ledger), "--noise-sampler", "numpy",
+                 "--noise-seed", "1", "--scheduler", client.scheduler.address]) == 0
+    return json.loads(schema.read_text())
+
+
+def _release(data: Path, schema: Path, out: Path, ledger: Path, client) -> pd.DataFrame:
+    assert main(["synth", "--data", str(data), "--schema", str(schema), "--out", str(out),
+                 "--epsilon", "1", "--ledger", str(ledger), "--seed", "0", "--quiet",
+                 "--dataset-name", "points", "--scheduler", client.scheduler.address]) == 0
+    return pq.read_table(out / "synthetic.parquet").to_pandas()
+
+
+def _outside(release: pd.Series, real: np.ndarray) -> float:
+    return float(np.mean((release < real.min()) | (release > real.max())))
+
+
+def test_points_round_trip_keeps_the_exact_values():
+    """A declared point is its own bin: a value equal to it encodes there, and that bin decodes
+    to exactly the point (uniform and midpoint); the schema reads back as written."""
+    attribute = Attribute.from_json({"name": "rain", "type": "numeric",
+                                     "edges": ["-inf", 0.5, 2, "inf"], "min": 0, "max": 9,
+                                     "points": [0, 0.3, 9], "decimals": 2})
+    assert Attribute.from_json(attribute.to_json()) == attribute
+    values = pd.Series([0.0, 0.3, 9.0, 0.29, 0.31, 1.5, 8.99])
+    codes = encode_column(values, attribute)
+    assert [attribute.labels[c] for c in codes[:3]] == ["0", "0.3", "9"]
+    assert len(set(codes)) == len(codes)  # the points' neighbours are bins apart
+    for mode in ("uniform", "midpoint"):
+        decoded = _typed(np.repeat(codes[:3], 50), attribute, mode, np.random.default_rng(0),
+                         None)
+        assert (decoded == np.repeat([0.0, 0.3, 9.0], 50)).all()
+    with pytest.raises(SchemaError, match="point 12 lies outside"):
+        Attribute.from_json({"name": "x", "type": "numeric", "edges": [0, 10], "points": [12]})
+
+
+def test_points_release_of_a_sixty_percent_zero_point(client, tmp_path):
+    """A hand-written schema with a point at 0: the release holds exact zeros at their real
+    share, up to the noise (about 1/ε rows of 20,000), and the rest within their bins."""
+    rng = np.random.default_rng(0)
+    amount = np.where(rng.random(ROWS) < 0.6, 0.0, rng.uniform(0, 100, ROWS))
+    data, schema = tmp_path / "t.parquet", tmp_path / "s.json"
+    # a second attribute: a release of one hand-written attribute fails apart from points
+    pd.DataFrame({"amount": amount, "flag": rng.choice(["a", "b"], ROWS)}).to_parquet(data)
+    schema.write_text(json.dumps({"attributes": [
+        {"name": "amount", "type": "numeric", "edges": [0, 25, 50, 75, 100], "points": [0],
+         "on_unknown": "clip"}, {"name": "flag", "categories": ["a", "b"]}]}))
+    release = _release(data, schema, tmp_path / "out", tmp_path / "l.db", client)
+    assert abs((release["amount"] == 0).mean() - 0.6) <= TOLERANCE
+    assert _outside(release["amount"], amount) <= 0.005
+
+
+def test_points_mostly_zero_column_drafted_under_dp_keeps_its_zeros(client, tmp_path):
+    """Rain: exactly 0 in 93 % of 20,000 hours, the rest exponential. Drafted at ε = 1, 0 is
+    a point, and the release's exact zeros are within 2 points of 93 % (on the old code the
+    draft made 0 an interval and the release held no zero)."""
+    rng = np.random.default_rng(1)
+    rain = np.where(rng.random(ROWS) < 0.93, 0.0, np.round(rng.exponential(1.5, ROWS), 2))
+    data, schema, ledger = tmp_path / "rain.parquet", tmp_path / "s.json", tmp_path / "l.db"
+    pd.DataFrame({"rain": rain}).to_parquet(data)
+    drafted = _draft(data, schema, ledger, client)
+    (attribute,) = drafted["attributes"]
+    assert attribute["points"] == [0]
+    release = _release(data, schema, tmp_path / "out", ledger, client)
+    assert abs((release["rain"] == 0).mean() - np.mean(rain == 0)) <= TOLERANCE
+    assert (release["rain"] > 0).mean() >= 0.05  # and the rain that falls
+    assert _outside(release["rain"], rain) <= 0.005
+
+
+def test_points_heaped_column_and_decimals_drafted_under_dp(client, tmp_path):
+    """Visibility 10.0 in 84 % of rows (one decimal), prices of two decimals: 10.0 is a point
+    released at its share, each column released at its decimal places; a column of integers
+    stored as floats comes out as integers."""
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({
+        "visibility": np.where(rng.random(ROWS) < 0.84, 10.0,
+                               np.round(rng.uniform(0.5, 10, ROWS), 1)),
+        "price": np.round(rng.lognormal(3, 1, ROWS), 2),
+        "count": rng.integers(0, 20, ROWS).astype(np.float64)})
+    data, schema, ledger = tmp_path / "w.parquet", tmp_path / "s.json", tmp_path / "l.db"
+    frame.to_parquet(data)
+    drafted = {a["name"]: a for a in _draft(data, schema, ledger, client)["attributes"]}
+    assert 10 in drafted["visibility"]["points"]
+    assert (drafted["visibility"]["decimals"], drafted["price"]["decimals"]) == (1, 2)
+    assert drafted["count"]["dtype"] == "int64"
+    release = _release(data, schema, tmp_path / "out", ledger, client)
+    assert abs((release["visibility"] == 10).mean() - 0.84) <= TOLERANCE
+    for column, places in (("visibility", 1), ("price", 2), ("count", 0)):
+        values = release[column].to_numpy(dtype=np.float64)
+        assert np.array_equal(values, np.round(values, places)), column
+        assert _outside(release[column], frame[column].to_numpy()) <= 0.005, column
+
+
+def test_points_step_is_dp_at_the_units_bound_and_a_lone_value_stays_out():
+    """The point step is OpenDP's Laplace threshold at its share of the column's ε, the
+    column's δ and the unit's bound K; over 2,000 seeded drafts a value held by one row never
+    becomes a point (it would at most at the δ rate), while a large share always does. The
+    floor (of n̂ = 1 here) leaves the threshold alone to decide."""
+    epsilon, delta, bound = 0.5, 1e-6, 3
+    values = pd.Series({0.0: 5_000, 123.456: 1})
+    calibration = calibrate_threshold(POINT_SHARE * epsilon, delta, bound)
+    lone = 0
+    for seed in range(2_000):
+        points, record = find_points(values, 1.0, epsilon=epsilon, delta=delta, bound=bound,
+                                     sampler="numpy", rng=np.random.default_rng(seed))
+        assert 0.0 in points
+        lone += 123.456 in points
+    assert lone == 0
+    assert (record["epsilon"], record["delta"], record["threshold"], record["scale"]) == (
+        calibration.epsilon, delta, calibration.threshold, calibration.scale)
+    assert "(6, 6, 3)" in record["opendp"]  # (L0, L1, L∞) of a unit of 3 rows
+    assert record["floor"] == POINT_FLOOR * 1.0
+    assert point_key(-0.0) != point_key(0.0)  # why the counts turn -0.0 into 0.0 first
+
+
+def test_points_draft_records_the_point_step_and_its_budget(client, tmp_path):
+    """The drafted record names the point step with its ε, δ and bound, inside the column's
+    share (ε: the points' share plus the two search steps)."""
+    rng = np.random.default_rng(3)
+    data, schema, ledger = tmp_path / "z.parquet", tmp_path / "s.json", tmp_path / "l.db"
+    pd.DataFrame({"z": np.where(rng.random(ROWS) < 0.5, 0.0, rng.normal(5, 1, ROWS))}
+                 ).to_parquet(data)
+    record = _draft(data, schema, ledger, client)["drafted_under_dp"]
+    mechanism = record["mechanisms"]["z"]
+    points, *search = mechanism["steps"]
+    assert points["step"] == "point masses" and points["points"] == 1
+    assert mechanism["epsilon"] == pytest.approx(record["split"]["epsilon"]["z"])
+    assert points["epsilon"] + sum(s["epsilon"] for s in search) == pytest.approx(
+        mechanism["epsilon"])
+    assert mechanism["delta"] == points["delta"] == pytest.approx(DELTA)
