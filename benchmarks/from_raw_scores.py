@@ -191,8 +191,10 @@ def _features(frame: pd.DataFrame, fields: dict[str, pa.Field], target: str,
             continue
         values = frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
         if _text_like(field):
-            columns[name] = pd.Categorical(_texts(values), categories=levels[name]).codes
-            columns[name] = np.where(columns[name] < 0, np.nan, columns[name])
+            texts = _texts(values)
+            codes = pd.Categorical(texts.where(texts.isin(levels[name])),
+                                   categories=levels[name]).codes
+            columns[name] = np.where(codes < 0, np.nan, codes)
         else:
             columns[name] = _numbers(values).to_numpy()
     return pd.DataFrame(columns, index=frame.index)

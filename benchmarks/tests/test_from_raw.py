@@ -35,7 +35,7 @@ def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
     assert columns["cut"]["levels_present"] == 5 and columns["cut"]["levels_lost"] == []
     assert len(codebook["pairs"]["numeric"]) == 3
     assert codebook["pairs"]["categorical"]["v_released"] is not None
-    assert set(codebook["point_masses"]) == {"table"}  # 56 (18 %): the only value over 5 %
+    assert codebook["point_masses"]["table"]["real"] >= 0.05  # whole percents: 56, 57 (18 %)
     assert 0.5 < codebook["train_on_real"] <= 1  # R² of price, from the held-out real rows
     assert isinstance(codebook["train_on_synthetic"], float)
     assert 0 <= figures(codebook)["mean_ks"] <= 1
