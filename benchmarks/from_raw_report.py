@@ -196,6 +196,19 @@ def _present(paths: list[str], records: list[dict[str, Any]], table: str) -> lis
     return [p for p in paths if _runs(records, table, p)]
 
 
+def _released(paths: list[str], records: list[dict[str, Any]], table: str) -> list[str]:
+    """The paths with at least one release of ``table`` (a failed path is in the times)."""
+    return [p for p in paths if _ok(_runs(records, table, p))]
+
+
+def _short_type(arrow: str) -> str:
+    for order, word in (("1", "ordered"), ("0", "unordered")):
+        for width in ("int8", "int16", "int32"):
+            arrow = arrow.replace(f"dictionary<values=string, indices={width}, ordered={order}>",
+                                  f"dictionary ({word}, {width})")
+    return arrow
+
+
 def _column_mean(runs: list[dict[str, Any]], name: str, key: str) -> float | None:
     values = [r["columns"].get(name, {}).get(key) for r in _ok(runs)]
     values = [v for v in values if v is not None]
@@ -216,12 +229,12 @@ def column_tables(records: list[dict[str, Any]], table: str, paths: list[str]) -
              "|---|---|" + "---|" * (3 * len(paths) + 1)]
     for name in names:
         type_in = first["columns"][name]["type_in"]
-        cells = [name, type_in.replace("dictionary<values=string, indices=int8, ordered=1>",
-                                       "dictionary (ordered)")]
+        cells = [name, _short_type(type_in)]
         for path in paths:
             ok = _ok(runs[path])
             outs = sorted({str(r["columns"].get(name, {}).get("type_out")) for r in ok})
-            cells.append("—" if not ok else "=" if outs == [type_in] else " / ".join(outs))
+            cells.append("—" if not ok else "=" if outs == [type_in]
+                         else " / ".join(map(_short_type, outs)))
         cells.append(_pct(first["columns"][name].get("null_in")))
         cells += [_pct(_column_mean(runs[p], name, "null_out")) for p in paths]
         for path in paths:
@@ -321,9 +334,10 @@ def report(path: Path) -> str:
     paths = [p for p in PATH_NAMES if any(r["path"] == p for r in records)]
     text = ["## Summary against the issue's thresholds", "", summary(records, tables)]
     for table in tables:
-        present = _present(paths, records, table)
+        released = _released(paths, records, table)
         rows = records[[r["table"] for r in records].index(table)]["rows"]
         text += ["", f"### {table} ({rows:,} input rows)", "",
-                 column_tables(records, table, present), "",
-                 detail_tables(records, table, present), "", times(records, table, present)]
+                 column_tables(records, table, released), "",
+                 detail_tables(records, table, released), "",
+                 times(records, table, _present(paths, records, table))]
     return "\n".join(text)

@@ -43,4 +43,4 @@ def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
     assert "error" in naive or tuple(naive["columns"]) == DIAMONDS
     text = report(out)
     assert "| threshold (naive path, total ε = 1) | diamonds |" in text
-    assert "### diamonds (" in text and "| cut | dictionary (ordered) |" in text
+    assert "### diamonds (" in text and "| cut | dictionary (ordered, int8) |" in text
