@@ -143,7 +143,7 @@ def peer(table: RawTable, work: Path, seed: int, synth: str, peer_python: Path,
 
 
 def machine() -> dict[str, Any]:
-    """Where and with what the numbers were taken."""
+    """Where and with what the numbers were taken (the commit as the run starts)."""
     from importlib.metadata import version
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -156,7 +156,7 @@ def machine() -> dict[str, Any]:
 
 
 def run_table(name: str, args: argparse.Namespace, work: Path, log: Any,
-              one_command: bool) -> None:
+              one_command: bool, where: dict[str, Any]) -> None:
     table = write_table(name, work / name, args.rows, max_rows=args.max_rows)
     schema = evaluation_schema(table.data)
     real, held = pd.read_parquet(table.data), pd.read_parquet(table.holdout)
@@ -170,7 +170,9 @@ def run_table(name: str, args: argparse.Namespace, work: Path, log: Any,
             record: dict[str, Any] = {"table": name, "path": path, "seed": seed, "rows": rows,
                                       "holdout_rows": len(held), "epsilon": TOTAL_EPSILON,
                                       "delta": DELTA, "target": TARGETS[name].column,
-                                      "train_on_real": on_real, "machine": machine()}
+                                      "train_on_real": on_real,
+                                      "machine": where | {"load_1min": round(
+                                          os.getloadavg()[0], 2)}}
             start = time.perf_counter()
             try:
                 if path == "naive":
@@ -234,9 +236,10 @@ def main(argv: list[str] | None = None) -> None:
     one_command = (args.naive == "one-command"
                    or (args.naive == "auto" and one_command_available()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    where = machine()
     with tempfile.TemporaryDirectory() as tmp, args.out.open("a") as log:
         for name in args.tables:
-            run_table(name, args, Path(tmp), log, one_command)
+            run_table(name, args, Path(tmp), log, one_command, where)
 
 
 if __name__ == "__main__":
