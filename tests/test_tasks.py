@@ -71,8 +71,9 @@ def test_report_holds_the_task_table(evaluated):
 
 def test_browser_renders_the_task_tables(evaluated, tmp_path):
     _, result = rendered(evaluated / REPORT_NAME, tmp_path)
-    # privacy, distances, (α, β), shares, values, quantiles; then quality and the task
-    assert result["tables"] == 8
+    # privacy, distances, (α, β), shares, values, quantiles, the columns section's three
+    # (columns, lost levels, their quantiles); then quality and the task
+    assert result["tables"] == 11
 
 
 def test_a_numeric_target_reports_r2_and_mae(client, adult_csv, release):
