@@ -19,6 +19,7 @@ FLAGS = {
     "on_unknown": "--on-unknown",
     "privacy_unit": "--privacy-unit",
     "public": "--public",
+    "public_types": "--public-types",
 }
 # "keyword=" naming the argument, not "name='value'" quoting one (a schema's own keys, e.g. an
 # attribute's on_unknown='nope', are no flags)

@@ -67,7 +67,7 @@ def test_issue65_text_levels_of_one_percent_kept_on_25k_rows(tmp_path):
 def test_issue65_constant_column_is_drafted_as_a_constant(tmp_path):
     """A column holding one value in all 3,000 rows is one level without an 'other' bin (the
     noisy rows n̂ leave fewer than a threshold outside its level's noisy count); a column of
-    two levels keeps its 'other'."""
+    two levels holding every row is covered too (no 'other', not a constant)."""
     rng = np.random.default_rng(1)
     frame = pd.DataFrame({"country": ["NL"] * 3_000,
                           "answer": rng.choice(["yes", "no"], 3_000)})
@@ -75,7 +75,8 @@ def test_issue65_constant_column_is_drafted_as_a_constant(tmp_path):
     schema = load_schema(draft.schema)
     assert schema["country"].labels == ("NL",)
     assert schema["country"].on_unknown == "NL"
-    assert "other" in schema["answer"].labels
+    assert schema["answer"].labels == ("no", "yes") or schema["answer"].labels == ("yes", "no")
+    assert draft.schema["drafted_under_dp"]["text"]["covered"]["columns"] == ["country", "answer"]
     assert draft.schema["drafted_under_dp"]["text"]["constants"]["columns"] == ["country"]
     assert any("country: 1 categories" in note and "a constant" in note
                for note in draft.notes)
@@ -124,7 +125,7 @@ def test_issue65_numbers_stored_as_text_with_stray_words_are_numbers(tmp_path):
     assert types["noisy"]["amount"]["no number"] > types["threshold"]  # present, not dropped
     assert types["decided"]["amount"]["dtype"] == "int64"
     assert types["decided"]["mixed"]["dtype"] == "string"
-    assert any("amount int64" in note and "no number, if any, count as missing" in note
+    assert any("amount int64" in note and "no number, about" in note and "count as missing" in note
                for note in draft.notes)
 
 

@@ -214,7 +214,7 @@ def test_neighbours_storage_types_draft_the_same_schema(tmp_path):
         assert [a.output_dtype for a in ages] == ["float64", "float64"]
         placeholders = [draft_schema(source, name="t", public_types=False) for source in sources]
         assert placeholders[0].schema == placeholders[1].schema  # "age" to fill in
-        assert any("dtype_source" in note and "--public-types" in note
+        assert any("dtype_source" in note and "public_types=" in note
                    for note in drafts[0].notes)
     # The boolean and datetime columns' types came from the storage types: marked as data.
     sources = {a["name"]: a["dtype_source"] for a in drafts[0].schema["attributes"]}
@@ -229,7 +229,7 @@ def test_public_types_are_taken_and_recorded_as_public(tmp_path):
     ages = [next(a for a in d.schema["attributes"] if a["name"] == "age") for d in drafts]
     assert [a["dtype"] for a in ages] == ["int64", "float64"]
     assert {a["dtype_source"] for a in ages} == {"public-storage-schema"}
-    assert any("--public-types" in note and "public" in note for note in drafts[0].notes)
+    assert any("public_types=" in note and "public" in note for note in drafts[0].notes)
     out = tmp_path / "schema.json"
     assert main(["schema", "draft", str(parquet[0]), "--out", str(out), "--public-types",
                  "--range", "age=0:100:10"]) == 0

@@ -11,6 +11,7 @@ from dp_dask.checks import delta_value, epsilon_value, non_negative_int, positiv
 from dp_dask.cli.common import check_data, progress
 from dp_dask.cli.options import LEDGER_HELP, cluster_options, privacy_unit, unit_options
 from dp_dask.cluster import dask_client
+from dp_dask.data.attribute import TODO
 from dp_dask.evaluate.tables import markdown_table
 from dp_dask.keywords import as_flags
 
@@ -110,6 +111,9 @@ def run_draft(args: argparse.Namespace) -> None:
             noise_sampler=args.noise_sampler, noise_seed=args.noise_seed,
             public_types=args.public_types, on_unknown=args.on_unknown,
             ids=args.ids, privacy_unit=unit)
+    for spec in draft.schema["attributes"]:  # the file's placeholders name the CLI's flags
+        if TODO in spec:
+            spec[TODO] = as_flags(spec[TODO])
     path = write_draft(draft, args.out, force=args.force)
     print(as_flags(draft.summary()))
     print(f"schema draft: {path}")

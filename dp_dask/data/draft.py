@@ -92,11 +92,12 @@ DATA_TYPES_NOTE = (
     "null into float64), so they are not read as public (the default): no output \"dtype\" is "
     "drafted from them, integer and float columns are one kind, and the attributes whose type "
     "they chose say \"dtype_source\": \"data\", which a fit warns about and records in the "
-    "release; under DP (--dp-epsilon) the drafted columns' types are decided from noisy counts "
-    "(\"dtype_source\": \"dp\"); if the storage schema is public, draft with --public-types")
+    "release; under DP (dp_epsilon=) the drafted columns' types are decided from noisy counts "
+    "(\"dtype_source\": \"dp\"); if the storage schema is public, declare it so "
+    "(public_types=)")
 PUBLIC_TYPES_NOTE = (
     "types: the input's storage schema is declared the data owner's public metadata "
-    "(--public-types): the output \"dtype\", kinds and never-null columns taken from it say "
+    "(public_types=): the output \"dtype\", kinds and never-null columns taken from it say "
     "\"dtype_source\": \"public-storage-schema\"")
 
 
@@ -304,13 +305,13 @@ def add_identifier(draft: Draft, column: str, kind: str, ids: str, why: str,
     """Make ``column`` an identifier of the draft: a synthetic id column of the schema (of a
     public codebook's ``spec``, else by its storage ``kind``), or dropped (``ids`` "drop")."""
     if ids == "drop":
-        draft.notes.append(f"{column}: an identifier ({why}): dropped (--ids drop)")
+        draft.notes.append(f"{column}: an identifier ({why}): dropped (ids= drop)")
         return
     dtype = "string" if kind in ("text", "unknown") else "int64"
     column_spec = IdColumn.from_json({"name": column, "dtype": dtype, **(spec or {})})
     draft.schema.setdefault("ids", []).append(column_spec.to_json())
     draft.notes.append(f"{column}: an identifier ({why}): released as synthetic ids of format "
-                       f"{column_spec.format!r}, drawn, never read (--ids drop to leave it out)")
+                       f"{column_spec.format!r}, drawn, never read (ids= drop to leave it out)")
 
 
 IDS = ("synthetic", "drop")  # --ids: what an identifier column becomes
@@ -333,9 +334,9 @@ ON_UNKNOWN = ("kind", ERROR, MISSING)
 ON_UNKNOWN_NOTE = (
     "on_unknown: a value outside the drafted domain is counted in a public bin, not an error: "
     "numeric and year bins 'clip' (the nearest end bin; no number at all counts as missing), "
-    "text 'other', boolean and calendar units 'missing'; --on-unknown error stops instead, "
-    "--on-unknown missing counts them as missing (text drafted under DP keeps its 'other', "
-    "which holds the values below its threshold)")
+    "text 'other', boolean and calendar units 'missing'; on_unknown= error stops instead, "
+    "on_unknown= missing counts them as missing (text drafted under DP keeps its 'other', "
+    "where it has one, which holds the values below its threshold)")
 
 
 def with_unknown_rule(spec: dict[str, Any], choice: str, nullable: bool = True) -> dict[str, Any]:
@@ -402,7 +403,7 @@ def _sourced(spec: dict[str, Any], dtype: str | None, declared: bool,
 def _placeholder(name: str, kind: str) -> tuple[dict[str, Any], str]:
     if kind in NUMBER_KINDS:
         what = (f"numeric ({kind}): give public bounds as \"edges\": {{\"start\": 0, "
-                f"\"stop\": 100, \"step\": 5}} (or --range {name}=0:100:5), then delete \"todo\"")
+                f"\"stop\": 100, \"step\": 5}} (or ranges= {name}=0:100:5), then delete \"todo\"")
         return {"name": name, "type": "numeric",
                 "edges": {"start": None, "stop": None, "step": None}, TODO: what}, what
     stored = "stored as text" if kind == "text" else "a CSV stores no type"
@@ -667,7 +668,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             spec = _with_missing_bin({"name": column, "type": "boolean"})
         elif kind == "datetime" and dp_epsilon is not None and column in (
                 dp_columns or [column]):  # calendar features, its years found under DP
-            what = (f"timestamp: give its public years (--range {column}=2015:2025:1) for "
+            what = (f"timestamp: give its public years (ranges= {column}=2015:2025:1) for "
                     "calendar features released as one timestamp")
             spec = {"name": column, "type": "datetime", "unit": "year",
                     "edges": {"start": None, "stop": None, "step": None}, TODO: what,
@@ -678,7 +679,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         elif kind == "datetime":
             spec = _with_missing_bin({"name": column, "type": "datetime", "unit": "month"})
             why = (f"datetime drafted as month bins (released as month names); give its public "
-                   f"years (--range {column}=2015:2025:1), or draft under DP (--dp-epsilon), "
+                   f"years (ranges= {column}=2015:2025:1), or draft under DP (dp_epsilon=), "
                    "for calendar features released as one timestamp")
         elif sample is not None and column in sample.columns:
             spec, why = _from_public_values(column, kind, sample[column].dropna(),

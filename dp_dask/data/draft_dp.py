@@ -34,13 +34,21 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.cluster import compute
-from dp_dask.data.attribute import DECLARED, FROM_DATA, PUBLIC_STORAGE, UNDER_DP, Attribute
+from dp_dask.data.attribute import (
+    DECLARED,
+    FROM_DATA,
+    PUBLIC_STORAGE,
+    TODO,
+    UNDER_DP,
+    Attribute,
+)
 from dp_dask.data.draft import (
     DP_BINS,
     MISSING,
     NUMBER_KINDS,
     OTHER,
     Draft,
+    _placeholder,
     _round,
     _with_missing_bin,
     add_identifier,
@@ -292,7 +300,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
       count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
-      ``missing`` (to ``other`` where the column is decided never null).
+      ``missing`` (to ``other`` where the column is decided never null); where the released
+      levels cover the column by their noisy counts (:mod:`.draft_text`, step 4) there is no
+      ``other`` bin, and those values (fewer than a level's threshold) count in the largest
+      level.
     * A numeric column (integer/float storage type, or decided numeric): its point masses
       (exact values of a large share, :mod:`.draft_points`: a thresholded noisy count per value,
       :data:`.draft_points.POINT_SHARE` of its ε, its share of δ), then the rest's range, bins
@@ -428,7 +439,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                              if rows_epsilon else (None, None))
         decisions, types = (decide_types(
             {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
-            contributions=bound, sampler=sampler, rng=rng) if typed else ({}, {}))
+            contributions=bound, sampler=sampler, rng=rng, rows=rows) if typed else ({}, {}))
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -473,8 +484,11 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 if order:  # an ordered dictionary: its order among the levels released
                     released = sorted(released, key=lambda level: order.index(level)
                                       if level in order else len(order))
-                # a constant's other values (fewer than a level's threshold) count in its level
-                other = released[0] if column in text.constants else free_label(OTHER, released)
+                # a covered column's other values (fewer than a level's threshold) count in its
+                # largest level: no 'other' bin for noise to fill
+                covered = column in text.covered
+                other = (text.categories[column][0] if covered
+                         else free_label(OTHER, released))
                 missing = free_label(MISSING, released + [other])
                 specs[column] = {"name": column, "type": "categorical", "categories": released,
                                  "extra": [*([] if other in released else [other]), missing],
@@ -486,9 +500,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 draft.notes.append(f"{column}: {len(released)} categories released under DP "
                                    f"(ε {mechanisms[column]['epsilon']:.3g}), in noisy order; "
                                    + (f"a constant: any other value counts as {other!r}"
-                                      if column in text.constants else f"the rest in {other!r}")
+                                      if column in text.constants else
+                                      f"no 'other' bin (its levels hold about all rows): any "
+                                      f"other value counts as {other!r}" if covered else
+                                      f"the rest in {other!r}")
                                    + ("" if released else "; if it is numeric, give it a public "
-                                      "grid (--dp-grid) for DP quantile bins"))
+                                      "grid (dp_grids=) for DP quantile bins"))
             elif isinstance(grid, Cells):  # point masses first, then the rest searched
                 values = exact[VALUE_COUNTS][column]
                 points, found = find_points(values, rows, epsilon=share, delta=points_delta,
@@ -558,15 +575,21 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
             "types decided under DP (ε " + f"{type_epsilon:.3g}): " + "; ".join(
                 f"{c} {'text' if d.kind == TEXT else d.dtype}"
                 + ("" if d.nullable else ", never null")
-                + (" (stored as text: its values that are no number, if any, count as "
-                   "missing)" if d.from_text else "") for c, d in decisions.items()))
+                + (f" (stored as text: its values that are no number, about {d.words:,} by "
+                   "their noisy count, count as missing"
+                   + ("" if d.nullable else ", in its middle bin as it has no missing one")
+                   + ")" if d.from_text else "") for c, d in decisions.items()))
+    # a search that found nothing leaves its placeholder, of the kind decided under DP
+    for column in [c for c, d in decisions.items() if d.kind != TEXT and c not in specs]:
+        specs[column], draft.todo[column] = _placeholder(column, decisions[column].kind)
+        specs[column]["dtype_source"] = typed_by[column]
     draft.schema["attributes"] = [
         spec for a in draft.schema["attributes"] if a["name"] not in text.identifiers
         for spec in (specs[a["name"]] if isinstance(specs.get(a["name"]), list)
                      else [specs.get(a["name"], a)])]
-    # a search that found nothing leaves its placeholder
     for column in [*specs, *text.identifiers]:
-        draft.todo.pop(column)
+        if TODO not in specs.get(column, {}):
+            draft.todo.pop(column)
     bounded = None if unit is None else PrivacyUnit(unit.column, bound)
     if bounded is not None:  # a release of this unit takes it by default, at the K drafted
         draft.schema["privacy_unit"] = bounded.to_json()

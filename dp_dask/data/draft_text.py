@@ -25,9 +25,12 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
    column (a 1 % grade is not starved for a column of many levels). Each column's categories
    are the union of its two rounds.
 4. Levels are released in noisy order (largest noisy count first, from the round that released
-   each), never alphabetical. One level released whose noisy count leaves fewer than the
-   column's lowest threshold of the noisy rows n̂: a constant (``constants``), drafted without
-   an ``other`` bin.
+   each), never alphabetical. Levels whose noisy counts leave fewer than the column's lowest
+   threshold of the noisy rows n̂ outside them cover the column (``covered``): drafted without
+   an ``other`` bin, whose noisy share would otherwise put a value into every release that no
+   input row holds (an ordered categorical's dictionary gained an unused ``other``). The few
+   rows the released levels may miss (fewer than a level needs to pass) count in the largest
+   level. One level covering its column is a constant (``constants``).
 
 Every choice is made from DP outputs (noisy counts, released sets, n̂): the split is
 post-processing, its rounds compose (basic composition) within ε_T and δ. Thresholds are
@@ -68,7 +71,8 @@ class TextDraft:
     categories: dict[str, list[str]] = field(default_factory=dict)
     mechanisms: dict[str, dict[str, Any]] = field(default_factory=dict)
     identifiers: list[str] = field(default_factory=list)
-    constants: list[str] = field(default_factory=list)
+    covered: list[str] = field(default_factory=list)  # no 'other' bin: the levels hold the rows
+    constants: list[str] = field(default_factory=list)  # covered by one level
     record: dict[str, Any] = field(default_factory=dict)
 
 
@@ -109,10 +113,10 @@ def _second_round_columns(mass: np.ndarray, mass_scale: float, epsilon: float, d
     return active
 
 
-def _constant(released: dict[str, float], rows: float, threshold: int) -> bool:
-    """One level released, and the noisy rows n̂ leave fewer than a level's threshold outside
-    its noisy count: a constant, drafted without an ``other`` bin (post-processing)."""
-    return len(released) == 1 and rows - next(iter(released.values())) < threshold
+def _covered(released: dict[str, float], rows: float, threshold: int) -> bool:
+    """Levels released, and the noisy rows n̂ leave fewer than a level's threshold outside
+    their noisy counts: the column is drafted without an ``other`` bin (post-processing)."""
+    return bool(released) and rows - sum(released.values()) < threshold
 
 
 def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta: float, *,
@@ -182,11 +186,14 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
             "second_round": [c for c, gains in zip(left, active) if gains]}
     for column, released in noisy.items():  # in noisy order, largest first
         result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
-        if _constant(released, rows, lowest[column]):
-            result.constants.append(column)
-    record["constants"] = {"columns": result.constants, "rule": (
-        "one level released, and the noisy rows n̂ minus its noisy count below the column's "
-        "lowest threshold: no 'other' bin")}
+        if _covered(released, rows, lowest[column]):
+            result.covered.append(column)
+            if len(released) == 1:
+                result.constants.append(column)
+    record["covered"] = {"columns": result.covered, "rule": (
+        "levels released, and the noisy rows n̂ minus their noisy counts below the column's "
+        "lowest threshold: no 'other' bin, the rest (if any) in the largest level")}
+    record["constants"] = {"columns": result.constants, "rule": "covered by one level"}
     record["order"] = "each column's levels by their noisy counts, largest first"
     record["split"] = {"epsilon": split, "rule": (
         "one column: the rest of the text budget" if len(left) == 1 else
