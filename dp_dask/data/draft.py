@@ -36,25 +36,23 @@ every release fitted with it.
 missing or outside the schema. Those are exact counts of the raw data, for the data owner's eyes
 only: printed, labelled not private, never written into a release or a model.
 
-Size: every rule of the public draft is here (storage types, codebook and ranges, identifiers'
-places, the drafted ``on_unknown`` by kind, never-null columns), as each reads the specs the
-others wrote; the DP steps live in draft_dp, draft_numeric and draft_text.
+Every rule of the public draft is here (codebook and ranges, identifiers' places, the drafted
+``on_unknown`` by kind, never-null columns), as each reads the specs the others wrote; what the
+storage says is read in :mod:`.draft_storage`, the shared spec helpers are :mod:`.draft_specs`,
+the DP steps live in :mod:`.draft_dp` (with draft_types, draft_text, draft_numeric and
+draft_points), which this module calls and which imports none of it back.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dask
-import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.dataset as pds
 import yaml
 
 from dp_dask.cluster import compute
@@ -70,23 +68,39 @@ from dp_dask.data.attribute import (
     TRUE_VALUES,
     Attribute,
 )
+from dp_dask.data.draft_dp import DraftRequest, draft_under_dp
+from dp_dask.data.draft_specs import (
+    DP_BINS,
+    IDS,
+    MISSING,
+    NUMBER_KINDS,
+    OTHER,
+    Draft,
+    add_identifier,
+    calendar_features,
+    free_label,
+    placeholder,
+    round_value,
+    with_missing_bin,
+)
+from dp_dask.data.draft_storage import (
+    is_csv,
+    storage_dtypes,
+    storage_required,
+    storage_types,
+)
 from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import domain_codes
-from dp_dask.data.ids import IdColumn, id_like
+from dp_dask.data.ids import id_like
 from dp_dask.data.io import TableSource, read_table, write_json
 from dp_dask.data.schema import SCHEMA_VERSION, Schema, load_schema
 from dp_dask.data.units import PrivacyUnit
-from dp_dask.privacy.labels import NON_PRIVATE_LABEL
 from dp_dask.privacy.ledger import Ledger
 
-MISSING, OTHER = "missing", "other"
 NOT_PRIVATE = ("NOT PRIVATE: exact counts of the raw data, for the data owner only; "
                "never publish them or put them in a release")
 DEFAULT_MAX_CATEGORIES = 50
 NUMERIC_BINS = 10  # bins of a numeric attribute drafted from a public sample's range
-DP_BINS = 10  # under DP: edges at the 1/10, ..., 9/10 quantiles (at most 10 bins)
-# Storage kinds of a number; "number": integer or float, when the storage types are data.
-NUMBER_KINDS = ("integer", "float", "number")
 DATA_TYPES_NOTE = (
     "types: the input's storage types follow the values (pandas turns an int64 column with a "
     "null into float64), so they are not read as public (the default): no output \"dtype\" is "
@@ -101,220 +115,12 @@ PUBLIC_TYPES_NOTE = (
     "\"dtype_source\": \"public-storage-schema\"")
 
 
-def _is_csv(source: TableSource) -> bool:
-    return isinstance(source, str | Path) and str(source).lower().endswith((".csv", ".csv.gz"))
-
-
-def storage_types(source: TableSource) -> dict[str, str]:
-    """Column → ``boolean``, ``integer``, ``float``, ``datetime``, ``text`` or ``unknown``.
-
-    Metadata only: the Parquet schema, the CSV header (CSV stores no types: every column is
-    ``unknown``), or the dtypes of a frame. No value is read.
-    """
-    if isinstance(source, pd.DataFrame | dd.DataFrame):
-        return {str(name): _dtype_kind(dtype) for name, dtype in source.dtypes.items()}
-    path = Path(source)
-    if not path.exists():
-        raise FileNotFoundError(f"input {path} does not exist")
-    if _is_csv(path):
-        return {str(name): "unknown" for name in pd.read_csv(path, nrows=0).columns}
-    schema = pds.dataset(path, format="parquet").schema
-    return {f.name: _arrow_kind(f.type) for f in schema
-            if not f.name.startswith("__index_level_")}  # pandas' stored index
-
-
-def storage_dtypes(source: TableSource) -> dict[str, str]:
-    """Column → the release's output type that holds its stored values (dp_dask.data.dtypes),
-    for the columns whose storage says one: integers and floats by width, dictionary-encoded
-    or categorical text as ``category``. Metadata only, as :func:`storage_types`, but public only
-    if the storage schema is (:func:`draft_schema`'s ``public_types``); a CSV states none (give
-    ``dtype`` in the schema)."""
-    if isinstance(source, pd.DataFrame | dd.DataFrame):
-        types = {str(name): (pa.dictionary(pa.int32(), pa.string())
-                             if isinstance(dtype, pd.CategoricalDtype) else _arrow_of(dtype))
-                 for name, dtype in source.dtypes.items()}
-    elif _is_csv(source):
-        return {}
-    else:
-        types = {f.name: f.type for f in pds.dataset(Path(source), format="parquet").schema}
-    dtypes = {name: _output_dtype(kind) for name, kind in types.items() if kind is not None}
-    return {name: dtype for name, dtype in dtypes.items() if dtype is not None}
-
-
-def stored_text_types(source: TableSource) -> dict[str, tuple[str, list[str] | None]]:
-    """Column → the output type of its stored text (dp_dask.data.dtypes: ``string``,
-    ``large_string``, ``category`` or ``category[ordered]``) and, for an ordered dictionary, its
-    categories in order (None otherwise). Read for a text column drafted under DP even when the
-    storage types are not public: the writer chooses them for the column, not for its rows (a
-    neighbour written alike has the same), and an ordered dictionary's order is read only among
-    the levels released under DP (docs/privacy.md). A CSV stores none."""
-    if _is_csv(source):
-        return {}
-    if isinstance(source, pd.DataFrame | dd.DataFrame):
-        types = {}
-        for name, dtype in source.dtypes.items():
-            if isinstance(dtype, pd.CategoricalDtype):
-                values = pa.string() if pd.api.types.is_string_dtype(
-                    dtype.categories.dtype) else pa.int64()  # numbers: no text type
-                types[str(name)] = (pa.dictionary(pa.int32(), values, dtype.ordered),
-                                    [str(c) for c in dtype.categories])
-            elif pd.api.types.is_string_dtype(dtype):  # pandas writes str as large_string
-                text = pa.string() if getattr(dtype, "kind", "") == "O" else pa.large_string()
-                types[str(name)] = (text, None)
-    else:
-        dataset = pds.dataset(Path(source), format="parquet")
-        types = {f.name: (f.type, _categories(dataset, f.name)
-                          if pa.types.is_dictionary(f.type) and f.type.ordered else None)
-                 for f in dataset.schema}
-    named = {}
-    for name, (kind, categories) in types.items():
-        if pa.types.is_dictionary(kind) and _is_text(kind.value_type):
-            named[name] = ("category[ordered]" if kind.ordered else "category", categories)
-        elif _is_text(kind):
-            named[name] = (str(kind), None)
-    return named
-
-
-def _is_text(kind: pa.DataType) -> bool:
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
-
-
-def _categories(dataset: pds.Dataset, column: str) -> list[str]:
-    """An ordered dictionary column's categories, in order: its first fragment's dictionary
-    (pandas writes the categorical's whole category list there, used or not)."""
-    for fragment in dataset.get_fragments():
-        chunks = fragment.to_table(columns=[column]).column(column).chunks
-        if chunks:
-            return [str(c) for c in chunks[0].dictionary.to_pylist()]
-    return []
-
-
-def storage_required(source: TableSource) -> set[str]:
-    """The columns whose storage schema says they hold no null (a Parquet ``required``, a
-    non-nullable Arrow field). Metadata only; a frame or a CSV says none."""
-    if isinstance(source, pd.DataFrame | dd.DataFrame) or _is_csv(source):
-        return set()
-    return {f.name for f in pds.dataset(Path(source), format="parquet").schema if not f.nullable}
-
-
 def _without_missing_bin(spec: dict[str, Any]) -> dict[str, Any]:
     """A drafted attribute of a column stored as never null: no missing bin, so its output is
     not nullable either (a missing value, which the storage rules out, would be an error)."""
     if spec.get("extra") != [MISSING] or spec.get("on_missing") != MISSING:
         return spec
     return {k: v for k, v in spec.items() if k not in ("extra", "on_missing")}
-
-
-def _arrow_of(dtype: Any) -> pa.DataType | None:
-    try:  # pandas' nullable Int64/Float64 store the NumPy type they hold
-        return pa.from_numpy_dtype(getattr(dtype, "numpy_dtype", dtype))
-    except (TypeError, NotImplementedError, pa.ArrowNotImplementedError):
-        return None  # pandas' own extension types: no storage width to keep
-
-
-def _output_dtype(kind: pa.DataType) -> str | None:
-    if pa.types.is_dictionary(kind):
-        return "category"
-    if pa.types.is_timestamp(kind):  # a recombined timestamp's type (calendar_features)
-        return f"timestamp[{kind.unit}" + (f", tz={kind.tz}" if kind.tz else "") + "]"
-    if pa.types.is_integer(kind):
-        return "int32" if kind.bit_width <= 32 and pa.types.is_signed_integer(kind) else "int64"
-    if pa.types.is_floating(kind):
-        return "float32" if kind.bit_width <= 32 else "float64"
-    return None
-
-
-def _arrow_kind(kind: pa.DataType) -> str:
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    if pa.types.is_boolean(kind):
-        return "boolean"
-    if pa.types.is_integer(kind):
-        return "integer"
-    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        return "float"
-    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
-        return "datetime"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "text"
-    return "unknown"
-
-
-def _dtype_kind(dtype: Any) -> str:
-    if isinstance(dtype, pd.CategoricalDtype):
-        return _dtype_kind(dtype.categories.dtype)
-    if pd.api.types.is_bool_dtype(dtype):
-        return "boolean"
-    if pd.api.types.is_integer_dtype(dtype):
-        return "integer"
-    if pd.api.types.is_float_dtype(dtype):
-        return "float"
-    if pd.api.types.is_datetime64_any_dtype(dtype):
-        return "datetime"
-    return "text" if pd.api.types.is_string_dtype(dtype) else "unknown"
-
-
-@dataclass
-class Draft:
-    """A drafted schema (JSON, possibly with placeholders) and what the user must still do."""
-
-    schema: dict[str, Any]
-    todo: dict[str, str] = field(default_factory=dict)  # column → what to fill in
-    notes: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        lines = [f"drafted {len(self.schema['attributes'])} attribute(s) from public information"]
-        spent = self.schema.get("drafted_under_dp")
-        if spent:
-            claim = "" if spent["differentially_private"] else \
-                f" ({NON_PRIVATE_LABEL}: seeded noise, not DP)"
-            unit = spent.get("privacy_unit", {})
-            per = (f", per {unit['unit']!r} of at most {unit['max_rows']} rows"
-                   if "max_rows" in unit else "")
-            lines[0] = (f"drafted {len(self.schema['attributes'])} attribute(s): "
-                        f"{len(spent['columns'])} from the data under DP (ε={spent['epsilon']:g}, "
-                        f"δ={spent['delta']:.3g}{per}){claim}, the others from public "
-                        "information")
-            if spent["ledger"]:
-                lines.append(f"  spent in the ledger {spent['ledger']['path']}: dataset "
-                             f"{spent['ledger']['dataset_name']!r}, run "
-                             f"{spent['ledger']['run_id']}")
-        lines += [f"  note: {note}" for note in self.notes]
-        if self.todo:
-            lines.append(f"{len(self.todo)} attribute(s) to fill in before the schema is valid "
-                         "(each is marked \"todo\" in the file):")
-            lines += [f"  {name}: {what}" for name, what in self.todo.items()]
-        else:
-            lines.append("nothing to fill in: the schema is complete")
-        return "\n".join(lines)
-
-
-def _with_missing_bin(spec: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {**spec, "extra": [*extra, MISSING], "on_missing": MISSING}
-
-
-def free_label(label: str, taken: list[str]) -> str:
-    """``label``, or with stars appended while a category or bin has that text."""
-    while label in taken:
-        label += "*"
-    return label
-
-
-def add_identifier(draft: Draft, column: str, kind: str, ids: str, why: str,
-                   spec: dict[str, Any] | None = None) -> None:
-    """Make ``column`` an identifier of the draft: a synthetic id column of the schema (of a
-    public codebook's ``spec``, else by its storage ``kind``), or dropped (``ids`` "drop")."""
-    if ids == "drop":
-        draft.notes.append(f"{column}: an identifier ({why}): dropped (ids= drop)")
-        return
-    dtype = "string" if kind in ("text", "unknown") else "int64"
-    column_spec = IdColumn.from_json({"name": column, "dtype": dtype, **(spec or {})})
-    draft.schema.setdefault("ids", []).append(column_spec.to_json())
-    draft.notes.append(f"{column}: an identifier ({why}): released as synthetic ids of format "
-                       f"{column_spec.format!r}, drawn, never read (ids= drop to leave it out)")
-
-
-IDS = ("synthetic", "drop")  # --ids: what an identifier column becomes
 
 
 def _place_ids(draft: Draft, columns: list[str]) -> None:
@@ -364,21 +170,6 @@ def with_unknown_rule(spec: dict[str, Any], choice: str, nullable: bool = True) 
     return {**spec, "on_unknown": CLIP}  # numeric, datetime year: bins with edges
 
 
-# The calendar features a datetime column with public years is drafted as, in recombination order.
-CALENDAR_FEATURES = ("year", "month", "weekday", "hour")
-
-
-def calendar_features(column: str, years: dict[str, float],
-                      dtype: str | None) -> list[dict[str, Any]]:
-    """Year (bins of the public ``years`` range), month, weekday and hour features of one
-    datetime column: the release recombines them into one timestamp of the stored type
-    (``dtype``; a date column keeps the default) — docs/releases.md, "Recombined timestamps"."""
-    year = {"edges": years, **({"dtype": dtype} if dtype else {})}
-    return [_with_missing_bin({"name": f"{column}_{unit}", "type": "datetime", "source": column,
-                               "unit": unit, **(year if unit == "year" else {})})
-            for unit in CALENDAR_FEATURES]
-
-
 def _with_output_dtype(spec: dict[str, Any], dtype: str | None) -> dict[str, Any]:
     """The drafted attribute with the stored column's type as its output ``dtype``: numbers
     for a numeric attribute, a category for a categorical one (other cases keep the default,
@@ -400,25 +191,6 @@ def _sourced(spec: dict[str, Any], dtype: str | None, declared: bool,
     return {**typed, "dtype_source": spec.get("dtype_source", DECLARED)}
 
 
-def _placeholder(name: str, kind: str) -> tuple[dict[str, Any], str]:
-    if kind in NUMBER_KINDS:
-        what = (f"numeric ({kind}): give public bounds as \"edges\": {{\"start\": 0, "
-                f"\"stop\": 100, \"step\": 5}} (or ranges= {name}=0:100:5), then delete \"todo\"")
-        return {"name": name, "type": "numeric",
-                "edges": {"start": None, "stop": None, "step": None}, TODO: what}, what
-    stored = "stored as text" if kind == "text" else "a CSV stores no type"
-    what = (f"categorical? ({stored}): list the public \"categories\" (a codebook), or make it "
-            "numeric with public \"edges\"; values outside can go to a public bin with \"extra\": "
-            "[\"other\"], \"on_unknown\": \"other\"; then delete \"todo\"")
-    return {"name": name, "type": "categorical", "categories": [], TODO: what}, what
-
-
-def _round(value: float) -> float | int:
-    """Round float noise off (0.30000000000000004); integral values as ints, for the JSON."""
-    value = round(float(value), 12)
-    return int(value) if value.is_integer() else value
-
-
 def _nice_step(span: float, bins: int) -> float:
     """A round step (1, 2 or 5 × 10^k) giving about ``bins`` bins over ``span``."""
     raw = span / bins if span > 0 else 1.0
@@ -434,11 +206,11 @@ def _from_public_values(name: str, kind: str, values: pd.Series,
     if kind == "unknown":  # a CSV column: the public values say what type it looks like
         texts = set(values.astype(str))
         if texts <= set(TRUE_VALUES + FALSE_VALUES) and len(texts) <= 2:
-            return (_with_missing_bin({"name": name, "type": "boolean"}),
+            return (with_missing_bin({"name": name, "type": "boolean"}),
                     "boolean: the public sample holds only true/false values")
         if pd.to_numeric(values, errors="coerce").isna().all() and pd.to_datetime(
                 values, format="ISO8601", errors="coerce").notna().all():
-            return (_with_missing_bin({"name": name, "type": "datetime", "unit": "month"}),
+            return (with_missing_bin({"name": name, "type": "datetime", "unit": "month"}),
                     "datetime (the public sample's values are ISO 8601): month bins; 'unit' "
                     "can be year (with edges), weekday, hour")
     numbers = pd.to_numeric(values, errors="coerce")
@@ -451,18 +223,18 @@ def _from_public_values(name: str, kind: str, values: pd.Series,
         lo, hi = float(numbers.min()), float(numbers.max())
         step = _nice_step(hi - lo, NUMERIC_BINS)
         start, stop = math.floor(lo / step) * step, (math.floor(hi / step) + 1) * step
-        edges = {"start": _round(start), "stop": _round(stop), "step": _round(step),
+        edges = {"start": round_value(start), "stop": round_value(stop), "step": round_value(step),
                  "open_below": True, "open_above": True}
-        return (_with_missing_bin({"name": name, "type": "numeric", "edges": edges}),
+        return (with_missing_bin({"name": name, "type": "numeric", "edges": edges}),
                 f"round bins over the public sample's range [{lo:g}, {hi:g}], open at both ends")
     counts = values.astype(str).value_counts()
     if len(counts) <= max_categories:
-        return (_with_missing_bin({"name": name, "type": "categorical",
+        return (with_missing_bin({"name": name, "type": "categorical",
                                    "categories": sorted(counts.index)}),
                 f"{len(counts)} categories from the public sample")
     # A wide column: the public top-k and a public "other" bucket for the rest.
     top = counts.sort_index().sort_values(ascending=False, kind="stable").index[:max_categories]
-    spec = _with_missing_bin({"name": name, "type": "categorical", "categories": list(top),
+    spec = with_missing_bin({"name": name, "type": "categorical", "categories": list(top),
                               "on_unknown": OTHER}, (OTHER,))
     return spec, (f"the public sample's {max_categories} most frequent of {len(counts)} "
                   "categories, the rest in 'other'")
@@ -481,7 +253,7 @@ def _read_public(path: Path) -> pd.DataFrame | dict[str, Any]:
             return yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:
             raise ValueError(f"public codebook {path}: invalid YAML ({exc})") from exc
-    if _is_csv(path):  # text as text, the empty cell missing, as drafted CSV schemas read it
+    if is_csv(path):  # text as text, the empty cell missing, as drafted CSV schemas read it
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
         return frame.replace("", np.nan)
     return pd.read_parquet(path)
@@ -497,7 +269,7 @@ def _codebook_spec(name: str, entry: Any) -> dict[str, Any]:
     """A codebook entry: a list of categories, a numeric range shorthand with optional
     ``format``, ``units`` and attribute keys (``dtype``, ``min``...), or an attribute spec."""
     if isinstance(entry, list):
-        return _with_missing_bin({"name": name, "type": "categorical", "categories": entry})
+        return with_missing_bin({"name": name, "type": "categorical", "categories": entry})
     if isinstance(entry, dict) and "type" not in entry and (
             "format" in entry or set(entry) & set(RANGE_KEYS)):
         fmt = entry.get("format")
@@ -509,7 +281,7 @@ def _codebook_spec(name: str, entry: Any) -> dict[str, Any]:
             raise ValueError(f"public codebook: column {name!r}: format {fmt!r} needs a public "
                              "range {start, stop, step}")
         rest = {k: v for k, v in entry.items() if k not in RANGE_KEYS}
-        return _with_missing_bin({"name": name, "type": "numeric", "edges": edges, **rest})
+        return with_missing_bin({"name": name, "type": "numeric", "edges": edges, **rest})
     if isinstance(entry, dict):
         return {"name": name, **entry}
     raise ValueError(f"public codebook: entry of column {name!r} must be a list of categories, "
@@ -630,7 +402,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                    "name": name or (Path(source).name.split(".")[0]
                                     if isinstance(source, str | Path) else "schema"),
                    "attributes": []})
-    if _is_csv(source):
+    if is_csv(source):
         draft.schema["missing_values"] = [""]
         draft.notes.append('CSV cells are text: the empty cell is listed as missing '
                            '("missing_values": [""]); NA, null etc. are text unless listed too')
@@ -662,10 +434,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                                "years given, released as one timestamp (docs/releases.md)")
             continue
         elif column in ranges:
-            spec = _with_missing_bin({"name": column, "type": "numeric",
+            spec = with_missing_bin({"name": column, "type": "numeric",
                                       "edges": ranges[column]})
         elif kind == "boolean":
-            spec = _with_missing_bin({"name": column, "type": "boolean"})
+            spec = with_missing_bin({"name": column, "type": "boolean"})
         elif kind == "datetime" and dp_epsilon is not None and column in (
                 dp_columns or [column]):  # calendar features, its years found under DP
             what = (f"timestamp: give its public years (ranges= {column}=2015:2025:1) for "
@@ -677,7 +449,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             draft.schema["attributes"].append({**spec, "dtype_source": storage})
             continue
         elif kind == "datetime":
-            spec = _with_missing_bin({"name": column, "type": "datetime", "unit": "month"})
+            spec = with_missing_bin({"name": column, "type": "datetime", "unit": "month"})
             why = (f"datetime drafted as month bins (released as month names); give its public "
                    f"years (ranges= {column}=2015:2025:1), or draft under DP (dp_epsilon=), "
                    "for calendar features released as one timestamp")
@@ -685,7 +457,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
             spec, why = _from_public_values(column, kind, sample[column].dropna(),
                                             max_categories)
         if spec is None:
-            spec, draft.todo[column] = _placeholder(column, kind)
+            spec, draft.todo[column] = placeholder(column, kind)
         elif why:
             draft.notes.append(f"{column}: {why}")
         draft.schema["attributes"].append(_sourced(spec, dtypes.get(column), declared, storage))
@@ -695,14 +467,10 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     if unit is not None:  # its releases' unit (under DP, the K drafted replaces "auto")
         draft.schema["privacy_unit"] = unit.to_json()
     if dp_epsilon is not None:
-        # imported here: draft_dp builds on this module (Draft, the bins' helpers)
-        from dp_dask.data.draft_dp import draft_under_dp
-
-        draft_under_dp(draft, source, kinds, epsilon=dp_epsilon, delta=dp_delta,
-                       columns=dp_columns, grids=dp_grids, bins=dp_bins, ledger=ledger,
-                       dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
-                       show_progress=show_progress, ids=ids, public_types=public_types,
-                       unit=unit)
+        draft_under_dp(draft, source, kinds, DraftRequest(
+            epsilon=dp_epsilon, delta=dp_delta, columns=dp_columns, grids=dp_grids, bins=dp_bins,
+            ledger=ledger, dataset_name=dataset_name, sampler=noise_sampler, seed=noise_seed,
+            show_progress=show_progress, ids=ids, public_types=public_types, unit=unit))
     # A nullable type says "may be null" (a missing bin); a non-nullable one "never null".
     required = storage_required(source) if public_types else set()
     draft.schema["attributes"] = [

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +41,6 @@ from dp_dask.data.attribute import (
     TODO,
     UNDER_DP,
     Attribute,
-)
-from dp_dask.data.draft import (
-    DP_BINS,
-    MISSING,
-    NUMBER_KINDS,
-    OTHER,
-    Draft,
-    _placeholder,
-    _round,
-    _with_missing_bin,
-    add_identifier,
-    calendar_features,
-    free_label,
-    stored_text_types,
 )
 from dp_dask.data.draft_numeric import (
     Cells,
@@ -74,6 +60,20 @@ from dp_dask.data.draft_points import (
     with_points,
     without_points,
 )
+from dp_dask.data.draft_specs import (
+    DP_BINS,
+    MISSING,
+    NUMBER_KINDS,
+    OTHER,
+    Draft,
+    add_identifier,
+    calendar_features,
+    free_label,
+    placeholder,
+    round_value,
+    with_missing_bin,
+)
+from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
     NUMBER_TYPES,
@@ -269,16 +269,35 @@ def _merge_counts(blocks: list[Any]) -> Any:
     return np.sum(blocks, axis=0)
 
 
-def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
-                   epsilon: float, delta: float | None, columns: list[str] | None = None,
-                   grids: dict[str, dict[str, float]] | None = None, bins: int = DP_BINS,
-                   ledger: Ledger | str | Path | bool | None = None,
-                   dataset_name: str | None = None, sampler: str = "opendp",
-                   seed: int | None = None, show_progress: bool = False,
-                   ids: str = "synthetic", public_types: bool = False,
-                   unit: PrivacyUnit | None = None) -> None:
+@dataclass(frozen=True)
+class DraftRequest:
+    """What a draft under DP is asked for (:func:`~dp_dask.data.draft.draft_schema`'s ``dp_*``
+    and noise options): the budget (``epsilon``, ``delta``), the placeholders to fill
+    (``columns``, default all), public grids (``grids``) with their quantile ``bins``, where the
+    spend is recorded (``ledger``, ``dataset_name``), the noise (``sampler``, ``seed``), what an
+    identifier becomes (``ids``), whether the storage types are public (``public_types``) and the
+    privacy ``unit``."""
+
+    epsilon: float
+    delta: float | None
+    columns: list[str] | None = None
+    grids: dict[str, dict[str, float]] | None = None
+    bins: int = DP_BINS
+    ledger: Ledger | str | Path | bool | None = None
+    dataset_name: str | None = None
+    sampler: str = "opendp"
+    seed: int | None = None
+    show_progress: bool = False
+    ids: str = "synthetic"
+    public_types: bool = False
+    unit: PrivacyUnit | None = None
+
+
+def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
+                   request: DraftRequest) -> None:
     """Fill placeholders of ``draft`` from the data, under (ε, δ)-DP (add, remove or replace
-    one row; with a privacy ``unit``, all rows of one unit, each bounded to its ``max_rows``).
+    one row; with a privacy ``unit``, all rows of one unit, each bounded to its ``max_rows``),
+    as ``request`` asks (:class:`DraftRequest`: its fields are named below without it).
 
     The budget, each part a fixed share of ``epsilon`` chosen from public facts alone (basic
     composition), in this order: :data:`ROWS_SHARE` buys the noisy row count n̂ (Laplace,
@@ -324,6 +343,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     (checked against the dataset's budget) before any data is read, cancelled if the work fails
     before any noise is drawn, and spent otherwise.
     """
+    epsilon, delta, bins, unit = request.epsilon, request.delta, request.bins, request.unit
+    sampler, seed, public_types = request.sampler, request.seed, request.public_types
+    show_progress = request.show_progress
     if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"dp_epsilon= must be a finite number > 0, got {epsilon!r}")
     if delta is None or not 0 < delta < 1:
@@ -331,8 +353,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                          f"needs δ > 0), got {delta!r}")
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
         raise ValueError(f"dp_bins= must be an integer >= 2, got {bins!r}")
-    columns = list(draft.todo) if columns is None else list(columns)
-    grids = dict(grids or {})
+    columns = list(draft.todo) if request.columns is None else list(request.columns)
+    grids = dict(request.grids or {})
     if not columns:
         raise ValueError("dp_columns=: no column to draft under DP (every column is drafted "
                          "from public information)")
@@ -401,15 +423,16 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
 
+    ledger = request.ledger
     book = (None if ledger is False else ledger if isinstance(ledger, Ledger) else
             Ledger(None if ledger in (None, True) else ledger))
-    request = json.dumps({"input": kinds, "columns": columns, "grids": grids, "bins": bins,
+    asked = json.dumps({"input": kinds, "columns": columns, "grids": grids, "bins": bins,
                           "epsilon": epsilon, "delta": delta, "public_types": public_types,
                           **({} if unit is None else {"privacy_unit": unit.to_json()})},
                          sort_keys=True)
     reservation = None if book is None else book.reserve(replace(Entry.for_draft(
-        dataset_name=dataset_name_for(source, dataset_name),
-        request_sha256=hashlib.sha256(request.encode()).hexdigest(), run_id=new_run_id(),
+        dataset_name=dataset_name_for(source, request.dataset_name),
+        request_sha256=hashlib.sha256(asked.encode()).hexdigest(), run_id=new_run_id(),
         epsilon=float(epsilon), delta=float(delta), sampler=sampler,
         private=sampler in PRIVATE_SAMPLERS), unit_column=getattr(unit, "column", None),
         unit_max_rows=None if unit is None or unit.max_rows == AUTO else unit.max_rows))
@@ -476,8 +499,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                     "drawn). Give its public range (ranges=), more dp_epsilon= or fewer "
                     "dp_columns=")
             elif column in text.identifiers:
-                add_identifier(draft, column, kinds[column], ids, "its noisy count of distinct "
-                               f"values is above {ID_DISTINCT:g} x the noisy rows n̂")
+                add_identifier(draft, column, kinds[column], request.ids, "its noisy count of "
+                               f"distinct values is above {ID_DISTINCT:g} x the noisy rows n̂")
             elif grid is None:
                 stored, order = text_types.get(column, (None, None))
                 released = text.categories[column]
@@ -532,11 +555,11 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 scale = noisy_min_scale(share / len(levels), bins * bound)
                 chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
                                                sampler=sampler, rng=rng)] for i in levels]
-                edges = sorted({_round(float(v)) for v in chosen})
-                bounds = {"min": _round(float(grid[0]))} if grid[0] < edges[0] else {}
-                specs[column] = _with_missing_bin({"name": column, "type": "numeric",
+                edges = sorted({round_value(float(v)) for v in chosen})
+                bounds = {"min": round_value(float(grid[0]))} if grid[0] < edges[0] else {}
+                specs[column] = with_missing_bin({"name": column, "type": "numeric",
                                                    "edges": ["-inf", *edges, "inf"], **bounds,
-                                                   "max": _round(float(grid[-1]))})
+                                                   "max": round_value(float(grid[-1]))})
                 mechanisms[column] = {
                     "mechanism": "noisy-max quantiles", "epsilon": share,
                     "quantiles": [f"{i}/{bins}" for i in levels],
@@ -562,7 +585,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
         if isinstance(candidates[column], np.ndarray):
             specs[column] = {**found, **output}
         elif isinstance(candidates[column], Cells):
-            specs[column] = _with_missing_bin({"name": column, "type": "numeric", **found,
+            specs[column] = with_missing_bin({"name": column, "type": "numeric", **found,
                                                **output})
         else:  # calendar features, the year closed by the years found
             features = calendar_features(column, found.pop("edges"), dtypes[column])
@@ -581,7 +604,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                    + ")" if d.from_text else "") for c, d in decisions.items()))
     # a search that found nothing leaves its placeholder, of the kind decided under DP
     for column in [c for c, d in decisions.items() if d.kind != TEXT and c not in specs]:
-        specs[column], draft.todo[column] = _placeholder(column, decisions[column].kind)
+        specs[column], draft.todo[column] = placeholder(column, decisions[column].kind)
         specs[column]["dtype_source"] = typed_by[column]
     draft.schema["attributes"] = [
         spec for a in draft.schema["attributes"] if a["name"] not in text.identifiers

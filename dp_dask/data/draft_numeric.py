@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.data.attribute import Attribute
-from dp_dask.data.draft import _round
+from dp_dask.data.draft_specs import round_value as _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
 from dp_dask.privacy.noise import laplace_noise
