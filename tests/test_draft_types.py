@@ -16,7 +16,7 @@ import pytest
 
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
-from dp_dask.data.draft_dp import FORM_COUNTS, _partition_counts
+from dp_dask.data.draft_kinds import FORM_COUNTS, partition_counts
 from dp_dask.data.draft_types import FORMS, SENSITIVITY, TYPE_MISS, TYPE_SHARE, Undecided
 from dp_dask.data.schema import load_schema
 from dp_dask.synthesizer import Synthesizer
@@ -158,13 +158,13 @@ def test_item2_replacing_one_row_moves_the_value_forms_by_at_most_two():
                           "t": rng.choice(["a", "1", "2.5", "-9"], 30)}, dtype=object)
     frame.loc[2, "n"] = None
     grids = {"n": Undecided.stored_as(text=False), "t": Undecided.stored_as(text=True)}
-    forms = _partition_counts(frame, grids, ("-9",), ("n", "t"))[FORM_COUNTS]
+    forms = partition_counts(frame, grids, ("-9",), ("n", "t"))[FORM_COUNTS]
     assert {c: dict(zip(FORMS, v)) for c, v in forms.items()}["n"]["missing"] == 1
     worst = 0
     for row in range(len(frame)):
         for value in (None, "-9", "word", 4, 0.5, math.inf):
             other = frame.copy()
             other.loc[row] = [value, value]
-            near = _partition_counts(other, grids, ("-9",), ("n", "t"))[FORM_COUNTS]
+            near = partition_counts(other, grids, ("-9",), ("n", "t"))[FORM_COUNTS]
             worst = max(worst, *(int(np.abs(near[c] - forms[c]).sum()) for c in forms))
     assert worst == SENSITIVITY

@@ -18,7 +18,8 @@ from test_ingest import AIRPORTS, survey_csv
 
 from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
-from dp_dask.data.draft_dp import ROWS_SHARE, _partition_counts
+from dp_dask.data.draft_dp import ROWS_SHARE
+from dp_dask.data.draft_kinds import partition_counts
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
@@ -144,7 +145,7 @@ def test_scores_from_counts_equal_opendps_quantile_score(alpha, level, levels):
     rng = np.random.default_rng(level)
     values = rng.integers(0, 30, 500)
     candidates = list(range(0, 31, 3))
-    counts = _partition_counts(pd.DataFrame({"x": values}),
+    counts = partition_counts(pd.DataFrame({"x": values}),
                                {"x": np.array(candidates, dtype=float)}, ())["x"]
     score = dp.t.make_quantile_score_candidates(
         dp.vector_domain(dp.atom_domain(T=int)), dp.symmetric_distance(), candidates, alpha=alpha)
@@ -160,14 +161,14 @@ def test_replacing_one_row_moves_the_exact_counts_by_the_claimed_sensitivity():
                           "age": rng.integers(0, 10, 40).astype(float)})
     frame.loc[3, "age"] = np.nan
     grids = {"answer": None, "age": np.arange(0.0, 11.0, 2.0)}
-    base = _partition_counts(frame, grids, ("",))
+    base = partition_counts(frame, grids, ("",))
     levels = 4
     worst = np.zeros(4)
     for row in range(len(frame)):
         for answer, age in [("a", 0.0), ("d", 9.0), ("", np.nan), ("b", 5.0), ("c", 10.0)]:
             other = frame.copy()
             other.loc[row] = [answer, age]
-            near = _partition_counts(other, grids, ("",))
+            near = partition_counts(other, grids, ("",))
             diff = near["answer"].sub(base["answer"], fill_value=0).to_numpy()
             moved = [np.count_nonzero(diff), np.abs(diff).sum(), np.abs(diff).max(initial=0)]
             scores = max(np.abs(quantile_scores(*near["age"], i, levels).astype(np.int64)

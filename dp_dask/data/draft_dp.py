@@ -6,10 +6,10 @@ reduced on Dask to the driver, noised once there and dropped; the spend is recor
 privacy ledger and in the schema (``"drafted_under_dp"``). The public drafting that leaves the
 placeholders is :mod:`dp_dask.data.draft`.
 
-Size: over 600 lines while four drafting mechanisms (types, units, point masses, text levels)
-landed in ``draft_under_dp`` at once (issues 64, 65); it is to be split into one drafter per
-column kind behind a request dataclass (issue 65's structure point), which also undoes the
-draft modules' import circle.
+The per-column work is one drafter per column kind (:mod:`.draft_kinds`: each kind's counts of
+a partition, its release from noisy counts); this module decides the kinds, the budget and its
+order, reduces the counts once and records the spend. Its options travel as one
+:class:`DraftRequest`.
 
 Neighbours: the draft never reads the exact row count n. Where a rule needs it (the identifiers',
 the text split's floor, whether a table is large enough to search), it reads a noisy count n̂
@@ -31,7 +31,6 @@ from typing import Any
 
 import dask
 import numpy as np
-import pandas as pd
 
 from dp_dask.cluster import compute
 from dp_dask.data.attribute import (
@@ -42,35 +41,36 @@ from dp_dask.data.attribute import (
     UNDER_DP,
     Attribute,
 )
+from dp_dask.data.draft_kinds import (
+    FORM_COUNTS,
+    ROWS,
+    VALUE_COUNTS,
+    YEARS,
+    Noise,
+    merge_counts,
+    partition_counts,
+    release_quantiles,
+    release_searched,
+    release_text,
+    release_years,
+)
 from dp_dask.data.draft_numeric import (
     Cells,
-    numeric_counts,
     search_cells,
-    search_numeric,
-    search_years,
     smallest_table,
-    year_counts,
 )
 from dp_dask.data.draft_points import (
     POINT_DELTA,
     POINT_SHARE,
     check_points_budget,
-    find_points,
-    value_counts,
-    with_points,
-    without_points,
 )
 from dp_dask.data.draft_specs import (
     DP_BINS,
-    MISSING,
     NUMBER_KINDS,
-    OTHER,
     Draft,
     add_identifier,
     calendar_features,
-    free_label,
     placeholder,
-    round_value,
     with_missing_bin,
 )
 from dp_dask.data.draft_storage import stored_text_types
@@ -82,11 +82,9 @@ from dp_dask.data.draft_types import (
     Undecided,
     decide_types,
     never_null,
-    value_forms,
 )
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
-from dp_dask.data.text import category_text
 from dp_dask.data.units import (
     AUTO,
     AUTO_SHARE,
@@ -100,7 +98,6 @@ from dp_dask.data.units import (
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
 from dp_dask.privacy.noise import _check_sampler, laplace_noise
-from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
 
 
 def _typed_grid(column: str, spec: dict[str, float], kind: str,
@@ -139,10 +136,6 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
     return {c: text if c in texts else other for c in columns}
 
 
-ROWS = "__rows__"  # the reduction's row count: private, read only as its noisy count n̂
-YEARS = "years"  # a timestamp column's candidates: its years
-FORM_COUNTS = "__forms__"  # the reduction's counts of each typed column's value forms
-VALUE_COUNTS = "__values__"  # the reduction's counts per value of each searchable column
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
@@ -174,29 +167,6 @@ def _bounded_frame(frame: Any, unit: PrivacyUnit, epsilon: float, seed: int | No
             int(bound), choice)
 
 
-def _missing_mask(values: pd.Series, missing_values: tuple[str, ...],
-                  texts: Any, inverse: np.ndarray | None) -> np.ndarray:
-    """Per row whether the value is missing: a null, or its text (``category_text``) listed."""
-    missing = values.isna().to_numpy(dtype=bool)
-    if missing_values:
-        listed = pd.Index(missing_values, dtype=object).get_indexer(
-            np.asarray(texts, dtype=object)) >= 0
-        missing = missing | (listed if inverse is None else np.append(listed, False)[inverse])
-    return missing
-
-
-def _text_counts(texts: Any, inverse: np.ndarray | None, missing: np.ndarray) -> pd.Series:
-    """Rows per value text (``category_text``'s ``texts``, ``inverse``), missing ones left out."""
-    if inverse is None:
-        per_value = pd.Series(texts)[~missing].value_counts()
-    else:
-        kept = inverse[~missing & (inverse >= 0)]
-        per_value = pd.Series(np.bincount(kept, minlength=len(texts)),
-                              index=pd.Index(texts, dtype=object))
-    # Distinct values of different types can share a text (1 and "1"): summed by text.
-    return per_value[per_value > 0].groupby(level=0).sum()
-
-
 def _noisy_rows(exact: int, epsilon: float, bound: int, sampler: str,
                 rng: np.random.Generator | None) -> tuple[float, dict[str, Any]]:
     """n̂: the (bounded) rows plus Laplace noise (a unit adds, removes or replaces at most
@@ -210,63 +180,6 @@ def _noisy_rows(exact: int, epsilon: float, bound: int, sampler: str,
                   "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)",
                   "read_by": "the identifiers' rule, the text split's floor and the size a "
                              "numeric search needs: n̂, never the exact n"}
-
-
-def _partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
-                      missing_values: tuple[str, ...],
-                      typed: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Exact counts of one partition: per text column, rows per value text (category_text);
-    per numeric column given a grid, values below and above each candidate (shape (2,
-    candidates)); per searched numeric column its cells' counts, per timestamp its years'
-    (:mod:`dp_dask.data.draft_numeric`); per column whose type is decided under DP
-    (:class:`~dp_dask.data.draft_types.Undecided`) the cells of both numeric kinds and, stored as
-    text, its texts' counts; per ``typed`` column the counts of its values' forms
-    (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; per column that
-    may be searched, its counts per value (:func:`~.draft_points.value_counts`) under
-    :data:`VALUE_COUNTS`; the rows under :data:`ROWS`."""
-    counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}, VALUE_COUNTS: {}}
-    for column, grid in grids.items():
-        values = frame[column]
-        if isinstance(grid, str):  # YEARS
-            counts[column] = year_counts(values)
-            continue
-        texts, inverse = (category_text(values) if missing_values or grid is None or (
-            isinstance(grid, Undecided) and grid.text) else (None, None))
-        missing = _missing_mask(values, missing_values, texts, inverse)
-        if grid is not None or column in typed:
-            # a listed numeric text ("-9") is missing, not a number
-            numbers = np.where(missing, np.nan, pd.to_numeric(values, errors="coerce").to_numpy(
-                dtype=np.float64, na_value=np.nan))
-        if column in typed:
-            counts[FORM_COUNTS][column] = value_forms(numbers, missing)
-        if isinstance(grid, Cells | Undecided):  # its point masses' candidates
-            counts[VALUE_COUNTS][column] = value_counts(numbers)
-        if grid is None:
-            counts[column] = _text_counts(texts, inverse, missing)
-        elif isinstance(grid, Undecided):
-            counts[column] = {kind: numeric_counts(numbers, cells)
-                              for kind, cells in grid.cells.items()}
-            if grid.text:
-                counts[column][TEXT] = _text_counts(texts, inverse, missing)
-        elif isinstance(grid, Cells):
-            counts[column] = numeric_counts(numbers, grid)
-        else:
-            numbers = np.sort(numbers[~np.isnan(numbers)])
-            counts[column] = np.stack([
-                np.searchsorted(numbers, grid, side="left"),
-                len(numbers) - np.searchsorted(numbers, grid, side="right")]).astype(np.int64)
-    return counts
-
-
-def _merge_counts(blocks: list[Any]) -> Any:
-    """The partitions' counts summed: per key of a dict (a searched column's cells, the forms),
-    per text of a Series, elementwise for arrays and row counts."""
-    first = blocks[0]
-    if isinstance(first, dict):
-        return {key: _merge_counts([block[key] for block in blocks]) for key in first}
-    if isinstance(first, pd.Series):
-        return pd.concat(blocks).groupby(level=0).sum()
-    return np.sum(blocks, axis=0)
 
 
 @dataclass(frozen=True)
@@ -419,7 +332,6 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         check_points_budget(min(min(split_epsilon(rest_epsilon, columns, t).values())
                                 for t in ([*texts, *maybe], texts)), points_delta, least_bound)
     text_types = stored_text_types(source)  # metadata: the writer's, not the rows'
-    levels = list(range(1, bins))
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
 
@@ -453,9 +365,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         if unit is not None:
             frame, bound, choice = _bounded_frame(frame, unit, auto_epsilon, seed, sampler, rng,
                                                   show_progress)
-        blocks = [dask.delayed(_partition_counts)(part, candidates, missing_values, tuple(typed))
+        blocks = [dask.delayed(partition_counts)(part, candidates, missing_values, tuple(typed))
                   for part in frame.to_delayed()]
-        (exact,) = compute(dask.delayed(_merge_counts)(blocks), show_progress=show_progress)
+        (exact,) = compute(dask.delayed(merge_counts)(blocks), show_progress=show_progress)
         # noise drawn once per measurement, after the reduction, in the budget's order; n only
         # as n̂, every sensitivity at the unit's bound K
         rows, rows_record = (_noisy_rows(exact[ROWS], rows_epsilon, bound, sampler, rng)
@@ -484,6 +396,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         needed = {c: n if c not in coarse else smallest_table(search_share[c], candidates[c],
                                                               bound, coarse=True)
                   for c, n in needed.items()}
+        noise = Noise(sampler, rng, bound)
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            text_delta, rows_scale=rows_record["scale"],
                            sampler=sampler, rng=rng, bound=bound) if texts else TextDraft()
@@ -501,76 +414,25 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             elif column in text.identifiers:
                 add_identifier(draft, column, kinds[column], request.ids, "its noisy count of "
                                f"distinct values is above {ID_DISTINCT:g} x the noisy rows n̂")
-            elif grid is None:
-                stored, order = text_types.get(column, (None, None))
-                released = text.categories[column]
-                if order:  # an ordered dictionary: its order among the levels released
-                    released = sorted(released, key=lambda level: order.index(level)
-                                      if level in order else len(order))
-                # a covered column's other values (fewer than a level's threshold) count in its
-                # largest level: no 'other' bin for noise to fill
-                covered = column in text.covered
-                other = (text.categories[column][0] if covered
-                         else free_label(OTHER, released))
-                missing = free_label(MISSING, released + [other])
-                specs[column] = {"name": column, "type": "categorical", "categories": released,
-                                 "extra": [*([] if other in released else [other]), missing],
-                                 "on_missing": missing, "on_unknown": other,
-                                 **({"dtype": stored} if stored else {}),
-                                 "dtype_source": typed_by[column]}
-                mechanisms[column] = {**text.mechanisms[column],
-                                      "rest": f"values below the threshold go to {other!r}"}
-                draft.notes.append(f"{column}: {len(released)} categories released under DP "
-                                   f"(ε {mechanisms[column]['epsilon']:.3g}), in noisy order; "
-                                   + (f"a constant: any other value counts as {other!r}"
-                                      if column in text.constants else
-                                      f"no 'other' bin (its levels hold about all rows): any "
-                                      f"other value counts as {other!r}" if covered else
-                                      f"the rest in {other!r}")
-                                   + ("" if released else "; if it is numeric, give it a public "
-                                      "grid (dp_grids=) for DP quantile bins"))
-            elif isinstance(grid, Cells):  # point masses first, then the rest searched
-                values = exact[VALUE_COUNTS][column]
-                points, found = find_points(values, rows, epsilon=share, delta=points_delta,
-                                            bound=bound, sampler=sampler, rng=rng)
-                spec, mechanisms[column], note = search_numeric(
-                    column, without_points(counts, values, grid, points), grid,
-                    epsilon=search_share[column], bins=bins, sampler=sampler, rng=rng,
-                    bound=bound, coarse=column in coarse)
-                spec = with_points(spec, points, grid.integer)
-                mechanisms[column] |= {"epsilon": share, "delta": points_delta,
-                                       "steps": [found, *mechanisms[column]["steps"]]}
-                draft.notes.append(note + (f"; {len(points)} point mass(es) released as exact "
-                                           "values under DP" if points else ""))
-                if spec is not None:
-                    specs[column] = spec
-            elif isinstance(grid, str):
-                spec, mechanisms[column], note = search_years(
-                    column, counts, epsilon=share, sampler=sampler, rng=rng, bound=bound)
+            else:
+                if grid is None:
+                    stored, order = text_types.get(column, (None, None))
+                    spec, mechanisms[column], note = release_text(column, text, stored, order,
+                                                                  typed_by[column])
+                elif isinstance(grid, Cells):  # point masses first, then the rest searched
+                    spec, mechanisms[column], note = release_searched(
+                        column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
+                        epsilon=share, search_epsilon=search_share[column],
+                        delta=points_delta, bins=bins, coarse=column in coarse)
+                elif isinstance(grid, str):
+                    spec, mechanisms[column], note = release_years(column, counts, noise,
+                                                                   epsilon=share)
+                else:
+                    spec, mechanisms[column], note = release_quantiles(
+                        column, counts, grid, grids[column], noise, epsilon=share, bins=bins)
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
-            else:
-                below, above = counts
-                scale = noisy_min_scale(share / len(levels), bins * bound)
-                chosen = [grid[noisy_min_index(quantile_scores(below, above, i, bins), scale,
-                                               sampler=sampler, rng=rng)] for i in levels]
-                edges = sorted({round_value(float(v)) for v in chosen})
-                bounds = {"min": round_value(float(grid[0]))} if grid[0] < edges[0] else {}
-                specs[column] = with_missing_bin({"name": column, "type": "numeric",
-                                                   "edges": ["-inf", *edges, "inf"], **bounds,
-                                                   "max": round_value(float(grid[-1]))})
-                mechanisms[column] = {
-                    "mechanism": "noisy-max quantiles", "epsilon": share,
-                    "quantiles": [f"{i}/{bins}" for i in levels],
-                    "epsilon_each": share / len(levels), "sensitivity": bins * bound,
-                    "scale": scale,
-                    "grid": grids[column], "candidates": len(grid),
-                    "opendp": "make_noisy_max(negate=True) over LInfDistance(u64, "
-                              "monotonic=False) of make_quantile_score_candidates' score with "
-                              "alpha = i/bins, computed from counts below/above each candidate"}
-                draft.notes.append(f"{column}: {len(edges) + 1} bins at DP quantiles (edges "
-                                   f"{edges}), open at both ends, closed by the grid's ends")
     for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
         dtype = dtypes[column]
         if column in decisions:  # int64 only where the bins hold integers
