@@ -9,7 +9,9 @@ shaped release (:mod:`dp_dask.methods.marginals.unit_shape`) keeps.
   value (the real data's share beside it);
 * ``lag1_error`` (with an order column and an attribute): |ρ_synthetic − ρ_real| of the lag-1
   Pearson correlation of the attribute within units (each row's value against the previous row's
-  by the order column), NaN where a side has no unit of two rows.
+  by the order column), NaN where a side has no unit of two rows. A schema attribute is
+  correlated by its bin codes (released values are drawn within their bins: one value of a
+  wide open bin would otherwise sway the correlation), another column by its numbers.
 
 The real table's unit column is read as it is: an evaluation reads the raw data, it is no
 release. Units are grouped on the driver from the few columns the checks read (the unit, the
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.data.encode import encode_column
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import Schema
 from dp_dask.release import checked_table
@@ -84,6 +87,10 @@ def unit_checks(real: TableSource, synthetic: TableSource, schema: Schema, colum
         synthetic = checked_table(synthetic)
     frames = {side: _columns(source, schema, wanted)
               for side, source in (("real", real), ("synthetic", synthetic))}
+    if lag in schema.names:  # its bins' codes: released values decode within their bin
+        attribute = schema[lag]
+        for frame in frames.values():
+            frame[lag] = encode_column(frame[attribute.column], attribute)
     real_sizes = rows_per_unit(frames["real"], column, max_rows)
     synthetic_sizes = rows_per_unit(frames["synthetic"], column)
     support = real_sizes.index.union(synthetic_sizes.index)

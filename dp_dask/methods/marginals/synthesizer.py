@@ -69,9 +69,12 @@ from dp_dask.methods.marginals.plan import (
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
 from dp_dask.methods.marginals.unit_shape import (
+    LAG_SHARE,
+    LAG_WEIGHT,
     UNIT_KEY,
     UNIT_SHARE,
     UnitShapedModel,
+    lag_count_graph,
     release_schema,
     unit_count_graph,
     unit_level,
@@ -82,7 +85,13 @@ from dp_dask.postprocess.noise_level import noise_record
 from dp_dask.postprocess.reweight import check_iterations
 from dp_dask.postprocess.tree import spanning_tree
 from dp_dask.privacy import rho_budget
-from dp_dask.privacy.accounting import epsilon_spent, table_sensitivity
+from dp_dask.privacy.accounting import (
+    epsilon_spent,
+    gaussian_rho,
+    gaussian_sigma,
+    table_sensitivity,
+)
+from dp_dask.privacy.noise import gaussian_noise
 from dp_dask.privacy.selection import replace_one_rho
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
@@ -115,7 +124,10 @@ class MarginalSynthesizer(Synthesizer):
     None: the defaults; docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
     units rather than rows: a unit model (the unit-level attributes and rows per unit) beside
     the row model, each unit's rows sharing its id and its unit-level values
-    (:mod:`.unit_shape`, default False: rows as a row release has them).
+    (:mod:`.unit_shape`, default False: rows as a row release has them); with it ``unit_order``
+    and ``unit_lag``, two attributes: a unit's rows ordered by the first, the lag-1 relation
+    of the second (this row's code × the previous row's) measured and drawn from (default
+    None: rows in no order).
     """
 
     name = "marginals"
@@ -132,14 +144,20 @@ class MarginalSynthesizer(Synthesizer):
                  rounds: int | None = None, adaptive_share: float = adaptive.ADAPTIVE_SHARE,
                  workload: list[Any] | None = None,
                  config: MarginalsConfig | dict[str, Any] | None = None,
-                 unit_shape: bool = False, **common: Any) -> None:
+                 unit_shape: bool = False, unit_order: str | None = None,
+                 unit_lag: str | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
         if not isinstance(unit_shape, bool):
             raise ValueError(f"unit_shape must be true or false, got {unit_shape!r}")
-        self.unit_shape = unit_shape
+        if (unit_order is None) != (unit_lag is None) or (unit_lag and not unit_shape):
+            raise ValueError("unit_order and unit_lag go together, with unit_shape=True: the "
+                             "attribute ordering a unit's rows and the one whose lag-1 "
+                             "relation is measured")
+        self.unit_shape, self.unit_order, self.unit_lag = unit_shape, unit_order, unit_lag
         # the share of the plan's ρ (less a choice of K's) its measurements spend: a
-        # unit-shaped release's row model 1 - UNIT_SHARE, its unit model UNIT_SHARE
-        self._rho_share = 1.0 - unit_shape_share(unit_shape)
+        # unit-shaped release's row model what the unit model (UNIT_SHARE) and the lag-1
+        # table (LAG_SHARE) leave
+        self._rho_share = 1.0 - unit_shape_share(unit_shape, unit_lag is not None)
         self.config = as_config(MarginalsConfig, config)
         self.tables = check_tables(tables)
         self.fine_share = check_fine_share(fine_share)
@@ -171,6 +189,20 @@ class MarginalSynthesizer(Synthesizer):
         if self.unit_shape and self.privacy_unit is None:
             raise ValueError("unit_shape=True releases synthetic units of a privacy unit: give "
                              "privacy_unit (--privacy-unit COLUMN --max-rows-per-unit K)")
+        for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
+            if name is not None and name not in self.schema.names:
+                raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "
+                                 f"{name!r}")
+        if self.unit_lag is not None and self.schema[self.unit_lag].unit_level:
+            raise ValueError(f"unit_lag: attribute {self.unit_lag!r} is unit-level, constant "
+                             "within a unit: its lag-1 relation is that of one value")
+
+    @property
+    def sequence(self) -> tuple[int, int] | None:
+        """The order and lag attributes' indices of a unit-shaped release (None: no order)."""
+        if self.unit_lag is None:
+            return None
+        return self.schema.names.index(self.unit_order), self.schema.names.index(self.unit_lag)
 
     def _with_unit_key(self, ddf: dd.DataFrame) -> dd.DataFrame:
         """Unit-shaped: the unit column's copy (UNIT_KEY) carried through bounding, which the
@@ -221,8 +253,11 @@ class MarginalSynthesizer(Synthesizer):
         counts of the candidate triples; where the dense path may run, the sparse joint), in
         one pass."""
         if self.unit_shape:  # the rows' counts, and the unit table's (in the same pass)
+            lag = ([] if self.sequence is None
+                   else [lag_count_graph(ddf, self.schema, *self.sequence)])
             return dask.delayed(tuple)([self._row_count_graph(ddf),
-                                        unit_count_graph(ddf, self.schema, self.units_schema)])
+                                        unit_count_graph(ddf, self.schema, self.units_schema),
+                                        *lag])
         return self._row_count_graph(ddf)
 
     def _row_count_graph(self, ddf: dd.DataFrame) -> Delayed:
@@ -261,18 +296,48 @@ class MarginalSynthesizer(Synthesizer):
         return MarginalModel.from_files(path, document, storage_options)
 
 
-def unit_shape_share(unit_shape: bool) -> float:
-    """The share of the measurements' ρ a unit model spends (none without one)."""
-    return UNIT_SHARE if unit_shape else 0.0
+def unit_shape_share(unit_shape: bool, lag: bool = False) -> float:
+    """The share of the measurements' ρ a unit model and a lag-1 table spend (none without
+    them)."""
+    return (UNIT_SHARE if unit_shape else 0.0) + (LAG_SHARE if lag else 0.0)
+
+
+def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
+                ) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """The lag-1 table's Gaussian measurement, LAG_SHARE of the measurements' ρ: one unit's
+    pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the table
+    moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit holds a
+    pair: nothing measured or spent."""
+    order, lag = method.sequence
+    size = int(method.schema.sizes[lag])
+    record: dict[str, Any] = {"order": method.schema.names[order],
+                              "attribute": method.schema.names[lag]}
+    if method.max_rows < 2:
+        return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
+    rho = LAG_SHARE * (method._privacy_plan()["rho"] - method.unit_rho)
+    sensitivity = table_sensitivity(method.neighbours, "l2") * LAG_WEIGHT
+    sigma = gaussian_sigma(rho, sensitivity, method.accountant)
+    rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
+    noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity,
+                           sampler=method.noise_sampler, rng=rng)
+    return noisy.reshape(size, size) / LAG_WEIGHT, record | {
+        "rho": gaussian_rho(sigma, sensitivity, method.accountant),
+        "sigma_per_unit": sigma / LAG_WEIGHT,
+        "l2_sensitivity": sensitivity,
+        "measured": "the (previous, this) codes of consecutive rows within each unit, ordered "
+                    "by the order attribute (ties by the lag code), each unit's p pairs "
+                    f"weighing {LAG_WEIGHT} // p (a unit counted once), Gaussian noise"}
 
 
 def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
-                    unit_counts: np.ndarray, n_rows: int,
-                    metadata: dict[str, Any]) -> UnitShapedModel:
+                    unit_counts: np.ndarray, *rest: Any) -> UnitShapedModel:
     """A unit-shaped release's model (:mod:`.unit_shape`): the unit model fitted to the unit
     table's counts ``unit_counts`` with UNIT_SHARE of the measurements' ρ (its noise drawn
-    first, from its own seed stream), then the row model to the rows' ``exact`` counts with the
-    rest; the privacy record states both and their sum."""
+    first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
+    sequence) measured with LAG_SHARE, then the row model to the rows' ``exact`` counts with
+    the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy record states
+    each and their sum."""
+    *lag_counts, n_rows, metadata = rest
     units_schema = method.units_schema
     inner = MarginalSynthesizer(
         units_schema, epsilon=method.epsilon, delta=method.delta, accountant=method.accountant,
@@ -286,16 +351,21 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
     n_units = rows_counted(unit_counts, units_schema)
     units = fit_model(inner, (unit_counts, np.zeros(0, dtype=np.int64)), n_units,
                       {"schema": {"name": units_schema.name, "sha256": units_schema.sha256()}})
+    lag_table, lag_record = (measure_lag(method, *lag_counts) if lag_counts
+                             else (None, None))
     rows = fit_model(method, exact, n_rows, metadata)
     unit_rho, row_rho = inner.budget_plan().rho, method.budget_plan().rho
+    lag_rho = lag_record["rho"] if lag_record else 0.0
     privacy = rows.metadata["privacy"]
-    privacy["rho"] += unit_rho
+    privacy["rho"] += unit_rho + lag_rho
     privacy["rho_split"] = {**privacy.get("rho_split", {}), "unit_model": unit_rho,
-                            "row_model": row_rho}
+                            **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
+    lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
+                f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
     privacy["budget_split"] = (
         f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
         "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
-        f"{table_sensitivity(method.neighbours, 'l2'):g}), then the row model: "
+        f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
         + privacy["budget_split"])
     column = method.privacy_unit.column
     rows.metadata["unit_shape"] = {
@@ -308,8 +378,10 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
                       "kept rows",
         "dealing": "units drawn from the unit model, rows from the row model, each row dealt "
                    "to a unit of its unit-level codes (the rest to the rooms left), the unit's "
-                   "values and id then written on its rows"}
-    return UnitShapedModel(rows, units, release_schema(method.schema, column), column)
+                   "values and id then written on its rows",
+        **({"lag": lag_record} if lag_record else {})}
+    return UnitShapedModel(rows, units, release_schema(method.schema, column), column,
+                           lag_table)
 
 
 def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows: int,

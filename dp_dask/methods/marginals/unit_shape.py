@@ -54,10 +54,14 @@ from dp_dask.data.ids import IdColumn, draw_ids
 from dp_dask.data.io import Location, join
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot
+from dp_dask.data.units import shuffle_method
 from dp_dask.methods.marginals.model import MarginalModel
-from dp_dask.model_io import read_model_document
+from dp_dask.model_io import read_model_arrays, read_model_document, write_model_files
 
 UNIT_SHARE = 0.2  # of the measurements' ρ, to the unit model (the rest: the row model)
+LAG_SHARE = 0.1  # of the measurements' ρ, to the lag-1 table where one is asked for
+# a unit's pairs in the lag-1 table weigh LAG_WEIGHT // pairs each: at most LAG_WEIGHT in all
+LAG_WEIGHT = 2**16
 UNIT_KEY = "__dp_dask_unit__"  # the unit column's copy carried through bounding, then dropped
 _DRAW_MARGIN = 1.1  # units drawn per partition over the expected need (more drawn if short)
 
@@ -131,6 +135,76 @@ def unit_count_graph(ddf: dd.DataFrame, schema: Schema, units_schema: Schema) ->
     return tree_sum(counts)
 
 
+def _unit_codes(frame: pd.DataFrame, schema: Schema, order: int, lag: int) -> pd.DataFrame:
+    """Per row of a bounded partition: its unit (UNIT_KEY), order code and lag code."""
+    codes = encode_partition(frame, schema)
+    return pd.DataFrame({UNIT_KEY: frame[UNIT_KEY].to_numpy(),
+                         "order": codes[order].astype(np.int64),
+                         "lag": codes[lag].astype(np.int64)})
+
+
+def lag_pairs(frame: pd.DataFrame, size: int) -> np.ndarray:
+    """The (previous, this) lag-code pairs' weighted counts (size × size, flattened) of a
+    partition holding every row of its units: a unit's rows in the order of their order codes,
+    ties by their lag codes (a function of the unit's rows alone; nulls one unit), each of its
+    p pairs weighing LAG_WEIGHT // p, so that one unit adds at most LAG_WEIGHT in all (L1, and
+    so L2) whatever its rows: the table's sensitivity is a row's times LAG_WEIGHT, not K − 1
+    rows'. The table then counts each unit once, its transitions averaged."""
+    unit, _ = pd.factorize(frame[UNIT_KEY], use_na_sentinel=True)
+    order = np.lexsort((frame["lag"].to_numpy(), frame["order"].to_numpy(), unit))
+    unit, lag = unit[order], frame["lag"].to_numpy()[order]
+    follows = unit[1:] == unit[:-1]
+    _, owner, pairs_of = np.unique(unit[1:][follows], return_inverse=True, return_counts=True)
+    weights = LAG_WEIGHT // pairs_of[owner]  # a unit's pairs: LAG_WEIGHT at most in all
+    pairs = lag[:-1][follows] * size + lag[1:][follows]
+    return np.bincount(pairs, weights=weights, minlength=size * size).astype(np.int64)
+
+
+def lag_count_graph(ddf: dd.DataFrame, schema: Schema, order: int, lag: int) -> Delayed:
+    """Lazily, the lag-1 table of attribute ``lag``: consecutive rows' codes within each unit
+    of the bounded rows (carrying UNIT_KEY), ordered by attribute ``order``. Only the unit and
+    two codes per row move (a shuffle on the unit), never whole rows."""
+    meta = pd.DataFrame({UNIT_KEY: pd.Series([], dtype=object),
+                         "order": pd.Series([], dtype=np.int64),
+                         "lag": pd.Series([], dtype=np.int64)})
+    codes = ddf.map_partitions(_unit_codes, schema, order, lag, meta=meta)
+    together = codes.shuffle(on=UNIT_KEY, shuffle_method=shuffle_method())
+    size = int(schema.sizes[lag])
+    return tree_sum([dask.delayed(lag_pairs)(part, size) for part in together.to_delayed()])
+
+
+def transitions(noisy: np.ndarray, sigma: float) -> np.ndarray:
+    """Row-stochastic P(this | previous) from a noisy lag-1 table whose noise has std
+    ``sigma``: cells below ``sigma`` set to 0 (clipped at 0 alone, the empty cells' noise
+    would add about 0.4 σ each, spread over every jump), a previous code with no mass left
+    taking the table's column marginal (uniform if all is gone)."""
+    table = np.where(noisy > sigma, noisy, 0.0)
+    marginal = table.sum(axis=0)
+    marginal = marginal / marginal.sum() if marginal.sum() > 0 else np.full(len(table),
+                                                                            1 / len(table))
+    totals = table.sum(axis=1, keepdims=True)
+    return np.where(totals > 0, table / np.where(totals > 0, totals, 1), marginal)
+
+
+def _deal(slot_keys: np.ndarray, row_keys: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """For each slot, the index of the row it takes: a row of the slot's key where one is left
+    (which row of a key meets which slot: random), the rows left over to the slots left over
+    (in random order)."""
+    rows = len(row_keys)
+    shuffled = rng.permutation(rows)
+    slots = pd.DataFrame({"key": slot_keys, "slot": np.arange(len(slot_keys))})
+    slots["rank"] = slots.groupby("key").cumcount()
+    candidates = pd.DataFrame({"key": row_keys[shuffled], "row": shuffled})
+    candidates["rank"] = candidates.groupby("key").cumcount()
+    dealt = slots.merge(candidates, on=["key", "rank"])  # same key, one to one
+    taken = np.full(len(slot_keys), -1, dtype=np.int64)
+    taken[dealt["slot"].to_numpy()] = dealt["row"].to_numpy()
+    free = np.ones(rows, dtype=bool)
+    free[dealt["row"].to_numpy()] = False
+    taken[taken < 0] = shuffled[free[shuffled]]
+    return taken
+
+
 def _child(seed: np.random.SeedSequence, stream: int) -> np.random.SeedSequence:
     """A child of ``seed`` by its stream number alone: the same whenever asked (spawn is not)."""
     return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, stream))
@@ -150,6 +224,9 @@ class UnitSampler:
     levels: tuple[int, ...]
     unit_id: IdColumn
     mean_rows: float
+    order: int | None = None  # the attribute ordering a unit's rows
+    lag: int | None = None  # the attribute whose lag-1 relation ``transition`` holds
+    transition: np.ndarray | None = None  # P(this code | previous code), row-stochastic
 
     @property
     def fine(self) -> dict[int, np.ndarray]:
@@ -199,7 +276,6 @@ class UnitSampler:
         sizes = units[:, -1] + 1
         drawn = draw_codes(self.rows, rows, _child(seed, 1)).astype(np.int64)
         rng = np.random.default_rng(_child(seed, 2))
-        drawn = drawn[rng.permutation(rows)]  # which row of a key meets which room: random
         levels = list(self.levels)
         room_unit = np.repeat(np.arange(len(units)), sizes)
         if levels:
@@ -208,19 +284,35 @@ class UnitSampler:
             row_key = np.ravel_multi_index(tuple(drawn[:, levels].T), radix)
         else:
             unit_key, row_key = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
-        rooms = pd.DataFrame({"key": unit_key, "room": np.arange(rows)})
-        rooms["rank"] = rooms.groupby("key").cumcount()
-        candidates = pd.DataFrame({"key": row_key, "row": np.arange(rows)})
-        candidates["rank"] = candidates.groupby("key").cumcount()
-        dealt = rooms.merge(candidates, on=["key", "rank"])  # same codes, one to one
-        order = np.full(rows, -1, dtype=np.int64)
-        order[dealt["room"].to_numpy()] = dealt["row"].to_numpy()
-        left = np.setdiff1d(np.arange(rows), dealt["row"].to_numpy(), assume_unique=True)
-        order[order < 0] = left  # rows of codes no unit holds: to the rooms left
-        codes = drawn[order]
+        codes = drawn[_deal(unit_key, row_key, rng)]
         if levels:
             codes[:, levels] = units[room_unit, :-1]
+        if self.lag is not None:
+            codes = self._sequenced(codes, room_unit, unit_key, rng)
         return codes.astype(np.int16)
+
+    def _sequenced(self, codes: np.ndarray, room_unit: np.ndarray, unit_key: np.ndarray,
+                   rng: np.random.Generator) -> np.ndarray:
+        """The dealt rows as sequences: each unit's rows in the order of their order codes, its
+        first row's lag code kept and each next one drawn from ``transition`` given the one
+        before; then the rows dealt again to these (unit-level codes, lag code) slots, the
+        slot's order and lag codes written on the row it takes."""
+        codes = codes[np.lexsort((codes[:, self.order], room_unit))]  # rooms stay by unit
+        starts = np.r_[True, room_unit[1:] != room_unit[:-1]]
+        positions = np.arange(len(codes))
+        position = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+        wanted = codes[:, self.lag].copy()
+        cumulative = np.cumsum(self.transition, axis=1)
+        for step in range(1, int(position.max(initial=0)) + 1):
+            at = np.flatnonzero(position == step)
+            before = cumulative[wanted[at - 1]]
+            wanted[at] = np.minimum((rng.random(len(at))[:, None] > before).sum(axis=1),
+                                    len(self.transition) - 1)
+        size = len(self.transition)
+        taken = codes[_deal(unit_key * size + wanted, unit_key * size + codes[:, self.lag], rng)]
+        taken[:, self.lag] = wanted
+        taken[:, self.order] = codes[:, self.order]
+        return taken
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         codes = self.draw_codes(rows, seed)
@@ -228,16 +320,24 @@ class UnitSampler:
 
     def finish_frame(self, frame: pd.DataFrame, codes: np.ndarray,
                      seed: np.random.SeedSequence) -> pd.DataFrame:
-        """The decoded rows with each unit's id, and each unit-level column's value that of its
-        unit's first row (a numeric bin decodes to one value per unit, not per row)."""
+        """The decoded rows with each unit's id, each unit-level column's value that of its
+        unit's first row (a numeric bin decodes to one value per unit, not per row), and a
+        numeric order column's values in order within each unit."""
         sizes = self.draw_units(len(frame), seed)[:, -1] + 1
         first = np.repeat(np.cumsum(sizes) - sizes, sizes)
+        unit = np.repeat(np.arange(len(sizes)), sizes)
+        ordered = None if self.order is None else self.schema.attributes[self.order]
+        if ordered is not None and ordered.kind == "numeric":
+            # the rows are in order of their bins; their values, drawn within the bins, in
+            # order too (bins do not overlap: each row keeps a value of its own bin)
+            values = frame[ordered.column].to_numpy()
+            frame[ordered.column] = values[np.lexsort((values, unit))]
         for i in self.levels:
             attribute = self.schema.attributes[i]
             for column in {attribute.name, attribute.column} & set(frame.columns):
                 frame[column] = frame[column].to_numpy()[first]
         ids = draw_ids(self.unit_id, len(sizes), np.random.default_rng(_child(seed, 3)))
-        frame[self.unit_id.name] = np.asarray(ids)[np.repeat(np.arange(len(sizes)), sizes)]
+        frame[self.unit_id.name] = np.asarray(ids)[unit]
         return frame
 
 
@@ -249,6 +349,7 @@ class UnitShapedModel:
     units: MarginalModel
     schema: Schema  # the release's: the row model's with the unit id among its ids
     unit_column: str
+    lag_table: np.ndarray | None = None  # the noisy lag-1 table (previous × this)
 
     method: ClassVar[str] = "marginals"
 
@@ -271,8 +372,15 @@ class UnitShapedModel:
 
     def sampler(self) -> UnitSampler:
         levels = tuple(unit_level(self.rows.schema))
+        sequence = self.metadata["unit_shape"].get("lag")
+        order, lag = ((self.rows.schema.names.index(sequence["order"]),
+                       self.rows.schema.names.index(sequence["attribute"]))
+                      if sequence else (None, None))
         return UnitSampler(self.schema, self.rows.sampler(), self.units.sampler(), levels,
-                           unit_id_column(self.schema, self.unit_column), self.mean_rows)
+                           unit_id_column(self.schema, self.unit_column), self.mean_rows,
+                           order, lag,
+                           None if self.lag_table is None
+                           else transitions(self.lag_table, sequence["sigma_per_unit"]))
 
     def conditioned_sampler(self, where: str | None, balance: str | None,
                             decode: str = "uniform") -> Any:
@@ -283,6 +391,9 @@ class UnitShapedModel:
         """The row model at ``path`` (its metadata's ``unit_shape`` marks it), the unit model
         in ``path/units``."""
         self.units.save(join(path, "units"), storage_options)
+        if self.lag_table is not None:
+            write_model_files(join(path, "lag"), {"format": 1, "method": "lag-1 table"},
+                              {"lag": self.lag_table}, storage_options)
         return self.rows.save(path, storage_options)
 
     @classmethod
@@ -293,5 +404,11 @@ class UnitShapedModel:
         units = MarginalModel.from_files(
             units_path, read_model_document(units_path, storage_options=storage_options),
             storage_options)
-        column = document["metadata"]["unit_shape"]["unit"]
-        return cls(rows, units, release_schema(rows.schema, column), column)
+        record = document["metadata"]["unit_shape"]
+        lag = None
+        if record.get("lag"):
+            size = int(rows.schema[record["lag"]["attribute"]].size)
+            lag = read_model_arrays(join(path, "lag"), {"lag": (size, size)},
+                                    storage_options)["lag"]
+        column = record["unit"]
+        return cls(rows, units, release_schema(rows.schema, column), column, lag)
