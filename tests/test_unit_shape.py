@@ -110,6 +110,8 @@ def test_item1_release_and_model_through_the_cli(client, tmp_path, capsys):
     ([], "privacy_unit"),  # unit_shape without a unit
     (["--privacy-unit", "person", "--max-rows-per-unit", "3"], "'person'"),  # missing column
     (["--privacy-unit", "uid", "--max-rows-per-unit", "0"], "'uid'"),
+    (["--privacy-unit", "uid", "--max-rows-per-unit", "3", "--balance", "flag"],
+     "unit-shaped"),
 ])
 def test_item1_bad_input_exit_2_nothing_spent(client, tmp_path, capsys, options, says):
     (tmp_path / "schema.json").write_text(json.dumps(PANEL_SCHEMA))
