@@ -75,6 +75,7 @@ from dp_dask.methods.marginals.unit_shape import (
     UNIT_SHARE,
     UnitShapedModel,
     lag_count_graph,
+    ordinal,
     release_schema,
     unit_count_graph,
     unit_level,
@@ -320,7 +321,9 @@ def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
     rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
     noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity,
                            sampler=method.noise_sampler, rng=rng)
-    return noisy.reshape(size, size) / LAG_WEIGHT, record | {
+    steps = ordinal(method.schema.attributes[lag])
+    return (noisy if steps else noisy.reshape(size, size)) / LAG_WEIGHT, record | {
+        "kind": "steps (this code - previous code)" if steps else "table (previous x this)",
         "rho": gaussian_rho(sigma, sensitivity, method.accountant),
         "sigma_per_unit": sigma / LAG_WEIGHT,
         "l2_sensitivity": sensitivity,

@@ -143,8 +143,15 @@ def _unit_codes(frame: pd.DataFrame, schema: Schema, order: int, lag: int) -> pd
                          "lag": codes[lag].astype(np.int64)})
 
 
-def lag_pairs(frame: pd.DataFrame, size: int) -> np.ndarray:
-    """The (previous, this) lag-code pairs' weighted counts (size × size, flattened) of a
+def ordinal(attribute: Attribute) -> bool:
+    """Whether an attribute's codes are ordered bins (numeric, datetime years): its lag-1
+    relation is then measured as steps between codes, else as a table of code pairs."""
+    return bool(attribute.edges)
+
+
+def lag_pairs(frame: pd.DataFrame, size: int, steps: bool) -> np.ndarray:
+    """The (previous, this) lag-code pairs' weighted counts (size × size, flattened), or with
+    ``steps`` their steps this − previous (2·size − 1 cells, from −(size − 1)), of a
     partition holding every row of its units: a unit's rows in the order of their order codes,
     ties by their lag codes (a function of the unit's rows alone; nulls one unit), each of its
     p pairs weighing LAG_WEIGHT // p, so that one unit adds at most LAG_WEIGHT in all (L1, and
@@ -156,29 +163,42 @@ def lag_pairs(frame: pd.DataFrame, size: int) -> np.ndarray:
     follows = unit[1:] == unit[:-1]
     _, owner, pairs_of = np.unique(unit[1:][follows], return_inverse=True, return_counts=True)
     weights = LAG_WEIGHT // pairs_of[owner]  # a unit's pairs: LAG_WEIGHT at most in all
-    pairs = lag[:-1][follows] * size + lag[1:][follows]
-    return np.bincount(pairs, weights=weights, minlength=size * size).astype(np.int64)
+    before, this = lag[:-1][follows], lag[1:][follows]
+    cells = this - before + size - 1 if steps else before * size + this
+    return np.bincount(cells, weights=weights, minlength=2 * size - 1 if steps
+                       else size * size).astype(np.int64)
 
 
 def lag_count_graph(ddf: dd.DataFrame, schema: Schema, order: int, lag: int) -> Delayed:
-    """Lazily, the lag-1 table of attribute ``lag``: consecutive rows' codes within each unit
-    of the bounded rows (carrying UNIT_KEY), ordered by attribute ``order``. Only the unit and
-    two codes per row move (a shuffle on the unit), never whole rows."""
+    """Lazily, the lag-1 table of attribute ``lag`` (its steps where :func:`ordinal`):
+    consecutive rows' codes within each unit of the bounded rows (carrying UNIT_KEY), ordered
+    by attribute ``order``. Only the unit and two codes per row move (a shuffle on the unit),
+    never whole rows."""
     meta = pd.DataFrame({UNIT_KEY: pd.Series([], dtype=object),
                          "order": pd.Series([], dtype=np.int64),
                          "lag": pd.Series([], dtype=np.int64)})
     codes = ddf.map_partitions(_unit_codes, schema, order, lag, meta=meta)
     together = codes.shuffle(on=UNIT_KEY, shuffle_method=shuffle_method())
-    size = int(schema.sizes[lag])
-    return tree_sum([dask.delayed(lag_pairs)(part, size) for part in together.to_delayed()])
+    size, steps = int(schema.sizes[lag]), ordinal(schema.attributes[lag])
+    return tree_sum([dask.delayed(lag_pairs)(part, size, steps)
+                     for part in together.to_delayed()])
 
 
-def transitions(noisy: np.ndarray, sigma: float) -> np.ndarray:
-    """Row-stochastic P(this | previous) from a noisy lag-1 table whose noise has std
-    ``sigma``: cells below ``sigma`` set to 0 (clipped at 0 alone, the empty cells' noise
-    would add about 0.4 σ each, spread over every jump), a previous code with no mass left
-    taking the table's column marginal (uniform if all is gone)."""
-    table = np.where(noisy > sigma, noisy, 0.0)
+def transitions(noisy: np.ndarray, sigma: float, prior: np.ndarray) -> np.ndarray:
+    """Row-stochastic P(this | previous) from a noisy lag-1 table, or steps (1-D), whose
+    noise has std ``sigma``: cells below ``sigma`` set to 0 (clipped at 0 alone, the empty
+    cells' noise would add about 0.4 σ each, spread over every jump). Steps give
+    P(this | previous) ∝ steps[this − previous] · prior[this] (``prior``: the row model's
+    histogram of the attribute, so the chain keeps near its shares). A previous code with no
+    mass left takes the table's column marginal, or the prior (uniform if all is gone)."""
+    kept = np.where(noisy > sigma, noisy, 0.0)
+    if kept.ndim == 1:
+        size = len(prior)
+        weights = np.clip(prior, 0.0, None)
+        step = np.arange(size)[None, :] - np.arange(size)[:, None] + size - 1
+        table = kept[step] * weights[None, :]
+    else:
+        table = kept
     marginal = table.sum(axis=0)
     marginal = marginal / marginal.sum() if marginal.sum() > 0 else np.full(len(table),
                                                                             1 / len(table))
@@ -349,7 +369,8 @@ class UnitShapedModel:
     units: MarginalModel
     schema: Schema  # the release's: the row model's with the unit id among its ids
     unit_column: str
-    lag_table: np.ndarray | None = None  # the noisy lag-1 table (previous × this)
+    # the noisy lag-1 table (previous × this), or its steps (:func:`ordinal`), per unit
+    lag_table: np.ndarray | None = None
 
     method: ClassVar[str] = "marginals"
 
@@ -376,11 +397,11 @@ class UnitShapedModel:
         order, lag = ((self.rows.schema.names.index(sequence["order"]),
                        self.rows.schema.names.index(sequence["attribute"]))
                       if sequence else (None, None))
+        transition = None if self.lag_table is None else transitions(
+            self.lag_table, sequence["sigma_per_unit"], self.rows.marginals.one_way[lag])
         return UnitSampler(self.schema, self.rows.sampler(), self.units.sampler(), levels,
                            unit_id_column(self.schema, self.unit_column), self.mean_rows,
-                           order, lag,
-                           None if self.lag_table is None
-                           else transitions(self.lag_table, sequence["sigma_per_unit"]))
+                           order, lag, transition)
 
     def conditioned_sampler(self, where: str | None, balance: str | None,
                             decode: str = "uniform") -> Any:
@@ -407,8 +428,8 @@ class UnitShapedModel:
         record = document["metadata"]["unit_shape"]
         lag = None
         if record.get("lag"):
-            size = int(rows.schema[record["lag"]["attribute"]].size)
-            lag = read_model_arrays(join(path, "lag"), {"lag": (size, size)},
-                                    storage_options)["lag"]
+            attribute = rows.schema[record["lag"]["attribute"]]
+            shape = (2 * attribute.size - 1,) if ordinal(attribute) else (attribute.size,) * 2
+            lag = read_model_arrays(join(path, "lag"), {"lag": shape}, storage_options)["lag"]
         column = record["unit"]
         return cls(rows, units, release_schema(rows.schema, column), column, lag)
