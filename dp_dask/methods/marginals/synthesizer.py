@@ -190,6 +190,11 @@ class MarginalSynthesizer(Synthesizer):
         if self.unit_shape and self.privacy_unit is None:
             raise ValueError("unit_shape=True releases synthetic units of a privacy unit: give "
                              "privacy_unit (--privacy-unit COLUMN --max-rows-per-unit K)")
+        if self.unit_shape and self.schema.constraints:  # units' codes overwrite rows' codes
+            raise ValueError(f"unit_shape: schema {self.schema.name!r} declares constraints "
+                             f"({self.schema.constraints[0].name}, ...), which a unit-shaped "
+                             "release does not honour yet: its unit-level codes overwrite the "
+                             "rows' drawn ones")
         for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
             if name is not None and name not in self.schema.names:
                 raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "

@@ -262,7 +262,8 @@ class UnitSampler:
         for stream, name, size in ((0, "rows", rows), (1, "units", self._units_needed(rows))):
             sampler = getattr(self, name)
             if isinstance(sampler, ReleaseSampler):
-                shared[name] = sampler.for_release(size, _child(seed, stream))
+                shared[name] = sampler.for_release(
+                    size, _child(seed, stream), release_rows if name == "rows" else None)
         return replace(self, **shared)
 
     def _units_needed(self, rows: int) -> int:
