@@ -4,8 +4,10 @@ the data owner's utility checks, exact functions of the raw data."""
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 from dp_dask.checks import delta_value, epsilon_value, non_negative_int, positive_int
 from dp_dask.cli.common import check_data, check_out
@@ -16,7 +18,7 @@ from dp_dask.cli.options import (
     workload_groups,
 )
 from dp_dask.data.io import read_table, remote
-from dp_dask.data.schema import load_schema
+from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.constraints import constraint_violations
 from dp_dask.evaluate.queries import evaluate_release
 from dp_dask.evaluate.tables import markdown_table, wide_table
@@ -55,6 +57,18 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--test-data", default=None,
                           help="held-out real rows for --target (default: a seeded 30 %% split "
                           "of --data by a hash of each row)")
+    evaluate.add_argument("--unit", default=None, metavar="COLUMN",
+                          help="also check units by this column (a release under a privacy "
+                          "unit): rows-per-unit TVD, the share of units whose unit-level "
+                          "attributes are constant (units.json)")
+    evaluate.add_argument("--max-rows-per-unit", type=positive_int, default=None, metavar="K",
+                          help="with --unit: the real units' rows clipped to K (default: the "
+                          "schema's privacy_unit max_rows, else unclipped)")
+    evaluate.add_argument("--order", default=None, metavar="COLUMN",
+                          help="with --unit and --lag: the column ordering a unit's rows")
+    evaluate.add_argument("--lag", default=None, metavar="ATTRIBUTE",
+                          help="with --unit and --order: report the lag-1 correlation error "
+                          "of this numeric attribute within units")
     cluster_options(evaluate)
     evaluate.set_defaults(run=run_evaluate, preflight=preflight)
 
@@ -140,8 +154,32 @@ def run_evaluate(args: argparse.Namespace) -> None:
         for name, table in tasks_tables(tasks).items():
             print(f"\n{name}:")
             print(markdown_table(table, "{:.3f}"))
+    if args.unit is not None:
+        paths |= _unit_checks(args, data, synthetic, schema)
     for kind, path in paths.items():
         print(f"{kind:>11}: {path}")
+
+
+def _unit_checks(args: argparse.Namespace, data: Any, synthetic: Any,
+                 schema: Schema) -> dict[str, Path]:
+    """--unit's checks, printed and (with --out) written to units.json."""
+    from dp_dask.evaluate.units import unit_checks
+
+    declared = schema.privacy_unit or {}
+    max_rows = args.max_rows_per_unit or (declared.get("max_rows") if isinstance(
+        declared.get("max_rows"), int) else None)
+    record = unit_checks(data, synthetic, schema, args.unit, max_rows=max_rows,
+                         order=args.order, lag=args.lag)
+    print(f"\nunits (by {args.unit!r}):")
+    for key in ("units", "rows_per_unit_tvd", "mean_rows_per_unit", "unit_constant_share",
+                "real_unit_constant_share", "lag1", "lag1_error"):
+        if key in record:
+            print(f"  {key}: {record[key]}")
+    if not args.out:
+        return {}
+    path = args.out / "units.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return {"units": path}
 
 
 def run_report(args: argparse.Namespace) -> None:

@@ -76,6 +76,9 @@ def check_condition(spec: SynthSpec) -> None:
     model gives it any probability is known after the fit only: checked when sampling)."""
     if spec.where is None and spec.balance is None:
         return
+    if (spec.method_options or {}).get("unit_shape"):
+        raise ConditionError("--where/--balance: a unit-shaped release (unit_shape) draws its "
+                             "units whole and cannot be sampled conditionally")
     if not Synthesizer.methods[spec.method].conditional:
         raise ConditionError(f"--where/--balance: method {spec.method!r} cannot sample "
                              f"conditionally; methods that can: {conditional_methods()}")

@@ -173,6 +173,14 @@ def _with_points(edges: tuple[float, ...], fine: tuple[float, ...], points: tupl
             tuple(sorted(set(fine) | added)) if fine else fine)
 
 
+def _flag(spec: dict[str, Any], key: str, where: str) -> bool:
+    """An optional true/false of the attribute's JSON (default false)."""
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise SchemaError(f"{where}: {key!r} must be true or false, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Attribute:
     """One attribute: its name, its public domain (bin labels) and its out-of-domain rules."""
@@ -198,6 +206,8 @@ class Attribute:
     dtype_source: str = ""  # one of DTYPE_SOURCES ("": not stated)
     points: tuple[float, ...] = ()  # numeric: exact values, each its own bin (in edges)
     decimals: int | None = None  # numeric: decimal places its values are released at
+    # constant within a privacy unit in a unit-shaped release (methods/marginals/unit_shape.py)
+    unit_level: bool = False
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
@@ -320,6 +330,7 @@ class Attribute:
             "fine": () if spec.get("fine") is None else _edges(spec["fine"], f"{where} fine"),
             "source": str(spec.get("source", "")),
             "dtype_source": str(spec.get("dtype_source", "")),
+            "unit_level": _flag(spec, "unit_level", where),
         }
         if kind == "categorical":
             if "categories" not in spec:
@@ -388,4 +399,6 @@ class Attribute:
             spec["points"] = [_edge_json(p) for p in self.points]
         if self.decimals is not None:
             spec["decimals"] = self.decimals
+        if self.unit_level:
+            spec["unit_level"] = True
         return spec

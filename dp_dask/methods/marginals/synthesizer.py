@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 from dask.delayed import Delayed
@@ -67,12 +68,31 @@ from dp_dask.methods.marginals.plan import (
     check_neighbours,
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
+from dp_dask.methods.marginals.unit_shape import (
+    LAG_SHARE,
+    LAG_WEIGHT,
+    UNIT_KEY,
+    UNIT_SHARE,
+    UnitShapedModel,
+    lag_count_graph,
+    ordinal,
+    release_schema,
+    unit_count_graph,
+    unit_level,
+    unit_schema,
+)
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.postprocess.noise_level import noise_record
 from dp_dask.postprocess.reweight import check_iterations
 from dp_dask.postprocess.tree import spanning_tree
 from dp_dask.privacy import rho_budget
-from dp_dask.privacy.accounting import epsilon_spent, table_sensitivity
+from dp_dask.privacy.accounting import (
+    epsilon_spent,
+    gaussian_rho,
+    gaussian_sigma,
+    table_sensitivity,
+)
+from dp_dask.privacy.noise import gaussian_noise
 from dp_dask.privacy.selection import replace_one_rho
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
@@ -102,7 +122,13 @@ class MarginalSynthesizer(Synthesizer):
     rounds' selection favours (default: every triple). With rounds the release is accounted in
     zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without); ``config``,
     the tuned numbers (a :class:`~.config.MarginalsConfig` or a dict of its fields, default
-    None: the defaults; docs/tuning.md).
+    None: the defaults; docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
+    units rather than rows: a unit model (the unit-level attributes and rows per unit) beside
+    the row model, each unit's rows sharing its id and its unit-level values
+    (:mod:`.unit_shape`, default False: rows as a row release has them); with it ``unit_order``
+    and ``unit_lag``, two attributes: a unit's rows ordered by the first, the lag-1 relation
+    of the second (this row's code × the previous row's) measured and drawn from (default
+    None: rows in no order).
     """
 
     name = "marginals"
@@ -118,8 +144,21 @@ class MarginalSynthesizer(Synthesizer):
                  fine_share: float = FINE_SHARE, tables: str = "auto",
                  rounds: int | None = None, adaptive_share: float = adaptive.ADAPTIVE_SHARE,
                  workload: list[Any] | None = None,
-                 config: MarginalsConfig | dict[str, Any] | None = None, **common: Any) -> None:
+                 config: MarginalsConfig | dict[str, Any] | None = None,
+                 unit_shape: bool = False, unit_order: str | None = None,
+                 unit_lag: str | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
+        if not isinstance(unit_shape, bool):
+            raise ValueError(f"unit_shape must be true or false, got {unit_shape!r}")
+        if (unit_order is None) != (unit_lag is None) or (unit_lag and not unit_shape):
+            raise ValueError("unit_order and unit_lag go together, with unit_shape=True: the "
+                             "attribute ordering a unit's rows and the one whose lag-1 "
+                             "relation is measured")
+        self.unit_shape, self.unit_order, self.unit_lag = unit_shape, unit_order, unit_lag
+        # the share of the plan's ρ (less a choice of K's) its measurements spend: a
+        # unit-shaped release's row model what the unit model (UNIT_SHARE) and the lag-1
+        # table (LAG_SHARE) leave
+        self._rho_share = 1.0 - unit_shape_share(unit_shape, unit_lag is not None)
         self.config = as_config(MarginalsConfig, config)
         self.tables = check_tables(tables)
         self.fine_share = check_fine_share(fine_share)
@@ -148,6 +187,40 @@ class MarginalSynthesizer(Synthesizer):
                         adaptive.rounds_for(self.schema, self.config) if self.workload_ else 0)
         self.candidates_ = (adaptive.candidates(self.schema, self.workload_, self.config)
                             if self.rounds_ else {})
+        if self.unit_shape and self.privacy_unit is None:
+            raise ValueError("unit_shape=True releases synthetic units of a privacy unit: give "
+                             "privacy_unit (--privacy-unit COLUMN --max-rows-per-unit K)")
+        if self.unit_shape and self.schema.constraints:  # units' codes overwrite rows' codes
+            raise ValueError(f"unit_shape: schema {self.schema.name!r} declares constraints "
+                             f"({self.schema.constraints[0].name}, ...), which a unit-shaped "
+                             "release does not honour yet: its unit-level codes overwrite the "
+                             "rows' drawn ones")
+        for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
+            if name is not None and name not in self.schema.names:
+                raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "
+                                 f"{name!r}")
+        if self.unit_lag is not None and self.schema[self.unit_lag].unit_level:
+            raise ValueError(f"unit_lag: attribute {self.unit_lag!r} is unit-level, constant "
+                             "within a unit: its lag-1 relation is that of one value")
+
+    @property
+    def sequence(self) -> tuple[int, int] | None:
+        """The order and lag attributes' indices of a unit-shaped release (None: no order)."""
+        if self.unit_lag is None:
+            return None
+        return self.schema.names.index(self.unit_order), self.schema.names.index(self.unit_lag)
+
+    def _with_unit_key(self, ddf: dd.DataFrame) -> dd.DataFrame:
+        """Unit-shaped: the unit column's copy (UNIT_KEY) carried through bounding, which the
+        unit table is counted by (and the row counts never read)."""
+        if not self.unit_shape:
+            return ddf
+        return ddf.assign(**{UNIT_KEY: ddf[self.privacy_unit.column]})
+
+    @property
+    def units_schema(self) -> Schema:
+        """A unit-shaped release's unit table schema (:func:`.unit_shape.unit_schema`)."""
+        return unit_schema(self.schema, self.privacy_unit.column, self.max_rows)
 
     @property
     def rows_public(self) -> bool:
@@ -185,19 +258,29 @@ class MarginalSynthesizer(Synthesizer):
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
         counts of the candidate triples; where the dense path may run, the sparse joint), in
         one pass."""
+        if self.unit_shape:  # the rows' counts, and the unit table's (in the same pass)
+            lag = ([] if self.sequence is None
+                   else [lag_count_graph(ddf, self.schema, *self.sequence)])
+            return dask.delayed(tuple)([self._row_count_graph(ddf),
+                                        unit_count_graph(ddf, self.schema, self.units_schema),
+                                        *lag])
+        return self._row_count_graph(ddf)
+
+    def _row_count_graph(self, ddf: dd.DataFrame) -> Delayed:
         if self.budget_plan().with_cliques:  # the sparse joint the triples are read from
             return cliques.count_graph(ddf, self.schema)
         if self.rounds_:
             return adaptive.count_graph(ddf, self.schema, adaptive.triples_of(self.candidates_))
         return fine_count_graph(ddf, self.schema)
 
-    def _rows_counted(self, exact: tuple[np.ndarray, np.ndarray]) -> int:
-        return rows_counted(exact[0], self.schema)
+    def _rows_counted(self, exact: tuple[np.ndarray, ...]) -> int:
+        rows = exact[0] if self.unit_shape else exact
+        return rows_counted(rows[0], self.schema)
 
     def budget_plan(self) -> BudgetPlan:
         """This release's ρ by step (:class:`~.plan.BudgetPlan`), less what a choice of the
         privacy unit's max_rows spends."""
-        rho = self._privacy_plan()["rho"] - self.unit_rho
+        rho = (self._privacy_plan()["rho"] - self.unit_rho) * self._rho_share
         return BudgetPlan(rho, adaptive.RoundPlan(self.rounds_, self.adaptive_share, rho,
                                                   self.config),
                           self.fine_share if self.schema.fine_grids else 0.0, self.config,
@@ -205,13 +288,108 @@ class MarginalSynthesizer(Synthesizer):
                           cliques.cliques_possible(self.schema, self.config) and not self.rounds_)
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
-                    metadata: dict[str, Any]) -> MarginalModel:
+                    metadata: dict[str, Any]) -> MarginalModel | UnitShapedModel:
+        if self.unit_shape:
+            return fit_unit_shaped(self, *exact, n_rows, metadata)
         return fit_model(self, exact, n_rows, metadata)
 
     @staticmethod
     def load_model(path: Location, document: dict[str, Any],
-                   storage_options: dict[str, Any] | None = None) -> MarginalModel:
+                   storage_options: dict[str, Any] | None = None
+                   ) -> MarginalModel | UnitShapedModel:
+        if "unit_shape" in document.get("metadata", {}):
+            return UnitShapedModel.from_files(path, document, storage_options)
         return MarginalModel.from_files(path, document, storage_options)
+
+
+def unit_shape_share(unit_shape: bool, lag: bool = False) -> float:
+    """The share of the measurements' ρ a unit model and a lag-1 table spend (none without
+    them)."""
+    return (UNIT_SHARE if unit_shape else 0.0) + (LAG_SHARE if lag else 0.0)
+
+
+def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
+                ) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """The lag-1 table's Gaussian measurement, LAG_SHARE of the measurements' ρ: one unit's
+    pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the table
+    moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit holds a
+    pair: nothing measured or spent."""
+    order, lag = method.sequence
+    size = int(method.schema.sizes[lag])
+    record: dict[str, Any] = {"order": method.schema.names[order],
+                              "attribute": method.schema.names[lag]}
+    if method.max_rows < 2:
+        return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
+    rho = LAG_SHARE * (method._privacy_plan()["rho"] - method.unit_rho)
+    sensitivity = table_sensitivity(method.neighbours, "l2") * LAG_WEIGHT
+    sigma = gaussian_sigma(rho, sensitivity, method.accountant)
+    rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
+    noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity,
+                           sampler=method.noise_sampler, rng=rng)
+    steps = ordinal(method.schema.attributes[lag])
+    return (noisy if steps else noisy.reshape(size, size)) / LAG_WEIGHT, record | {
+        "kind": "steps (this code - previous code)" if steps else "table (previous x this)",
+        "rho": gaussian_rho(sigma, sensitivity, method.accountant),
+        "sigma_per_unit": sigma / LAG_WEIGHT,
+        "l2_sensitivity": sensitivity,
+        "measured": "the (previous, this) codes of consecutive rows within each unit, ordered "
+                    "by the order attribute (ties by the lag code), each unit's p pairs "
+                    f"weighing {LAG_WEIGHT} // p (a unit counted once), Gaussian noise"}
+
+
+def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
+                    unit_counts: np.ndarray, *rest: Any) -> UnitShapedModel:
+    """A unit-shaped release's model (:mod:`.unit_shape`): the unit model fitted to the unit
+    table's counts ``unit_counts`` with UNIT_SHARE of the measurements' ρ (its noise drawn
+    first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
+    sequence) measured with LAG_SHARE, then the row model to the rows' ``exact`` counts with
+    the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy record states
+    each and their sum."""
+    *lag_counts, n_rows, metadata = rest
+    units_schema = method.units_schema
+    inner = MarginalSynthesizer(
+        units_schema, epsilon=method.epsilon, delta=method.delta, accountant=method.accountant,
+        neighbours=method.neighbours, tables="all", fit_iterations=method.fit_iterations,
+        config=method.config, noise_sampler=method.noise_sampler, ledger=False,
+        noise_seed=None if method.noise_seed is None else int(np.random.SeedSequence(
+            [method.noise_seed, 67]).generate_state(1)[0]))
+    inner._load_params()
+    plan_rho = method._privacy_plan()["rho"]
+    inner._rho_share = UNIT_SHARE * (plan_rho - method.unit_rho) / plan_rho
+    n_units = rows_counted(unit_counts, units_schema)
+    units = fit_model(inner, (unit_counts, np.zeros(0, dtype=np.int64)), n_units,
+                      {"schema": {"name": units_schema.name, "sha256": units_schema.sha256()}})
+    lag_table, lag_record = (measure_lag(method, *lag_counts) if lag_counts
+                             else (None, None))
+    rows = fit_model(method, exact, n_rows, metadata)
+    unit_rho, row_rho = inner.budget_plan().rho, method.budget_plan().rho
+    lag_rho = lag_record["rho"] if lag_record else 0.0
+    privacy = rows.metadata["privacy"]
+    privacy["rho"] += unit_rho + lag_rho
+    privacy["rho_split"] = {**privacy.get("rho_split", {}), "unit_model": unit_rho,
+                            **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
+    lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
+                f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
+    privacy["budget_split"] = (
+        f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
+        "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
+        f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
+        + privacy["budget_split"])
+    column = method.privacy_unit.column
+    rows.metadata["unit_shape"] = {
+        "unit": column, "max_rows": method.max_rows,
+        "unit_level": [method.schema.names[i] for i in unit_level(method.schema)],
+        "unit_model": {"attributes": units_schema.names, "rho": unit_rho,
+                       "units": units.n_rows,
+                       "noise_sigma": units.metadata["model"]["noise_sigma"]},
+        "unit_value": "per unit, the smallest combination of its unit-level codes among its "
+                      "kept rows",
+        "dealing": "units drawn from the unit model, rows from the row model, each row dealt "
+                   "to a unit of its unit-level codes (the rest to the rooms left), the unit's "
+                   "values and id then written on its rows",
+        **({"lag": lag_record} if lag_record else {})}
+    return UnitShapedModel(rows, units, release_schema(method.schema, column), column,
+                           lag_table)
 
 
 def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows: int,
