@@ -43,7 +43,7 @@ def counts_from_codes(codes: np.ndarray, schema: Schema) -> np.ndarray:
     Each table is counted by the weight fit's compiled pass (:func:`add_weights`, every weight
     1: exact below 2⁵³ rows), not ``np.bincount``, which needs each pair's cell keys as a new
     array of the partition's rows: on the DSS shape (351 pairs, 250 k rows) 0.26 → 0.08 CPU s,
-    and 0.82 → 0.11 where the worker maps each new array afresh (docs/benchmarks.md, "The
+    and 0.82 → 0.11 where the worker maps each new array afresh (benchmarks/SESSIONS.md, "The
     workers' malloc")."""
     domain = Domain(schema.sizes)
     counts = np.zeros((schema.d, schema.d), dtype=np.int64)
