@@ -82,7 +82,7 @@ from dp_dask.network import (
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy import BASIC_COMPOSITION, laplace_noise
 from dp_dask.privacy.accounting import table_sensitivity
-from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
+from dp_dask.privacy.labels import PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
     APPROX_DP,
     DEPENDENT_DP,
@@ -92,6 +92,7 @@ from dp_dask.privacy.ledger import (
     dataset_name_for,
     new_run_id,
 )
+from dp_dask.privacy.record import Cost, PrivacyRecord
 from dp_dask.synthesizer import EmptyInputError
 from dp_dask.timing import timed
 
@@ -445,28 +446,24 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
                    plan: Sequence[ChunkNoise], network: Network | None, tables_epsilon: float,
                    smoothing: float, sampler: str, seeded: bool,
                    unit: PrivacyUnit | None = None) -> dict[str, Any]:
-    """What a reviewer needs: the notion in words, ε and its split, every chunk's noise."""
+    """What a reviewer needs: the notion in words, ε and its split, every chunk's noise (its
+    privacy record rendered: dp_dask.privacy.record)."""
     private = sampler in PRIVATE_SAMPLERS
     hist_epsilon = epsilon - tables_epsilon
-    privacy: dict[str, Any] = {
-        "epsilon": epsilon, "delta": 0.0, "mechanism": mechanism,
-        "neighbouring": neighbouring("replace", unit),
-        "noise_sampler": sampler, "noise_seeded": seeded,
-        "privacy_unit": unit_record(unit, seeded),
-    }
     if mechanism == "laplace":
-        privacy |= {"notion": "differential privacy", "ledger_notion": APPROX_DP,
-                    "statement": dp_statement(unit), "accountant": BASIC_COMPOSITION,
-                    "differentially_private": private,
-                    "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
-                                    + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")
-                                    + f" = {plan[0].scale:.6g} per count"}
+        accountant, notion = BASIC_COMPOSITION, "differential privacy"
+        details: dict[str, Any] = {
+            "notion": notion, "ledger_notion": APPROX_DP, "statement": dp_statement(unit),
+            "differentially_private": private,
+            "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
+                            + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")
+                            + f" = {plan[0].scale:.6g} per count"}
     else:
+        accountant, notion = DDP_ACCOUNTANT, "dependent differential privacy"
         fallen = [[schema.names[a] for a in c.columns] for c in plan if c.fallback]
-        privacy |= {
-            "notion": "dependent differential privacy", "ledger_notion": DEPENDENT_DP,
-            "statement": DDP_STATEMENT, "accountant": DDP_ACCOUNTANT,
-            "differentially_private": False,
+        details = {
+            "notion": notion, "ledger_notion": DEPENDENT_DP,
+            "statement": DDP_STATEMENT, "differentially_private": False,
             "budget_split": (f"{tables_epsilon:g} of ε (pure DP, Laplace) on noisy histograms "
                              "and within-chunk 2-way tables to learn the network; "
                              if tables_epsilon else "")
@@ -489,17 +486,16 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
                         "dependent_sensitivity": c.dependent_sensitivity, "rho": c.rho,
                         "laplace_scale": c.scale, "fallback": c.fallback} for c in plan],
         }
-    if schema.drafted_under_dp:  # Tabular-DDP is no DP notion: never summed with the draft
-        privacy["schema_drafted_under_dp"] = drafted_record(
-            schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
-            notion="replace" if mechanism == "laplace" else "dependent")
-    if private:
-        privacy["label"] = privacy["notion"] + " release"
-    else:
-        privacy |= {"differentially_private": False,
-                    "label": f"{NON_PRIVATE_LABEL}: ε gives the noise scale only"}
+    record = PrivacyRecord(
+        Cost(epsilon, 0.0, mechanism, accountant), neighbouring("replace", unit),
+        unit_record(unit, seeded), sampler, seeded, details=details,
+        # Tabular-DDP is no DP notion: never summed with the draft
+        draft=drafted_record(schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
+                             notion="replace" if mechanism == "laplace" else "dependent")
+        if schema.drafted_under_dp else None,
+        label=notion + " release")
     return {"created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "kind": "per-column noisy histograms (dp-dask stats)",
             **({"n_rows": n_rows} if unit is None else {}),
             "schema": {"name": schema.name, "sha256": schema.sha256(), "attributes": schema.m},
-            "privacy": privacy}
+            "privacy": record.to_metadata()}

@@ -65,6 +65,7 @@ from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
 from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
 from dp_dask.privacy.noise import DrawWatch, watch_draws
+from dp_dask.privacy.record import Cost
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
@@ -159,17 +160,15 @@ class Entry:
                 else f"{self.unit_column!r} <= {self.unit_max_rows or 'auto'} rows")
 
     @classmethod
-    def for_plan(cls, plan: Mapping[str, Any], *, dataset_name: str, schema_sha256: str,
-                 run_id: str, sampler: str, private: bool, unit_column: str | None = None,
+    def for_cost(cls, cost: Cost, *, dataset_name: str, schema_sha256: str, run_id: str,
+                 sampler: str, private: bool, unit_column: str | None = None,
                  unit_max_rows: int | None = None) -> Entry:
-        """The entry of a release calibrated by ``plan`` (epsilon, delta, mechanism,
-        accountant and, for Gaussian noise, the charge rho: e.g. ``NoisePlan.to_json()``), of
-        privacy unit ``unit_column`` (None: a row) with at most ``unit_max_rows`` rows."""
-        gaussian = plan["mechanism"] == "gaussian"
-        basic = plan["mechanism"] == "laplace" and plan["accountant"] == BASIC_COMPOSITION
-        return cls(dataset_name, schema_sha256, run_id, plan["epsilon"],
-                   0.0 if basic else plan["delta"], plan["mechanism"], plan["accountant"],
-                   plan["rho"] if gaussian else None, private, sampler,
+        """The entry of a release that spends ``cost`` under replace-one-row neighbours (the
+        value its privacy record holds: dp_dask.privacy.record), of privacy unit
+        ``unit_column`` (None: a row) with at most ``unit_max_rows`` rows."""
+        return cls(dataset_name, schema_sha256, run_id, cost.epsilon, cost.delta,
+                   cost.mechanism, cost.accountant,
+                   cost.rho if cost.mechanism == "gaussian" else None, private, sampler,
                    unit_column=unit_column, unit_max_rows=unit_max_rows)
 
     @classmethod
