@@ -88,9 +88,9 @@ from dp_dask.privacy.ledger import (
     DEPENDENT_DP,
     Entry,
     Ledger,
-    charging,
     dataset_name_for,
     new_run_id,
+    reserving,
 )
 from dp_dask.privacy.record import Cost, PrivacyRecord
 from dp_dask.synthesizer import EmptyInputError
@@ -329,19 +329,18 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
         None if ledger in (None, True) else ledger)
     plain_epsilon = (None if mechanism == "laplace" else
                      plain_dp_epsilon(schema, hist_epsilon, k, public_network, smoothing))
-    entries = _reserve(book, data, schema, mechanism, hist_epsilon, tables_epsilon,
-                       plain_epsilon, noise_sampler, dataset_name, run_id or new_run_id(),
-                       budget_epsilon, force, unit)
-    # cancelled on a failure before the first noise draw; spent (failed) after it
-    with charging(book, entries) as charge:
+    requests = _requests(data, schema, mechanism, hist_epsilon, tables_epsilon, plain_epsilon,
+                         noise_sampler, dataset_name, run_id or new_run_id(), unit)
+    with reserving(book, requests, budget_epsilon=budget_epsilon, force=force) as booking:
         release = _release(source, schema, epsilon, mechanism, k, column_chunks,
                            public_network, tables_epsilon, hist_epsilon, smoothing,
                            noise_sampler, rng, timings, show_progress, unit,
                            unit_seed(noise_seed))
+        entries = booking.entries
         for entry in entries:  # a network learnt from the data: its own plain-DP ε, not the bound
             if entry.mechanism == "tabular-ddp" and entry.notion == APPROX_DP:
-                charge.settle(entry, release.metadata["privacy"]["dp_without_assumption"]
-                              ["epsilon"] - tables_epsilon)
+                booking.charge.settle(entry, release.metadata["privacy"]
+                                      ["dp_without_assumption"]["epsilon"] - tables_epsilon)
     if entries:
         release.metadata["ledger"] = {"dataset_name": entries[0].dataset_name,
                                       "run_ids": [e.run_id for e in entries]}
@@ -362,16 +361,15 @@ def plain_dp_epsilon(schema: Schema, epsilon: float, k: int, network: Network | 
         for chunk in chunks(schema.m, k))
 
 
-def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: str,
-             hist_epsilon: float, tables_epsilon: float, plain_epsilon: float | None,
-             sampler: str, dataset_name: str | None, run_id: str, budget_epsilon: float | None,
-             force: bool, unit: PrivacyUnit | None = None) -> list[Entry]:
-    """Ledger entries, reserved before any private data is read: the DP part (laplace, or the
-    noisy tables) counted and budget-checked; the dependent-DP part under its own notion, and
-    counted and checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP
-    entry of its own, run id ``<run id>-dp``: what it costs if the network is wrong."""
-    if book is None:
-        return []
+def _requests(data: TableSource, schema: Schema, mechanism: str, hist_epsilon: float,
+              tables_epsilon: float, plain_epsilon: float | None, sampler: str,
+              dataset_name: str | None, run_id: str,
+              unit: PrivacyUnit | None = None) -> list[Entry]:
+    """The ledger entries a stats release reserves before any private data is read
+    (:func:`~dp_dask.privacy.ledger.reserving`): the DP part (laplace, or the noisy tables)
+    counted and budget-checked; the dependent-DP part under its own notion, and counted and
+    checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP entry of
+    its own, run id ``<run id>-dp``: what it costs if the network is wrong."""
     common = {"dataset_name": dataset_name_for(data, dataset_name),
               "schema_sha256": schema.sha256(), "delta": 0.0, "rho": None,
               "private": sampler in PRIVATE_SAMPLERS, "sampler": sampler,
@@ -391,16 +389,7 @@ def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: 
                               notion=APPROX_DP, **common))
         requests.append(Entry(run_id=run_id, epsilon=hist_epsilon, mechanism="tabular-ddp",
                               accountant=DDP_ACCOUNTANT, notion=DEPENDENT_DP, **common))
-    entries: list[Entry] = []
-    try:
-        for request in requests:
-            entries.append(book.reserve(request, budget_epsilon=budget_epsilon,
-                                        force=force).entry)
-    except BaseException:
-        for entry in entries:
-            book.cancel(entry.id)
-        raise
-    return entries
+    return requests
 
 
 def _release(data: TableSource, schema: Schema, epsilon: float, mechanism: str, k: int,

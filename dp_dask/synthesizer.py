@@ -46,10 +46,9 @@ from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
     Entry,
     Ledger,
-    Reservation,
-    charging,
     dataset_name_for,
     new_run_id,
+    reserving,
 )
 from dp_dask.privacy.record import COST_FIELDS, Cost, PrivacyRecord
 from dp_dask.release import ReleasePlan, resolve_target, write_release
@@ -328,19 +327,22 @@ class Synthesizer:
         # (a refused budget before the input is even opened)
         units.check_drafted_unit(self.schema, self.privacy_unit, self.accept_row_level_draft)
         source = data if self.privacy_unit is None else self._read(data, storage_options)
-        reservation = self._ledger_reserve(data, storage_options)
-        if reservation is not None and reservation.reused:
-            self.model_ = load_model(reservation.entry.model_path or "", storage_options)
-            unit = self.model_.metadata.get("privacy", {}).get("privacy_unit", {})
-            self.max_rows_, self.unit_choice_ = unit.get("max_rows"), unit.get("auto")
-            self.privacy_record_ = PrivacyRecord.from_metadata(self.model_.metadata["privacy"])
-            return self
-        # cancelled on a failure before the first noise draw; spent (failed) after it
-        with charging(self.ledger, [] if reservation is None else [reservation.entry]):
+        with reserving(self.ledger, self._ledger_requests(data),
+                       budget_epsilon=self.budget_epsilon, force=self.force,
+                       storage_options=storage_options) as booking:
+            self.ledger_entry_ = booking.entries[0] if booking.entries else None
+            self.reused_ = booking.reused
+            if booking.reused:  # its model exists: loaded, nothing drawn or charged
+                self.model_ = load_model(self.ledger_entry_.model_path or "", storage_options)
+                unit = self.model_.metadata.get("privacy", {}).get("privacy_unit", {})
+                self.max_rows_, self.unit_choice_ = unit.get("max_rows"), unit.get("auto")
+                self.privacy_record_ = PrivacyRecord.from_metadata(
+                    self.model_.metadata["privacy"])
+                return self
             self._fit(source, storage_options)
-        if reservation is not None:
-            self.model.metadata["ledger"] = {"dataset_name": reservation.entry.dataset_name,
-                                             "run_id": reservation.entry.run_id}
+        if self.ledger_entry_ is not None:
+            self.model.metadata["ledger"] = {"dataset_name": self.ledger_entry_.dataset_name,
+                                             "run_id": self.ledger_entry_.run_id}
         return self
 
     def _fit(self, data: TableSource, storage_options: dict[str, Any] | None = None) -> None:
@@ -441,24 +443,19 @@ class Synthesizer:
         would tell. Never with a privacy unit: replacing a unit of 1 row by one of K moves n."""
         return self.privacy_unit is None
 
-    def _ledger_reserve(self, data: TableSource,
-                        storage_options: dict[str, Any] | None = None) -> Reservation | None:
-        """Budget check and record, before any data is read (None without a ledger);
-        ``storage_options`` reach a recorded model in a store."""
+    def _ledger_requests(self, data: TableSource) -> list[Entry]:
+        """What the fit asks the ledger to reserve before any data is read (none without a
+        ledger): one entry of the replace-one-row cost."""
         if self.ledger is None:
-            return None
-        request = Entry.for_cost(self.ledger_cost(),
-                                 dataset_name=dataset_name_for(data, self.dataset_name),
-                                 schema_sha256=self.schema.sha256(),
-                                 run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
-                                 private=self.noise_sampler in PRIVATE_SAMPLERS,
-                                 unit_column=getattr(self.privacy_unit, "column", None),
-                                 # "auto" (None) until the fit chooses: never an earlier fit's K
-                                 unit_max_rows=None if self.unit_auto else self.max_rows)
-        reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
-                                          force=self.force, storage_options=storage_options)
-        self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
-        return reservation
+            return []
+        return [Entry.for_cost(self.ledger_cost(),
+                                dataset_name=dataset_name_for(data, self.dataset_name),
+                                schema_sha256=self.schema.sha256(),
+                                run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
+                                private=self.noise_sampler in PRIVATE_SAMPLERS,
+                                unit_column=getattr(self.privacy_unit, "column", None),
+                                # "auto" (None) until the fit chooses: never an earlier fit's K
+                                unit_max_rows=None if self.unit_auto else self.max_rows)]
 
     def _privacy_plan(self) -> dict[str, Any]:
         """The calibration (epsilon, delta, mechanism, accountant, rho), validated before any

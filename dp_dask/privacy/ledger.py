@@ -540,6 +540,47 @@ def charging(ledger: Ledger | None, entries: Sequence[Entry]) -> Iterator[Charge
         ledger.mark_spent(entry.id or 0, epsilon=charge.epsilon.get(entry.id or 0))
 
 
+@dataclass(frozen=True)
+class Booking:
+    """One release's place in the ledger while its work runs (see :func:`reserving`):
+    ``entries`` reserved (none without a ledger); ``reused``: an earlier run of the same
+    request whose model exists, to be loaded (nothing is charged); ``charge``: the running
+    charge (None when reused)."""
+
+    entries: list[Entry]
+    reused: bool
+    charge: Charge | None
+
+
+@contextlib.contextmanager
+def reserving(ledger: Ledger | None, requests: Sequence[Entry], *,
+              budget_epsilon: float | None = None, force: bool = False,
+              storage_options: dict[str, Any] | None = None) -> Iterator[Booking]:
+    """The one way a release (a fit, a schema draft, dp-dask stats) uses the ledger: its
+    ``requests`` reserved together before any data is read (:meth:`Ledger.reserve`; a refusal
+    cancels those reserved before it), then the block's work charged to them
+    (:func:`charging`: cancelled on a failure before the first noise draw, spent after). Where
+    the ledger reuses an earlier run (its model exists), the block loads it: nothing is
+    charged again."""
+    reservations: list[Reservation] = []
+    if ledger is not None:
+        try:
+            for request in requests:
+                reservations.append(ledger.reserve(request, budget_epsilon=budget_epsilon,
+                                                   force=force, storage_options=storage_options))
+        except BaseException:
+            for reservation in reservations:  # this release's own, never a reused run's
+                if not reservation.reused:
+                    ledger.cancel(reservation.entry.id or 0)
+            raise
+    entries = [reservation.entry for reservation in reservations]
+    if any(reservation.reused for reservation in reservations):
+        yield Booking(entries, True, None)
+        return
+    with charging(ledger, entries) as charge:
+        yield Booking(entries, False, charge)
+
+
 def _entries(connection: Connection, dataset_name: str | None) -> list[Entry]:
     query = sa.select(releases).order_by(releases.c.id)
     if dataset_name is not None:
