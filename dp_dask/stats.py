@@ -482,7 +482,7 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
         draft=drafted_record(schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
                              notion="replace" if mechanism == "laplace" else "dependent")
         if schema.drafted_under_dp else None,
-        label=notion + " release")
+        label=notion + " release", with_rho=False)
     return {"created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "kind": "per-column noisy histograms (dp-dask stats)",
             **({"n_rows": n_rows} if unit is None else {}),

@@ -67,7 +67,9 @@ class PrivacyRecord:
     order (its measurements with their ρ or ε, selection, ``budget_split`` in words,
     post-processing); ``draft``: the schema's drafting under DP; ``types_from_data``: the
     columns whose types came from the data; ``label``: a notion's own label for a release
-    that is not a synthesizer's (dp-dask stats), None for the synthesizers' claim."""
+    that is not a synthesizer's (dp-dask stats), None for the synthesizers' claim;
+    ``with_rho``: whether the metadata holds ``rho`` even when it is None (a synthesizer's
+    does; dp-dask stats' never did, and its releases stay as they were)."""
 
     cost: Cost
     neighbouring: str
@@ -80,6 +82,7 @@ class PrivacyRecord:
     draft: dict[str, Any] | None = None
     types_from_data: Any = None
     label: str | None = None
+    with_rho: bool = True
 
     @property
     def ledger_cost(self) -> Cost:
@@ -103,8 +106,9 @@ class PrivacyRecord:
         """The release's ``privacy`` metadata: the one rendering of the record."""
         cost = self.cost
         rendered: dict[str, Any] = {"epsilon": cost.epsilon, "delta": cost.delta,
-                                    "mechanism": cost.mechanism, "accountant": cost.accountant,
-                                    "rho": cost.rho}
+                                    "mechanism": cost.mechanism, "accountant": cost.accountant}
+        if self.with_rho or cost.rho is not None:
+            rendered["rho"] = cost.rho
         if self.rho_split:
             rendered["rho_split"] = dict(self.rho_split)
         if self.charge is not None:
