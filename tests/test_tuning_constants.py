@@ -8,6 +8,16 @@ import ast
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SMALL_SCHEMA_PATH, correlated_frame
+
+from dp_dask.methods.marginals.config import MarginalsConfig
+from dp_dask.postprocess.config import RowUpdateConfig
+from dp_dask.synthesizer import Synthesizer, load_model
+from dp_dask.tuning import changed
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dp_dask"
 # The default method's release: its model, fit and sampler, the post-processing passes, the
@@ -50,3 +60,37 @@ def test_item5_every_constant_on_the_default_path_is_in_tuning_md():
     assert not missing, ("constants on the default path without a '### NAME' entry in "
                          "docs/tuning.md (its measurement, or why it is no tuned number; or "
                          "make it a config field): " + "; ".join(missing))
+
+
+def test_item5_the_marginals_config_reaches_the_sampler_s_passes(client, tmp_path):
+    """RowUpdateConfig, BalanceConfig and ReweightConfig are fields of MarginalsConfig, set as
+    dicts, recorded when changed, saved with the model and read by the sampler's passes."""
+    config = MarginalsConfig(row_updates={"max_sweeps": 0}, balance={"proposals_per_row": 0.0},
+                             reweight={"max_fit_iterations": 5})
+    assert config.row_updates == RowUpdateConfig(max_sweeps=0)
+    assert changed(config) == {"row_updates": {"max_sweeps": 0},
+                               "balance": {"proposals_per_row": 0.0},
+                               "reweight": {"max_fit_iterations": 5}}
+    assert changed(MarginalsConfig()) == {}  # a default release records nothing new
+    with pytest.raises(ValueError, match="RowUpdateConfig has no field 'sweeps'"):
+        MarginalsConfig(row_updates={"sweeps": 0})
+    frame = correlated_frame(3000)
+
+    def fitted(tuned: dict | None) -> Synthesizer:
+        return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
+                                  noise_sampler="numpy", noise_seed=0, ledger=False,
+                                  config=tuned).fit(frame)
+
+    default = fitted(None)
+    tuned = fitted({"row_updates": {"max_sweeps": 0}, "balance": {"proposals_per_row": 0.0}})
+    # the same noise (same seed), other post-processing: other rows
+    assert np.array_equal(default.model.measurements[0].values,
+                          tuned.model.measurements[0].values)
+    rows = [s.sample(2000, seed=0).compute() for s in (default, tuned)]
+    assert not rows[0].equals(rows[1])
+    assert tuned.model.metadata["config"] == {"row_updates": {"max_sweeps": 0},
+                                              "balance": {"proposals_per_row": 0.0}}
+    saved = load_model(tuned.save(tmp_path / "model"))
+    assert saved.config == tuned.model.config and saved.config.balance.proposals_per_row == 0
+    pd.testing.assert_frame_equal(Synthesizer.from_model(saved).sample(2000, seed=0).compute(),
+                                  rows[1])
