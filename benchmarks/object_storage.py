@@ -30,8 +30,15 @@ from typing import Any
 
 import psutil
 
-from benchmarks.run import PeakMemory, append_json_line, bytes_under, cluster, machine
-from benchmarks.s3_server import BUCKET, moto_server
+from benchmarks.run import (
+    BUCKET,
+    PeakMemory,
+    append_json_line,
+    bytes_under,
+    cluster,
+    machine,
+    moto_server,
+)
 from dp_dask.data.demo import generate_census
 from dp_dask.release import delete_release, verify_release
 from dp_dask.synthesizer import Synthesizer

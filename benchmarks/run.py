@@ -28,13 +28,17 @@ import psutil
 from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
-from benchmarks.s3_server import BUCKET, moto_server
+from benchmarks.paths import load_test_helper
 from benchmarks.shapes import SHAPES, generate
 from dp_dask.cluster import worker_malloc
 from dp_dask.data.counts import query_vector
 from dp_dask.data.dtypes import DECODINGS
 from dp_dask.release import delete_release
 from dp_dask.synthesizer import Synthesizer
+
+# the tests' S3 server (moto) on 127.0.0.1 (tests/s3_server.py), for --target s3
+_S3_SERVER = load_test_helper("s3_server")
+BUCKET, moto_server = _S3_SERVER.BUCKET, _S3_SERVER.moto_server
 
 # Table rows per method: (label, key in timings_). "total" is their sum.
 COUNT, NOISE = ("read+encode+count", "read_encode_count"), ("noise", "noise")

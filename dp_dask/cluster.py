@@ -51,7 +51,7 @@ GRAPH_WARNING_BYTES = "640MiB"
 # of 128 KiB or more is then mapped and faulted in afresh, and each free returns it. A partition's
 # arrays (counting's 2 MB keys, a typed part's 800 kB columns) paid that every time: per 250 k-row
 # DSS partition counting took 0.72 CPU s instead of 0.26, and a typed release's write 10-12 CPU s
-# more than labels (docs/benchmarks.md, "The workers' malloc"). Up to 16 MiB, memory freed
+# more than labels (benchmarks/SESSIONS.md, "The workers' malloc"). Up to 16 MiB, memory freed
 # is kept for reuse; a worker holds at most that much unused per malloc arena.
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 16 * 2**20, "MALLOC_TRIM_THRESHOLD_": 16 * 2**20}
 

@@ -47,10 +47,9 @@ from dp_dask.privacy.ledger import (
     DRAFT_MECHANISM,
     Entry,
     Ledger,
-    Reservation,
-    charging,
     dataset_name_for,
     new_run_id,
+    reserving,
 )
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
 
@@ -88,12 +87,10 @@ def split_budget(epsilon: float, delta: float, draft_share: float) -> dict[str, 
                            "reserved in the ledger as one entry before any value was read"}
 
 
-def _reserve(book: Ledger | None, data: TableSource, split: dict[str, Any], *, method: str,
-             dataset_name: str | None, run_id: str | None, sampler: str,
-             unit: Any, budget_epsilon: float | None, force: bool) -> Reservation | None:
-    """The whole (ε, δ) as one ledger entry, checked against the budget before anything runs."""
-    if book is None:
-        return None
+def _request(data: TableSource, split: dict[str, Any], *, method: str,
+             dataset_name: str | None, run_id: str | None, sampler: str, unit: Any) -> Entry:
+    """The whole (ε, δ) as one ledger entry, reserved (and checked against the budget) before
+    anything runs."""
     request = json.dumps({"input": storage_types(data), "split": split, "method": method},
                          sort_keys=True)
     entry = Entry.for_draft(
@@ -103,11 +100,9 @@ def _reserve(book: Ledger | None, data: TableSource, split: dict[str, Any], *, m
         sampler=sampler, private=sampler in PRIVATE_SAMPLERS)
     unit_json = None if unit is None else unit if isinstance(unit, dict) else unit.to_json()
     max_rows = None if unit_json is None else unit_json.get("max_rows")
-    return book.reserve(
-        replace(entry, mechanism=f"{DRAFT_MECHANISM}+{method}",
-                unit_column=None if unit_json is None else unit_json["column"],
-                unit_max_rows=max_rows if isinstance(max_rows, int) else None),
-        budget_epsilon=budget_epsilon, force=force)
+    return replace(entry, mechanism=f"{DRAFT_MECHANISM}+{method}",
+                   unit_column=None if unit_json is None else unit_json["column"],
+                   unit_max_rows=max_rows if isinstance(max_rows, int) else None)
 
 
 def _without_placeholders(draft: Draft) -> list[str]:
@@ -171,11 +166,10 @@ def draft_and_fit(data: TableSource, *, epsilon: float, delta: float = DEFAULT_D
                          f"got {method!r}")
     book = (None if ledger is False else ledger if isinstance(ledger, Ledger) else
             Ledger(None if ledger in (None, True) else ledger))
-    reservation = _reserve(book, data, split, method=method, dataset_name=dataset_name,
-                           run_id=run_id, sampler=noise_sampler, unit=privacy_unit,
-                           budget_epsilon=budget_epsilon, force=force)
-    entry = None if reservation is None else reservation.entry
-    with charging(book, [] if entry is None else [entry]):
+    request = _request(data, split, method=method, dataset_name=dataset_name, run_id=run_id,
+                       sampler=noise_sampler, unit=privacy_unit)
+    with reserving(book, [request], budget_epsilon=budget_epsilon, force=force) as booking:
+        entry = booking.entries[0] if booking.entries else None
         draft = draft_schema(
             data, public=public, dp_epsilon=split["draft"]["epsilon"],
             dp_delta=split["draft"]["delta"], ledger=False, dataset_name=dataset_name,

@@ -82,16 +82,17 @@ from dp_dask.network import (
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy import BASIC_COMPOSITION, laplace_noise
 from dp_dask.privacy.accounting import table_sensitivity
-from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS
+from dp_dask.privacy.labels import PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
     APPROX_DP,
     DEPENDENT_DP,
     Entry,
     Ledger,
-    charging,
     dataset_name_for,
     new_run_id,
+    reserving,
 )
+from dp_dask.privacy.record import Cost, PrivacyRecord
 from dp_dask.synthesizer import EmptyInputError
 from dp_dask.timing import timed
 
@@ -328,19 +329,18 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
         None if ledger in (None, True) else ledger)
     plain_epsilon = (None if mechanism == "laplace" else
                      plain_dp_epsilon(schema, hist_epsilon, k, public_network, smoothing))
-    entries = _reserve(book, data, schema, mechanism, hist_epsilon, tables_epsilon,
-                       plain_epsilon, noise_sampler, dataset_name, run_id or new_run_id(),
-                       budget_epsilon, force, unit)
-    # cancelled on a failure before the first noise draw; spent (failed) after it
-    with charging(book, entries) as charge:
+    requests = _requests(data, schema, mechanism, hist_epsilon, tables_epsilon, plain_epsilon,
+                         noise_sampler, dataset_name, run_id or new_run_id(), unit)
+    with reserving(book, requests, budget_epsilon=budget_epsilon, force=force) as booking:
         release = _release(source, schema, epsilon, mechanism, k, column_chunks,
                            public_network, tables_epsilon, hist_epsilon, smoothing,
                            noise_sampler, rng, timings, show_progress, unit,
                            unit_seed(noise_seed))
+        entries = booking.entries
         for entry in entries:  # a network learnt from the data: its own plain-DP ε, not the bound
             if entry.mechanism == "tabular-ddp" and entry.notion == APPROX_DP:
-                charge.settle(entry, release.metadata["privacy"]["dp_without_assumption"]
-                              ["epsilon"] - tables_epsilon)
+                booking.charge.settle(entry, release.metadata["privacy"]
+                                      ["dp_without_assumption"]["epsilon"] - tables_epsilon)
     if entries:
         release.metadata["ledger"] = {"dataset_name": entries[0].dataset_name,
                                       "run_ids": [e.run_id for e in entries]}
@@ -361,16 +361,15 @@ def plain_dp_epsilon(schema: Schema, epsilon: float, k: int, network: Network | 
         for chunk in chunks(schema.m, k))
 
 
-def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: str,
-             hist_epsilon: float, tables_epsilon: float, plain_epsilon: float | None,
-             sampler: str, dataset_name: str | None, run_id: str, budget_epsilon: float | None,
-             force: bool, unit: PrivacyUnit | None = None) -> list[Entry]:
-    """Ledger entries, reserved before any private data is read: the DP part (laplace, or the
-    noisy tables) counted and budget-checked; the dependent-DP part under its own notion, and
-    counted and checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP
-    entry of its own, run id ``<run id>-dp``: what it costs if the network is wrong."""
-    if book is None:
-        return []
+def _requests(data: TableSource, schema: Schema, mechanism: str, hist_epsilon: float,
+              tables_epsilon: float, plain_epsilon: float | None, sampler: str,
+              dataset_name: str | None, run_id: str,
+              unit: PrivacyUnit | None = None) -> list[Entry]:
+    """The ledger entries a stats release reserves before any private data is read
+    (:func:`~dp_dask.privacy.ledger.reserving`): the DP part (laplace, or the noisy tables)
+    counted and budget-checked; the dependent-DP part under its own notion, and counted and
+    checked at its plain-DP ε (``plain_epsilon``, :func:`plain_dp_epsilon`) as a DP entry of
+    its own, run id ``<run id>-dp``: what it costs if the network is wrong."""
     common = {"dataset_name": dataset_name_for(data, dataset_name),
               "schema_sha256": schema.sha256(), "delta": 0.0, "rho": None,
               "private": sampler in PRIVATE_SAMPLERS, "sampler": sampler,
@@ -390,16 +389,7 @@ def _reserve(book: Ledger | None, data: TableSource, schema: Schema, mechanism: 
                               notion=APPROX_DP, **common))
         requests.append(Entry(run_id=run_id, epsilon=hist_epsilon, mechanism="tabular-ddp",
                               accountant=DDP_ACCOUNTANT, notion=DEPENDENT_DP, **common))
-    entries: list[Entry] = []
-    try:
-        for request in requests:
-            entries.append(book.reserve(request, budget_epsilon=budget_epsilon,
-                                        force=force).entry)
-    except BaseException:
-        for entry in entries:
-            book.cancel(entry.id)
-        raise
-    return entries
+    return requests
 
 
 def _release(data: TableSource, schema: Schema, epsilon: float, mechanism: str, k: int,
@@ -445,28 +435,24 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
                    plan: Sequence[ChunkNoise], network: Network | None, tables_epsilon: float,
                    smoothing: float, sampler: str, seeded: bool,
                    unit: PrivacyUnit | None = None) -> dict[str, Any]:
-    """What a reviewer needs: the notion in words, ε and its split, every chunk's noise."""
+    """What a reviewer needs: the notion in words, ε and its split, every chunk's noise (its
+    privacy record rendered: dp_dask.privacy.record)."""
     private = sampler in PRIVATE_SAMPLERS
     hist_epsilon = epsilon - tables_epsilon
-    privacy: dict[str, Any] = {
-        "epsilon": epsilon, "delta": 0.0, "mechanism": mechanism,
-        "neighbouring": neighbouring("replace", unit),
-        "noise_sampler": sampler, "noise_seeded": seeded,
-        "privacy_unit": unit_record(unit, seeded),
-    }
     if mechanism == "laplace":
-        privacy |= {"notion": "differential privacy", "ledger_notion": APPROX_DP,
-                    "statement": dp_statement(unit), "accountant": BASIC_COMPOSITION,
-                    "differentially_private": private,
-                    "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
-                                    + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")
-                                    + f" = {plan[0].scale:.6g} per count"}
+        accountant, notion = BASIC_COMPOSITION, "differential privacy"
+        details: dict[str, Any] = {
+            "notion": notion, "ledger_notion": APPROX_DP, "statement": dp_statement(unit),
+            "differentially_private": private,
+            "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
+                            + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")
+                            + f" = {plan[0].scale:.6g} per count"}
     else:
+        accountant, notion = DDP_ACCOUNTANT, "dependent differential privacy"
         fallen = [[schema.names[a] for a in c.columns] for c in plan if c.fallback]
-        privacy |= {
-            "notion": "dependent differential privacy", "ledger_notion": DEPENDENT_DP,
-            "statement": DDP_STATEMENT, "accountant": DDP_ACCOUNTANT,
-            "differentially_private": False,
+        details = {
+            "notion": notion, "ledger_notion": DEPENDENT_DP,
+            "statement": DDP_STATEMENT, "differentially_private": False,
             "budget_split": (f"{tables_epsilon:g} of ε (pure DP, Laplace) on noisy histograms "
                              "and within-chunk 2-way tables to learn the network; "
                              if tables_epsilon else "")
@@ -489,17 +475,16 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
                         "dependent_sensitivity": c.dependent_sensitivity, "rho": c.rho,
                         "laplace_scale": c.scale, "fallback": c.fallback} for c in plan],
         }
-    if schema.drafted_under_dp:  # Tabular-DDP is no DP notion: never summed with the draft
-        privacy["schema_drafted_under_dp"] = drafted_record(
-            schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
-            notion="replace" if mechanism == "laplace" else "dependent")
-    if private:
-        privacy["label"] = privacy["notion"] + " release"
-    else:
-        privacy |= {"differentially_private": False,
-                    "label": f"{NON_PRIVATE_LABEL}: ε gives the noise scale only"}
+    record = PrivacyRecord(
+        Cost(epsilon, 0.0, mechanism, accountant), neighbouring("replace", unit),
+        unit_record(unit, seeded), sampler, seeded, details=details,
+        # Tabular-DDP is no DP notion: never summed with the draft
+        draft=drafted_record(schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
+                             notion="replace" if mechanism == "laplace" else "dependent")
+        if schema.drafted_under_dp else None,
+        label=notion + " release", with_rho=False)
     return {"created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "kind": "per-column noisy histograms (dp-dask stats)",
             **({"n_rows": n_rows} if unit is None else {}),
             "schema": {"name": schema.name, "sha256": schema.sha256(), "attributes": schema.m},
-            "privacy": privacy}
+            "privacy": record.to_metadata()}

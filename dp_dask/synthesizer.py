@@ -42,15 +42,15 @@ from dp_dask.data.values import check_decode, warn_open_bins
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.fit_cost import FitCost, FitWork, dense_tables_cost
 from dp_dask.model_io import ModelError, read_model_document
-from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS, privacy_claim
+from dp_dask.privacy.labels import NEIGHBOURING, PRIVATE_SAMPLERS
 from dp_dask.privacy.ledger import (
     Entry,
     Ledger,
-    Reservation,
-    charging,
     dataset_name_for,
     new_run_id,
+    reserving,
 )
+from dp_dask.privacy.record import COST_FIELDS, Cost, PrivacyRecord
 from dp_dask.release import ReleasePlan, resolve_target, write_release
 from dp_dask.release.writer import Model, positive_rows
 from dp_dask.timing import timed
@@ -112,10 +112,9 @@ class Synthesizer:
     state afresh, so a refit on other data records what a fresh fit does. ``schema``,
     ``privacy_unit`` and ``ledger`` read back what the last fit (or :meth:`from_model`) loaded
     (``schema_``, ``privacy_unit_``, ``ledger_``); before a fit, what the parameters name.
-    Learned by each fit: ``model_``, ``ledger_entry_``, ``reused_``, ``timings_``;
-    ``max_rows_``, the K rows per unit the fit bounded to (the K given, or the one chosen under
-    "auto"; None without a unit), and ``unit_choice_``, the record of that choice (None unless
-    "auto").
+    Learned by each fit: ``model_``, ``privacy_record_``, ``ledger_entry_``, ``reused_``,
+    ``timings_``; ``max_rows_``, the K rows per unit the fit bounded to (the K given, or the one
+    chosen under "auto"; None without a unit), and ``unit_choice_``, the record of that choice.
     """
 
     name: ClassVar[str]
@@ -173,6 +172,7 @@ class Synthesizer:
         self.max_rows_: int | None = None  # the K this fit bounded to (max_rows "auto": chosen)
         self.unit_choice_: dict[str, Any] | None = None  # the record of a choice under "auto"
         self.model_: Model | None = None
+        self.privacy_record_: PrivacyRecord | None = None  # the release's, once (the metadata's)
         self.timings_: dict[str, float] = {}
         self.ledger_entry_: Entry | None = None  # this fit's ledger entry
         self.reused_ = False  # whether fit reused the saved model of an earlier, recorded run
@@ -318,7 +318,7 @@ class Synthesizer:
         ``data`` may be an fsspec URL (``s3://...``), read with ``storage_options``.
         """
         # learned afresh by every fit: a refit records what a fresh fit does
-        self.max_rows_, self.unit_choice_, self.model_ = None, None, None
+        self.max_rows_, self.unit_choice_, self.model_, self.privacy_record_ = (None,) * 4
         self.ledger_entry_, self.reused_, self.timings_ = None, False, {}
         self._load_params()  # a bad schema, unit or ledger fails here, before any data is opened
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is opened
@@ -327,20 +327,22 @@ class Synthesizer:
         # (a refused budget before the input is even opened)
         units.check_drafted_unit(self.schema, self.privacy_unit, self.accept_row_level_draft)
         source = data if self.privacy_unit is None else self._read(data, storage_options)
-        reservation = self._ledger_reserve(data, storage_options)
-        if reservation is not None and reservation.reused:
-            self.model_ = load_model(reservation.entry.model_path or "", storage_options)
-            unit = self.model_.metadata.get("privacy", {}).get("privacy_unit", {})
-            self.max_rows_, self.unit_choice_ = unit.get("max_rows"), unit.get("auto")
-            return self
-        # cancelled on a failure before the first noise draw; spent (failed) after it
-        with charging(self.ledger, [] if reservation is None else [reservation.entry]):
+        with reserving(self.ledger, self._ledger_requests(data),
+                       budget_epsilon=self.budget_epsilon, force=self.force,
+                       storage_options=storage_options) as booking:
+            self.ledger_entry_ = booking.entries[0] if booking.entries else None
+            self.reused_ = booking.reused
+            if booking.reused:  # its model exists: loaded, nothing drawn or charged
+                self.model_ = load_model(self.ledger_entry_.model_path or "", storage_options)
+                unit = self.model_.metadata.get("privacy", {}).get("privacy_unit", {})
+                self.max_rows_, self.unit_choice_ = unit.get("max_rows"), unit.get("auto")
+                self.privacy_record_ = PrivacyRecord.from_metadata(
+                    self.model_.metadata["privacy"])
+                return self
             self._fit(source, storage_options)
-            privacy = self.model.metadata["privacy"]
-            privacy.update(privacy_claim(self.noise_sampler, privacy))
-        if reservation is not None:
-            self.model.metadata["ledger"] = {"dataset_name": reservation.entry.dataset_name,
-                                             "run_id": reservation.entry.run_id}
+        if self.ledger_entry_ is not None:
+            self.model.metadata["ledger"] = {"dataset_name": self.ledger_entry_.dataset_name,
+                                             "run_id": self.ledger_entry_.run_id}
         return self
 
     def _fit(self, data: TableSource, storage_options: dict[str, Any] | None = None) -> None:
@@ -409,9 +411,8 @@ class Synthesizer:
         return self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
 
     def rho_record(self, measurements_rho: float) -> dict[str, Any]:
-        """The privacy record's ``rho``: the whole release's, the measurements'
-        ``measurements_rho`` and, under max_rows "auto", the choice of K's (:attr:`unit_rho`),
-        the split named in ``rho_split``."""
+        """The record's ``rho``: the measurements' ``measurements_rho`` and, under max_rows
+        "auto", the choice of K's (:attr:`unit_rho`), the split in ``rho_split``."""
         if not self.unit_auto:
             return {"rho": measurements_rho}
         return {"rho": measurements_rho + self.unit_rho,
@@ -447,24 +448,19 @@ class Synthesizer:
         would tell. Never with a privacy unit: replacing a unit of 1 row by one of K moves n."""
         return self.privacy_unit is None
 
-    def _ledger_reserve(self, data: TableSource,
-                        storage_options: dict[str, Any] | None = None) -> Reservation | None:
-        """Budget check and record, before any data is read (None without a ledger);
-        ``storage_options`` reach a recorded model in a store."""
+    def _ledger_requests(self, data: TableSource) -> list[Entry]:
+        """What the fit asks the ledger to reserve before any data is read (none without a
+        ledger): one entry of the replace-one-row cost."""
         if self.ledger is None:
-            return None
-        request = Entry.for_plan(self._ledger_plan(),
-                                 dataset_name=dataset_name_for(data, self.dataset_name),
-                                 schema_sha256=self.schema.sha256(),
-                                 run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
-                                 private=self.noise_sampler in PRIVATE_SAMPLERS,
-                                 unit_column=getattr(self.privacy_unit, "column", None),
-                                 # "auto" (None) until the fit chooses: never an earlier fit's K
-                                 unit_max_rows=None if self.unit_auto else self.max_rows)
-        reservation = self.ledger.reserve(request, budget_epsilon=self.budget_epsilon,
-                                          force=self.force, storage_options=storage_options)
-        self.ledger_entry_, self.reused_ = reservation.entry, reservation.reused
-        return reservation
+            return []
+        return [Entry.for_cost(self.ledger_cost(),
+                                dataset_name=dataset_name_for(data, self.dataset_name),
+                                schema_sha256=self.schema.sha256(),
+                                run_id=self.run_id or new_run_id(), sampler=self.noise_sampler,
+                                private=self.noise_sampler in PRIVATE_SAMPLERS,
+                                unit_column=getattr(self.privacy_unit, "column", None),
+                                # "auto" (None) until the fit chooses: never an earlier fit's K
+                                unit_max_rows=None if self.unit_auto else self.max_rows)]
 
     def _privacy_plan(self) -> dict[str, Any]:
         """The calibration (epsilon, delta, mechanism, accountant, rho), validated before any
@@ -474,6 +470,10 @@ class Synthesizer:
     def _ledger_plan(self) -> dict[str, Any]:
         """What the ledger counts, under its replace-one-row neighbours: the privacy plan."""
         return self._privacy_plan()
+
+    def ledger_cost(self) -> Cost:
+        """The replace-one-row cost: what the ledger reserves, the record's ``charge``."""
+        return Cost.of_plan(self._ledger_plan())
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         """The exact counts the method measures, lazily: the d×d 1-/2-way count matrix, unless
@@ -496,23 +496,29 @@ class Synthesizer:
         raise NotImplementedError
 
     def _privacy_record(self, *, neighbouring: str = NEIGHBOURING["replace"],
-                        **fields: Any) -> dict[str, Any]:
-        record = {"epsilon": float(self.epsilon), "delta": float(self.delta), **fields,
-                  "noise_sampler": self.noise_sampler,
-                  "noise_seeded": self.noise_seed is not None,
-                  "neighbouring": neighbouring,
-                  "privacy_unit": {
-                      **units.unit_record(self.bound_unit, self.noise_seed is not None),
-                      **({"auto": self.unit_choice_} if self.unit_choice_ else {})}}
-        if self.schema.types_from_data:  # see _fit's warning
-            record["schema_types_from_data"] = self.schema.types_from_data
-        if self.schema.drafted_under_dp:  # the schema was read from the data, under DP: say
-            # so, and the sum only where both protect one unit (a method offering add/remove
-            # neighbours holds its notion in ``neighbours``)
-            record["schema_drafted_under_dp"] = units.drafted_record(
-                self.schema.drafted_under_dp, epsilon=record["epsilon"], delta=record["delta"],
-                unit=self.privacy_unit, notion=getattr(self, "neighbours", "replace"))
-        return record
+                        as_replace_one: bool = False, **fields: Any) -> dict[str, Any]:
+        """The :class:`PrivacyRecord` (``privacy_record_``) rendered. ``fields``: the cost's (ε, δ:
+        the synthesizer's by default), ``rho_split``, the method's own; ``as_replace_one``: it
+        holds the ledger's replace-one-row cost too (the release's notion is another)."""
+        cost = {"epsilon": self.epsilon, "delta": self.delta, "rho": None,
+                **{key: fields.pop(key) for key in COST_FIELDS if key in fields}}
+        record = PrivacyRecord(
+            Cost(float(cost["epsilon"]), float(cost["delta"]), cost["mechanism"],
+                 cost["accountant"], cost["rho"]),
+            neighbouring, {**units.unit_record(self.bound_unit, self.noise_seed is not None),
+                           **({"auto": self.unit_choice_} if self.unit_choice_ else {})},
+            self.noise_sampler, self.noise_seed is not None,
+            charge=self.ledger_cost() if as_replace_one else None,
+            rho_split=fields.pop("rho_split", None), details=fields,
+            types_from_data=self.schema.types_from_data or None,  # see _fit's warning
+            # drafted under DP: the sum only where both protect one unit (and one notion)
+            draft=units.drafted_record(
+                self.schema.drafted_under_dp, epsilon=float(cost["epsilon"]),
+                delta=float(cost["delta"]), unit=self.privacy_unit,
+                notion=getattr(self, "neighbours", "replace"))
+            if self.schema.drafted_under_dp else None)
+        self.privacy_record_ = record
+        return record.to_metadata()
 
     def _rows(self, n_rows: int | None) -> int:
         """``n_rows``, or the model's n when None; 0 or less is an error, never the default."""

@@ -5,7 +5,7 @@ each default, under the field's name."""
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
 
 Config = TypeVar("Config")
@@ -17,7 +17,7 @@ def check_fields(config: object, positive: tuple[str, ...] = ()) -> None:
     ``__post_init__``. A field of a string default is a choice its config checks."""
     for f in fields(config):
         value, default = getattr(config, f.name), f.default
-        if isinstance(default, str):
+        if isinstance(default, str) or is_dataclass(value):  # a choice; a nested config
             continue
         kind = int if isinstance(default, int) else (int, float)
         least = "> 0" if f.name in positive else ">= 0"
@@ -47,6 +47,14 @@ def as_config(cls: type[Config], value: Config | dict[str, Any] | None) -> Confi
 
 
 def changed(config: object) -> dict[str, Any]:
-    """The fields that differ from their defaults, for a release's record (empty: none)."""
-    return {f.name: getattr(config, f.name) for f in fields(config)
-            if getattr(config, f.name) != f.default}
+    """The fields that differ from their defaults, for a release's record (empty: none); a
+    nested config's as a dict of its own changed fields."""
+    found: dict[str, Any] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if is_dataclass(value):
+            if nested := changed(value):
+                found[f.name] = nested
+        elif value != f.default:
+            found[f.name] = value
+    return found

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
+from s3_server import moto_server
 
 from dp_dask.cluster import worker_malloc
 from dp_dask.data.schema import Schema, load_schema
@@ -50,7 +51,6 @@ def s3_options() -> dict:
     ``dp-dask``; passed explicitly, they travel with the tasks to the suite's workers."""
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from benchmarks.s3_server import moto_server
 
     with moto_server("dp-dask") as (options, _):
         yield options

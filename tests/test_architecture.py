@@ -182,3 +182,23 @@ def test_checks_estimate_and_cli_never_compare_with_a_method_name():
     found = [hit for path in files for hit in method_name_comparisons(path, names)]
     assert not found, ("a method's name compared where its class should answer (declare it on "
                        "the Synthesizer subclass): " + "; ".join(found))
+
+
+def modules_importing(root: Path, package: str) -> list[str]:
+    """``file:line`` of each import of ``package`` (or of a module in it) under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in imports(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if not node.level else [])
+            if any(name == package or name.startswith(f"{package}.") for name in names):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_item1_the_product_and_the_tests_never_import_benchmarks():
+    """The tests own their machinery (the S3 server is tests/s3_server.py, which the benchmarks
+    load); benchmarks/ measures the product and may be left out of a checkout that tests it."""
+    tests = Path(__file__).resolve().parent
+    found = modules_importing(PACKAGE, "benchmarks") + modules_importing(tests, "benchmarks")
+    assert not found, f"imports of benchmarks/ from the product or the tests: {found}"

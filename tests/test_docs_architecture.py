@@ -44,3 +44,25 @@ def test_method_page_names_every_release_method():
     intro = (DOCS / "method.md").read_text().split("\n## ", 1)[0]
     assert set(Synthesizer.methods) - named(intro) == set()
     assert "architecture.md" in intro
+
+
+def drawn_graph() -> dict[str, set[str]]:
+    """docs/architecture.md's import graph: each row's module or package and those it imports."""
+    rows = re.findall(r"^\| `([\w/]+)` \| (`.*`) \|$", section(DOCS / "architecture.md",
+                                                               "Import graph"), re.MULTILINE)
+    return {name.rstrip("/"): {n.rstrip("/") for n in re.findall(r"`([\w/]+)`", imported)}
+            for name, imported in rows}
+
+
+def test_item6_the_architecture_page_draws_the_import_graph_as_it_is():
+    from test_architecture import import_graph
+
+    def unit(module: str) -> str:  # a top-level module or package of dp_dask
+        return module.split(".")[1] if "." in module else "dp_dask"
+
+    code: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        for target in targets:
+            if unit(module) != unit(target):
+                code.setdefault(unit(module), set()).add(unit(target))
+    assert drawn_graph() == code

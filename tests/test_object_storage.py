@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from distributed import Client, LocalCluster
+from s3_server import moto_server as s3_server_process
 
-from benchmarks.s3_server import moto_server as s3_server_process
 from dp_dask.cli import main
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import load_schema

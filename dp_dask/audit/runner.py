@@ -35,6 +35,7 @@ from dp_dask.audit.plants import Plant
 from dp_dask.audit.scenarios import Scenario
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.audit import count_epsilons, epsilon_lower_bounds, tail_counts
+from dp_dask.privacy.record import PrivacyRecord
 
 AUDIT_DELTA = 0.05  # the δ the audit bounds ε at (few trials see only the curve's large-δ end)
 ALPHA = 0.05  # the bound holds with probability >= 1 − ALPHA
@@ -259,8 +260,8 @@ def audit(scenario: Scenario, trials: int, *, delta: float = AUDIT_DELTA, alpha:
     scores = [v[pilot:] @ weights for v in values]
     bound = epsilon_lower_bounds(scores[0], scores[1], [delta], alpha=alpha,
                                  thresholds=chosen)[delta]
-    privacy = correct.metadata["privacy"]
+    cost = PrivacyRecord.from_metadata(correct.metadata["privacy"]).cost
     return AuditResult(scenario.name, scenario.method, scenario.notion,
-                       scenario.claim(correct, delta), float(privacy["epsilon"]),
-                       float(privacy.get("delta", 0.0)), bound, delta, alpha, trials,
+                       scenario.claim(correct, delta), cost.epsilon, cost.delta, bound, delta,
+                       alpha, trials,
                        round(time.perf_counter() - start, 1), plant and plant.name, name)

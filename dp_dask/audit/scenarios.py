@@ -65,8 +65,8 @@ from dp_dask.data import units
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.io import read_table
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.privacy.accounting import ACCOUNTANTS, epsilon_spent, rho_budget
-from dp_dask.privacy.audit import epsilon_at_delta
+from dp_dask.privacy.accounting import epsilon_spent, rho_budget
+from dp_dask.privacy.record import PrivacyRecord
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
 
@@ -122,13 +122,8 @@ class Scenario:
         (:func:`~dp_dask.privacy.audit.epsilon_at_delta`: 1.942 for a pure ε = 2 at δ = 0.05).
         Replace-one neighbours of an add/remove release are held to its recorded replace-one
         charge."""
-        privacy = release.metadata["privacy"]
-        if self.notion == "replace" and "replace_one_row" in privacy:
-            privacy = {**privacy, **privacy["replace_one_row"]}
-        if privacy.get("rho") and privacy.get("accountant") in ACCOUNTANTS:
-            return epsilon_spent(privacy["rho"], delta, privacy["accountant"])
-        return epsilon_at_delta(float(privacy["epsilon"]), float(privacy.get("delta", 0.0)),
-                                delta)
+        record = PrivacyRecord.from_metadata(release.metadata["privacy"])
+        return record.cost_under(self.notion).epsilon_at(delta)
 
     def _create(self, seed: int, epsilon: float) -> Synthesizer:
         made = Synthesizer.create(self.method, self.schema, epsilon=epsilon, delta=self.delta,

@@ -52,8 +52,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def _default(config_class: type, name: str) -> str:
-    """A config field's default as --help shows it: a number in %g, a choice as is."""
+    """A config field's default as --help shows it: a number in %g, a choice as is, a nested
+    config by its class (its fields: docs/tuning.md)."""
     value = getattr(config_class(), name)
+    if dataclasses.is_dataclass(value):
+        return f"{{{type(value).__name__}}}"
     return value if isinstance(value, str) else f"{value:g}"
 
 

@@ -2,7 +2,7 @@
 
 A wide copula draws d normals per row (2,000 on the Art2 shape), and NumPy's float32 ziggurat
 took as long as the latent product itself there (21.8 against 22.5 µs a row on one core,
-docs/benchmarks.md "Copula sampling: the normals"). The transform below is exact for uniform
+benchmarks/SESSIONS.md "Copula sampling: the normals"). The transform below is exact for uniform
 inputs and runs on NumPy's vectorised float32 log, sqrt, sin and cos over cache-sized chunks:
 2.5–3× the ziggurat's speed on the same bit generator. Hand-written because NumPy offers only
 the ziggurat, and SciPy's samplers are slower still.

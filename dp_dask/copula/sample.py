@@ -187,7 +187,7 @@ class Sampler:
             for start, stop in _blocks(rows, GPU_BLOCK_BYTES // (4 * d)):
                 normals = rng.standard_normal((stop - start, d), dtype=cupy.float32)
                 # CuPy has no trmm, and its GEMM is not what limits the GPU path
-                # (docs/benchmarks.md, "Device runs").
+                # (benchmarks/SESSIONS.md, "Device runs").
                 latent = normals @ factor.T
                 if binary is not None:
                     binary[start:stop] = (latent > thresholds).get()

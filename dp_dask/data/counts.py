@@ -43,7 +43,7 @@ def counts_from_codes(codes: np.ndarray, schema: Schema) -> np.ndarray:
     Each table is counted by the weight fit's compiled pass (:func:`add_weights`, every weight
     1: exact below 2⁵³ rows), not ``np.bincount``, which needs each pair's cell keys as a new
     array of the partition's rows: on the DSS shape (351 pairs, 250 k rows) 0.26 → 0.08 CPU s,
-    and 0.82 → 0.11 where the worker maps each new array afresh (docs/benchmarks.md, "The
+    and 0.82 → 0.11 where the worker maps each new array afresh (benchmarks/SESSIONS.md, "The
     workers' malloc")."""
     domain = Domain(schema.sizes)
     counts = np.zeros((schema.d, schema.d), dtype=np.int64)
@@ -105,16 +105,30 @@ def combine_counts(blocks: list[Any]) -> Any:
     return functools.reduce(np.add, blocks)
 
 
-def reduction_graph(ddf: dd.DataFrame, schema: Schema,
-                    chunk: Callable[..., np.ndarray], *args: Any, split_every: int = 8) -> Delayed:
-    """Lazy sum over partitions of ``chunk(partition, *args)`` (an array), by a tree reduction.
+def partition_reduction(ddf: dd.DataFrame, chunk: Callable[..., Any], *args: Any,
+                        combine: Callable[[list[Any]], Any] = combine_counts,
+                        split_every: int = 8) -> Delayed:
+    """Lazy one-pass count: ``chunk(partition, *args)`` on each partition of ``ddf``, the partial
+    results reduced ``split_every`` at a time by ``combine`` (a list of them → one; by default
+    summed, output by output). Every one-pass count of the package is this reduction: the exact
+    counts reach the driver once, summed on the workers, never as one task holding every
+    partition's result.
 
     A plain delayed tree rather than dask.array: array graph optimisation drops the keys of
     some dask-expr inputs (e.g. ``dd.from_delayed`` frames) when they are wrapped as arrays.
     """
+    return tree_sum([dask.delayed(chunk)(part, *args) for part in ddf.to_delayed()],
+                    split_every=split_every, combine=combine)
+
+
+def reduction_graph(ddf: dd.DataFrame, schema: Schema, chunk: Callable[..., Any], *args: Any,
+                    combine: Callable[[list[Any]], Any] = combine_counts,
+                    split_every: int = 8) -> Delayed:
+    """:func:`partition_reduction` over the schema's columns of ``ddf`` (an error naming a
+    missing one)."""
     check_columns(ddf.columns, schema)
-    return tree_sum([dask.delayed(chunk)(part, *args) for part in ddf[schema.columns].to_delayed()],
-                    split_every=split_every)
+    return partition_reduction(ddf[schema.columns], chunk, *args, combine=combine,
+                               split_every=split_every)
 
 
 def tree_sum(level: list[Delayed], *, split_every: int = 8,

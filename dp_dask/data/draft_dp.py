@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import dask
 import numpy as np
 
 from dp_dask.cluster import compute
@@ -41,6 +40,7 @@ from dp_dask.data.attribute import (
     UNDER_DP,
     Attribute,
 )
+from dp_dask.data.counts import partition_reduction
 from dp_dask.data.draft_kinds import (
     FORM_COUNTS,
     ROWS,
@@ -96,7 +96,7 @@ from dp_dask.data.units import (
     unit_seed,
 )
 from dp_dask.privacy.labels import PRIVATE_SAMPLERS
-from dp_dask.privacy.ledger import Entry, Ledger, charging, dataset_name_for, new_run_id
+from dp_dask.privacy.ledger import Entry, Ledger, dataset_name_for, new_run_id, reserving
 from dp_dask.privacy.noise import _check_sampler, laplace_noise
 
 
@@ -342,20 +342,19 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                           "epsilon": epsilon, "delta": delta, "public_types": public_types,
                           **({} if unit is None else {"privacy_unit": unit.to_json()})},
                          sort_keys=True)
-    reservation = None if book is None else book.reserve(replace(Entry.for_draft(
+    draft_entry = replace(Entry.for_draft(
         dataset_name=dataset_name_for(source, request.dataset_name),
         request_sha256=hashlib.sha256(asked.encode()).hexdigest(), run_id=new_run_id(),
         epsilon=float(epsilon), delta=float(delta), sampler=sampler,
         private=sampler in PRIVATE_SAMPLERS), unit_column=getattr(unit, "column", None),
-        unit_max_rows=None if unit is None or unit.max_rows == AUTO else unit.max_rows))
+        unit_max_rows=None if unit is None or unit.max_rows == AUTO else unit.max_rows)
     mechanisms: dict[str, Any] = {}
     specs: dict[str, dict[str, Any]] = {}
     # Decided under DP, unless the storage types are public; a grid declares a number, else
     # the storage kind chose numbers or text, as for the placeholder.
     typed_by = {a["name"]: UNDER_DP if a["name"] in typed else DECLARED if a["name"] in grids
                 else a.get("dtype_source", DECLARED) for a in draft.schema["attributes"]}
-    # cancelled on a failure before the first noise draw; spent (failed) after it
-    with charging(book, [] if reservation is None else [reservation.entry]):
+    with reserving(book, [draft_entry]) as booking:  # charged once noise is drawn, else cancelled
         # read_table reads the columns its schema names: these, each as plain text/numbers.
         reading = load_schema({"attributes": [{"name": c, "categories": ["_"]}
                                               for c in columns]})
@@ -365,9 +364,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         if unit is not None:
             frame, bound, choice = _bounded_frame(frame, unit, auto_epsilon, seed, sampler, rng,
                                                   show_progress)
-        blocks = [dask.delayed(partition_counts)(part, candidates, missing_values, tuple(typed))
-                  for part in frame.to_delayed()]
-        (exact,) = compute(dask.delayed(merge_counts)(blocks), show_progress=show_progress)
+        (exact,) = compute(partition_reduction(frame, partition_counts, candidates,
+                                               missing_values, tuple(typed),
+                                               combine=merge_counts),
+                           show_progress=show_progress)
         # noise drawn once per measurement, after the reduction, in the budget's order; n only
         # as n̂, every sensitivity at the unit's bound K
         rows, rows_record = (_noisy_rows(exact[ROWS], rows_epsilon, bound, sampler, rng)
@@ -515,7 +515,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
         "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,
-        "ledger": None if reservation is None else {
-            "path": str(book.path), "dataset_name": reservation.entry.dataset_name,
-            "run_id": reservation.entry.run_id},
+        "ledger": None if not booking.entries else {
+            "path": str(book.path), "dataset_name": booking.entries[0].dataset_name,
+            "run_id": booking.entries[0].run_id},
     }

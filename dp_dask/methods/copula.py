@@ -59,9 +59,10 @@ class GaussianCopulaSynthesizer(Synthesizer):
                                               sampler=self.noise_sampler, seed=self.noise_seed)
         metadata |= {
             "method": "dp-gaussian-copula (Asghar et al.)",
-            "privacy": {**self._privacy_record(**plan.to_json()), "negatives": "clamped to 0",
-                        "post_processing": "histograms and tables projected onto the public "
-                                           "total n; noise-sized dependence shrunk (see model)"},
+            "privacy": self._privacy_record(
+                **plan.to_json(), negatives="clamped to 0",
+                post_processing="histograms and tables projected onto the public total n; "
+                                "noise-sized dependence shrunk (see model)"),
         }
         with timed(self.timings_, "copula"):
             return fit_model(noisy_counts, self.schema, n_rows,

@@ -35,7 +35,7 @@ Why tau-a and not tau-b (what scipy reports by default): tau-b divides by √((n
 depends on the data's ties, so its sensitivity is not 4/n (a public DPCopula implementation
 calibrated for tau-a and computed tau-b). On discrete data ties shrink tau-a towards 0, and
 sin(π/2·τ) then under-states the latent correlation: a known cost of the method on categorical
-data, like its single coefficient per pair (docs/results-adult.md, "DPCopula").
+data, like its single coefficient per pair (benchmarks/SESSIONS.md, "DPCopula").
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ from dp_dask.privacy import BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.ledger_store import FORMAT as _FORMAT
 from dp_dask.privacy.ledger_store import Store, StoreError, budgets, database_url, releases
 from dp_dask.privacy.noise import DrawWatch, watch_draws
+from dp_dask.privacy.record import Cost
 
 LEDGER_ENV = "DP_DASK_LEDGER"
 APPROX_DP = "approx-DP"  # the only notion summed into a DP total
@@ -159,17 +160,15 @@ class Entry:
                 else f"{self.unit_column!r} <= {self.unit_max_rows or 'auto'} rows")
 
     @classmethod
-    def for_plan(cls, plan: Mapping[str, Any], *, dataset_name: str, schema_sha256: str,
-                 run_id: str, sampler: str, private: bool, unit_column: str | None = None,
+    def for_cost(cls, cost: Cost, *, dataset_name: str, schema_sha256: str, run_id: str,
+                 sampler: str, private: bool, unit_column: str | None = None,
                  unit_max_rows: int | None = None) -> Entry:
-        """The entry of a release calibrated by ``plan`` (epsilon, delta, mechanism,
-        accountant and, for Gaussian noise, the charge rho: e.g. ``NoisePlan.to_json()``), of
-        privacy unit ``unit_column`` (None: a row) with at most ``unit_max_rows`` rows."""
-        gaussian = plan["mechanism"] == "gaussian"
-        basic = plan["mechanism"] == "laplace" and plan["accountant"] == BASIC_COMPOSITION
-        return cls(dataset_name, schema_sha256, run_id, plan["epsilon"],
-                   0.0 if basic else plan["delta"], plan["mechanism"], plan["accountant"],
-                   plan["rho"] if gaussian else None, private, sampler,
+        """The entry of a release that spends ``cost`` under replace-one-row neighbours (the
+        value its privacy record holds: dp_dask.privacy.record), of privacy unit
+        ``unit_column`` (None: a row) with at most ``unit_max_rows`` rows."""
+        return cls(dataset_name, schema_sha256, run_id, cost.epsilon, cost.delta,
+                   cost.mechanism, cost.accountant,
+                   cost.rho if cost.mechanism == "gaussian" else None, private, sampler,
                    unit_column=unit_column, unit_max_rows=unit_max_rows)
 
     @classmethod
@@ -539,6 +538,47 @@ def charging(ledger: Ledger | None, entries: Sequence[Entry]) -> Iterator[Charge
             raise
     for entry in entries:
         ledger.mark_spent(entry.id or 0, epsilon=charge.epsilon.get(entry.id or 0))
+
+
+@dataclass(frozen=True)
+class Booking:
+    """One release's place in the ledger while its work runs (see :func:`reserving`):
+    ``entries`` reserved (none without a ledger); ``reused``: an earlier run of the same
+    request whose model exists, to be loaded (nothing is charged); ``charge``: the running
+    charge (None when reused)."""
+
+    entries: list[Entry]
+    reused: bool
+    charge: Charge | None
+
+
+@contextlib.contextmanager
+def reserving(ledger: Ledger | None, requests: Sequence[Entry], *,
+              budget_epsilon: float | None = None, force: bool = False,
+              storage_options: dict[str, Any] | None = None) -> Iterator[Booking]:
+    """The one way a release (a fit, a schema draft, dp-dask stats) uses the ledger: its
+    ``requests`` reserved together before any data is read (:meth:`Ledger.reserve`; a refusal
+    cancels those reserved before it), then the block's work charged to them
+    (:func:`charging`: cancelled on a failure before the first noise draw, spent after). Where
+    the ledger reuses an earlier run (its model exists), the block loads it: nothing is
+    charged again."""
+    reservations: list[Reservation] = []
+    if ledger is not None:
+        try:
+            for request in requests:
+                reservations.append(ledger.reserve(request, budget_epsilon=budget_epsilon,
+                                                   force=force, storage_options=storage_options))
+        except BaseException:
+            for reservation in reservations:  # this release's own, never a reused run's
+                if not reservation.reused:
+                    ledger.cancel(reservation.entry.id or 0)
+            raise
+    entries = [reservation.entry for reservation in reservations]
+    if any(reservation.reused for reservation in reservations):
+        yield Booking(entries, True, None)
+        return
+    with charging(ledger, entries) as charge:
+        yield Booking(entries, False, charge)
 
 
 def _entries(connection: Connection, dataset_name: str | None) -> list[Entry]:

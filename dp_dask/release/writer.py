@@ -76,7 +76,7 @@ class ReleasePlan:
 
     ``with_binary``: the (rows, d) uint8 dummies in ``synthetic.zarr`` too: d bytes a row (674
     on the DSS shape, against ~30 for the decoded row) and the largest part of writing them,
-    so written only when asked (docs/benchmarks.md, "Per-row cost"). ``with_model``: the model
+    so written only when asked (benchmarks/SESSIONS.md, "Per-row cost"). ``with_model``: the model
     in ``model/`` too. ``storage_options``: fsspec's options of the store the release goes to.
     """
 

@@ -20,8 +20,8 @@ from dp_dask.release import verify_release
 from dp_dask.steps import evaluation_directory
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from benchmarks.object_storage import moto_server  # noqa: E402  (the repository's, not installed)
+sys.path.insert(0, str(ROOT / "tests"))
+from s3_server import moto_server  # noqa: E402  (the tests' helper: tests/ is no package)
 
 ROWS = 5000
 BUCKET = "dp-dask-ci"

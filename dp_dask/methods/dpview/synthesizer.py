@@ -204,11 +204,8 @@ class DPViewSynthesizer(Synthesizer):
                                      self.views_epsilon, upper=upper,
                                      sensitivity=self.sensitivity, sampler=self.noise_sampler,
                                      rng=rng, config=self.config)
-        as_replace_one = {}
         if not self.rows_public:  # the exact n stops here: only its noisy estimate goes on
             n_rows = metadata["n_rows"] = details["n_rows"]
-            as_replace_one = {"replace_one_row": {"epsilon": self._ledger_plan()["epsilon"],
-                                                  "rho": None}}
         rows_noise = {"noisy_rows_for_guideline": self.rows_noise_} if self.rows_noise_ else {}
         tuned = {"config": fields} if (fields := changed(self.config)) else {}
         kept = iter(tables[len(layout.views):])
@@ -226,7 +223,8 @@ class DPViewSynthesizer(Synthesizer):
                            **tuned},
             "privacy": self._privacy_record(
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
-                neighbouring=NEIGHBOURING[self.neighbours], **as_replace_one, **rows_noise,
+                neighbouring=NEIGHBOURING[self.neighbours],
+                as_replace_one=not self.rows_public, **rows_noise,
                 budget_shares=details["budget_shares"],
                 laplace_scales=details["laplace_scales"], budget_split=plan["budget_split"],
                 post_processing="totals set to n; weighted consistency on shared attributes "

@@ -271,7 +271,8 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
             rng=rng)
         measurements.append(Measurement(chosen, noisy, sigma))
         weights = fit_weights(codes, merged(measurements), sizes, weights,
-                              iterations=plan.config.refit_iterations)
+                              iterations=plan.config.refit_iterations,
+                              config=plan.config.reweight)
         record.append({"round": r + 1, "marginal": [schema.names[a] for a in chosen],
                        "cells": cells(schema, chosen), "rho_select": plan.rho_select,
                        "rho_measure": plan.rho_measure, "sigma": sigma})

@@ -20,14 +20,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 from dask.delayed import Delayed
 
-from dp_dask.data.counts import combine_counts, counts_from_codes, fine_counts, tree_sum
-from dp_dask.data.encode import check_columns, encode_partition
+from dp_dask.data.counts import (
+    combine_counts,
+    counts_from_codes,
+    fine_counts,
+    reduction_graph,
+)
+from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import Domain
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
@@ -87,10 +91,8 @@ def combine(blocks: list[tuple[Any, ...]]) -> tuple[Any, ...]:
 
 def count_graph(ddf: dd.DataFrame, schema: Schema, *, split_every: int = 8) -> Delayed:
     """Lazy (d×d counts, fine histograms, sparse joint): one pass."""
-    check_columns(ddf.columns, schema)
-    return tree_sum([dask.delayed(partition_counts)(part, schema)
-                     for part in ddf[schema.columns].to_delayed()],
-                    split_every=split_every, combine=combine)
+    return reduction_graph(ddf, schema, partition_counts, schema, combine=combine,
+                           split_every=split_every)
 
 
 def exact_clique(joint: tuple[np.ndarray, np.ndarray], schema: Schema,

@@ -230,7 +230,8 @@ class ConditionedSampler:
         estimates = self.shared if self.shared is not None else self._estimates(rows, rng)
         share, extra = divmod(rows, len(estimates))
         parts = [balanced_resample(e.codes, e.weights, share + (k < extra), e.groups,
-                                   self.schema.sizes, rng, estimate=e.tables, value_moves=False)
+                                   self.schema.sizes, rng, estimate=e.tables, value_moves=False,
+                                   config=self.base.config.balance)
                  for k, e in enumerate(estimates)]
         codes = np.concatenate(parts)
         return codes[rng.permutation(rows)] if len(parts) > 1 else codes

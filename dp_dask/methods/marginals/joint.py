@@ -105,14 +105,9 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
                  plan: BudgetPlan, rho: float, sensitivity: float) -> dict[str, Any]:
     """The privacy record's ``cliques`` of a dense-joint release (``measured``: the 1-way
     histograms, then the triples, these sharing ``rho``; ``fine``: the fine histograms by
-    attribute), with its ``budget_split`` text, which :func:`~.synthesizer.release_record` takes
-    out for the split's account."""
-    config, m = plan.config, schema.m
-    queries = measured[m:]
-    grids = (f"{plan.fine_share:g} of it to the fine histograms of "
-             f"{', '.join(schema.names[a] for a in sorted(fine))} (L2 sensitivity "
-             f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
-             "the rest " if fine else "")
+    attribute)."""
+    config = plan.config
+    queries = measured[schema.m:]
     return {
         "selection": "every triple and the dense joint fitted to them, as the largest "
                      f"triple's cells*sigma/n <= {config.triple_noise:g} and the joint's cells "
@@ -122,15 +117,28 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
                      "cells": len(q.values), "sigma": q.sigma} for q in queries],
         "joint": {"attributes": list(schema.names), "cells": int(np.prod(schema.sizes)),
                   "fit": "mirror descent, "
-                         f"{joint_steps(int(np.prod(schema.sizes)), len(measured), config)} steps"},
-        "budget_split": f"{len(measured) + len(fine)} Gaussian measurements (every 1-way "
-                        "histogram and every 3-way table, L2 sensitivity "
-                        f"{sensitivity:.6g} each) sharing rho = {plan.one_shot:.6g}: {grids}"
-                        f"{config.one_way_share:g} to the histograms, "
-                        f"the rest (rho = {rho:.6g}) to the {len(queries)} 3-way tables, each in "
-                        f"proportion to cells^{config.cells_exponent:.4g}; no 2-way table, as "
-                        "the largest triple's cells*sigma/n passes triple_noise (public sizes, "
-                        "rho and the noisy n)"}
+                         f"{joint_steps(int(np.prod(schema.sizes)), len(measured), config)} steps"}}
+
+
+def dense_budget_split(schema: Schema, measured: list[Measurement],
+                       fine: dict[int, Measurement], plan: BudgetPlan, rho: float,
+                       sensitivity: float) -> str:
+    """A dense-joint release's measurements in words (as :func:`dense_record`'s arguments), for
+    the budget split of :func:`~.synthesizer.release_record`."""
+    config = plan.config
+    queries = measured[schema.m:]
+    grids = (f"{plan.fine_share:g} of it to the fine histograms of "
+             f"{', '.join(schema.names[a] for a in sorted(fine))} (L2 sensitivity "
+             f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
+             "the rest " if fine else "")
+    return (f"{len(measured) + len(fine)} Gaussian measurements (every 1-way "
+            "histogram and every 3-way table, L2 sensitivity "
+            f"{sensitivity:.6g} each) sharing rho = {plan.one_shot:.6g}: {grids}"
+            f"{config.one_way_share:g} to the histograms, "
+            f"the rest (rho = {rho:.6g}) to the {len(queries)} 3-way tables, each in "
+            f"proportion to cells^{config.cells_exponent:.4g}; no 2-way table, as "
+            "the largest triple's cells*sigma/n passes triple_noise (public sizes, "
+            "rho and the noisy n)")
 
 
 def triples(schema: Schema) -> list[tuple[int, ...]]:

@@ -136,7 +136,7 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     ``fine_share`` of ρ (recorded, as are ``config``'s shares).
     """
     if check_iterations(fit_iterations) is None:
-        fit_iterations = iterations_for(m.sigma for m in measurements)
+        fit_iterations = iterations_for((m.sigma for m in measurements), config.reweight)
     # the schema's constraints are public: their cells are zero before consistency, and after
     measurements = [replace(m, values=structural_zeros(schema, m.attributes, m.values))
                     for m in measurements]

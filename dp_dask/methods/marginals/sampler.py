@@ -216,7 +216,8 @@ class MarginalSampler:
                   for m in self.model.measurements]
         with single_threaded_blas():  # the fit's dot products: rows independent of BLAS threads
             return candidates, fit_weights(candidates, scaled, self.schema.sizes, weights,
-                                           iterations=self.fit_iterations)
+                                           iterations=self.fit_iterations,
+                                           config=self.config.reweight)
 
     def candidate_rows(self, rows: int) -> int:
         """Candidates an estimate for partitions of up to ``rows`` rows draws:
@@ -304,7 +305,7 @@ class MarginalSampler:
                                       rng, estimate=fitted.balanced_tables,
                                       pairs=list(fitted.two_way) if moves else (),
                                       pair_estimate=fitted.pair_tables if moves else None,
-                                      value_moves=moves)
+                                      value_moves=moves, config=self.config.balance)
         with timed(None, "targets", cpu):
             cached = self.aims is not None and self.aims.rows == rows and (
                 self.aims.two_way is not None or not self.updates)
@@ -313,7 +314,8 @@ class MarginalSampler:
         if self.updates:
             with timed(None, "row_updates", cpu):
                 start = codes.copy()
-                sweeps = update_rows(codes, aims.two_way, sizes, rng, possible=aims.possible)
+                sweeps = update_rows(codes, aims.two_way, sizes, rng, possible=aims.possible,
+                                     config=self.config.row_updates)
                 kept = not np.array_equal(start, codes)
             if cpu is not None:
                 cpu["sweeps"] = sweeps
@@ -324,7 +326,8 @@ class MarginalSampler:
         settled = moves and bool(fitted.balanced) and self.fit_iterations > 0
         if kept or not settled:
             with timed(None, "match_one_way", cpu):
-                match_one_way(codes, aims.one_way, sizes, rng, aims.possible)
+                match_one_way(codes, aims.one_way, sizes, rng, aims.possible,
+                              config=self.config.row_updates)
         if self.schema.constraints:
             _redraw_violations(codes, fitted, self.schema, rng)
         return codes, kept

@@ -44,6 +44,7 @@ from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.methods.marginals.joint import (
     DENSE_POST_PROCESSING,
+    dense_budget_split,
     dense_fits,
     dense_record,
     fit_joint,
@@ -447,8 +448,10 @@ def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, measured: list[Me
     noisy_rows = estimated_rows(measured)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = noisy_rows
-    metadata |= release_record(method, plan, len(measured), None, fine, {},
-                               dense_record(schema, measured, fine, plan, rho, sensitivity))
+    metadata |= release_record(
+        method, plan, len(measured), None, fine, {},
+        dense_record(schema, measured, fine, plan, rho, sensitivity),
+        dense_split=dense_budget_split(schema, measured, fine, plan, rho, sensitivity))
     metadata |= noise_record(measured[schema.m:], noisy_rows)
     with timed(method.timings_, "consistency"):
         steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
@@ -518,35 +521,31 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
 
 def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
                    tree: TreeChoice | None, fine: dict[int, Measurement],
-                   rounds: dict[str, Any], cliques: dict[str, Any]) -> dict[str, Any]:
+                   rounds: dict[str, Any], cliques: dict[str, Any],
+                   dense_split: str | None = None) -> dict[str, Any]:
     """The release metadata's method and privacy record: ``k`` one-shot measurements, the
     ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' and the
-    ``cliques``' records (empty: none)."""
+    ``cliques``' records (empty: none); ``dense_split``: a dense-joint release's measurements
+    in words (joint.dense_budget_split)."""
     schema: Schema = method.schema
-    dense = cliques.pop("budget_split", None)  # the dense-joint path's (joint.dense_record)
-    as_replace_one = {}
-    if method.neighbours != "replace":
-        ledger = method._ledger_plan()
-        as_replace_one = {"replace_one_row": {"epsilon": ledger["epsilon"], "rho": ledger["rho"]}}
+    dense = dense_split
+    as_replace_one = method.neighbours != "replace"
     split = plan.budget_split(
         schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
         tree=tree, fine=fine,
-        replace_one_rho=as_replace_one["replace_one_row"]["rho"] if as_replace_one else None,
+        replace_one_rho=method.ledger_cost().rho if as_replace_one else None,
         tree_possible=method.tree_possible, dense=dense)
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
     tuned = changed(method.config)  # none by default: such releases stay as they were
-    if method.unit_auto:  # the choice of K spent its share before any measurement
-        split = (f"rho {method.unit_rho:.6g} to choosing max_rows (privacy_unit.auto), then "
-                 f"rho {plan.rho:.6g} to the measurements: {split}")
     return {
         "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense
                                    else "consistent noisy 1-/2-way marginals + row updates"),
         "privacy": method._privacy_record(
             mechanism="gaussian", accountant=method.accountant, **method.rho_record(plan.rho),
             k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
-            **as_replace_one,
+            as_replace_one=as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
             budget_split=f"{split}; the {method.accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,

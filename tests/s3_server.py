@@ -1,5 +1,7 @@
-"""An S3-compatible server (moto's server mode) on 127.0.0.1 for the benchmarks that write a
-release to object storage (benchmarks.object_storage, benchmarks.run --target s3)."""
+"""An S3-compatible server (moto's server mode) on 127.0.0.1: a test helper (tests/conftest.py's
+``s3_options``, tests/test_object_storage.py, tests/orchestration), which the benchmarks that write
+a release to object storage (benchmarks.object_storage, benchmarks.run --target s3) load too
+(benchmarks.paths.load_test_helper). Tests and the product never import benchmarks/."""
 
 from __future__ import annotations
 
