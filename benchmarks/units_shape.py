@@ -2,7 +2,7 @@
 
 Tables: the Vella–Verbeek males panel (545 men × 1980–87, an ``nr`` id; Rdatasets' ``Males``,
 shipped as linearmodels' ``wage_panel``), and a users × events table of a known structure
-(:func:`events`: geometric rows per user, unit-level attributes, a persistent per-user level).
+(tests/unit_events.py: geometric rows per user, unit-level attributes, a persistent per-user level).
 Each at ε = 1 (and the sweep given), seeds 0..S−1, both releases in the same run:
 
 * today: ``marginals`` under the privacy unit, rows each with their own id (each row its own
@@ -26,11 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.paths import load_test_helper
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.evaluate.tables import markdown_table
 from dp_dask.evaluate.units import unit_checks
 from dp_dask.synthesizer import Synthesizer
+
+unit_events = load_test_helper("unit_events")
 
 PANEL_SCHEMA = {"name": "males", "attributes": [
     {"name": "year", "type": "categorical", "categories": [str(y) for y in range(1980, 1988)]},
@@ -44,13 +47,6 @@ PANEL_SCHEMA = {"name": "males", "attributes": [
     {"name": "lwage", "type": "numeric",
      "edges": [-4, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 4.1]},
 ]}
-EVENTS_SCHEMA = {"name": "events", "attributes": [
-    {"name": "country", "type": "categorical", "categories": list("abcde"), "unit_level": True},
-    {"name": "plan", "type": "categorical", "categories": ["free", "paid"], "unit_level": True},
-    {"name": "kind", "type": "categorical", "categories": ["view", "click", "buy"]},
-    {"name": "amount", "type": "numeric", "edges": [0, 1, 2, 5, 10, 20, 50, 1000]},
-    {"name": "hour", "type": "numeric", "edges": [0, 6, 12, 18, 24]},
-]}
 
 
 def panel(path: str) -> pd.DataFrame:
@@ -58,23 +54,6 @@ def panel(path: str) -> pd.DataFrame:
     return frame[["nr", *(a["name"] for a in PANEL_SCHEMA["attributes"])]].astype(
         {"year": str, "black": str, "hisp": str, "married": str, "union": str,
          "occupation": str})
-
-
-def events(users: int = 5_000, seed: int = 0) -> pd.DataFrame:
-    """Users × events of a known structure: rows per user geometric (mean 4), country and
-    plan per user, spend persistent within a user (a user level plus noise), events ordered by
-    hour."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.geometric(0.25, users)
-    user = np.repeat(np.arange(users), sizes)
-    level = rng.normal(0, 1, users)
-    plan = np.where(level + rng.normal(0, 1, users) > 0.5, "paid", "free")
-    amount = np.exp(1 + 0.8 * level[user] + 0.4 * rng.normal(0, 1, len(user)))
-    kind = np.where(amount > 8, "buy", np.where(rng.random(len(user)) < 0.4, "click", "view"))
-    hour = np.concatenate([np.sort(rng.uniform(0, 24, s)) for s in sizes])
-    return pd.DataFrame({"user": user.astype(str),
-                         "country": rng.choice(list("abcde"), users)[user],
-                         "plan": plan[user], "kind": kind, "amount": amount, "hour": hour})
 
 
 def marginal_tvd(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
@@ -134,7 +113,8 @@ def main() -> None:
                ("year", "lwage")),
               ("males panel (K=5)", panel(args.panel), PANEL_SCHEMA, "nr", 5,
                ("year", "lwage")),
-              ("events (K=10)", events(), EVENTS_SCHEMA, "user", 10, ("hour", "amount"))]
+              ("events (K=10)", unit_events.events(), unit_events.EVENTS_SCHEMA, "user", 10,
+               ("hour", "amount"))]
     results = pd.DataFrame([row for table in tables for epsilon in args.epsilons
                             for seed in range(args.seeds)
                             for row in run(*table[:5], epsilon, seed, table[5])])

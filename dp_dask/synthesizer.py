@@ -396,8 +396,7 @@ class Synthesizer:
                                      sampler=self.noise_sampler, rng=rng)
 
     def _with_unit_key(self, ddf: dd.DataFrame) -> dd.DataFrame:
-        """The rows bounding reads: by default the input's, whose unit column bounding drops;
-        a method counting units too carries a copy of it through (unit-shaped releases)."""
+        """The rows bounding reads (which drops the unit column; unit-shaped releases copy it)."""
         return ddf
 
     @property

@@ -14,7 +14,7 @@ import pytest
 from conftest import SMALL_SCHEMA_PATH
 
 from dp_dask.data.counts import partition_reduction
-from dp_dask.data.draft_dp import _merge_counts
+from dp_dask.data.draft_kinds import merge_counts
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import (
     FAILED,
@@ -105,9 +105,9 @@ def test_item4_the_tree_reduction_gives_the_flat_merge(client):
     frame = pd.DataFrame({"x": rng.integers(0, 4, 900),
                           "word": rng.choice(["a", "b", "c", "d", "e"], 900)})
     ddf = dd.from_pandas(frame, npartitions=9)
-    tree = partition_reduction(ddf, draft_like_counts, combine=_merge_counts,
+    tree = partition_reduction(ddf, draft_like_counts, combine=merge_counts,
                                split_every=2).compute()
-    flat = _merge_counts([draft_like_counts(part) for part in
+    flat = merge_counts([draft_like_counts(part) for part in
                           (ddf.get_partition(i).compute() for i in range(9))])
     assert tree["rows"] == flat["rows"] == 900
     np.testing.assert_array_equal(tree["cells"], np.bincount(frame["x"], minlength=4))

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from unit_events import EVENTS_SCHEMA, events
 
 from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
@@ -160,7 +161,6 @@ def test_item2_order_and_lag_survive(client, tmp_path):
     """With an order and a lag attribute, each unit's rows come in order and the lag-1
     correlation of spend within users is kept far better than by units dealt rows at random;
     the lag table's charge is in the one budget, and a saved model draws the same."""
-    from benchmarks.units_shape import EVENTS_SCHEMA, events
 
     frame = events(3_000)
     schema = load_schema(EVENTS_SCHEMA)
@@ -196,7 +196,6 @@ def test_item2_order_and_lag_survive(client, tmp_path):
     ({"unit_order": "hour", "unit_lag": "plan"}, "unit-level"),
 ])
 def test_item2_bad_sequence_options_refused_before_reading(options, says):
-    from benchmarks.units_shape import EVENTS_SCHEMA
 
     with pytest.raises(ValueError, match=says):
         Synthesizer.create("marginals", EVENTS_SCHEMA, ledger=False, unit_shape=True,
