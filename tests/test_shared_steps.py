@@ -79,8 +79,9 @@ def test_item4_a_refused_request_cancels_the_release_s_other_reservations(tmp_pa
 
 def test_item4_every_one_pass_count_is_the_one_reduction():
     """The counting modules map over partitions only through data.counts.partition_reduction."""
-    counting = ["data/draft_dp.py", "methods/marginals/cliques.py",
-                "methods/marginals/adaptive.py", "data/counts.py"]
+    counting = ["data/draft.py", "data/draft_dp.py", "methods/marginals/cliques.py",
+                "methods/marginals/adaptive.py", "methods/marginals/unit_shape.py",
+                "data/counts.py"]
     found = []
     for name in counting:
         path = PACKAGE / name

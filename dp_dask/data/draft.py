@@ -50,7 +50,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import dask
 import numpy as np
 import pandas as pd
 import yaml
@@ -68,6 +67,7 @@ from dp_dask.data.attribute import (
     TRUE_VALUES,
     Attribute,
 )
+from dp_dask.data.counts import partition_reduction
 from dp_dask.data.draft_dp import DraftRequest, draft_under_dp
 from dp_dask.data.draft_specs import (
     DP_BINS,
@@ -512,10 +512,8 @@ def check_schema(source: TableSource, schema: Schema | str | Path,
     ``fit`` says whether a fit would stop there (an 'error' rule with values to apply it to).
     """
     schema = load_schema(schema)
-    parts = read_table(source, schema).to_delayed()
-    blocks = [dask.delayed(_partition_outside)(part, schema) for part in parts]
-    (counts,) = compute(dask.delayed(sum)(blocks, np.zeros((schema.m, 3), dtype=np.int64)),
-                        show_progress=show_progress)
+    (counts,) = compute(partition_reduction(read_table(source, schema), _partition_outside,
+                                            schema), show_progress=show_progress)
     rows = []
     for attribute, (n, missing, outside) in zip(schema.attributes, counts):
         stops = (missing and attribute.on_missing == ERROR) or (

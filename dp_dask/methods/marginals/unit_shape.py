@@ -39,7 +39,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -48,7 +47,7 @@ from dask.delayed import Delayed
 from dp_dask.conditions import ConditionError
 from dp_dask.copula.sample import PartitionSampler, ReleaseSampler, draw_codes
 from dp_dask.data.attribute import Attribute
-from dp_dask.data.counts import counts_from_codes, tree_sum
+from dp_dask.data.counts import counts_from_codes, partition_reduction
 from dp_dask.data.encode import code_dtype, encode_partition
 from dp_dask.data.ids import IdColumn, draw_ids
 from dp_dask.data.io import Location, join
@@ -130,9 +129,7 @@ def unit_count_graph(ddf: dd.DataFrame, schema: Schema, units_schema: Schema) ->
     keyed = ddf.map_partitions(_unit_rows, schema, levels, meta=meta)
     per_unit = keyed.groupby(UNIT_KEY, dropna=False).agg(
         key=("key", "min"), rows=("key", "size"), split_out=ddf.npartitions)
-    counts = [dask.delayed(_unit_counts)(part, schema, units_schema, levels)
-              for part in per_unit.to_delayed()]
-    return tree_sum(counts)
+    return partition_reduction(per_unit, _unit_counts, schema, units_schema, levels)
 
 
 def _unit_codes(frame: pd.DataFrame, schema: Schema, order: int, lag: int) -> pd.DataFrame:
@@ -180,8 +177,7 @@ def lag_count_graph(ddf: dd.DataFrame, schema: Schema, order: int, lag: int) -> 
     codes = ddf.map_partitions(_unit_codes, schema, order, lag, meta=meta)
     together = codes.shuffle(on=UNIT_KEY, shuffle_method=shuffle_method())
     size, steps = int(schema.sizes[lag]), ordinal(schema.attributes[lag])
-    return tree_sum([dask.delayed(lag_pairs)(part, size, steps)
-                     for part in together.to_delayed()])
+    return partition_reduction(together, lag_pairs, size, steps)
 
 
 def transitions(noisy: np.ndarray, sigma: float, prior: np.ndarray) -> np.ndarray:
