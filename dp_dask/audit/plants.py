@@ -95,8 +95,8 @@ def _plants() -> list[Plant]:
               "ten times its charge)", {"noise_divisor": 10}),
         Plant("octave-scale-unsplit", "draft-octaves", "the octave search's Laplace scale at "
               "sensitivity 1 instead of 2 (add/remove's) with each of its two steps at the "
-              "column's whole ε, its point masses' share not taken either: "
-              f"{OCTAVE_NOISE_DIVISOR:.2f} times too small",
+              "draft's whole ε, the budget not split (n̂, the types, the point masses, the "
+              f"other step): {OCTAVE_NOISE_DIVISOR:.2f} times too small",
               {"noise_divisor": OCTAVE_NOISE_DIVISOR}),
         Plant("years-scale-halved", "draft-years", "the year counts' Laplace scale at "
               "sensitivity 1 instead of 2 (add/remove's)", {"noise_divisor": YEARS_NOISE_DIVISOR}),

@@ -27,8 +27,8 @@ PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
                 "mle-order-restored": 150, "data-dependent-bin": 150,
                 "joint-sigma-halved": 1500, "tables-auto-rows-undercounted": 200,
                 "unit-bounding-skipped": 100, "unit-sensitivity-skipped": 100,
-                "auto-k-sensitivity-1": 4000, "octave-scale-unsplit": 1000,
-                "years-scale-halved": 1500, "text-threshold-without-delta": 1000,
+                "auto-k-sensitivity-1": 4000, "octave-scale-unsplit": 2000,
+                "years-scale-halved": 2500, "text-threshold-without-delta": 1000,
                 "identifier-count-unnoised": 300,
                 "unit-draft-at-row-sensitivity": 100}
 
