@@ -12,7 +12,7 @@ from dp_dask.audit.runner import ALPHA, AUDIT_DELTA, AuditResult, audit
 from dp_dask.audit.scenarios import scenarios
 
 # Trials per neighbour of the default audit, by the cost of a trial (.ci/audit runs the audit
-# and the plants side by side, about 6 minutes on 2 cores in all): the slow scenarios fewer, their
+# and the plants side by side, about 10 minutes on 2 cores in all): the slow scenarios fewer, their
 # ε̂ a weaker lower bound, still valid at its confidence.
 DEFAULT_TRIALS = 1000
 TRIALS = {"marginals": 1000, "marginals-add-remove": 500, "marginals-add-remove-as-replace": 500,
