@@ -26,12 +26,15 @@ from dp_dask.audit.canaries import (
     DRAFT_UNIT_CITY,
     DRAFT_UNIT_K,
     DRAFT_UNIT_ROWS,
+    OCTAVE_COLUMN,
     UNIT,
+    YEARS_COLUMN,
 )
 from dp_dask.audit.plants import PLANTS
 from dp_dask.audit.report import DEFAULT_TRIALS, PLANT_TRIALS, TRIALS, format_table, run_audit
 from dp_dask.audit.runner import published
 from dp_dask.audit.scenarios import Scenario, scenarios
+from dp_dask.data.draft_numeric import search_cells, year_cells
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.units import _bounded, _with_unit_text
 
@@ -198,12 +201,56 @@ def test_item6_plant_is_caught(plant: str) -> None:  # the cheap ones; .ci/audit
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plant", ["text-threshold-without-delta", "years-scale-halved",
-                                   "octave-scale-quartered", "identifier-count-unnoised",
+                                   "octave-scale-unsplit", "identifier-count-unnoised",
                                    "joint-sigma-halved", "tables-auto-rows-undercounted",
                                    "unit-sensitivity-skipped"])
 def test_item6_plant_is_caught_at_its_trials(plant: str) -> None:
     result = _planted(plant, PLANT_TRIALS[plant])
     assert not result.passed, result
+
+
+# The octave and year canaries against the planted releases' own records: (plant, column, step,
+# the step's threshold the pair's boundary cells straddle)
+NUMERIC_CANARIES = [("octave-scale-unsplit", OCTAVE_COLUMN, "octaves", "grow_threshold"),
+                    ("years-scale-halved", YEARS_COLUMN, "years", "threshold")]
+
+
+def _cell_counts(frame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows per public search cell (an integer's octaves, a timestamp's years) and the edges."""
+    values = frame[column]
+    if values.dtype.kind == "M":
+        edges, numbers = year_cells(), values.dt.year.to_numpy(dtype=np.float64)
+    else:
+        edges, numbers = search_cells("integer", None).octaves, values.to_numpy(np.float64)
+    cells = np.searchsorted(edges, numbers, side="right") - 1
+    return np.bincount(cells, minlength=len(edges) - 1), edges
+
+
+@pytest.mark.parametrize("plant, column, step, key", NUMERIC_CANARIES)
+def test_item6_numeric_canaries_sit_on_the_planted_thresholds(plant: str, column: str,
+                                                               step: str, key: str) -> None:
+    # D' moves one row from a boundary cell at the planted release's threshold (rounded up) to
+    # one a row below it, beside core cells that always pass; the correct release's threshold
+    # lies far above both. Read from the drafts' records: the threshold follows the budget split
+    # (n̂, the types, the point masses take their shares first). Before, the canaries sat where
+    # the thresholds were before point masses and decimals joined the draft (octaves: 3 rows
+    # where the planted grow threshold is 3.01; years: 10 where it is 10.26).
+    scenario = scenarios()[PLANTS[plant].scenario]
+    records = {name: release(0, 1).schema["drafted_under_dp"]["mechanisms"][column]["steps"]
+               for name, release in (("planted", PLANTS[plant].apply(scenario).prepare()),
+                                     ("correct", scenario.prepare()))}
+    planted, correct = ({s["step"]: s for s in records[name]} for name in ("planted", "correct"))
+    (d0, edges), (d1, _) = (_cell_counts(frame, column) for frame in scenario.frames)
+    low, high = np.flatnonzero(d0 != d1)  # the only cells the replaced row moves
+    cut = planted[step][key]
+    assert (d0[low], d0[high]) == (math.ceil(cut), math.ceil(cut) - 1), (edges[low], cut)
+    assert (d1[low], d1[high]) == (d0[low] - 1, d0[high] + 1)
+    core = np.arange(low + 1, high)  # between them: cells far above the first threshold
+    assert len(core) and d0[core].min() >= planted[step]["threshold"] + 10 * planted[step]["scale"]
+    assert correct[step][key] - d0[low] > 3 * correct[step]["scale"]  # no false alarm
+    if "point masses" in planted:  # no boundary row ever becomes a point mass
+        assert d0[low] < min(planted["point masses"]["threshold"],
+                             planted["point masses"]["floor"])
 
 
 @pytest.mark.parametrize("privacy, expected", [

@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.data.draft_dp import ROWS_SHARE
+from dp_dask.data.draft_dp import ROWS_SHARE, split_epsilon
 from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, threshold, year_cells
+from dp_dask.data.draft_points import POINT_SHARE
 from dp_dask.data.draft_text import DISTINCT_SHARE
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import Schema, load_schema
@@ -102,9 +103,30 @@ IDENTIFIER_COLUMN = "code"  # not an identifier by its name: the DP rule decides
 IDENTIFIER_ROWS = 121
 YEARS_COLUMN, YEARS_CORE = "when", (2019, 2022)
 OCTAVE_COLUMN = "amount"
-# where the planted bugs of the numeric searches put their thresholds (dp_dask.audit.plants)
+
+
+def _column_epsilon(column: str, typed: bool) -> float:
+    """The ε a one-column draft at :data:`EPSILON` gives ``column``, in draft_under_dp's budget
+    order: n̂'s share, the type step's where the column's type is decided under DP (a number's,
+    not a timestamp's), then the rest split over the columns."""
+    rest = EPSILON * (1 - ROWS_SHARE - (TYPE_SHARE if typed else 0.0))
+    return split_epsilon(rest, [column], [])[column]
+
+
+# The ε of one step of the numeric searches (draft_numeric): a timestamp's year counts take its
+# column's whole ε; an integer's octaves half of what its point masses leave
+# (draft_points.POINT_SHARE), the cells inside the other half.
+YEARS_STEP_EPSILON = _column_epsilon(YEARS_COLUMN, typed=False)
+OCTAVE_STEP_EPSILON = _column_epsilon(OCTAVE_COLUMN, typed=True) * (1 - POINT_SHARE) / 2
+# Where the planted bugs of the numeric searches put their thresholds (dp_dask.audit.plants):
+# the year counts at sensitivity 1 instead of 2; the octave steps at sensitivity 1 and each at
+# the draft's whole ε (no share taken for n̂, the types, the point masses, the other step): the
+# scale 1/ε, 2/0.3825 = 5.2 times too small. Less is not resolved in a few thousand trials: a
+# quartered scale (grow threshold 3.01, between the counts 3 and 4) gave ε̂ 1.34 at 500 trials
+# and 1.60 at 2,000, one at the column's whole ε (4.44 times) 2.26 and 1.69 at seeds 0 and 1
+# (1,000 trials), against the claim 1.942.
 YEARS_NOISE_DIVISOR = 2
-OCTAVE_NOISE_DIVISOR = 4
+OCTAVE_NOISE_DIVISOR = SENSITIVITY * EPSILON / OCTAVE_STEP_EPSILON
 IDENTIFIER_NOISE_DIVISOR = 60
 
 
@@ -226,9 +248,8 @@ def _boundary_counts(cut: float) -> tuple[int, int]:
 
 def years_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Timestamps: 60 rows in each core year, and two boundary years around the year search's
-    threshold at :data:`YEARS_NOISE_DIVISOR` times its ε (draft_numeric.search_years: one
-    step, the column's whole ε)."""
-    scale = SENSITIVITY / (EPSILON * YEARS_NOISE_DIVISOR)
+    threshold at :data:`YEARS_NOISE_DIVISOR` times its ε (:data:`YEARS_STEP_EPSILON`)."""
+    scale = SENSITIVITY / (YEARS_STEP_EPSILON * YEARS_NOISE_DIVISOR)
     low, high = _boundary_counts(threshold(scale, len(year_cells()) - 1, OCTAVE_MISS))
     first, last = YEARS_CORE
     years = ([y for y in range(first, last + 1) for _ in range(60)]
@@ -245,10 +266,10 @@ def octave_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Integers: 100 rows in each of the octaves [16, 32) and [32, 64), spread thinly over
     their values (no cell passes, so nothing trims the range), and the zero cell [−16, 16) and
     [64, 128) around the grow threshold of the octave search at :data:`OCTAVE_NOISE_DIVISOR`
-    times its ε (draft_numeric.search_numeric: half of ε to the octaves). D' moves a row from
-    the zero cell (5) to [64, 128) (100): the found range's ends move both ways."""
-    scale = SENSITIVITY / (EPSILON / 2 * OCTAVE_NOISE_DIVISOR)
-    low, high = _boundary_counts(scale * math.log(1 / (2 * GROW_MISS)))
+    times its ε (:data:`OCTAVE_STEP_EPSILON`). D' moves a row from the zero cell (5) to
+    [64, 128) (100): the found range's ends move both ways."""
+    scale = SENSITIVITY / (OCTAVE_STEP_EPSILON * OCTAVE_NOISE_DIVISOR)
+    low, high = _boundary_counts(threshold(scale, 1, GROW_MISS))  # one cell's: a neighbour's
     values = ([16 + i % 16 for i in range(100)] + [32 + i % 32 for i in range(100)]
               + [5] * (low - 1) + [100] * high)
     return (pd.DataFrame({OCTAVE_COLUMN: values + [5]}),

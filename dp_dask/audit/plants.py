@@ -93,9 +93,11 @@ def _plants() -> list[Plant]:
         Plant("auto-k-sensitivity-1", "unit-auto-k", "max_rows 'auto' chosen with the "
               "quantile score's sensitivity taken as 1 instead of its 10 (the selection's ε "
               "ten times its charge)", {"noise_divisor": 10}),
-        Plant("octave-scale-quartered", "draft-octaves", "the octave search's Laplace scale a "
-              "quarter of its calibration: sensitivity 1 instead of 2 (add/remove's) and each "
-              "of its two steps at the column's whole ε", {"noise_divisor": OCTAVE_NOISE_DIVISOR}),
+        Plant("octave-scale-unsplit", "draft-octaves", "the octave search's Laplace scale at "
+              "sensitivity 1 instead of 2 (add/remove's) with each of its two steps at the "
+              "draft's whole ε, the budget not split (n̂, the types, the point masses, the "
+              f"other step): {OCTAVE_NOISE_DIVISOR:.2f} times too small",
+              {"noise_divisor": OCTAVE_NOISE_DIVISOR}),
         Plant("years-scale-halved", "draft-years", "the year counts' Laplace scale at "
               "sensitivity 1 instead of 2 (add/remove's)", {"noise_divisor": YEARS_NOISE_DIVISOR}),
         Plant("text-threshold-without-delta", "draft-text", "the text threshold calibrated "

@@ -12,7 +12,7 @@ from dp_dask.audit.runner import ALPHA, AUDIT_DELTA, AuditResult, audit
 from dp_dask.audit.scenarios import scenarios
 
 # Trials per neighbour of the default audit, by the cost of a trial (.ci/audit runs the audit
-# and the plants side by side, about 6 minutes on 2 cores in all): the slow scenarios fewer, their
+# and the plants side by side, about 10 minutes on 2 cores in all): the slow scenarios fewer, their
 # ε̂ a weaker lower bound, still valid at its confidence.
 DEFAULT_TRIALS = 1000
 TRIALS = {"marginals": 1000, "marginals-add-remove": 500, "marginals-add-remove-as-replace": 500,
@@ -27,8 +27,8 @@ PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
                 "mle-order-restored": 150, "data-dependent-bin": 150,
                 "joint-sigma-halved": 1500, "tables-auto-rows-undercounted": 200,
                 "unit-bounding-skipped": 100, "unit-sensitivity-skipped": 100,
-                "auto-k-sensitivity-1": 4000, "octave-scale-quartered": 500,
-                "years-scale-halved": 1500, "text-threshold-without-delta": 1000,
+                "auto-k-sensitivity-1": 4000, "octave-scale-unsplit": 2000,
+                "years-scale-halved": 2500, "text-threshold-without-delta": 1000,
                 "identifier-count-unnoised": 300,
                 "unit-draft-at-row-sensitivity": 100}
 
