@@ -223,13 +223,13 @@ def _keyed_hash(parts: np.ndarray, seed: int) -> np.ndarray:
 
 def _unit_keys(unit: np.ndarray, tiebreak: list[np.ndarray], seed: int,
                hashed: list[np.ndarray] | None = None) -> np.ndarray:
-    """(2 + parts, rows): per row a keyed hash of its unit's text (``unit``), its parts
-    (``hashed``, default the ``tiebreak``'s) and its copy number among the unit's identical
-    rows (equal ``tiebreak``); then the ``tiebreak`` parts and the copy number. Hashing the
-    unit and the copy number makes each unit keep a K-subset of its rows that is uniform over
-    the seed: hashed on the values alone, every unit would prefer the same values (the
-    smallest hashes), and identical rows would count once. Rows are numbered among identical
-    ones only, so which copies a unit keeps never changes what is counted."""
+    """(2 + parts, rows) for rows holding every row of their units: per row a keyed hash of its
+    unit's text (``unit``), its parts (``hashed``, default the ``tiebreak``'s) and its copy
+    number among the unit's identical rows (equal ``tiebreak``); then the ``tiebreak`` parts and
+    the copy number. Hashing the unit and the copy number makes each unit keep a K-subset of its
+    rows that is uniform over the seed: hashed on the values alone, every unit would prefer the
+    same values (the smallest hashes), and identical rows would count once. Rows are numbered
+    among identical ones only, so which copies a unit keeps never changes what is counted."""
     same = pd.DataFrame({i: part for i, part in enumerate(
         [pd.factorize(unit, sort=True)[0], *tiebreak])})  # a null unit: -1, one unit
     copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
@@ -238,17 +238,30 @@ def _unit_keys(unit: np.ndarray, tiebreak: list[np.ndarray], seed: int,
     return np.vstack([_keyed_hash(parts, seed)[None, :], *tiebreak, copy])
 
 
+def _row_parts(frame: pd.DataFrame, schema: Schema | None, column: str
+               ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Each row's unit as text (:func:`unit_text`) and the integer parts its key hashes and
+    ties break on: with a ``schema`` its codes and fine cells; without, the 64-bit hash of each
+    other column's text (:func:`unit_text`, the encoder's text; a null 0), as int64. Both are
+    functions of the row alone, so a row's parts are the same in any partition."""
+    unit = unit_text(frame[column]).to_numpy()
+    if schema is None:
+        return unit, [_text_hash(unit_text(frame[c]).to_numpy()).view(np.int64)
+                      for c in frame.columns if c != column]
+    codes = encode_partition(frame, schema)
+    fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
+            for i in schema.fine_grids]
+    return unit, list(np.vstack([codes.astype(np.int64), *fine]) if fine
+                      else codes.astype(np.int64))
+
+
 def row_keys(frame: pd.DataFrame, schema: Schema, column: str, seed: int) -> np.ndarray:
     """(2 + m + fine grids, rows) for a partition holding every row of its units (``column``):
     per row a keyed hash of its unit's text, its codes and fine cells and its copy number among
     the unit's identical rows (:func:`_unit_keys`), then the codes, fine cells and copy number
     (the tiebreak). A function of the unit's own rows, the schema and the seed alone: never of
     file position (the copy numbers only tell identical rows apart) nor of another unit."""
-    codes = encode_partition(frame, schema)
-    fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
-            for i in schema.fine_grids]
-    parts = np.vstack([codes.astype(np.int64), *fine]) if fine else codes.astype(np.int64)
-    return _unit_keys(unit_text(frame[column]).to_numpy(), list(parts), seed)
+    return _unit_keys(*_row_parts(frame, schema, column), seed)
 
 
 def _text_hash(text: np.ndarray) -> np.ndarray:
@@ -260,15 +273,11 @@ def _text_hash(text: np.ndarray) -> np.ndarray:
 
 def value_keys(frame: pd.DataFrame, column: str, seed: int) -> np.ndarray:
     """(2 + columns, rows) for a partition holding every row of its units (``column``): per
-    row a keyed hash of its unit's text, every other value's text (:func:`unit_text`, the
-    encoder's text; a null its own mark) and its copy number among the unit's identical rows
-    (:func:`_unit_keys`); then each value's rank among the texts in sorted order and the copy
-    number (the tiebreak; only the order of two texts matters, a function of the two alone).
-    Before a schema exists (drafting): a function of the unit's rows and the seed alone."""
-    unit = unit_text(frame[column]).to_numpy()
-    texts = [unit_text(frame[c]).to_numpy() for c in frame.columns if c != column]
-    ranks = [pd.factorize(text, sort=True)[0].astype(np.int64) for text in texts]  # null: -1
-    return _unit_keys(unit, ranks, seed, [_text_hash(text) for text in texts])
+    row a keyed hash of its unit's text, every other value's text hash (:func:`_row_parts`)
+    and its copy number among the unit's identical rows (:func:`_unit_keys`); then the text
+    hashes and the copy number (the tiebreak, a function of each row alone). Before a schema
+    exists (drafting): a function of the unit's rows and the seed alone."""
+    return _unit_keys(*_row_parts(frame, None, column), seed)
 
 
 def unit_text(values: pd.Series) -> pd.Series:
@@ -289,23 +298,75 @@ def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame.assign(**{column: unit_text(frame[column])})
 
 
-def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: int,
-             seed: int) -> pd.DataFrame:
-    """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
-    smallest key (:func:`row_keys`; without a ``schema``, :func:`value_keys`), the unit column
-    dropped."""
-    if frame.empty:
-        return frame.drop(columns=column)
-    groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
-    keys = (row_keys(frame, schema, column, seed) if schema is not None
-            else value_keys(frame, column, seed))
-    order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes and copy
-    sorted_groups = groups[order]
+# The narrow frame bounding moves instead of the rows: per row its unit's text, its parts
+# (_row_parts), and where it lies (its partition's number and its position there).
+_UNIT, _KEY, _PARTITION, _ROW = "__unit__", "__key_part_", "__partition__", "__row__"
+
+
+def _part_names(ddf_meta: pd.DataFrame, schema: Schema | None, column: str) -> list[str]:
+    count = (len(ddf_meta.columns) - 1 if schema is None
+             else schema.m + len(schema.fine_grids))
+    return [f"{_KEY}{i}" for i in range(count)]
+
+
+def _narrow(frame: pd.DataFrame, schema: Schema | None, column: str,
+            partition_info: dict | None = None) -> pd.DataFrame:
+    """One partition's narrow frame: per row its unit (text, Arrow-backed: compact to move),
+    its parts and its place (partition number, position)."""
+    unit, parts = _row_parts(frame, schema, column)
+    number = 0 if partition_info is None else partition_info["number"]
+    return pd.DataFrame({
+        _UNIT: pd.array(unit, dtype="string[pyarrow]"),
+        **dict(zip(_part_names(frame, schema, column), parts, strict=True)),
+        _PARTITION: np.full(len(frame), number, dtype=np.int64),
+        _ROW: np.arange(len(frame), dtype=np.int64)})
+
+
+def _kept_places(narrow: pd.DataFrame, max_rows: int, seed: int) -> pd.DataFrame:
+    """The places (partition, position) of the rows a partition of the narrow frame keeps, it
+    holding every row of its units: a unit of at most ``max_rows`` rows keeps them all, a
+    larger one its ``max_rows`` of smallest key (:func:`_unit_keys`)."""
+    groups, _ = pd.factorize(narrow[_UNIT], use_na_sentinel=True)  # nulls: -1, one unit
+    sizes = np.bincount(groups + 1)
+    large = sizes[groups + 1] > max_rows
+    if not large.any():
+        return narrow[[_PARTITION, _ROW]]
+    over = narrow[large]
+    unit = over[_UNIT].to_numpy(dtype=object, na_value=None)
+    keys = _unit_keys(unit, [over[c].to_numpy() for c in over.columns if c.startswith(_KEY)],
+                      seed)
+    order = np.lexsort((*keys[::-1], groups[large]))  # by unit, then hash, then parts, copy
+    sorted_groups = groups[large][order]
     positions = np.arange(len(order))
     starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]
     rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
-    kept = np.sort(order[rank < max_rows])
-    return frame.iloc[kept].drop(columns=column)
+    kept = np.flatnonzero(~large)
+    return narrow.iloc[np.sort(np.r_[kept, np.flatnonzero(large)[order[rank < max_rows]]])][
+        [_PARTITION, _ROW]]
+
+
+def _kept_mask(places: pd.DataFrame) -> pd.DataFrame:
+    """One partition's kept positions as a bit mask (np.packbits; bit i: row i kept, rows past
+    the mask's end dropped): one bit a row is all that waits for the filter."""
+    mask = np.zeros(int(places[_ROW].max()) + 1 if len(places) else 0, dtype=bool)
+    mask[places[_ROW].to_numpy()] = True
+    return pd.DataFrame({"bits": np.packbits(mask)})
+
+
+def _kept_rows(frame: pd.DataFrame, bits: pd.DataFrame, column: str) -> pd.DataFrame:
+    """A partition's kept rows (``bits``: :func:`_kept_mask`), in place, the unit column
+    dropped."""
+    mask = np.unpackbits(bits["bits"].to_numpy(), count=len(frame)).astype(bool)
+    return frame[mask].drop(columns=column)
+
+
+def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: int,
+             seed: int) -> pd.DataFrame:
+    """One partition holding every row of its units: each unit's ``max_rows`` rows of
+    smallest key (:func:`row_keys`; without a ``schema``, :func:`value_keys`), the unit column
+    dropped; what :func:`bound_contributions` keeps of the same rows in any partitioning."""
+    places = _kept_places(_narrow(frame, schema, column), max_rows, seed)
+    return frame.iloc[places[_ROW].to_numpy()].drop(columns=column)
 
 
 def shuffle_method() -> str:
@@ -321,14 +382,31 @@ def shuffle_method() -> str:
 def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyUnit,
                         seed: int) -> dd.DataFrame:
     """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
-    unit, chosen by :func:`row_keys` (module docstring), without the unit column. Without a
-    ``schema`` (drafting one) the rows are chosen by :func:`value_keys` over every column of
-    ``ddf`` but the unit's."""
-    meta = ddf._meta.assign(**{unit.column: pd.Series([], dtype=object)})
-    texts = ddf.map_partitions(_with_unit_text, unit.column, meta=meta)
-    shuffled = texts.shuffle(on=unit.column, shuffle_method=shuffle_method())
-    return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
-                                   meta=ddf._meta.drop(columns=unit.column))
+    unit, chosen by :func:`row_keys` (module docstring), without the unit column, in its own
+    partitions and order. Without a ``schema`` (drafting one) the rows are chosen by
+    :func:`value_keys` over every column of ``ddf`` but the unit's.
+
+    The rows never move. Their narrow frame (unit text, parts, place) is shuffled on the unit,
+    each unit's kept places found where all its rows meet, and those places shuffled back to
+    their partition as a bit mask, computed here (``persist``: one bit a row waits on the
+    workers); the returned frame reads ``ddf`` again and keeps the rows the masks mark, so the
+    rows are never held while the shuffles run."""
+    method = shuffle_method()
+    parts = _part_names(ddf._meta, schema, unit.column)
+    meta = pd.DataFrame({_UNIT: pd.array([], dtype="string[pyarrow]"),
+                         **{name: np.array([], dtype=np.int64) for name in parts},
+                         _PARTITION: np.array([], dtype=np.int64),
+                         _ROW: np.array([], dtype=np.int64)})
+    narrow = ddf.map_partitions(_narrow, schema, unit.column, meta=meta)
+    places = narrow.shuffle(on=_UNIT, shuffle_method=method).map_partitions(
+        _kept_places, unit.max_rows, seed, meta=meta[[_PARTITION, _ROW]])
+    count = ddf.npartitions
+    by_partition = places.set_index(_PARTITION, divisions=[*range(count), count - 1],
+                                    shuffle_method=method)
+    masks = by_partition.map_partitions(
+        _kept_mask, meta=pd.DataFrame({"bits": np.array([], dtype=np.uint8)})).persist()
+    return dd.map_partitions(_kept_rows, ddf, masks, unit.column, align_dataframes=False,
+                             meta=ddf._meta.drop(columns=unit.column))
 
 
 def _unit_column(record: dict[str, Any]) -> str | None:
