@@ -212,80 +212,111 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def _keyed_hash(parts: np.ndarray, seed: int) -> np.ndarray:
-    """Per row (a column of ``parts``, integers) its hash under ``seed``, as int64."""
-    h = np.full(parts.shape[1], seed & _MASK, dtype=np.uint64)
+def _keyed_hash(parts: np.ndarray, seed: int, state: np.ndarray | None = None) -> np.ndarray:
+    """Per row (a column of ``parts``, integers) its hash under ``seed``, as int64; from a
+    ``state`` (a hash of earlier parts) it goes on hashing ``parts`` after those: hashing
+    a, b then c from the state after a, b equals hashing a, b, c."""
+    h = (np.full(parts.shape[1], seed & _MASK, dtype=np.uint64) if state is None
+         else state.view(np.uint64))
     with np.errstate(over="ignore"):
         for part in parts:
             h = _mix(h ^ part.astype(np.uint64) ^ np.uint64(seed >> 64 & _MASK))
     return h.view(np.int64)
 
 
-def _unit_keys(unit: np.ndarray, tiebreak: list[np.ndarray], seed: int,
-               hashed: list[np.ndarray] | None = None) -> np.ndarray:
-    """(2 + parts, rows) for rows holding every row of their units: per row a keyed hash of its
-    unit's text (``unit``), its parts (``hashed``, default the ``tiebreak``'s) and its copy
-    number among the unit's identical rows (equal ``tiebreak``); then the ``tiebreak`` parts and
-    the copy number. Hashing the unit and the copy number makes each unit keep a K-subset of its
-    rows that is uniform over the seed: hashed on the values alone, every unit would prefer the
-    same values (the smallest hashes), and identical rows would count once. Rows are numbered
-    among identical ones only, so which copies a unit keeps never changes what is counted."""
-    same = pd.DataFrame({i: part for i, part in enumerate(
-        [pd.factorize(unit, sort=True)[0], *tiebreak])})  # a null unit: -1, one unit
-    copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
-    parts = np.vstack([_text_hash(unit), *(part.astype(np.uint64) for part in (
-        tiebreak if hashed is None else hashed)), copy.astype(np.uint64)])  # all 64 bits
-    return np.vstack([_keyed_hash(parts, seed)[None, :], *tiebreak, copy])
+def _unit_keys(units: np.ndarray, state: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows holding every row of their units (``units``: each row's unit as an integer id;
+    ``state``: :func:`_row_states`), each row's key and its copy number: a keyed hash of its
+    unit's text, its parts and its copy number among the unit's identical rows (equal state).
+    Hashing the unit and the copy number makes each unit keep a K-subset of its rows that is
+    uniform over the seed: hashed on the values alone, every unit would prefer the same values
+    (the smallest hashes), and identical rows would count once. Rows are numbered among
+    identical ones only, so which copies a unit keeps never changes what is counted."""
+    copy = _copy_numbers(units, state)
+    return _keyed_hash(copy[None, :], seed, state), copy
+
+
+def _copy_numbers(units: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """Each row's number (0, 1, ...) among the rows of its unit with its state."""
+    order = np.lexsort((state, units))
+    starts = np.r_[True, (np.diff(units[order]) != 0) | (np.diff(state[order]) != 0)]
+    positions = np.arange(len(order))
+    copy = np.empty(len(order), dtype=np.int64)
+    copy[order] = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    return copy
+
+
+# A second SipHash key: a unit is told apart by its text's two 64-bit hashes (module docstring)
+_SECOND_KEY = "dp_dask-unit-id2"
+
+
+def _text_hashes(values: pd.Series, hash_key: str | None = None) -> np.ndarray:
+    """Each row's 64-bit hash (pandas' SipHash, its fixed key unless ``hash_key``) of the
+    encoder's text of its value (:func:`unit_text`), 0 for a null; each distinct value is
+    hashed once."""
+    texts, inverse = category_text(values)
+    if inverse is None:  # an object column of strings, one a row
+        inverse, texts = pd.factorize(np.asarray(texts, dtype=object))
+    texts = np.asarray(texts, dtype=object)
+    options = {} if hash_key is None else {"hash_key": hash_key}
+    hashes = np.append(pd.util.hash_array(texts, **options) if len(texts) else
+                       np.zeros(0, dtype=np.uint64), np.uint64(0))[inverse]  # -1: a null
+    hashes[values.isna().to_numpy()] = 0
+    return hashes
 
 
 def _row_parts(frame: pd.DataFrame, schema: Schema | None, column: str
-               ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Each row's unit as text (:func:`unit_text`) and the integer parts its key hashes and
-    ties break on: with a ``schema`` its codes and fine cells; without, the 64-bit hash of each
-    other column's text (:func:`unit_text`, the encoder's text; a null 0), as int64. Both are
-    functions of the row alone, so a row's parts are the same in any partition."""
-    unit = unit_text(frame[column]).to_numpy()
+               ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Each row's unit as its text's two hashes (:func:`_text_hashes`; the first is what the
+    key hashes), and the integer parts its key hashes and ties break on: with a ``schema`` its
+    codes and fine cells; without, the hash of each other column's text (a null 0), as int64.
+    All are functions of the row alone, the same in any partition."""
+    unit = frame[column]
+    first, second = _text_hashes(unit), _text_hashes(unit, _SECOND_KEY)
     if schema is None:
-        return unit, [_text_hash(unit_text(frame[c]).to_numpy()).view(np.int64)
-                      for c in frame.columns if c != column]
+        return first, second, [_text_hashes(frame[c]).view(np.int64)
+                               for c in frame.columns if c != column]
     codes = encode_partition(frame, schema)
     fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
             for i in schema.fine_grids]
-    return unit, list(np.vstack([codes.astype(np.int64), *fine]) if fine
-                      else codes.astype(np.int64))
+    return first, second, list(np.vstack([codes.astype(np.int64), *fine]) if fine
+                               else codes.astype(np.int64))
 
 
-def row_keys(frame: pd.DataFrame, schema: Schema, column: str, seed: int) -> np.ndarray:
-    """(2 + m + fine grids, rows) for a partition holding every row of its units (``column``):
-    per row a keyed hash of its unit's text, its codes and fine cells and its copy number among
-    the unit's identical rows (:func:`_unit_keys`), then the codes, fine cells and copy number
-    (the tiebreak). A function of the unit's own rows, the schema and the seed alone: never of
-    file position (the copy numbers only tell identical rows apart) nor of another unit."""
-    return _unit_keys(*_row_parts(frame, schema, column), seed)
+def _row_states(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's unit as its text's two hashes (:func:`_row_parts`), and its state: the keyed
+    hash of the first and of its parts, to which the copy number is added (:func:`_unit_keys`).
+    Rows of one unit are identical (copies) where their states are equal."""
+    first, second, parts = _row_parts(frame, schema, column)
+    state = _keyed_hash(np.vstack([first, *(p.astype(np.uint64) for p in parts)]), seed)
+    return first.view(np.int64), second.view(np.int64), state
 
 
-def _text_hash(text: np.ndarray) -> np.ndarray:
-    """Each text's 64-bit hash (pandas' fixed-key SipHash), 0 for a null."""
-    null = pd.isna(text)
-    return np.where(null, np.uint64(0),
-                    pd.util.hash_array(np.where(null, "", text).astype(object)))
+def _unit_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Each row's unit as an integer id, the units told apart by both text hashes."""
+    a, b = pd.factorize(first)[0], pd.factorize(second)[0]
+    return pd.factorize(a * np.int64(b.max(initial=0) + 1) + b)[0]
 
 
-def value_keys(frame: pd.DataFrame, column: str, seed: int) -> np.ndarray:
-    """(2 + columns, rows) for a partition holding every row of its units (``column``): per
-    row a keyed hash of its unit's text, every other value's text hash (:func:`_row_parts`)
-    and its copy number among the unit's identical rows (:func:`_unit_keys`); then the text
-    hashes and the copy number (the tiebreak, a function of each row alone). Before a schema
-    exists (drafting): a function of the unit's rows and the seed alone."""
-    return _unit_keys(*_row_parts(frame, None, column), seed)
+def row_keys(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int
+             ) -> np.ndarray:
+    """(3, rows) for a partition holding every row of its units (``column``): per row a keyed
+    hash of its unit's text, its codes and fine cells (without a ``schema``: its other columns'
+    text hashes, :func:`_row_parts`) and its copy number among the unit's identical rows, then
+    its state (the hash before the copy number, :func:`_row_states`) and copy number (the
+    tiebreak). A function of the unit's own rows, the schema and the seed alone: never of file
+    position (the copy numbers only tell identical rows apart) nor of another unit."""
+    first, second, state = _row_states(frame, schema, column, seed)
+    key, copy = _unit_keys(_unit_ids(first, second), state, seed)
+    return np.vstack([key, state, copy])
 
 
 def unit_text(values: pd.Series) -> pd.Series:
     """Each row's unit as text (object dtype), None where null (None, NaN, NA, NaT): the
     encoder's text of a value (:func:`~dp_dask.data.text.category_text`: 7, 7.0 and "7" are
     "7"), equal for equal units whatever their storage type (an integer column read as float
-    once a null appears, a number or its text), so that every partition holds one type and a
-    unit's rows meet in one partition, and all nulls make one unit."""
+    once a null appears, a number or its text), and all nulls make one unit."""
     texts, inverse = category_text(values)
     text = np.array(texts, dtype=object)
     if inverse is not None:  # a missing value's -1 is overwritten below
@@ -298,51 +329,45 @@ def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame.assign(**{column: unit_text(frame[column])})
 
 
-# The narrow frame bounding moves instead of the rows: per row its unit's text, its parts
-# (_row_parts), and where it lies (its partition's number and its position there).
-_UNIT, _KEY, _PARTITION, _ROW = "__unit__", "__key_part_", "__partition__", "__row__"
+# The narrow frame bounding moves instead of the rows, all int64: per row its unit (its text's
+# two hashes), its state (_row_states) and where it lies (its partition's number, its position).
+_UNIT, _UNIT_2, _STATE, _PARTITION, _ROW = ("__unit__", "__unit_2__", "__state__",
+                                            "__partition__", "__row__")
+_NARROW = pd.DataFrame({name: np.array([], dtype=np.int64)
+                        for name in (_UNIT, _UNIT_2, _STATE, _PARTITION, _ROW)})
 
 
-def _part_names(ddf_meta: pd.DataFrame, schema: Schema | None, column: str) -> list[str]:
-    count = (len(ddf_meta.columns) - 1 if schema is None
-             else schema.m + len(schema.fine_grids))
-    return [f"{_KEY}{i}" for i in range(count)]
-
-
-def _narrow(frame: pd.DataFrame, schema: Schema | None, column: str,
+def _narrow(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int,
             partition_info: dict | None = None) -> pd.DataFrame:
-    """One partition's narrow frame: per row its unit (text, Arrow-backed: compact to move),
-    its parts and its place (partition number, position)."""
-    unit, parts = _row_parts(frame, schema, column)
+    """One partition's narrow frame (:data:`_NARROW`)."""
+    first, second, state = _row_states(frame, schema, column, seed)
     number = 0 if partition_info is None else partition_info["number"]
-    return pd.DataFrame({
-        _UNIT: pd.array(unit, dtype="string[pyarrow]"),
-        **dict(zip(_part_names(frame, schema, column), parts, strict=True)),
-        _PARTITION: np.full(len(frame), number, dtype=np.int64),
-        _ROW: np.arange(len(frame), dtype=np.int64)})
+    return pd.DataFrame(np.vstack([first, second, state,
+                                   np.full(len(frame), number, dtype=np.int64),
+                                   np.arange(len(frame), dtype=np.int64)]).T,
+                        columns=_NARROW.columns)
 
 
 def _kept_places(narrow: pd.DataFrame, max_rows: int, seed: int) -> pd.DataFrame:
     """The places (partition, position) of the rows a partition of the narrow frame keeps, it
     holding every row of its units: a unit of at most ``max_rows`` rows keeps them all, a
-    larger one its ``max_rows`` of smallest key (:func:`_unit_keys`)."""
-    groups, _ = pd.factorize(narrow[_UNIT], use_na_sentinel=True)  # nulls: -1, one unit
-    sizes = np.bincount(groups + 1)
-    large = sizes[groups + 1] > max_rows
+    larger one its ``max_rows`` of smallest key (:func:`_unit_keys`; equal keys, which two
+    different rows have with probability 2⁻⁶⁴, by state, then copy number)."""
+    units = _unit_ids(narrow[_UNIT].to_numpy(), narrow[_UNIT_2].to_numpy())
+    large = np.bincount(units)[units] > max_rows if len(units) else np.zeros(0, dtype=bool)
     if not large.any():
         return narrow[[_PARTITION, _ROW]]
-    over = narrow[large]
-    unit = over[_UNIT].to_numpy(dtype=object, na_value=None)
-    keys = _unit_keys(unit, [over[c].to_numpy() for c in over.columns if c.startswith(_KEY)],
-                      seed)
-    order = np.lexsort((*keys[::-1], groups[large]))  # by unit, then hash, then parts, copy
-    sorted_groups = groups[large][order]
+    units, state = units[large], narrow[_STATE].to_numpy()[large]
+    key, copy = _unit_keys(units, state, seed)
+    order = np.lexsort((key, units))  # by unit, then key
+    if np.any((np.diff(units[order]) == 0) & (np.diff(key[order]) == 0)):
+        order = np.lexsort((copy, state, key, units))
+    sorted_units = units[order]
     positions = np.arange(len(order))
-    starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]
+    starts = np.r_[True, sorted_units[1:] != sorted_units[:-1]]
     rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
-    kept = np.flatnonzero(~large)
-    return narrow.iloc[np.sort(np.r_[kept, np.flatnonzero(large)[order[rank < max_rows]]])][
-        [_PARTITION, _ROW]]
+    kept = np.r_[np.flatnonzero(~large), np.flatnonzero(large)[order[rank < max_rows]]]
+    return narrow.iloc[np.sort(kept)][[_PARTITION, _ROW]]
 
 
 def _kept_mask(places: pd.DataFrame) -> pd.DataFrame:
@@ -365,7 +390,7 @@ def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: 
     """One partition holding every row of its units: each unit's ``max_rows`` rows of
     smallest key (:func:`row_keys`; without a ``schema``, :func:`value_keys`), the unit column
     dropped; what :func:`bound_contributions` keeps of the same rows in any partitioning."""
-    places = _kept_places(_narrow(frame, schema, column), max_rows, seed)
+    places = _kept_places(_narrow(frame, schema, column, seed), max_rows, seed)
     return frame.iloc[places[_ROW].to_numpy()].drop(columns=column)
 
 
@@ -392,14 +417,9 @@ def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyU
     workers); the returned frame reads ``ddf`` again and keeps the rows the masks mark, so the
     rows are never held while the shuffles run."""
     method = shuffle_method()
-    parts = _part_names(ddf._meta, schema, unit.column)
-    meta = pd.DataFrame({_UNIT: pd.array([], dtype="string[pyarrow]"),
-                         **{name: np.array([], dtype=np.int64) for name in parts},
-                         _PARTITION: np.array([], dtype=np.int64),
-                         _ROW: np.array([], dtype=np.int64)})
-    narrow = ddf.map_partitions(_narrow, schema, unit.column, meta=meta)
+    narrow = ddf.map_partitions(_narrow, schema, unit.column, seed, meta=_NARROW)
     places = narrow.shuffle(on=_UNIT, shuffle_method=method).map_partitions(
-        _kept_places, unit.max_rows, seed, meta=meta[[_PARTITION, _ROW]])
+        _kept_places, unit.max_rows, seed, meta=_NARROW[[_PARTITION, _ROW]])
     count = ddf.npartitions
     by_partition = places.set_index(_PARTITION, divisions=[*range(count), count - 1],
                                     shuffle_method=method)
