@@ -43,6 +43,7 @@ from typing import Any
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+from distributed import Client, default_client, wait
 
 from dp_dask.data.encode import encode_partition, fine_cells
 from dp_dask.data.order import order_seed
@@ -250,18 +251,22 @@ def _copy_numbers(units: np.ndarray, state: np.ndarray) -> np.ndarray:
 _SECOND_KEY = "dp_dask-unit-id2"
 
 
-def _text_hashes(values: pd.Series, hash_key: str | None = None) -> np.ndarray:
-    """Each row's 64-bit hash (pandas' SipHash, its fixed key unless ``hash_key``) of the
-    encoder's text of its value (:func:`unit_text`), 0 for a null; each distinct value is
-    hashed once."""
+def _text_hashes(values: pd.Series, *hash_keys: str) -> list[np.ndarray]:
+    """Each row's 64-bit hash (pandas' SipHash, under its fixed key and each of ``hash_keys``)
+    of the encoder's text of its value (:func:`unit_text`), 0 for a null; each distinct value
+    is turned to text and hashed once."""
     texts, inverse = category_text(values)
     if inverse is None:  # an object column of strings, one a row
         inverse, texts = pd.factorize(np.asarray(texts, dtype=object))
     texts = np.asarray(texts, dtype=object)
-    options = {} if hash_key is None else {"hash_key": hash_key}
-    hashes = np.append(pd.util.hash_array(texts, **options) if len(texts) else
-                       np.zeros(0, dtype=np.uint64), np.uint64(0))[inverse]  # -1: a null
-    hashes[values.isna().to_numpy()] = 0
+    null = values.isna().to_numpy()
+    hashes = []
+    for key in (None, *hash_keys):
+        options = {"categorize": False} | ({} if key is None else {"hash_key": key})
+        hashed = np.append(pd.util.hash_array(texts, **options) if len(texts) else
+                           np.zeros(0, dtype=np.uint64), np.uint64(0))[inverse]  # -1: a null
+        hashed[null] = 0
+        hashes.append(hashed)
     return hashes
 
 
@@ -272,9 +277,9 @@ def _row_parts(frame: pd.DataFrame, schema: Schema | None, column: str
     codes and fine cells; without, the hash of each other column's text (a null 0), as int64.
     All are functions of the row alone, the same in any partition."""
     unit = frame[column]
-    first, second = _text_hashes(unit), _text_hashes(unit, _SECOND_KEY)
+    first, second = _text_hashes(unit, _SECOND_KEY)
     if schema is None:
-        return first, second, [_text_hashes(frame[c]).view(np.int64)
+        return first, second, [_text_hashes(frame[c])[0].view(np.int64)
                                for c in frame.columns if c != column]
     codes = encode_partition(frame, schema)
     fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
@@ -394,14 +399,16 @@ def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: 
     return frame.iloc[places[_ROW].to_numpy()].drop(columns=column)
 
 
+def _running_client() -> Client | None:
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
 def shuffle_method() -> str:
     """P2P (out of core, disk-backed) where a distributed client runs, else tasks."""
-    try:
-        from distributed import default_client
-        default_client()
-    except (ImportError, ValueError):
-        return "tasks"
-    return "p2p"
+    return "tasks" if _running_client() is None else "p2p"
 
 
 def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyUnit,
@@ -425,6 +432,8 @@ def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyU
                                     shuffle_method=method)
     masks = by_partition.map_partitions(
         _kept_mask, meta=pd.DataFrame({"bits": np.array([], dtype=np.uint8)})).persist()
+    if _running_client() is not None:  # there persist returns at once: the rows must wait
+        wait(masks)
     return dd.map_partitions(_kept_rows, ddf, masks, unit.column, align_dataframes=False,
                              meta=ddf._meta.drop(columns=unit.column))
 
