@@ -482,3 +482,15 @@ def test_item1_bounding_keeps_rows_in_their_partitions(client, schema_of):
             held = bounded.partitions[number].compute()
             assert np.all(np.diff(given.index.get_indexer(held.index)) > 0)
             pd.testing.assert_frame_equal(held, given.drop(columns="uid").loc[held.index])
+
+
+def test_item4_a_bad_bound_or_a_missing_unit_column_is_refused_before_reading():
+    """K <= 0 built directly (not through PrivacyUnit.of), or a unit column the input lacks:
+    a ValueError naming the column before any row is read. Before, PrivacyUnit("uid", 0) was
+    accepted and bounding kept no row at all, and a missing column failed only when computed."""
+    for k in (0, -2):
+        with pytest.raises(ValueError, match="privacy unit 'uid': max_rows must be"):
+            PrivacyUnit("uid", k)
+    ddf = frame_of(events(50), 2).drop(columns="uid")
+    with pytest.raises(ValueError, match="lacks the privacy unit column 'customer'"):
+        bound_contributions(ddf, load_schema(SMALL_SCHEMA), PrivacyUnit("customer", 3), SEED)

@@ -9,12 +9,10 @@ The counts are then those of the bounded data, so n means rows after bounding.
 A unit is identified by its value as text (:func:`unit_text`: 7, 7.0 and "7" are one unit, as an
 integer column read as float once a null appears must stay one), and every null (None, NaN, NA) is
 one and the same unit. Which K rows a unit keeps depends on that unit's rows and a seed alone,
-never on another unit, on file position or on partitioning: the rows are shuffled on that text
-(Dask's P2P shuffle where a distributed client runs, so a unit's rows meet in one partition without
-the table in memory), then each row is ranked by a keyed hash of its unit's text, its schema codes
-(and fine cells) and its copy number among the unit's identical rows, under a per-release seed
-(secret, or derived from ``noise_seed``), ties broken by the codes themselves, and a unit keeps its
-K smallest (:func:`row_keys`). The unit's text and the copy number are in the hash so that each
+never on another unit, on file position or on partitioning: each row is ranked by a keyed hash of
+its unit's text, its schema codes (and fine cells) and its copy number among the unit's identical
+rows, under a per-release seed (secret, or derived from ``noise_seed``), and a unit keeps its K
+smallest (:func:`row_keys`). The unit's text and the copy number are in the hash so that each
 unit keeps a K-subset of its rows that is uniform over the seed: hashed on the codes alone, every
 unit would prefer the same code combinations (the smallest hashes) and the bounded data would
 over-represent them. The unit's text, not its stored value, is hashed: 7 and 7.0 are one unit and
@@ -25,9 +23,22 @@ transformation), whatever the other units hold. Rows whose unit is null form ONE
 bounded to K like any other (each null row its own unit would let one person with nulls contribute
 unboundedly).
 
+The rows never move (:func:`bound_contributions`). A copy number needs all of a unit's identical
+rows, which any partition may hold, so the cut-off is found where each unit's rows meet, but of a
+narrow frame, five integers a row: the unit's text under two SipHash keys (a unit is told apart
+by both, 128 bits: two of U units share them with probability below U²/2¹²⁹, and would then be
+bounded as one), the key's state before the copy number (a keyed hash of the unit's text and the
+codes: rows of a unit are copies where it is equal, and two different rows share it, or a key,
+with probability 2⁻⁶⁴, which changes only which of that unit's rows it keeps) and the row's place
+(partition, position). That frame is shuffled on the unit (Dask's P2P shuffle, disk-backed, where
+a distributed client runs), each unit's kept places found, and the places shuffled back to their
+partition as a bit mask (one bit a row); then every partition is read again and filtered in
+place, in its own order. The kept rows are those the shuffle of whole rows on the unit kept
+(before issue 67): same keys, same rule.
+
 A schema drafted under DP with a unit (:mod:`dp_dask.data.draft_dp`) is bounded alike before any
-schema exists: its rows are ranked with their values' texts in place of codes
-(:func:`value_keys`, the same keys), ties broken by the texts' order. Every guarantee here is about
+schema exists: its rows are ranked with their values' text hashes in place of codes
+(:func:`row_keys` without a schema, the same keys). Every guarantee here is about
 the raw data's units, whatever K each release bounded them to: a draft and a release of the same
 unit column compose (basic composition), any K with any K; a draft of another unit (a row) never
 counts inside a unit's total (:func:`drafted_record`), and a release under a unit refuses it unless
@@ -45,7 +56,7 @@ import numpy as np
 import pandas as pd
 from distributed import Client, default_client, wait
 
-from dp_dask.data.encode import encode_partition, fine_cells
+from dp_dask.data.encode import EncodingError, encode_partition, fine_cells
 from dp_dask.data.order import order_seed
 from dp_dask.data.schema import Schema
 from dp_dask.data.text import category_text
@@ -73,6 +84,16 @@ class PrivacyUnit:
     column: str
     max_rows: int | str  # an integer >= 1, or AUTO
 
+    def __post_init__(self) -> None:
+        """ValueError naming the column where K is neither an integer >= 1 nor "auto": built
+        directly too, a unit of K <= 0 would keep no row at all."""
+        if not isinstance(self.column, str) or not self.column:
+            raise ValueError(f"privacy_unit column must be a column name, got {self.column!r}")
+        k = self.max_rows
+        if k != AUTO and (isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1):
+            raise ValueError(f"privacy unit {self.column!r}: max_rows must be an integer >= 1 "
+                             f"or {AUTO!r}, got {k!r}")
+
     @classmethod
     def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
         """A unit from ``{"column": ..., "max_rows": K}`` (None: the unit is a row); ValueError
@@ -81,15 +102,8 @@ class PrivacyUnit:
             return spec
         if not isinstance(spec, dict) or set(spec) != {"column", "max_rows"}:
             raise ValueError(f"privacy_unit must be {{'column': ..., 'max_rows': K}}, got {spec!r}")
-        column, k = spec["column"], spec["max_rows"]
-        if not isinstance(column, str) or not column:
-            raise ValueError(f"privacy_unit column must be a column name, got {column!r}")
-        if k == AUTO:
-            return cls(column, AUTO)
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise ValueError(f"privacy unit {column!r}: max_rows must be an integer >= 1 or "
-                             f"{AUTO!r}, got {k!r}")
-        return cls(column, int(k))
+        k = spec["max_rows"]
+        return cls(spec["column"], k if k == AUTO or not isinstance(k, np.integer) else int(k))
 
     def check(self, schema: Schema) -> None:
         """ValueError where the unit column is also something the schema reads: it would reach
@@ -393,8 +407,8 @@ def _kept_rows(frame: pd.DataFrame, bits: pd.DataFrame, column: str) -> pd.DataF
 def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: int,
              seed: int) -> pd.DataFrame:
     """One partition holding every row of its units: each unit's ``max_rows`` rows of
-    smallest key (:func:`row_keys`; without a ``schema``, :func:`value_keys`), the unit column
-    dropped; what :func:`bound_contributions` keeps of the same rows in any partitioning."""
+    smallest key (:func:`row_keys`), the unit column dropped; what :func:`bound_contributions`
+    keeps of the same rows in any partitioning."""
     places = _kept_places(_narrow(frame, schema, column, seed), max_rows, seed)
     return frame.iloc[places[_ROW].to_numpy()].drop(columns=column)
 
@@ -414,15 +428,17 @@ def shuffle_method() -> str:
 def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyUnit,
                         seed: int) -> dd.DataFrame:
     """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
-    unit, chosen by :func:`row_keys` (module docstring), without the unit column, in its own
-    partitions and order. Without a ``schema`` (drafting one) the rows are chosen by
-    :func:`value_keys` over every column of ``ddf`` but the unit's.
+    unit, chosen by :func:`row_keys` (module docstring; without a ``schema``, drafting one, over
+    every column of ``ddf`` but the unit's), without the unit column, each row in its own
+    partition and order.
 
-    The rows never move. Their narrow frame (unit text, parts, place) is shuffled on the unit,
-    each unit's kept places found where all its rows meet, and those places shuffled back to
-    their partition as a bit mask, computed here (``persist``: one bit a row waits on the
-    workers); the returned frame reads ``ddf`` again and keeps the rows the masks mark, so the
-    rows are never held while the shuffles run."""
+    The narrow frame (:data:`_NARROW`) is shuffled on the unit, each unit's kept places found
+    where its rows meet (:func:`_kept_places`), and the places shuffled back to their partition
+    as bit masks, computed here (``persist``, waited for on a cluster, so that no row is held
+    while the shuffles run); the frame returned reads ``ddf`` again and keeps the rows the
+    masks mark. Bounding thus reads the input twice and moves 40 bytes a row, never a row."""
+    if unit.column not in ddf.columns:  # before anything is read
+        raise EncodingError(f"input lacks the privacy unit column {unit.column!r}")
     method = shuffle_method()
     narrow = ddf.map_partitions(_narrow, schema, unit.column, seed, meta=_NARROW)
     places = narrow.shuffle(on=_UNIT, shuffle_method=method).map_partitions(
