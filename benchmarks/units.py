@@ -12,14 +12,15 @@ both the noise (growing with K) and the bias of the rows dropped (shrinking with
 the bounded table it was fitted to (the same seed's bounding), which isolates the noise; and
 with ``max_rows: auto`` (K chosen under DP, 5 % of the budget). The
 bounding step (shuffle on the unit, keep K per unit) is timed on its own, beside reading and
-counting the same table (after one warm-up count).
+counting the same table (after one warm-up count), each on fresh workers with their peak memory.
 
     python -m benchmarks.units --events 10000000 --customers 1000000 --scale 10
 
 ``--scale K`` measures size instead: the same generated table end to end through
 ``dp-dask synth --privacy-unit customer_id --max-rows-per-unit K`` and row-level on
 ``--workers`` workers the benchmark starts (``--scheduler``), each worker's peak resident memory
-(sampled every 0.5 s, fresh workers for each run) and the bounding step alone as above.
+(sampled every 0.5 s, fresh workers for each run) and the bounding step alone as above; with
+``--bounding-only`` the bounding step alone (e.g. ``--events 100000000 --chunks 10``).
 
     python -m benchmarks.units --adult-households 3
 
@@ -131,17 +132,22 @@ def release(path: Path, k: int | str | None, epsilon: float, seed: int,
     return row
 
 
-def bounding_time(path: Path, k: int) -> dict[str, float]:
-    """Seconds to read and count the table, and to read, bound and count it."""
-    times = {}
-    compute(count_graph(read_table(str(path), SCHEMA), SCHEMA))  # warm-up
+def bounding_time(path: Path, k: int, workers: int) -> dict[str, Any]:
+    """Seconds to read and count the table, and to read, bound (K = ``k``) and count it, each
+    on ``workers`` fresh workers (after one warm-up count there: the file in the page cache),
+    and each worker's peak memory in MiB (:func:`peak_per_worker`)."""
+    times: dict[str, Any] = {}
     for name, unit in (("count", None), ("bound_count", PrivacyUnit("customer_id", k))):
-        start = time.perf_counter()
-        ddf = read_table(str(path), SCHEMA, extra=() if unit is None else (unit.column,))
-        if unit is not None:
-            ddf = bound_contributions(ddf, SCHEMA, unit, 1)
-        compute(count_graph(ddf, SCHEMA))
-        times[f"{name}_s"] = round(time.perf_counter() - start, 2)
+        with (LocalCluster(n_workers=workers, threads_per_worker=1) as cluster,
+              Client(cluster) as client):
+            compute(count_graph(read_table(str(path), SCHEMA), SCHEMA))  # warm-up
+            start = time.perf_counter()
+            ddf = read_table(str(path), SCHEMA, extra=() if unit is None else (unit.column,))
+            if unit is not None:
+                ddf = bound_contributions(ddf, SCHEMA, unit, 1)
+            compute(count_graph(ddf, SCHEMA))
+            times[f"{name}_s"] = round(time.perf_counter() - start, 2)
+            times[f"{name}_worker_peak_mib"] = peak_per_worker(client)
     return times
 
 
@@ -210,6 +216,9 @@ def main() -> None:
                              "events/chunks rows (customers apart): 100 M events in memory")
     parser.add_argument("--bounded-only", action="store_true",
                         help="with --scale: only the release at K, end to end")
+    parser.add_argument("--bounding-only", action="store_true",
+                        help="with --scale: only the bounding pass beside reading and "
+                             "counting (100 M events), no release")
     parser.add_argument("--adult-households", type=int, metavar="SEEDS",
                         help="Adult with a synthetic household id instead, this many seeds")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/units.jsonl"))
@@ -223,17 +232,18 @@ def main() -> None:
                              (*KS, args.scale or 1))
         print(json.dumps(shape), f"written in {time.perf_counter() - start:.1f} s", flush=True)
         results = [{"table": shape}]
-        with (LocalCluster(n_workers=args.workers, threads_per_worker=1) as cluster,
-              Client(cluster) as client):
-            if not args.bounded_only:
-                results[0].update(**bounding_time(path, args.scale or 10),
-                                  worker_peak_mib=peak_per_worker(client))
-                print(json.dumps(results[0]), flush=True)
-            if not args.scale:
+        if not args.bounded_only:  # the bounding pass alone, beside reading and counting
+            results[0].update(bounding_time(path, args.scale or 10, args.workers))
+            print(json.dumps(results[0]), flush=True)
+        if not args.scale:
+            with (LocalCluster(n_workers=args.workers, threads_per_worker=1) as cluster,
+                  Client(cluster)):
                 for k in (None, *KS, "auto"):
                     results.append(release(path, k, args.epsilon, args.seed, Path(tmp)))
                     print(json.dumps(results[-1]), flush=True)
-        for k in (args.scale, *([] if args.bounded_only else [None])) if args.scale else ():
+        releases = (() if not args.scale or args.bounding_only
+                    else (args.scale, *([] if args.bounded_only else [None])))
+        for k in releases:
             results.append({**synth_run(path, k, args.workers, Path(tmp)),
                             "load_average": os.getloadavg()})
             print(json.dumps(results[-1]), flush=True)

@@ -457,3 +457,40 @@ def test_item4_each_unit_keeps_a_uniform_subset_of_its_rows():
     # binomial's 15.8 for 1000 fair draws bounds it): within 5 binomial deviations
     assert abs(red - units) <= 5 * math.sqrt(2 * units * 0.25), red
     assert set(kept.groupby(kept.index // 4).size()) == {2}  # and 2 of every unit
+
+
+@pytest.mark.parametrize("schema_of", [lambda: load_schema(SMALL_SCHEMA), lambda: None])
+def test_item1_bounding_keeps_rows_in_their_partitions(client, schema_of):
+    """The same rows in 1, 3 and 7 partitions, each in another order, with duplicated rows
+    (identical codes or values in one unit, spread over partitions): the kept multiset is what
+    one partition holding every unit keeps (the shuffle's rule), and every kept row stays in
+    its own partition, in its order. Before, the rows were shuffled on the unit: 7 input
+    partitions gave output partitions holding rows of other ones."""
+    schema = schema_of()
+    base = events(2_000, seed=11)
+    frame = pd.concat([base, base.iloc[:600]], ignore_index=True)  # identical rows
+    expected = multiset(_bounded(frame, schema, "uid", 3, SEED))
+    for partitions, order in ((1, 0), (3, 1), (7, 2)):
+        shuffled = frame.sample(frac=1.0, random_state=order)
+        ddf = frame_of(shuffled, partitions)
+        bounded = bound_contributions(ddf, schema, PrivacyUnit("uid", 3), SEED)
+        assert bounded.npartitions == partitions
+        kept = bounded.compute()
+        assert multiset(kept) == expected
+        for number in range(partitions):  # each partition's kept rows: a subsequence of its own
+            given = ddf.partitions[number].compute()
+            held = bounded.partitions[number].compute()
+            assert np.all(np.diff(given.index.get_indexer(held.index)) > 0)
+            pd.testing.assert_frame_equal(held, given.drop(columns="uid").loc[held.index])
+
+
+def test_item4_a_bad_bound_or_a_missing_unit_column_is_refused_before_reading():
+    """K <= 0 built directly (not through PrivacyUnit.of), or a unit column the input lacks:
+    a ValueError naming the column before any row is read. Before, PrivacyUnit("uid", 0) was
+    accepted and bounding kept no row at all, and a missing column failed only when computed."""
+    for k in (0, -2):
+        with pytest.raises(ValueError, match="privacy unit 'uid': max_rows must be"):
+            PrivacyUnit("uid", k)
+    ddf = frame_of(events(50), 2).drop(columns="uid")
+    with pytest.raises(ValueError, match="lacks the privacy unit column 'customer'"):
+        bound_contributions(ddf, load_schema(SMALL_SCHEMA), PrivacyUnit("customer", 3), SEED)

@@ -9,12 +9,10 @@ The counts are then those of the bounded data, so n means rows after bounding.
 A unit is identified by its value as text (:func:`unit_text`: 7, 7.0 and "7" are one unit, as an
 integer column read as float once a null appears must stay one), and every null (None, NaN, NA) is
 one and the same unit. Which K rows a unit keeps depends on that unit's rows and a seed alone,
-never on another unit, on file position or on partitioning: the rows are shuffled on that text
-(Dask's P2P shuffle where a distributed client runs, so a unit's rows meet in one partition without
-the table in memory), then each row is ranked by a keyed hash of its unit's text, its schema codes
-(and fine cells) and its copy number among the unit's identical rows, under a per-release seed
-(secret, or derived from ``noise_seed``), ties broken by the codes themselves, and a unit keeps its
-K smallest (:func:`row_keys`). The unit's text and the copy number are in the hash so that each
+never on another unit, on file position or on partitioning: each row is ranked by a keyed hash of
+its unit's text, its schema codes (and fine cells) and its copy number among the unit's identical
+rows, under a per-release seed (secret, or derived from ``noise_seed``), and a unit keeps its K
+smallest (:func:`row_keys`). The unit's text and the copy number are in the hash so that each
 unit keeps a K-subset of its rows that is uniform over the seed: hashed on the codes alone, every
 unit would prefer the same code combinations (the smallest hashes) and the bounded data would
 over-represent them. The unit's text, not its stored value, is hashed: 7 and 7.0 are one unit and
@@ -25,9 +23,22 @@ transformation), whatever the other units hold. Rows whose unit is null form ONE
 bounded to K like any other (each null row its own unit would let one person with nulls contribute
 unboundedly).
 
+The rows never move (:func:`bound_contributions`). A copy number needs all of a unit's identical
+rows, which any partition may hold, so the cut-off is found where each unit's rows meet, but of a
+narrow frame, five integers a row: the unit's text under two SipHash keys (a unit is told apart
+by both, 128 bits: two of U units share them with probability below U²/2¹²⁹, and would then be
+bounded as one), the key's state before the copy number (a keyed hash of the unit's text and the
+codes: rows of a unit are copies where it is equal, and two different rows share it, or a key,
+with probability 2⁻⁶⁴, which changes only which of that unit's rows it keeps) and the row's place
+(partition, position). That frame is shuffled on the unit (Dask's P2P shuffle, disk-backed, where
+a distributed client runs), each unit's kept places found, and the places shuffled back to their
+partition as a bit mask (one bit a row); then every partition is read again and filtered in
+place, in its own order. The kept rows are those the shuffle of whole rows on the unit kept
+(before issue 67): same keys, same rule.
+
 A schema drafted under DP with a unit (:mod:`dp_dask.data.draft_dp`) is bounded alike before any
-schema exists: its rows are ranked with their values' texts in place of codes
-(:func:`value_keys`, the same keys), ties broken by the texts' order. Every guarantee here is about
+schema exists: its rows are ranked with their values' text hashes in place of codes
+(:func:`row_keys` without a schema, the same keys). Every guarantee here is about
 the raw data's units, whatever K each release bounded them to: a draft and a release of the same
 unit column compose (basic composition), any K with any K; a draft of another unit (a row) never
 counts inside a unit's total (:func:`drafted_record`), and a release under a unit refuses it unless
@@ -43,8 +54,9 @@ from typing import Any
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+from distributed import Client, default_client, wait
 
-from dp_dask.data.encode import encode_partition, fine_cells
+from dp_dask.data.encode import EncodingError, encode_partition, fine_cells
 from dp_dask.data.order import order_seed
 from dp_dask.data.schema import Schema
 from dp_dask.data.text import category_text
@@ -72,6 +84,16 @@ class PrivacyUnit:
     column: str
     max_rows: int | str  # an integer >= 1, or AUTO
 
+    def __post_init__(self) -> None:
+        """ValueError naming the column where K is neither an integer >= 1 nor "auto": built
+        directly too, a unit of K <= 0 would keep no row at all."""
+        if not isinstance(self.column, str) or not self.column:
+            raise ValueError(f"privacy_unit column must be a column name, got {self.column!r}")
+        k = self.max_rows
+        if k != AUTO and (isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1):
+            raise ValueError(f"privacy unit {self.column!r}: max_rows must be an integer >= 1 "
+                             f"or {AUTO!r}, got {k!r}")
+
     @classmethod
     def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
         """A unit from ``{"column": ..., "max_rows": K}`` (None: the unit is a row); ValueError
@@ -80,15 +102,8 @@ class PrivacyUnit:
             return spec
         if not isinstance(spec, dict) or set(spec) != {"column", "max_rows"}:
             raise ValueError(f"privacy_unit must be {{'column': ..., 'max_rows': K}}, got {spec!r}")
-        column, k = spec["column"], spec["max_rows"]
-        if not isinstance(column, str) or not column:
-            raise ValueError(f"privacy_unit column must be a column name, got {column!r}")
-        if k == AUTO:
-            return cls(column, AUTO)
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise ValueError(f"privacy unit {column!r}: max_rows must be an integer >= 1 or "
-                             f"{AUTO!r}, got {k!r}")
-        return cls(column, int(k))
+        k = spec["max_rows"]
+        return cls(spec["column"], k if k == AUTO or not isinstance(k, np.integer) else int(k))
 
     def check(self, schema: Schema) -> None:
         """ValueError where the unit column is also something the schema reads: it would reach
@@ -212,71 +227,115 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def _keyed_hash(parts: np.ndarray, seed: int) -> np.ndarray:
-    """Per row (a column of ``parts``, integers) its hash under ``seed``, as int64."""
-    h = np.full(parts.shape[1], seed & _MASK, dtype=np.uint64)
+def _keyed_hash(parts: np.ndarray, seed: int, state: np.ndarray | None = None) -> np.ndarray:
+    """Per row (a column of ``parts``, integers) its hash under ``seed``, as int64; from a
+    ``state`` (a hash of earlier parts) it goes on hashing ``parts`` after those: hashing
+    a, b then c from the state after a, b equals hashing a, b, c."""
+    h = (np.full(parts.shape[1], seed & _MASK, dtype=np.uint64) if state is None
+         else state.view(np.uint64))
     with np.errstate(over="ignore"):
         for part in parts:
             h = _mix(h ^ part.astype(np.uint64) ^ np.uint64(seed >> 64 & _MASK))
     return h.view(np.int64)
 
 
-def _unit_keys(unit: np.ndarray, tiebreak: list[np.ndarray], seed: int,
-               hashed: list[np.ndarray] | None = None) -> np.ndarray:
-    """(2 + parts, rows): per row a keyed hash of its unit's text (``unit``), its parts
-    (``hashed``, default the ``tiebreak``'s) and its copy number among the unit's identical
-    rows (equal ``tiebreak``); then the ``tiebreak`` parts and the copy number. Hashing the
-    unit and the copy number makes each unit keep a K-subset of its rows that is uniform over
-    the seed: hashed on the values alone, every unit would prefer the same values (the
-    smallest hashes), and identical rows would count once. Rows are numbered among identical
-    ones only, so which copies a unit keeps never changes what is counted."""
-    same = pd.DataFrame({i: part for i, part in enumerate(
-        [pd.factorize(unit, sort=True)[0], *tiebreak])})  # a null unit: -1, one unit
-    copy = same.groupby(list(same.columns)).cumcount().to_numpy(dtype=np.int64)
-    parts = np.vstack([_text_hash(unit), *(part.astype(np.uint64) for part in (
-        tiebreak if hashed is None else hashed)), copy.astype(np.uint64)])  # all 64 bits
-    return np.vstack([_keyed_hash(parts, seed)[None, :], *tiebreak, copy])
+def _unit_keys(units: np.ndarray, state: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows holding every row of their units (``units``: each row's unit as an integer id;
+    ``state``: :func:`_row_states`), each row's key and its copy number: a keyed hash of its
+    unit's text, its parts and its copy number among the unit's identical rows (equal state).
+    Hashing the unit and the copy number makes each unit keep a K-subset of its rows that is
+    uniform over the seed: hashed on the values alone, every unit would prefer the same values
+    (the smallest hashes), and identical rows would count once. Rows are numbered among
+    identical ones only, so which copies a unit keeps never changes what is counted."""
+    copy = _copy_numbers(units, state)
+    return _keyed_hash(copy[None, :], seed, state), copy
 
 
-def row_keys(frame: pd.DataFrame, schema: Schema, column: str, seed: int) -> np.ndarray:
-    """(2 + m + fine grids, rows) for a partition holding every row of its units (``column``):
-    per row a keyed hash of its unit's text, its codes and fine cells and its copy number among
-    the unit's identical rows (:func:`_unit_keys`), then the codes, fine cells and copy number
-    (the tiebreak). A function of the unit's own rows, the schema and the seed alone: never of
-    file position (the copy numbers only tell identical rows apart) nor of another unit."""
+def _copy_numbers(units: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """Each row's number (0, 1, ...) among the rows of its unit with its state."""
+    order = np.lexsort((state, units))
+    starts = np.r_[True, (np.diff(units[order]) != 0) | (np.diff(state[order]) != 0)]
+    positions = np.arange(len(order))
+    copy = np.empty(len(order), dtype=np.int64)
+    copy[order] = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    return copy
+
+
+# A second SipHash key: a unit is told apart by its text's two 64-bit hashes (module docstring)
+_SECOND_KEY = "dp_dask-unit-id2"
+
+
+def _text_hashes(values: pd.Series, *hash_keys: str) -> list[np.ndarray]:
+    """Each row's 64-bit hash (pandas' SipHash, under its fixed key and each of ``hash_keys``)
+    of the encoder's text of its value (:func:`unit_text`), 0 for a null; each distinct value
+    is turned to text and hashed once."""
+    texts, inverse = category_text(values)
+    if inverse is None:  # an object column of strings, one a row
+        inverse, texts = pd.factorize(np.asarray(texts, dtype=object))
+    texts = np.asarray(texts, dtype=object)
+    null = values.isna().to_numpy()
+    hashes = []
+    for key in (None, *hash_keys):
+        options = {"categorize": False} | ({} if key is None else {"hash_key": key})
+        hashed = np.append(pd.util.hash_array(texts, **options) if len(texts) else
+                           np.zeros(0, dtype=np.uint64), np.uint64(0))[inverse]  # -1: a null
+        hashed[null] = 0
+        hashes.append(hashed)
+    return hashes
+
+
+def _row_parts(frame: pd.DataFrame, schema: Schema | None, column: str
+               ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Each row's unit as its text's two hashes (:func:`_text_hashes`; the first is what the
+    key hashes), and the integer parts its key hashes and ties break on: with a ``schema`` its
+    codes and fine cells; without, the hash of each other column's text (a null 0), as int64.
+    All are functions of the row alone, the same in any partition."""
+    unit = frame[column]
+    first, second = _text_hashes(unit, _SECOND_KEY)
+    if schema is None:
+        return first, second, [_text_hashes(frame[c])[0].view(np.int64)
+                               for c in frame.columns if c != column]
     codes = encode_partition(frame, schema)
     fine = [fine_cells(frame[schema.attributes[i].column], codes[i], schema.attributes[i])
             for i in schema.fine_grids]
-    parts = np.vstack([codes.astype(np.int64), *fine]) if fine else codes.astype(np.int64)
-    return _unit_keys(unit_text(frame[column]).to_numpy(), list(parts), seed)
+    return first, second, list(np.vstack([codes.astype(np.int64), *fine]) if fine
+                               else codes.astype(np.int64))
 
 
-def _text_hash(text: np.ndarray) -> np.ndarray:
-    """Each text's 64-bit hash (pandas' fixed-key SipHash), 0 for a null."""
-    null = pd.isna(text)
-    return np.where(null, np.uint64(0),
-                    pd.util.hash_array(np.where(null, "", text).astype(object)))
+def _row_states(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's unit as its text's two hashes (:func:`_row_parts`), and its state: the keyed
+    hash of the first and of its parts, to which the copy number is added (:func:`_unit_keys`).
+    Rows of one unit are identical (copies) where their states are equal."""
+    first, second, parts = _row_parts(frame, schema, column)
+    state = _keyed_hash(np.vstack([first, *(p.astype(np.uint64) for p in parts)]), seed)
+    return first.view(np.int64), second.view(np.int64), state
 
 
-def value_keys(frame: pd.DataFrame, column: str, seed: int) -> np.ndarray:
-    """(2 + columns, rows) for a partition holding every row of its units (``column``): per
-    row a keyed hash of its unit's text, every other value's text (:func:`unit_text`, the
-    encoder's text; a null its own mark) and its copy number among the unit's identical rows
-    (:func:`_unit_keys`); then each value's rank among the texts in sorted order and the copy
-    number (the tiebreak; only the order of two texts matters, a function of the two alone).
-    Before a schema exists (drafting): a function of the unit's rows and the seed alone."""
-    unit = unit_text(frame[column]).to_numpy()
-    texts = [unit_text(frame[c]).to_numpy() for c in frame.columns if c != column]
-    ranks = [pd.factorize(text, sort=True)[0].astype(np.int64) for text in texts]  # null: -1
-    return _unit_keys(unit, ranks, seed, [_text_hash(text) for text in texts])
+def _unit_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Each row's unit as an integer id, the units told apart by both text hashes."""
+    a, b = pd.factorize(first)[0], pd.factorize(second)[0]
+    return pd.factorize(a * np.int64(b.max(initial=0) + 1) + b)[0]
+
+
+def row_keys(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int
+             ) -> np.ndarray:
+    """(3, rows) for a partition holding every row of its units (``column``): per row a keyed
+    hash of its unit's text, its codes and fine cells (without a ``schema``: its other columns'
+    text hashes, :func:`_row_parts`) and its copy number among the unit's identical rows, then
+    its state (the hash before the copy number, :func:`_row_states`) and copy number (the
+    tiebreak). A function of the unit's own rows, the schema and the seed alone: never of file
+    position (the copy numbers only tell identical rows apart) nor of another unit."""
+    first, second, state = _row_states(frame, schema, column, seed)
+    key, copy = _unit_keys(_unit_ids(first, second), state, seed)
+    return np.vstack([key, state, copy])
 
 
 def unit_text(values: pd.Series) -> pd.Series:
     """Each row's unit as text (object dtype), None where null (None, NaN, NA, NaT): the
     encoder's text of a value (:func:`~dp_dask.data.text.category_text`: 7, 7.0 and "7" are
     "7"), equal for equal units whatever their storage type (an integer column read as float
-    once a null appears, a number or its text), so that every partition holds one type and a
-    unit's rows meet in one partition, and all nulls make one unit."""
+    once a null appears, a number or its text), and all nulls make one unit."""
     texts, inverse = category_text(values)
     text = np.array(texts, dtype=object)
     if inverse is not None:  # a missing value's -1 is overwritten below
@@ -289,46 +348,110 @@ def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame.assign(**{column: unit_text(frame[column])})
 
 
+# The narrow frame bounding moves instead of the rows, all int64: per row its unit (its text's
+# two hashes), its state (_row_states) and where it lies (its partition's number, its position).
+_UNIT, _UNIT_2, _STATE, _PARTITION, _ROW = ("__unit__", "__unit_2__", "__state__",
+                                            "__partition__", "__row__")
+_NARROW = pd.DataFrame({name: np.array([], dtype=np.int64)
+                        for name in (_UNIT, _UNIT_2, _STATE, _PARTITION, _ROW)})
+
+
+def _narrow(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int,
+            partition_info: dict | None = None) -> pd.DataFrame:
+    """One partition's narrow frame (:data:`_NARROW`)."""
+    first, second, state = _row_states(frame, schema, column, seed)
+    number = 0 if partition_info is None else partition_info["number"]
+    return pd.DataFrame(np.vstack([first, second, state,
+                                   np.full(len(frame), number, dtype=np.int64),
+                                   np.arange(len(frame), dtype=np.int64)]).T,
+                        columns=_NARROW.columns)
+
+
+def _kept_places(narrow: pd.DataFrame, max_rows: int, seed: int) -> pd.DataFrame:
+    """The places (partition, position) of the rows a partition of the narrow frame keeps, it
+    holding every row of its units: a unit of at most ``max_rows`` rows keeps them all, a
+    larger one its ``max_rows`` of smallest key (:func:`_unit_keys`; equal keys, which two
+    different rows have with probability 2⁻⁶⁴, by state, then copy number)."""
+    units = _unit_ids(narrow[_UNIT].to_numpy(), narrow[_UNIT_2].to_numpy())
+    large = np.bincount(units)[units] > max_rows if len(units) else np.zeros(0, dtype=bool)
+    if not large.any():
+        return narrow[[_PARTITION, _ROW]]
+    units, state = units[large], narrow[_STATE].to_numpy()[large]
+    key, copy = _unit_keys(units, state, seed)
+    order = np.lexsort((key, units))  # by unit, then key
+    if np.any((np.diff(units[order]) == 0) & (np.diff(key[order]) == 0)):
+        order = np.lexsort((copy, state, key, units))
+    sorted_units = units[order]
+    positions = np.arange(len(order))
+    starts = np.r_[True, sorted_units[1:] != sorted_units[:-1]]
+    rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    kept = np.r_[np.flatnonzero(~large), np.flatnonzero(large)[order[rank < max_rows]]]
+    return narrow.iloc[np.sort(kept)][[_PARTITION, _ROW]]
+
+
+def _kept_mask(places: pd.DataFrame) -> pd.DataFrame:
+    """One partition's kept positions as a bit mask (np.packbits; bit i: row i kept, rows past
+    the mask's end dropped): one bit a row is all that waits for the filter."""
+    mask = np.zeros(int(places[_ROW].max()) + 1 if len(places) else 0, dtype=bool)
+    mask[places[_ROW].to_numpy()] = True
+    return pd.DataFrame({"bits": np.packbits(mask)})
+
+
+def _kept_rows(frame: pd.DataFrame, bits: pd.DataFrame, column: str) -> pd.DataFrame:
+    """A partition's kept rows (``bits``: :func:`_kept_mask`), in place, the unit column
+    dropped."""
+    mask = np.unpackbits(bits["bits"].to_numpy(), count=len(frame)).astype(bool)
+    return frame[mask].drop(columns=column)
+
+
 def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: int,
              seed: int) -> pd.DataFrame:
-    """One shuffled partition (every row of a unit in it): each unit's ``max_rows`` rows of
-    smallest key (:func:`row_keys`; without a ``schema``, :func:`value_keys`), the unit column
-    dropped."""
-    if frame.empty:
-        return frame.drop(columns=column)
-    groups, _ = pd.factorize(frame[column], use_na_sentinel=True)  # nulls: -1, one unit
-    keys = (row_keys(frame, schema, column, seed) if schema is not None
-            else value_keys(frame, column, seed))
-    order = np.lexsort((*keys[::-1], groups))  # by unit, then hash, then codes and copy
-    sorted_groups = groups[order]
-    positions = np.arange(len(order))
-    starts = np.r_[True, sorted_groups[1:] != sorted_groups[:-1]]
-    rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
-    kept = np.sort(order[rank < max_rows])
-    return frame.iloc[kept].drop(columns=column)
+    """One partition holding every row of its units: each unit's ``max_rows`` rows of
+    smallest key (:func:`row_keys`), the unit column dropped; what :func:`bound_contributions`
+    keeps of the same rows in any partitioning."""
+    places = _kept_places(_narrow(frame, schema, column, seed), max_rows, seed)
+    return frame.iloc[places[_ROW].to_numpy()].drop(columns=column)
+
+
+def _running_client() -> Client | None:
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 def shuffle_method() -> str:
     """P2P (out of core, disk-backed) where a distributed client runs, else tasks."""
-    try:
-        from distributed import default_client
-        default_client()
-    except (ImportError, ValueError):
-        return "tasks"
-    return "p2p"
+    return "tasks" if _running_client() is None else "p2p"
 
 
 def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyUnit,
                         seed: int) -> dd.DataFrame:
     """``ddf`` (the schema's columns and the unit's) with at most ``unit.max_rows`` rows per
-    unit, chosen by :func:`row_keys` (module docstring), without the unit column. Without a
-    ``schema`` (drafting one) the rows are chosen by :func:`value_keys` over every column of
-    ``ddf`` but the unit's."""
-    meta = ddf._meta.assign(**{unit.column: pd.Series([], dtype=object)})
-    texts = ddf.map_partitions(_with_unit_text, unit.column, meta=meta)
-    shuffled = texts.shuffle(on=unit.column, shuffle_method=shuffle_method())
-    return shuffled.map_partitions(_bounded, schema, unit.column, unit.max_rows, seed,
-                                   meta=ddf._meta.drop(columns=unit.column))
+    unit, chosen by :func:`row_keys` (module docstring; without a ``schema``, drafting one, over
+    every column of ``ddf`` but the unit's), without the unit column, each row in its own
+    partition and order.
+
+    The narrow frame (:data:`_NARROW`) is shuffled on the unit, each unit's kept places found
+    where its rows meet (:func:`_kept_places`), and the places shuffled back to their partition
+    as bit masks, computed here (``persist``, waited for on a cluster, so that no row is held
+    while the shuffles run); the frame returned reads ``ddf`` again and keeps the rows the
+    masks mark. Bounding thus reads the input twice and moves 40 bytes a row, never a row."""
+    if unit.column not in ddf.columns:  # before anything is read
+        raise EncodingError(f"input lacks the privacy unit column {unit.column!r}")
+    method = shuffle_method()
+    narrow = ddf.map_partitions(_narrow, schema, unit.column, seed, meta=_NARROW)
+    places = narrow.shuffle(on=_UNIT, shuffle_method=method).map_partitions(
+        _kept_places, unit.max_rows, seed, meta=_NARROW[[_PARTITION, _ROW]])
+    count = ddf.npartitions
+    by_partition = places.set_index(_PARTITION, divisions=[*range(count), count - 1],
+                                    shuffle_method=method)
+    masks = by_partition.map_partitions(
+        _kept_mask, meta=pd.DataFrame({"bits": np.array([], dtype=np.uint8)})).persist()
+    if _running_client() is not None:  # there persist returns at once: the rows must wait
+        wait(masks)
+    return dd.map_partitions(_kept_rows, ddf, masks, unit.column, align_dataframes=False,
+                             meta=ddf._meta.drop(columns=unit.column))
 
 
 def _unit_column(record: dict[str, Any]) -> str | None:
