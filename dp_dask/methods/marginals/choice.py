@@ -21,9 +21,10 @@ histograms give). It reads no count; choosing is post-processing and charges not
               ``pairs`` otherwise (a tie keeps ``pairs``, the cautious choice: its release is the
               one released before the rule)
     1-way     on the joint, the 1-way histograms (drawn at ``pairs``' share before the choice)
-              are measured again with ``joint_one_way`` of the triples' ρ where that lowers the
-              joint's expected relative error (:func:`joint_one_way_share`): at large noise the
-              triples alone leave its 1-way counts noisier than ``pairs``'
+              are measured again with the share of the triples' ρ (of ONE_WAY_GRID) that gives
+              the joint the smallest expected mean relative error: the triples alone leave its
+              1-way counts noisier than ``pairs``' (about 1.2 × at any noise), which pays to
+              trade where its 3-way lead is large (docs/model-choice.md)
 """
 
 from __future__ import annotations
