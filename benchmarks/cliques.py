@@ -4,7 +4,7 @@ with planted 3- and 4-way structure that no pair shows (6 attributes, 200 k rows
 planted8: 8 attributes, 255 k rows).
 
     python -m benchmarks.cliques --seeds 3 [--rows 200000] [--tables adult planted planted8]
-        [--auto-config '{"triple_noise": 0.05}']
+        [--modes pairs auto joint] [--auto-config '{"pairs_three_way_bias": 0.003}']
 
 Scored by the project's scorer (Q1/Q2/Q3: mean error over the best 95 % of queries, and the
 worst 2-way query; evaluate.queries), with fit + sample seconds. Seeded numpy noise of the

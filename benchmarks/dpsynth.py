@@ -14,7 +14,7 @@ benchmarks.peers_scale) and ``demo`` (dp_dask's generated census, 1 M rows, its 
 
 The peers get the code table private-pgm's scripts read (``export_codes``) and run in dpsynth's
 env through benchmarks/dpsynth_runner.py, with every attribute a closed categorical domain of
-the schema's codes; dp_dask runs ``cliques="pairs"`` (its default) and ``"auto"`` in a child of
+the schema's codes; dp_dask runs ``cliques="pairs"`` and ``"auto"`` (its default) in a child of
 its own (``benchmarks.peers.run_ours``). Each run is measured by ``measured_run`` (wall, CPU,
 peak RSS); a peer past ``--timeout`` is recorded as not finished. All rows go to ``--cache``
 (JSON lines): a finished or timed-out peer row, or a finished dp_dask row, is not run again

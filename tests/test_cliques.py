@@ -1,11 +1,11 @@
-"""cliques="auto": the exact joint's counts (marginals.cliques) and the rule and charges of the
-dense-joint path (marginals.joint, issue 59); tests/test_joint.py tests the path itself."""
+"""cliques: the exact joint's counts (marginals.cliques), the public rule that picks pairs or the
+dense joint (marginals.choice, issue 68) and the charges of the dense-joint path
+(marginals.joint, issue 59); tests/test_joint.py tests the path itself."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -15,17 +15,22 @@ from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import Domain
 from dp_dask.methods.marginals import MarginalsConfig
+from dp_dask.methods.marginals.choice import (
+    ABSOLUTE_MEAN,
+    expected_errors,
+    query_variance,
+    residual_variances,
+)
 from dp_dask.methods.marginals.cliques import exact_clique, joint_keys
-from dp_dask.methods.marginals.joint import dense_fits, triple_noise
+from dp_dask.methods.marginals.joint import model_choice, triple_shares
+from dp_dask.methods.marginals.measurements import Measurer
+from dp_dask.methods.marginals.plan import budget_shares, measured_queries
 from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma, table_sensitivity
 from dp_dask.privacy.selection import replace_one_rho
 from dp_dask.synthesizer import Synthesizer
 
 NAMES = ("a", "b", "c", "d", "e", "f")
-# 20,000 rows at ε = 1 take the dense path at the default triple_noise (the largest triple's
-# cells·σ/n̂ 0.028 replace-one, zCDP); a privacy unit of 3 rows (0.084) needs a larger one.
-UNIT_NOISE = 0.5
 
 
 def parity_schema() -> Schema:
@@ -70,7 +75,7 @@ def spent(synthesizer: Synthesizer) -> float:
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
 def test_dense_path_charged_once_and_plan_fields_sum_to_rho(client, neighbours):
-    synthesizer = fit(parity_frame(), "auto", neighbours=neighbours)
+    synthesizer = fit(parity_frame(), "joint", neighbours=neighbours)
     plan = synthesizer.budget_plan()
     assert plan.with_cliques
     assert plan.one_shot + plan.adaptive == pytest.approx(plan.rho, rel=1e-12)
@@ -101,13 +106,16 @@ def same_release(first: Synthesizer, second: Synthesizer, rows: int) -> bool:
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
-def test_joint_over_the_noise_threshold_releases_as_pairs(client, neighbours):
-    """Where the largest triple's cells·σ/n̂ is over triple_noise no triple is measured: the
-    release is cliques="pairs"'s, byte for byte."""
+def test_item1_where_the_rule_picks_pairs_the_release_is_pairs(client, neighbours):
+    """Where the rule expects pairs the smaller error (few rows: the joint's noise is larger
+    than pairs' 3-way bias) no triple is measured: the release is cliques="pairs"'s, byte for
+    byte, its record the rule's inputs and outcome."""
     frame = parity_frame(2_000)
     auto = fit(frame, "auto", epsilon=0.05, neighbours=neighbours)
     assert auto.budget_plan().with_cliques  # possible by the public sizes, refused by n̂
     assert "cliques" not in auto.model_.metadata["privacy"]
+    choice = auto.model_.metadata["privacy"]["model_choice"]
+    assert choice["chosen"] == "pairs" and choice["joint_relative_error"] >= 1
     assert same_release(auto, fit(frame, "pairs", epsilon=0.05, neighbours=neighbours), 500)
     assert spent(auto) == pytest.approx(auto.budget_plan().rho, rel=1e-9)
 
@@ -121,10 +129,11 @@ def test_joint_over_the_memory_cap_releases_as_pairs(client):
     assert same_release(auto, fit(frame, "pairs"), 500)
 
 
-def test_default_pairs_measures_no_clique(client):
+def test_pairs_measures_no_clique(client):
     synthesizer = fit(parity_frame(2_000), "pairs")
     assert not synthesizer.budget_plan().with_cliques
     assert "cliques" not in synthesizer.model_.metadata["privacy"]
+    assert "model_choice" not in synthesizer.model_.metadata["privacy"]
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
@@ -141,34 +150,124 @@ def test_auto_with_rounds_releases_as_pairs(client, neighbours):
     assert same_release(auto, fit(frame, "pairs", neighbours=neighbours, rounds=1), 500)
 
 
-def test_rule_reads_the_triples_rho_and_cells_and_the_noisy_n():
-    """The rule is the dense path's own noise: the largest triple's cells·σ/n̂ at the ρ and
-    shares the triples get (e, f and one of a–d: 18 cells), from public sizes, ρ and n̂."""
+def test_item1_default_is_the_rule():
+    assert MarginalsConfig().cliques == "auto"
+
+
+def domain_matrix(sizes: tuple[int, ...], clique: tuple[int, ...]) -> np.ndarray:
+    """The 0/1 matrix summing the flat joint over ``sizes`` into the marginal on ``clique``."""
+    index = np.indices(sizes).reshape(len(sizes), -1)
+    cell = np.zeros(index.shape[1], dtype=np.int64)
+    for a in clique:
+        cell = cell * sizes[a] + index[a]
+    matrix = np.zeros((math.prod(sizes[a] for a in clique), index.shape[1]))
+    matrix[cell, np.arange(index.shape[1])] = 1
+    return matrix
+
+
+@pytest.mark.parametrize("measured", [
+    {(0,): 1.3, (1,): 2.0, (2,): 0.7, (0, 1): 1.1, (1, 2): 2.5},  # pairs, one pair unmeasured
+    {(0,): 3.0, (1,): 3.0, (2,): 3.0, (0, 1, 2): 0.9},  # 1-way histograms and the joint
+])
+def test_item1_expected_noise_is_the_least_squares_estimates(measured):
+    """The rule's noise of a query over measured attributes is the variance of the generalized
+    least squares estimate from every noisy table, q (AᵀWA)⁺ qᵀ, computed by brute force."""
+    sizes = (2, 3, 4)
+    design = np.vstack([domain_matrix(sizes, c) for c in measured])
+    weights = np.concatenate([np.full(math.prod(sizes[a] for a in c), sigma**-2.0)
+                              for c, sigma in measured.items()])
+    covariance = np.linalg.pinv(design.T @ (weights[:, None] * design))
+    variances = residual_variances(np.array(sizes, dtype=np.float64), measured, max_order=3)
+    for subset in [(0,), (1,), (2,), (0, 1), (1, 2)]:
+        query = domain_matrix(sizes, subset)[0]
+        assert query_variance(np.array(sizes, dtype=np.float64), variances, subset) == (
+            pytest.approx(query @ covariance @ query, rel=1e-9))
+
+
+def test_item1_pairs_three_way_error_is_noise_and_the_bias_prior():
+    """A 3-way query no table covers (pairs) adds the prior bias, a share of its mean count
+    n̂/cells; a covered one (the joint) none: its error grows with σ, not with n̂."""
+    sizes = np.array([2.0, 2.0, 2.0])
+    pairs = {(0,): 1.0, (1,): 1.0, (2,): 1.0, (0, 1): 1.0, (0, 2): 1.0, (1, 2): 1.0}
+    joint = {(0,): 1.0, (1,): 1.0, (2,): 1.0, (0, 1, 2): 1.0}
+    without = expected_errors(sizes, pairs, 8_000, 0.0)["Q3"]
+    assert expected_errors(sizes, pairs, 8_000, 0.01)["Q3"] == pytest.approx(
+        without + 0.01 * 8_000 / 8)
+    assert expected_errors(sizes, joint, 8_000, 0.01)["Q3"] == pytest.approx(
+        expected_errors(sizes, joint, 80, 0.01)["Q3"])
+    variances = residual_variances(sizes, joint, 3)
+    assert expected_errors(sizes, joint, 8_000, 0.01)["Q3"] == pytest.approx(
+        ABSOLUTE_MEAN * math.sqrt(query_variance(sizes, variances, (0, 1, 2))))
+
+
+def measurer(neighbours: str = "replace", rho: float = rho_budget(1.0, 1e-9, "zcdp"),
+             config: MarginalsConfig | None = None) -> Measurer:
+    """A Measurer of the parity schema (one-shot ``rho``) with no counts: the rule reads
+    none."""
     schema = parity_schema()
-    shares = np.array([math.prod(schema.sizes[list(t)]) for t in itertools.combinations(
-        range(6), 3)], dtype=np.float64) ** (1 / 3)
-    sigma = gaussian_sigma(0.01 * 18 ** (1 / 3) / shares.sum(), 1.0, "zcdp")
-    assert triple_noise(schema, 20_000, 0.01, 1.0, "zcdp") == pytest.approx(18 * sigma / 20_000)
-    config = MarginalsConfig(cliques="auto")
-    rows = math.ceil(18 * sigma / config.triple_noise * (1 + 1e-12))  # the fewest that pass
-    assert dense_fits(schema, rows, 0.01, 1.0, "zcdp", config)
-    assert not dense_fits(schema, rows - 1, 0.01, 1.0, "zcdp", config)
-    assert not dense_fits(schema, 10**9, 0.01, 1.0, "zcdp", replace(config, max_clique_cells=143))
-    assert not dense_fits(schema, 10**9, 0.01, 1.0, "zcdp", MarginalsConfig())  # "pairs"
+    return Measurer(np.zeros((schema.d, schema.d)), {}, schema, rho, accountant="zcdp",
+                    neighbours=neighbours, config=config or MarginalsConfig())
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
-def test_rule_decided_at_the_noise_the_triples_get(client, neighbours):
-    """The release's triples are measured at the rule's ρ: their largest cells·σ/n̂ is the
-    rule's number (n̂ the 1-way histograms' under add/remove)."""
-    frame = parity_frame()
-    synthesizer = fit(frame, "auto", neighbours=neighbours)
-    record = synthesizer.model_.metadata["privacy"]["cliques"]
-    rows = synthesizer.model_.n_rows
-    largest = max(c["cells"] * c["sigma"] for c in record["cliques"]) / rows
-    assert triple_noise(parity_schema(), rows, record["rho"], record["sensitivity"],
-                        "zcdp") == pytest.approx(largest, rel=1e-9)
-    assert largest <= MarginalsConfig().triple_noise
+def test_item1_rule_picks_the_joint_with_rows_and_pairs_without(neighbours):
+    """At one ε the joint's noise is fixed while pairs' 3-way bias grows with n̂: pairs on few
+    rows, the joint on many, from public sizes, ρ, the notion and n̂ alone; "joint" forces it."""
+    few, many = model_choice(measurer(neighbours), 2_000), model_choice(measurer(neighbours),
+                                                                        10**6)
+    assert (few.model, many.model) == ("pairs", "joint")
+    assert many.expected["pairs"]["Q3"] > 10 * few.expected["pairs"]["Q3"]  # the bias ∝ n̂
+    forced = model_choice(measurer(neighbours, config=MarginalsConfig(cliques="joint")), 2_000)
+    assert forced.model == "joint" and forced.expected == few.expected
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_item1_release_records_the_rule_and_reproduces_it(client, neighbours):
+    """A default release on a tall table takes the joint; its record holds the rule's inputs
+    (ρ, the sensitivity, n̂), from which the same choice follows."""
+    synthesizer = fit(parity_frame(200_000), "auto", neighbours=neighbours)
+    privacy = synthesizer.model_.metadata["privacy"]
+    choice = privacy["model_choice"]
+    assert choice["chosen"] == "joint" and "cliques" in privacy
+    assert choice["sensitivity"] == TABLE_L2_SENSITIVITY[neighbours]
+    # n̂: the exact n where it is public, else the 1-way histograms' noisy n (the release's
+    # own n̂ reads the triples too)
+    if neighbours == "replace":
+        assert choice["n"] == 200_000
+    else:
+        assert choice["n"] != 200_000 and choice["n"] == pytest.approx(200_000, rel=1e-3)
+    again = model_choice(measurer(neighbours, choice["rho"]), choice["n"])
+    assert choice["rho"] == pytest.approx(synthesizer.budget_plan().one_shot, rel=1e-12)
+    assert again.model == "joint" and again.one_way_share == choice["joint_one_way_share"]
+    assert choice["expected_error"]["joint"]["Q3"] < choice["expected_error"]["pairs"]["Q3"]
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
+def test_item2_joint_measures_the_histograms_again_where_it_pays(client, neighbours):
+    """Where moving some of the triples' ρ to the 1-way histograms lowers the joint's expected
+    mean relative error (here ε = 2, 200 k rows: its 3-way lead over pairs' bias leaves room),
+    the histograms get a second draw: merged, their σ is below the first draw's, and every
+    charge still sums to the release's ρ."""
+    synthesizer = fit(parity_frame(200_000), "joint", epsilon=2.0, neighbours=neighbours)
+    choice = synthesizer.model_.metadata["privacy"]["model_choice"]
+    assert choice["joint_one_way_share"] > 0
+    plan = synthesizer.budget_plan()
+    schema = parity_schema()
+    shares = budget_shares(schema, measured_queries(schema), config=MarginalsConfig())
+    first = [gaussian_sigma(plan.one_shot * s, TABLE_L2_SENSITIVITY[neighbours], "zcdp")
+             for s in shares[:schema.m]]
+    one_way = synthesizer.model_.measurements[:schema.m]
+    assert all(m.sigma < s for m, s in zip(one_way, first))
+    assert spent(synthesizer) == pytest.approx(plan.rho, rel=1e-9)
+    assert "to the 1-way histograms again" in synthesizer.model_.metadata["privacy"][
+        "budget_split"]
+
+
+def test_triple_shares_follow_cells():
+    schema = parity_schema()
+    weights = np.array([math.prod(schema.sizes[list(t)]) for t in itertools.combinations(
+        range(6), 3)], dtype=np.float64) ** (1 / 3)
+    assert triple_shares(schema) == pytest.approx(weights / weights.sum())
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
@@ -177,7 +276,7 @@ def test_dense_release_ledger_charge(client, neighbours):
     spends what a tree's selections would have on its triples). Add/remove: the path and a
     tree plan are both chosen after n̂, so the replace-one charge counts the tree's selections
     whichever runs."""
-    synthesizer = fit(parity_frame(), "auto", neighbours=neighbours, tables="auto")
+    synthesizer = fit(parity_frame(), "joint", neighbours=neighbours, tables="auto")
     assert "cliques" in synthesizer.model_.metadata["privacy"]  # the dense path ran
     ledger = synthesizer._ledger_plan()
     rho = rho_budget(1.0, synthesizer.delta, "zcdp")
@@ -219,7 +318,8 @@ def test_plan_reports_the_memory_cap():
     # a joint over the cap is never measured: none of its memory
     assert estimate(schema, 20_000, config={"cliques": "auto", "max_clique_cells": 64}
                     ).cliques is None
-    assert "cliques" not in estimate(schema, 20_000).to_json()  # default plans as before
+    assert estimate(schema, 20_000).cliques is not None  # the default may pick the joint
+    assert "cliques" not in estimate(schema, 20_000, config={"cliques": "pairs"}).to_json()
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add_remove"])
@@ -231,7 +331,7 @@ def test_cliques_of_a_privacy_unit_are_measured_at_its_sensitivity(client, neigh
     synthesizer = Synthesizer.create(
         "marginals", parity_schema(), epsilon=1.0, noise_sampler="numpy", noise_seed=0,
         ledger=False, accountant="zcdp", neighbours=neighbours, tables="all",
-        config={"cliques": "auto", "triple_noise": UNIT_NOISE},
+        config={"cliques": "joint"},
         privacy_unit={"column": "uid", "max_rows": 3}).fit(frame)
     record = synthesizer.model_.metadata["privacy"]["cliques"]
     assert record["sensitivity"] == table_sensitivity(neighbours, "l2", 3)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from conftest import SMALL_SCHEMA, correlated_frame
 from scipy.stats import binom
-from test_cliques import UNIT_NOISE, parity_frame, parity_schema, spent
+from test_cliques import parity_frame, parity_schema, spent
 
 from dp_dask.cli import main
 from dp_dask.data.counts import partition_counts
@@ -312,12 +312,12 @@ def test_item4a_auto_records_the_whole_rho_and_its_split(client, tmp_path, path)
         fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, noise_seed=2,
                                     ledger=tmp_path / "ledger.sqlite", **auto_unit()
                                     ).fit(events(2_000))
-    else:  # units of 3 rows; the triples' noise passes the threshold (tests/test_cliques.py)
+    else:  # units of 3 rows; cliques: joint takes the dense path whatever the rule expects
         frame = parity_frame().assign(uid=lambda f: (np.arange(len(f)) // 3).astype(str))
         fitted = Synthesizer.create(
             "marginals", parity_schema(), epsilon=1.0, noise_seed=0,
             ledger=tmp_path / "ledger.sqlite", accountant="zcdp", tables="all",
-            config={"cliques": "auto", "triple_noise": UNIT_NOISE}, **auto_unit()).fit(frame)
+            config={"cliques": "joint"}, **auto_unit()).fit(frame)
         assert "cliques" in fitted.model.metadata["privacy"]  # the dense joint
     privacy = fitted.model.metadata["privacy"]
     total = rho_budget(1.0, fitted.delta, fitted.accountant)

@@ -227,9 +227,9 @@ class Scenario:
 
 
 ALL = {"tables": "all"}  # every 2-way table (this tiny n would get the tree plan by default)
-# the dense joint (cliques "auto"): its rule passes on this tiny n only with a larger
-# triple_noise (a public tuned number), and one fitting step (post-processing) keeps trials fast
-DENSE = {"config": {"cliques": "auto", "triple_noise": 1e9, "joint_iterations": 1}}
+# the dense joint (cliques "joint": the public rule picks pairs on this tiny n), and one fitting
+# step (post-processing) keeps trials fast
+DENSE = {"config": {"cliques": "joint", "joint_iterations": 1}}
 UNIT_K = 2  # the marginals' privacy unit's max_rows
 STATS_UNIT_K = 8  # the stats' (its pair's unit of twice as many rows)
 MARGINALS_UNIT = {"privacy_unit": {"column": UNIT, "max_rows": UNIT_K}}

@@ -41,12 +41,12 @@ MAX_JOINT_CELLS = 2**62
 
 
 def cliques_possible(schema: Schema, config: MarginalsConfig = DEFAULTS) -> bool:
-    """Whether a release may take the dense-joint path (:func:`~.joint.dense_fits` decides
-    after n̂): ``config.cliques`` "auto", 3+ attributes and a joint of at most
+    """Whether a release may take the dense-joint path (:func:`~.joint.model_choice` decides
+    after n̂): ``config.cliques`` "auto" or "joint", 3+ attributes and a joint of at most
     ``max_clique_cells`` cells (and fewer than MAX_JOINT_CELLS). The schema's and config's
     alone; the synthesizer adds "no adaptive rounds" (:attr:`~.plan.BudgetPlan.with_cliques`)."""
     cells = math.prod(int(s) for s in schema.sizes)
-    return (config.cliques == "auto" and schema.m >= 3
+    return (config.cliques != "pairs" and schema.m >= 3
             and cells <= config.max_clique_cells and cells < MAX_JOINT_CELLS)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from dp_dask.postprocess.config import BalanceConfig, ReweightConfig, RowUpdateConfig
 from dp_dask.tuning import as_config, check_fields
 
-CLIQUES = ("pairs", "auto")
+CLIQUES = ("auto", "pairs", "joint")
 # The post-processing passes' configs, by MarginalsConfig field.
 PASSES = {"row_updates": RowUpdateConfig, "balance": BalanceConfig, "reweight": ReweightConfig}
 
@@ -54,8 +54,10 @@ class MarginalsConfig:
     unsettled_draws_per_row: int = 4  # the same without value moves
     unbalanced_candidates_per_row: int = 2  # candidates per row of an unbalanced resample
     # the dense joint (joint.py; its counts, cliques.py)
-    cliques: str = "pairs"  # "pairs": 1-/2-way only; "auto": the dense joint where it fits
-    triple_noise: float = 0.05  # the dense path's largest triple's cells·σ/n̂ at most
+    # "auto": pairs or the dense joint by the public rule (choice.py); "pairs"; "joint": the
+    # dense joint wherever it fits
+    cliques: str = "auto"
+    pairs_three_way_bias: float = 0.003  # the rule's prior: pairs' 3-way error, of n̂/cells
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
     joint_iterations: int = 3000  # mirror-descent steps fitting the dense joint (joint.py)
     # the sampler's passes (postprocess.config), each a config of its own: a dict of some of

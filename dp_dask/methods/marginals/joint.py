@@ -1,19 +1,22 @@
-"""The dense-joint path of ``cliques="auto"`` (issue 59): on a table whose dense joint fits
-(:func:`dense_fits`), every triple is measured beside the 1-way histograms, the dense joint is
-fitted to them all and the release samples its rows from it.
+"""The dense-joint path of ``cliques="auto"`` (the default; issues 59, 68): where the public
+rule picks it (:mod:`.choice`), every triple is measured beside the 1-way histograms, the dense
+joint is fitted to them all and the release samples its rows from it.
 
-    decide    after the 1-way histograms (drawn the same either way), from public sizes, the
-              triples' ρ and n̂ (:func:`dense_fits`): the path runs where the largest triple's
-              cells·σ/n̂ is at most ``triple_noise`` and the joint has at most
-              ``max_clique_cells`` cells; elsewhere the release is ``cliques="pairs"``'s byte
-              for byte. Post-processing, no charge. With adaptive rounds ``auto`` releases as
-              ``pairs`` (their selection covers a workload; this path measures every triple)
+    decide    on a joint of at most ``max_clique_cells`` cells (public sizes,
+              :func:`~.cliques.cliques_possible`), after the 1-way histograms (drawn the same
+              either way), from public sizes, ρ, the notion and n̂ (:func:`model_choice`): the
+              model each is expected to give the smaller 1-/2-/3-way error; elsewhere the
+              release is ``cliques="pairs"``'s byte for byte. Post-processing, no charge. With
+              adaptive rounds ``auto`` releases as ``pairs`` (their selection covers a
+              workload; this path measures every triple)
     measure   the 1-way histograms (their usual share: drawn before the rule is decided, the
-              same draws as under ``cliques="pairs"``), the fine histograms (theirs) and every
-              triple, the rest of the one-shot ρ split ∝ cells^(1/3), each at a table's L2
-              sensitivity (√2 replace-one, 1 add/remove, K times that under a privacy unit). No
-              2-way table: measured too (1-/2-/3-way ∝ cells^(1/3)) the planted table's Q3 was
-              16.1, 13.6 without (numpy prototype, add/remove, 3 seeds; docs/tuning.md)
+              same draws as under ``cliques="pairs"``), the fine histograms (theirs), the 1-way
+              histograms again with the share of the rest the rule picks (merged with the first
+              by inverse variance) and every triple, the rest of the one-shot ρ split ∝
+              cells^(1/3), each at a table's L2 sensitivity (√2 replace-one, 1 add/remove, K
+              times that under a privacy unit). No 2-way table: measured too (1-/2-/3-way ∝
+              cells^(1/3)) the planted table's Q3 was 16.1, 13.6 without (numpy prototype,
+              add/remove, 3 seeds; docs/tuning.md)
     fit       :func:`fit_joint`: the joint on the simplex (times n̂) minimising Σ ‖A_c x − y_c‖²/σ_c²
               over the noisy tables by mirror descent with backtracking (private-pgm's estimate
               with one clique), the schema's structural zeros held at 0; post-processing
@@ -37,7 +40,9 @@ from dp_dask.conditions import Condition, ConditionError, condition_record
 from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot
-from dp_dask.methods.marginals.cliques import cliques_possible, exact_clique
+from dp_dask.methods.marginals import adaptive
+from dp_dask.methods.marginals.choice import ModelChoice, choose_model
+from dp_dask.methods.marginals.cliques import exact_clique
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Marginals, Measurement
 from dp_dask.privacy.accounting import gaussian_sigma
@@ -58,37 +63,40 @@ def triples_rho(measurer: Measurer) -> float:
     return measurer.rho - measurer.rho * float(spent)
 
 
-def triple_noise(schema: Schema, rows: int, rho: float, sensitivity: float, accountant: str,
-                 config: MarginalsConfig = DEFAULTS) -> float:
-    """The largest cells·σ/n̂ of the triples measured with ``rho`` (:func:`triple_shares`): the
-    dense path's noise. Public sizes, ρ and n̂."""
-    return max(float(np.prod(schema.sizes[list(t)]))
-               * gaussian_sigma(rho * share, sensitivity, accountant)
-               for t, share in zip(triples(schema), triple_shares(schema, config))) / max(rows, 1)
-
-
-def dense_fits(schema: Schema, rows: int, rho: float, sensitivity: float, accountant: str,
-               config: MarginalsConfig = DEFAULTS) -> bool:
-    """Whether the release takes the dense path: :func:`~.cliques.cliques_possible`, and the
-    triples' :func:`triple_noise` at ``rho`` at most ``triple_noise``. Post-processing of n̂ and
-    public inputs."""
-    return (cliques_possible(schema, config)
-            and triple_noise(schema, rows, rho, sensitivity, accountant, config)
-            <= config.triple_noise)
-
-
-def measure_dense(measurer: Measurer, joint: tuple[np.ndarray, np.ndarray], rho: float
-                  ) -> tuple[list[Measurement], dict[int, Measurement]]:
-    """After the 1-way histograms (``measurer``'s, at the all-pairs plan's shares): the fine
-    histograms at theirs (:func:`~.plan.budget_shares`) and every triple with ``rho``, the rest
-    of the one-shot ρ (:func:`triples_rho`, :func:`measure_triples`). The triples and the fine
-    histograms by attribute."""
+def model_choice(measurer: Measurer, n_hat: int) -> ModelChoice:
+    """The public rule's choice between ``pairs`` and the dense joint
+    (:func:`~.choice.choose_model`) for the one-shot ρ of ``measurer`` (its all-pairs plan's
+    shares; on the joint the triples take :func:`triples_rho`) and ``n_hat`` rows."""
+    schema, m = measurer.schema, measurer.schema.m
     first = len(measurer.all_pairs)
+    return choose_model(schema, rho=measurer.rho, one_way_shares=measurer.shares[:m],
+                        pair_shares=measurer.shares[m:first],
+                        triple_shares=triple_shares(schema, measurer.config),
+                        triples_rho=triples_rho(measurer), sensitivity=measurer.sensitivity,
+                        accountant=measurer.accountant, n_hat=n_hat, config=measurer.config)
+
+
+def measure_dense(measurer: Measurer, one_way: list[Measurement],
+                  joint: tuple[np.ndarray, np.ndarray], rho: float, one_way_share: float = 0.0
+                  ) -> tuple[list[Measurement], list[Measurement], dict[int, Measurement]]:
+    """After the 1-way histograms ``one_way`` (``measurer``'s, at the all-pairs plan's shares):
+    the fine histograms at theirs (:func:`~.plan.budget_shares`), the 1-way histograms again
+    with ``one_way_share`` of ``rho`` (the rest of the one-shot ρ, :func:`triples_rho`; split
+    as the first draws', merged with them by inverse variance) and every triple with the rest
+    (:func:`measure_triples`). The 1-way histograms, the triples and the fine histograms by
+    attribute."""
+    schema, first = measurer.schema, len(measurer.all_pairs)
     fine = (measurer.draw([("fine", a) for a in measurer.grids], measurer.shares[first:])
             if measurer.grids else [])
-    return (measure_triples(joint, measurer.schema, rho, sensitivity=measurer.sensitivity,
-                            accountant=measurer.accountant, sampler=measurer.sampler,
-                            rng=measurer.rng, config=measurer.config),
+    if one_way_share > 0:
+        histograms = measurer.shares[:schema.m]
+        again = measurer.draw([(a,) for a in range(schema.m)], histograms / histograms.sum()
+                              * (rho * one_way_share / measurer.rho))
+        one_way = adaptive.merged([*one_way, *again])
+    return (one_way,
+            measure_triples(joint, schema, rho * (1.0 - one_way_share),
+                            sensitivity=measurer.sensitivity, accountant=measurer.accountant,
+                            sampler=measurer.sampler, rng=measurer.rng, config=measurer.config),
             {a: Measurement((a,), h.values, h.sigma) for a, h in zip(measurer.grids, fine)})
 
 
@@ -104,14 +112,14 @@ DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 
 def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Measurement],
                  plan: BudgetPlan, rho: float, sensitivity: float) -> dict[str, Any]:
     """The privacy record's ``cliques`` of a dense-joint release (``measured``: the 1-way
-    histograms, then the triples, these sharing ``rho``; ``fine``: the fine histograms by
-    attribute)."""
+    histograms, then the triples, these sharing ``rho`` with the histograms' second draw, if
+    any; ``fine``: the fine histograms by attribute)."""
     config = plan.config
     queries = measured[schema.m:]
     return {
-        "selection": "every triple and the dense joint fitted to them, as the largest "
-                     f"triple's cells*sigma/n <= {config.triple_noise:g} and the joint's cells "
-                     f"<= {config.max_clique_cells} (public sizes, rho and the noisy n)",
+        "selection": "every triple and the dense joint fitted to them, as the public rule "
+                     "expects it the smaller 1-/2-/3-way error (privacy.model_choice) and the "
+                     f"joint's cells <= {config.max_clique_cells}",
         "rho": rho, "sensitivity": sensitivity, "measurements": len(queries),
         "cliques": [{"attributes": [schema.names[a] for a in q.attributes],
                      "cells": len(q.values), "sigma": q.sigma} for q in queries],
@@ -122,23 +130,32 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
 
 def dense_budget_split(schema: Schema, measured: list[Measurement],
                        fine: dict[int, Measurement], plan: BudgetPlan, rho: float,
-                       sensitivity: float) -> str:
+                       sensitivity: float, one_way_share: float = 0.0) -> str:
     """A dense-joint release's measurements in words (as :func:`dense_record`'s arguments), for
     the budget split of :func:`~.synthesizer.release_record`."""
-    config = plan.config
-    queries = measured[schema.m:]
+    config, m = plan.config, schema.m
+    queries = measured[m:]
     grids = (f"{plan.fine_share:g} of it to the fine histograms of "
              f"{', '.join(schema.names[a] for a in sorted(fine))} (L2 sensitivity "
              f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
              "the rest " if fine else "")
-    return (f"{len(measured) + len(fine)} Gaussian measurements (every 1-way "
-            "histogram and every 3-way table, L2 sensitivity "
-            f"{sensitivity:.6g} each) sharing rho = {plan.one_shot:.6g}: {grids}"
-            f"{config.one_way_share:g} to the histograms, "
-            f"the rest (rho = {rho:.6g}) to the {len(queries)} 3-way tables, each in "
-            f"proportion to cells^{config.cells_exponent:.4g}; no 2-way table, as "
-            "the largest triple's cells*sigma/n passes triple_noise (public sizes, "
-            "rho and the noisy n)")
+    again = (f"{one_way_share:g} of it to the 1-way histograms again (split as their first "
+             "draws, the two merged by inverse variance), the rest " if one_way_share else "")
+    return (f"{dense_measurements(measured, fine, m, one_way_share)} Gaussian "
+            "measurements (every 1-way histogram and every 3-way table, L2 "
+            f"sensitivity {sensitivity:.6g} each) sharing rho = "
+            f"{plan.one_shot:.6g}: {grids}{config.one_way_share:g} to the "
+            f"histograms, the rest (rho = {rho:.6g}): {again}to the "
+            f"{len(queries)} 3-way tables, each in proportion to "
+            f"cells^{config.cells_exponent:.4g}; no 2-way table, as the public rule "
+            "picked the dense joint (privacy.model_choice)")
+
+
+def dense_measurements(measured: list[Measurement], fine: dict[int, Measurement], m: int,
+                       one_way_share: float) -> int:
+    """The dense path's Gaussian measurements: ``measured`` (the histograms' draws merged),
+    the ``fine`` histograms and, with a second draw (``one_way_share`` > 0), its m."""
+    return len(measured) + len(fine) + (m if one_way_share > 0 else 0)
 
 
 def triples(schema: Schema) -> list[tuple[int, ...]]:

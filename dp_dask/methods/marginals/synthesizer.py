@@ -2,7 +2,7 @@
 one line per step in :func:`fit_model` (compare private-pgm's ``MST()``).
 
     measure_one_way  the 1-way histograms
-    dense            (cliques="auto", no rounds, the triples' noise passes triple_noise) every
+    dense            (cliques="auto" where the public rule picks it, or "joint"; no rounds) every
                      triple instead of what follows, the dense joint fitted to them:
                      :func:`dense_model` (:mod:`.joint`)
     choose_pairs     from them and public quantities, all pairs or (a schema too wide for them)
@@ -41,17 +41,19 @@ from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.data.units import neighbouring
 from dp_dask.methods.marginals import adaptive, cliques
+from dp_dask.methods.marginals.choice import ModelChoice
 from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.methods.marginals.joint import (
     DENSE_POST_PROCESSING,
     dense_budget_split,
-    dense_fits,
+    dense_measurements,
     dense_record,
     fit_joint,
     forbidden_joint,
     joint_marginals,
     joint_steps,
     measure_dense,
+    model_choice,
     triples_rho,
 )
 from dp_dask.methods.marginals.measurements import (
@@ -405,17 +407,18 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
     with timed(method.timings_, "noise"):
         one_way = measure_one_way(measurer)  # the same draws on either path
         rho = triples_rho(measurer)
-        dense = plan.with_cliques and dense_fits(
-            schema, n_rows if method.rows_public else estimated_rows(one_way), rho,
-            measurer.sensitivity, method.accountant, method.config)
-        if dense:  # every triple, with the rest of the one-shot ρ
-            triples, fine = measure_dense(measurer, exact[2], rho)
+        # the public rule, where the joint fits: from sizes, ρ, the notion and n̂ (choice.py)
+        choice = model_choice(measurer, n_rows if method.rows_public
+                              else estimated_rows(one_way)) if plan.with_cliques else None
+        if choice is not None and choice.dense:  # every triple, with the rest of the ρ
+            one_way, triples, fine = measure_dense(measurer, one_way, exact[2], rho,
+                                                   choice.one_way_share)
         else:  # as under cliques="pairs", byte for byte
             pairs = choose_pairs(measurer, one_way, method.tables)
             measured, fine = measure_pairs(measurer, pairs)
             measured, tree = refine_tree(measurer, measured, pairs)
-    if dense:
-        return dense_model(method, plan, [*one_way, *triples], fine, rho,
+    if choice is not None and choice.dense:
+        return dense_model(method, plan, choice, [*one_way, *triples], fine, rho,
                            measurer.sensitivity, n_rows, metadata)
     # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
     k = len(measured) + (schema.m if tree is not None else 0)
@@ -427,9 +430,11 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
         with timed(method.timings_, "adaptive_rounds"):
             measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
     # cliques="auto" with rounds releases as "pairs" (the rounds select the workload's marginals)
-    cliques = ({"selection": "none: with adaptive rounds cliques='auto' releases as 'pairs'"}
-               if rounds and method.config.cliques == "auto" else {})
-    metadata |= release_record(method, plan, k, tree, fine, rounds, cliques)
+    cliques = ({"selection": f"none: with adaptive rounds cliques={method.config.cliques!r} "
+                             "releases as 'pairs'"}
+               if rounds and method.config.cliques != "pairs" else {})
+    metadata |= release_record(method, plan, k, tree, fine, rounds, cliques,
+                               choice=choice)
     metadata |= noise_record([m for m in measured if len(m.attributes) > 1], noisy_rows)
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
@@ -437,21 +442,22 @@ def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows
                              fine_share=method.fine_share, config=method.config)
 
 
-def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, measured: list[Measurement],
-                fine: dict[int, Measurement], rho: float, sensitivity: float, n_rows: int,
-                metadata: dict[str, Any]) -> MarginalModel:
-    """The dense-joint release's model (:mod:`.joint`): the 1-way histograms and the triples
-    (these with ``rho``, L2 ``sensitivity`` each) ``measured`` under ``plan``, the joint fitted
-    to them, its tables and their tree;
+def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, choice: ModelChoice,
+                measured: list[Measurement], fine: dict[int, Measurement], rho: float,
+                sensitivity: float, n_rows: int, metadata: dict[str, Any]) -> MarginalModel:
+    """The dense-joint release's model (:mod:`.joint`), as the rule's ``choice`` picked it: the
+    1-way histograms and the triples (these with ``rho``, L2 ``sensitivity`` each) ``measured``
+    under ``plan``, the joint fitted to them, its tables and their tree;
     each ``fine`` histogram made consistent with the joint's histogram of its attribute."""
     schema, config = method.schema, method.config
     noisy_rows = estimated_rows(measured)
     if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
         n_rows = metadata["n_rows"] = noisy_rows
     metadata |= release_record(
-        method, plan, len(measured), None, fine, {},
-        dense_record(schema, measured, fine, plan, rho, sensitivity),
-        dense_split=dense_budget_split(schema, measured, fine, plan, rho, sensitivity))
+        method, plan, dense_measurements(measured, {}, schema.m, choice.one_way_share), None,
+        fine, {}, dense_record(schema, measured, fine, plan, rho, sensitivity),
+        dense_split=dense_budget_split(schema, measured, fine, plan, rho, sensitivity,
+                                       choice.one_way_share), choice=choice)
     metadata |= noise_record(measured[schema.m:], noisy_rows)
     with timed(method.timings_, "consistency"):
         steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
@@ -461,7 +467,9 @@ def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, measured: list[Me
     order, parents = spanning_tree(marginals, schema.m)
     details = {"method": "marginals",
                "budget_shares": f"{config.one_way_share:g} of rho to the histograms, the rest "
-               f"to every triple, each in proportion to cells^{config.cells_exponent:.4g}",
+               + (f"{choice.one_way_share:g} to the histograms again, the rest "
+                  if choice.one_way_share else "")
+               + f"to every triple, each in proportion to cells^{config.cells_exponent:.4g}",
                "noise_sigma": {"one_way": [m.sigma for m in measured[:schema.m]],
                                "three_way": [m.sigma for m in measured[schema.m:]]}
                | ({"fine": {schema.names[a]: m.sigma for a, m in fine.items()}} if fine else {}),
@@ -522,11 +530,13 @@ def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement]
 def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
                    tree: TreeChoice | None, fine: dict[int, Measurement],
                    rounds: dict[str, Any], cliques: dict[str, Any],
-                   dense_split: str | None = None) -> dict[str, Any]:
+                   dense_split: str | None = None,
+                   choice: ModelChoice | None = None) -> dict[str, Any]:
     """The release metadata's method and privacy record: ``k`` one-shot measurements, the
     ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' and the
     ``cliques``' records (empty: none); ``dense_split``: a dense-joint release's measurements
-    in words (joint.dense_budget_split)."""
+    in words (joint.dense_budget_split); the public rule's ``choice`` (None: the joint could
+    not be chosen, by the schema's sizes, the config or adaptive rounds)."""
     schema: Schema = method.schema
     dense = dense_split
     as_replace_one = method.neighbours != "replace"
@@ -551,6 +561,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
+            **({"model_choice": choice.record(method.config)} if choice is not None else {}),
             post_processing=DENSE_POST_PROCESSING if dense else
             "consistent marginals (inverse-variance 1-way estimates, "
             "tables shrunk towards independence and fitted to them); rows sampled from a "

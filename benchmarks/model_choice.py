@@ -1,0 +1,163 @@
+"""The default's model choice (issue 68): at each ε and table shape, the release of either model
+(``cliques: pairs`` and, where the joint fits, ``cliques: joint``) scored on Q1/Q2/Q3 beside
+the model the public rule (``cliques: auto``, the default; methods/marginals/choice.py) picks.
+
+    python -m benchmarks.model_choice [--tables planted8 planted adult7 gauss6 adult14 demo]
+        [--epsilons 0.5 1 2 5] [--seeds 2] [--neighbours add_remove] [--out FILE.jsonl]
+
+Tables: planted / planted8 (benchmarks.cliques: tall narrow, planted 3- and 4-way structure),
+adult7 (private-pgm's discretized Adult in shared/data, its 7 columns of at most 16 values:
+48,842 rows, a joint of 241,920 cells), gauss6 (a tall narrow latent-Gaussian table of
+benchmarks.shapes, 200 k rows, 6 attributes of 2–4 values: dependence that pairs mostly carry),
+adult14 (all 14 discretized columns: the joint is over ``max_clique_cells``) and demo (the
+1 M-row demo census, 15 attributes: over the cap too). Where the joint is over the cap only
+``pairs`` runs (the rule has nothing to choose). The auto release is the chosen model's byte
+for byte, so it is not run again: the rule's pick is read from the joint release's record
+(``privacy.model_choice``), which holds the expected errors of both.
+
+Scored by the project's scorer (Q1/Q2/Q3: mean error over the best 95 % of queries, and the
+worst 2-way query; evaluate.queries), with fit + sample seconds, seeded numpy noise, δ = 1e-9.
+Compares with the raw data: an evaluation for the data owner, not a release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from dask.distributed import Client, LocalCluster
+
+from benchmarks.cliques import Q3_SAMPLE, planted
+from benchmarks.peers import DELTA, error_summary, fitted
+from benchmarks.shapes import FixedShape, partition_frame, schema_for
+from dp_dask.data.demo import generate_census
+from dp_dask.data.schema import Schema, load_schema
+from dp_dask.evaluate.queries import evaluate_release
+from dp_dask.methods.marginals.cliques import cliques_possible
+
+DISCRETE = Path(__file__).parents[2] / "shared" / "data" / "adult_discrete"
+ADULT7 = ("workclass", "education-num", "marital-status", "relationship", "race", "sex",
+          "income>50K")
+GAUSS6 = FixedShape("gauss6", 200_000, 6, 19, float("nan"), (3, 4, 3, 2, 3, 4))
+FAMILIES = ("Q1", "Q2", "Q3")
+
+
+def adult_discrete(columns: tuple[str, ...] | None = None) -> tuple[Schema, pd.DataFrame]:
+    """private-pgm's discretized Adult (codes), its ``columns`` (None: all 14), as labels."""
+    domain = json.loads((DISCRETE / "adult-domain.json").read_text())
+    columns = columns or tuple(domain)
+    schema = Schema.from_json({"schema_version": 1, "name": "adult_discrete", "attributes": [
+        {"name": c, "type": "categorical", "categories": [str(v) for v in range(domain[c])]}
+        for c in columns]})
+    frame = pd.read_csv(DISCRETE / "adult.csv", usecols=list(columns), dtype=str)
+    return schema, frame[list(columns)]
+
+
+def gauss6() -> tuple[Schema, pd.DataFrame]:
+    spec, cuts = schema_for(GAUSS6)
+    frame = partition_frame(spec, cuts, GAUSS6.rows, np.random.SeedSequence(0))
+    return Schema.from_json(spec), frame
+
+
+def demo() -> tuple[Schema, pd.DataFrame]:
+    return load_schema("demo"), generate_census(1_000_000, seed=0).compute()
+
+
+TABLES = {"planted": lambda: planted(200_000), "planted8": lambda: planted(255_000, m=8),
+          "adult7": lambda: adult_discrete(ADULT7), "gauss6": gauss6,
+          "adult14": adult_discrete, "demo": demo}
+
+
+def run(table: str, schema: Schema, frame: pd.DataFrame, neighbours: str, model: str,
+        epsilon: float, seed: int) -> dict:
+    """One release of ``model`` (a ``cliques`` value), scored."""
+    start = time.perf_counter()
+    synthesizer = fitted("marginals", schema, frame, epsilon, DELTA, seed, neighbours=neighbours,
+                         config={"cliques": model})
+    synthetic = synthesizer.sample(len(frame), seed=seed).compute()
+    seconds = time.perf_counter() - start
+    records, _ = evaluate_release(frame, synthetic, schema, q3_sample=Q3_SAMPLE, seed=0)
+    summary = error_summary(records)
+    return {"table": table, "rows": len(frame), "neighbours": neighbours, "model": model,
+            "epsilon": epsilon, "seed": seed,
+            "Q1": summary["Q1"]["avg95"], "Q2": summary["Q2"]["avg95"],
+            "worst2": summary["Q2"]["max"], "Q3": summary["Q3"]["avg95"],
+            "seconds": round(seconds, 1),
+            "model_choice": synthesizer.model_.metadata["privacy"].get("model_choice")}
+
+
+def summary_rows(lines: list[dict]) -> list[str]:
+    """The markdown table: per table, notion and ε the two models' means over the seeds, the
+    rule's pick and whether the other model beats it on every family."""
+    out = []
+    keys = sorted({(r["table"], r["neighbours"], r["epsilon"]) for r in lines},
+                  key=lambda k: (k[0], k[1], k[2]))
+    for table, neighbours, epsilon in keys:
+        runs = [r for r in lines if (r["table"], r["neighbours"], r["epsilon"])
+                == (table, neighbours, epsilon)]
+        means = {model: {f: float(np.mean([r[f] for r in runs if r["model"] == model]))
+                         for f in (*FAMILIES, "worst2", "seconds")}
+                 for model in ("pairs", "joint") if any(r["model"] == model for r in runs)}
+        joint_runs = [r for r in runs if r["model"] == "joint"]
+        picks = ["joint" if r["model_choice"]["joint_relative_error"] < 1 else "pairs"
+                 for r in joint_runs] or ["pairs (joint over the cap)"]
+        pick = picks[0] if len(set(picks)) == 1 else "/".join(picks)
+        beaten = ""
+        if len(means) == 2 and len(set(picks)) == 1:
+            other = "pairs" if pick == "joint" else "joint"
+            if all(means[other][f] < means[pick][f] for f in FAMILIES):
+                beaten = f" **beaten by {other} on every family**"
+        ratio = (f"{np.mean([r['model_choice']['joint_relative_error'] for r in joint_runs]):.2f}"
+                 if joint_runs else "")
+        out.append(f"| {table}, {neighbours}, {epsilon:g} | {cell(means.get('pairs'))} "
+                   f"| {cell(means.get('joint'))} "
+                   f"| {ratio} | {pick}{beaten} |")
+    return out
+
+
+def cell(means: dict[str, float] | None) -> str:
+    """Q1 / Q2 / worst 2-way / Q3; seconds (None: the model did not run)."""
+    if means is None:
+        return "over the cap"
+    return (f"{means['Q1']:.1f} / {means['Q2']:.1f} / {means['worst2']:.0f} / "
+            f"{means['Q3']:.1f}; {means['seconds']:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0])
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--neighbours", nargs="+", default=["add_remove"])
+    parser.add_argument("--out", type=Path, default=None, help="append the runs (JSON lines)")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="print the table of an earlier --out file and stop")
+    args = parser.parse_args()
+    if args.summary:
+        print("\n".join(summary_rows([json.loads(x) for x in args.summary.read_text()
+                                      .splitlines() if x.strip()])))
+        return
+    lines = []
+    with Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False)):
+        for table in args.tables:
+            schema, frame = TABLES[table]()
+            models = ["pairs", "joint"] if cliques_possible(schema) else ["pairs"]
+            for neighbours in args.neighbours:
+                for epsilon in args.epsilons:
+                    for seed in range(args.seeds):
+                        for model in models:
+                            line = run(table, schema, frame, neighbours, model, epsilon, seed)
+                            lines.append(line)
+                            print(json.dumps(line), flush=True)
+                            if args.out:
+                                with args.out.open("a") as f:
+                                    f.write(json.dumps(line) + "\n")
+    print("\n".join(summary_rows(lines)))
+
+
+if __name__ == "__main__":
+    main()
