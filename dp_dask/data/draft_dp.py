@@ -501,7 +501,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 mechanisms[column] |= {"epsilon": share, "delta": points_delta,
                                        "steps": [found, *mechanisms[column]["steps"]]}
                 draft.notes.append(note + (f"; {len(points)} point mass(es) released as exact "
-                                           "values under DP" if points else ""))
+                                           "values under DP" if points else "") + (
+                    f"; the points lie on the lattice k x {spec['lattice']:g}: the values "
+                    "between them are drawn on it too, unless decimal places are found"
+                    if spec and "lattice" in spec else ""))
                 if spec is not None:
                     specs[column] = spec
             elif isinstance(grid, str):
@@ -542,6 +545,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str], *,
                 decisions[column].decimals is not None:  # the decimal places found
             output["decimals"] = decisions[column].decimals
         found = specs[column]
+        if "decimals" in output:  # the decimal places found decide, not the points' lattice
+            found.pop("lattice", None)
         if isinstance(candidates[column], np.ndarray):
             specs[column] = {**found, **output}
         elif isinstance(candidates[column], Cells):
