@@ -57,3 +57,19 @@ def test_item1_tails_are_kept_and_the_range_ends_within_a_cell_of_the_data(seed,
     # ...and no end more than one fine cell beyond the data
     assert low >= data.min() - _cell_width(cells, data.min(), data), (low, data.min())
     assert high <= data.max() + _cell_width(cells, data.max(), data), (high, data.max())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_item1_zeros_beside_far_values_are_not_clamped_into_them(seed):
+    """Wind directions: 5 % calm hours at exactly 0, the rest 10..360 in steps of 10, empty
+    float octaves between. At ε = 0.02 (the one command's share on a 15-column table) the zeros
+    pass the grow threshold, not the octaves' own: the zero cell joins the range across the
+    empty octaves, and 0 is not clamped to 8."""
+    rng = np.random.default_rng(seed)
+    data = np.random.default_rng(200 + seed).integers(1, 37, ROWS) * 10.0
+    data[np.random.default_rng(300 + seed).random(ROWS) < 0.05] = 0.0
+    cells = search_cells("float", "float64")
+    spec, record, _ = search_numeric("wind_dir", numeric_counts(data, cells), cells,
+                                     epsilon=0.02, bins=10, sampler="numpy", rng=rng)
+    assert float(spec["min"]) <= 0.0 < float(spec["min"]) + 2.0**-9
+    assert record["steps"][0]["zero_cell_joined"]

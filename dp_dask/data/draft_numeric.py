@@ -60,6 +60,7 @@ UNIT_SPAN = 2**12  # integers within ±4096 are searched value by value
 OCTAVE_CELLS = 16  # cells per octave otherwise
 MAX_GRID = 100  # integer ranges of at most this many values: one bin per value
 TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells beyond the data
+TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
 FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
 INTEGER_LOW = 4  # integers: the zero cell [−16, 16) keeps small codes (months, hours) whole
 
@@ -174,25 +175,38 @@ def _tail_end(outward: np.ndarray, scale: float) -> tuple[int, float]:
     return farthest, tail_threshold(scale, 1, miss)
 
 
-def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float,
-                high: float) -> tuple[int, int, dict[str, Any]]:
+def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, high: float,
+                total: float) -> tuple[int, int, dict[str, Any]]:
     """The first and last cell of the learned range among the noisy ``cell`` counts over
-    ``edges``, by post-processing: each end at the outermost cell passing the cell threshold
-    (:data:`CELL_MISS`), moved out over the cells beyond it as far as their summed noisy
-    counts hold more than noise (:func:`_tail_end`), so a tail spread thinly over many cells is
-    kept while empty cells beyond the data are not; no cell passing: the octaves' range
-    [``low``, ``high``). Its record."""
+    ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
+    post-processing. Each end starts at the outermost cell passing the cell threshold
+    (:data:`CELL_MISS`), moved out over the cells beyond it as far as their noisy counts hold
+    more than noise (:func:`_tail_end`): there are rows at or beyond it. Where the passing
+    cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants,
+    integer grids, a compact column), those are the ends; otherwise each end is trimmed there
+    only if the cells it cuts off (up to the octaves' range) hold at most half that share, and
+    stays at the octaves' range otherwise: a few over-extended cells cost a release less than a
+    clamped tail. No cell passing: the octaves' range."""
+    inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
     kept = _passing(cell, scale, CELL_MISS)
     if not len(kept):
-        first = int(np.searchsorted(edges, low))
-        last = int(np.searchsorted(edges, high)) - 1
-        return first, last, {"rule": "no cell passed: the octaves' range"}
-    below, low_limit = _tail_end(cell[:kept[0]][::-1], scale)
-    above, high_limit = _tail_end(cell[kept[-1] + 1:], scale)
-    return int(kept[0]) - below, int(kept[-1]) + above, {
-        "rule": "outermost passing cells, moved out over the cells beyond as far as their "
-                f"noisy sum is above noise's (miss {TAIL_MISS:g} per end)",
-        "tail_cells": [below, above], "tail_thresholds": [low_limit, high_limit]}
+        return *inner, {"rule": "no cell passed: the octaves' range"}
+    below, _ = _tail_end(cell[:kept[0]][::-1], scale)
+    above, limit = _tail_end(cell[kept[-1] + 1:], scale)
+    first, last = int(kept[0]) - below, int(kept[-1]) + above
+    compact = cell[kept].sum() >= (1 - TRIM_SHARE) * total
+    if not compact:
+        if cell[inner[0]:first].sum() > TRIM_SHARE / 2 * total:
+            first = min(first, inner[0])
+        if cell[last + 1:inner[1] + 1].sum() > TRIM_SHARE / 2 * total:
+            last = max(last, inner[1])
+    return first, last, {
+        "rule": "outermost passing cells, moved out over the runs of cells beyond whose noisy "
+                f"sum is above noise's (miss {TAIL_MISS:g} per end); "
+                + ("the passing cells hold all but the trim share: those ends" if compact else
+                   "each end trimmed to them only where the cells cut off hold at most half "
+                   "the trim share of the noisy mass"),
+        "tail_cells": [below, above], "tail_threshold": limit}
 
 
 def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
@@ -242,6 +256,12 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         first -= 1
     while last < len(noisy) - 1 and noisy[last + 1] >= grow:
         last += 1
+    # The zero cell passing the lower threshold joins across empty octaves between: zeros (or
+    # small codes) beside values far from them (calm hours among wind directions of 10..360).
+    zero = len(cells.octaves) // 2 - 1
+    if noisy[zero] >= grow and not first <= zero <= last:
+        first, last = min(first, zero), max(last, zero)
+        record["steps"][0]["zero_cell_joined"] = True
     passed = np.arange(first, last + 1)
     low, high = cells.octaves[first], cells.octaves[last + 1]
     if coarse:  # the octaves' own noisy counts: no second step, no further noise
@@ -266,7 +286,8 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if coarse:
         first, last = 0, len(cell) - 1
     else:
-        first, last, ends = _range_ends(cell, scale, edges, low, high)
+        first, last, ends = _range_ends(cell, scale, edges, low, high,
+                                         float(noisy[passed].sum()))
         record["steps"][-1]["ends"] = ends
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range
