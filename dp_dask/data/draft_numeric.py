@@ -11,14 +11,19 @@ storage type, never on the data:
    count passes a lower threshold (an empty one joins with probability :data:`GROW_MISS`), bound
    the range [L, H). No edge can land in an empty far octave, and values beyond the range (at
    most a lower threshold's rows per octave) are clamped into the outer bins.
+   A zero cell whose noisy count passes the lower threshold joins the range across empty
+   octaves between (zeros beside values far from them: calm hours among wind directions).
 2. **Cells inside [L, H)**, and one octave more on each side (a tail octave that missed the
    grow threshold). Integer columns whose range lies within ±:data:`UNIT_SPAN` get one cell per
    integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other half of
-   ε) are thresholded the same way (:data:`CELL_MISS`); each end of the range is the outermost
-   passing cell, moved out over the cells beyond it as far as a run of them sums above what
-   noise alone reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a tail spread thinly over
-   many cells is kept, no end lies past the data's outermost cell but with probability
-   TAIL_MISS, and constants and small integer grids come out as themselves.
+   ε) are thresholded the same way (:data:`CELL_MISS`); each end starts at the outermost passing
+   cell, moved out over the cells beyond it as far as a run of them sums above what noise alone
+   reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a tail spread thinly over many cells is
+   kept. Where the passing cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass
+   (constants, small integer grids, a compact column) those are the ends, within a cell of the
+   data but with probability TAIL_MISS; otherwise an end is trimmed there only if the cells it
+   cuts off hold at most half that share, else it stays at the octaves' range: at a small ε a
+   few empty cells cost a release less than a clamped tail.
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
 :data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
