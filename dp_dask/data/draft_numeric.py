@@ -22,8 +22,9 @@ storage type, never on the data:
    kept. Where the passing cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass
    (constants, small integer grids, a compact column) those are the ends, within a cell of the
    data but with probability TAIL_MISS; otherwise an end is trimmed there only if the cells it
-   cuts off hold at most half that share, else it stays at the octaves' range: at a small ε a
-   few empty cells cost a release less than a clamped tail.
+   cuts off hold at most half that share, noise's bound (:data:`TRIM_MISS`) included, else it
+   stays at the octaves' range: at a small ε a few empty cells cost a release less than a
+   clamped tail.
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
 :data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
@@ -66,6 +67,7 @@ OCTAVE_CELLS = 16  # cells per octave otherwise
 MAX_GRID = 100  # integer ranges of at most this many values: one bin per value
 TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells beyond the data
 TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
+TRIM_MISS = 0.2  # chance that noise hides more than half of it in the cells an end cuts off
 FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
 INTEGER_LOW = 4  # integers: the zero cell [−16, 16) keeps small codes (months, hours) whole
 
@@ -189,8 +191,9 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
     more than noise (:func:`_tail_end`): there are rows at or beyond it. Where the passing
     cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants,
     integer grids, a compact column), those are the ends; otherwise each end is trimmed there
-    only if the cells it cuts off (up to the octaves' range) hold at most half that share, and
-    stays at the octaves' range otherwise: a few over-extended cells cost a release less than a
+    only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
+    (:func:`tail_threshold` at :data:`TRIM_MISS`), hold at most half that share, and stays at
+    the octaves' range otherwise: a few over-extended cells cost a release less than a
     clamped tail. No cell passing: the octaves' range."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
     kept = _passing(cell, scale, CELL_MISS)
@@ -200,17 +203,22 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
     above, limit = _tail_end(cell[kept[-1] + 1:], scale)
     first, last = int(kept[0]) - below, int(kept[-1]) + above
     compact = cell[kept].sum() >= (1 - TRIM_SHARE) * total
-    if not compact:
-        if cell[inner[0]:first].sum() > TRIM_SHARE / 2 * total:
-            first = min(first, inner[0])
-        if cell[last + 1:inner[1] + 1].sum() > TRIM_SHARE / 2 * total:
-            last = max(last, inner[1])
+    if not compact:  # trimmed only where even noise's bound leaves the cut-off mass small
+        def small(cut: np.ndarray) -> bool:
+            return cut.sum() + tail_threshold(scale, len(cut), TRIM_MISS) <= (
+                TRIM_SHARE / 2 * total)
+
+        if first > inner[0] and not small(cell[inner[0]:first]):
+            first = inner[0]
+        if last < inner[1] and not small(cell[last + 1:inner[1] + 1]):
+            last = inner[1]
     return first, last, {
         "rule": "outermost passing cells, moved out over the runs of cells beyond whose noisy "
                 f"sum is above noise's (miss {TAIL_MISS:g} per end); "
                 + ("the passing cells hold all but the trim share: those ends" if compact else
                    "each end trimmed to them only where the cells cut off hold at most half "
-                   "the trim share of the noisy mass"),
+                   f"the trim share of the noisy mass, noise's bound (miss {TRIM_MISS:g}) "
+                   "included"),
         "tail_cells": [below, above], "tail_threshold": limit}
 
 
