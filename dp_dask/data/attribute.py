@@ -208,6 +208,7 @@ class Attribute:
     decimals: int | None = None  # numeric: decimal places its values are released at
     # constant within a privacy unit in a unit-shaped release (methods/marginals/unit_shape.py)
     unit_level: bool = False
+    lattice: float | None = None  # numeric: values are multiples of this step (no decimals)
 
     def __post_init__(self) -> None:
         where = f"attribute {self.name!r}"
@@ -272,6 +273,11 @@ class Attribute:
                 self.decimals, int) or not 0 <= self.decimals <= MAX_DECIMALS):
             raise SchemaError(f"{where}: 'decimals' must be an integer 0..{MAX_DECIMALS}, got "
                               f"{self.decimals!r}")
+        if self.lattice is not None and (self.kind != "numeric" or isinstance(
+                self.lattice, bool) or not isinstance(self.lattice, int | float)
+                or not 0 < self.lattice < math.inf):
+            raise SchemaError(f"{where}: 'lattice' is a numeric attribute's step, a positive "
+                              f"number, got {self.lattice!r}")
         problem = output_problem(self) or (self.fine and fine_problem(self))
         if problem:
             raise SchemaError(f"{where}: {problem}")
@@ -346,7 +352,7 @@ class Attribute:
                                                  where)
             return cls(name, kind, _bin_labels(spec, edges, where, points) + extra, edges=edges,
                        format=str(spec.get("format", "")), points=points,
-                       decimals=spec.get("decimals"), **common)
+                       decimals=spec.get("decimals"), lattice=spec.get("lattice"), **common)
         if kind == "boolean":
             return cls(name, kind, ("False", "True") + extra,
                        true_values=text_list(spec, "true_values", where, TRUE_VALUES),
@@ -401,4 +407,6 @@ class Attribute:
             spec["decimals"] = self.decimals
         if self.unit_level:
             spec["unit_level"] = True
+        if self.lattice is not None:
+            spec["lattice"] = _edge_json(self.lattice)
         return spec

@@ -444,6 +444,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                 decisions[column].decimals is not None:  # the decimal places found
             output["decimals"] = decisions[column].decimals
         found = specs[column]
+        if "decimals" in output:  # the decimal places found decide, not the points' lattice
+            found.pop("lattice", None)
         if isinstance(candidates[column], np.ndarray):
             specs[column] = {**found, **output}
         elif isinstance(candidates[column], Cells):

@@ -184,7 +184,9 @@ def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Seri
     spec = with_points(spec, points, cells.integer)
     mechanism |= {"epsilon": epsilon, "delta": delta, "steps": [found, *mechanism["steps"]]}
     return spec, mechanism, note + (f"; {len(points)} point mass(es) released as exact values "
-                                    "under DP" if points else "")
+                                    "under DP" if points else "") + (
+        f"; the points lie on the lattice k x {spec['lattice']:g}: the values between them are "
+        "drawn on it too, unless decimal places are found" if spec and "lattice" in spec else "")
 
 
 def release_years(column: str, counts: np.ndarray, noise: Noise, *,

@@ -11,11 +11,20 @@ storage type, never on the data:
    count passes a lower threshold (an empty one joins with probability :data:`GROW_MISS`), bound
    the range [L, H). No edge can land in an empty far octave, and values beyond the range (at
    most a lower threshold's rows per octave) are clamped into the outer bins.
-2. **Cells inside [L, H).** Integer columns whose range lies within ±:data:`UNIT_SPAN` get one
-   cell per integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other
-   half of ε) are thresholded the same way (:data:`CELL_MISS`); the range is trimmed to the
-   passing cells when they hold all but :data:`TRIM_SHARE` of the octaves' noisy mass, which finds
-   constants and small integer grids without cutting a spread-out tail.
+   A zero cell whose noisy count passes the lower threshold joins the range across empty
+   octaves between (zeros beside values far from them: calm hours among wind directions).
+2. **Cells inside [L, H)**, and one octave more on each side (a tail octave that missed the
+   grow threshold). Integer columns whose range lies within ±:data:`UNIT_SPAN` get one cell per
+   integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other half of
+   ε) are thresholded the same way (:data:`CELL_MISS`); each end starts at the outermost passing
+   cell, moved out over the cells beyond it as far as a run of them sums above what noise alone
+   reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a tail spread thinly over many cells is
+   kept. Where the passing cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass
+   (constants, small integer grids, a compact column) those are the ends, within a cell of the
+   data but with probability TAIL_MISS; otherwise an end is trimmed there only if the cells it
+   cuts off hold at most half that share, noise's bound (:data:`TRIM_MISS`) included, else it
+   stays at the octaves' range: at a small ε a few empty cells cost a release less than a
+   clamped tail.
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
 :data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
@@ -56,7 +65,9 @@ CELL_MISS = 1e-3  # chance that any empty cell inside the found range passes
 UNIT_SPAN = 2**12  # integers within ±4096 are searched value by value
 OCTAVE_CELLS = 16  # cells per octave otherwise
 MAX_GRID = 100  # integer ranges of at most this many values: one bin per value
-TRIM_SHARE = 0.02  # trim to the passing cells if they hold all but this share of the mass
+TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells beyond the data
+TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
+TRIM_MISS = 0.2  # chance that noise hides more than half of it in the cells an end cuts off
 FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
 INTEGER_LOW = 4  # integers: the zero cell [−16, 16) keeps small codes (months, hours) whole
 
@@ -143,6 +154,74 @@ def _passing(noisy: np.ndarray, scale: float, miss: float) -> np.ndarray:
     return np.flatnonzero(noisy >= threshold(scale, len(noisy), miss))
 
 
+def tail_threshold(scale: float, cells: int, miss: float) -> float:
+    """A sum of ``cells`` independent Laplace(``scale``) noises exceeds this with probability at
+    most ``miss`` (Chernoff: E e^(λS) = (1 − b²λ²)^(−k) for |λ| < 1/b, minimised over λ)."""
+    u = np.linspace(0.01, 0.99, 99)  # λ·b
+    return float(scale * np.min((math.log(1.0 / miss) - cells * np.log1p(-u * u)) / u))
+
+
+def _tail_end(outward: np.ndarray, scale: float) -> tuple[int, float]:
+    """How many of the ``outward`` noisy cells (beyond the outermost passing one, nearest first)
+    the range keeps: up to the farthest cell j at which a run of 1, 2, 4... cells starting there
+    sums above what noise alone reaches (:func:`tail_threshold`, :data:`TAIL_MISS` over every
+    run tested), so there are rows at or beyond j; short runs find a tail's last dense cells,
+    long ones a tail spread thinly."""
+    positions = len(outward)
+    lengths = [1 << i for i in range(max(positions, 1).bit_length())]
+    sums = np.concatenate([[0.0], np.cumsum(outward)])
+    miss = TAIL_MISS / max(positions * len(lengths), 1)
+    farthest = 0
+    for length in lengths:
+        limit = tail_threshold(scale, length, miss)
+        starts = np.arange(positions - length + 1)
+        runs = sums[starts + length] - sums[starts]
+        significant = starts[runs >= limit]
+        if len(significant):
+            farthest = max(farthest, int(significant[-1]) + 1)
+    return farthest, tail_threshold(scale, 1, miss)
+
+
+def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, high: float,
+                total: float) -> tuple[int, int, dict[str, Any]]:
+    """The first and last cell of the learned range among the noisy ``cell`` counts over
+    ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
+    post-processing. Each end starts at the outermost cell passing the cell threshold
+    (:data:`CELL_MISS`), moved out over the cells beyond it as far as their noisy counts hold
+    more than noise (:func:`_tail_end`): there are rows at or beyond it. Where the passing
+    cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants,
+    integer grids, a compact column), those are the ends; otherwise each end is trimmed there
+    only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
+    (:func:`tail_threshold` at :data:`TRIM_MISS`), hold at most half that share, and stays at
+    the octaves' range otherwise: a few over-extended cells cost a release less than a
+    clamped tail. No cell passing: the octaves' range."""
+    inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
+    kept = _passing(cell, scale, CELL_MISS)
+    if not len(kept):
+        return *inner, {"rule": "no cell passed: the octaves' range"}
+    below, _ = _tail_end(cell[:kept[0]][::-1], scale)
+    above, limit = _tail_end(cell[kept[-1] + 1:], scale)
+    first, last = int(kept[0]) - below, int(kept[-1]) + above
+    compact = cell[kept].sum() >= (1 - TRIM_SHARE) * total
+    if not compact:  # trimmed only where even noise's bound leaves the cut-off mass small
+        def small(cut: np.ndarray) -> bool:
+            return cut.sum() + tail_threshold(scale, len(cut), TRIM_MISS) <= (
+                TRIM_SHARE / 2 * total)
+
+        if first > inner[0] and not small(cell[inner[0]:first]):
+            first = inner[0]
+        if last < inner[1] and not small(cell[last + 1:inner[1] + 1]):
+            last = inner[1]
+    return first, last, {
+        "rule": "outermost passing cells, moved out over the runs of cells beyond whose noisy "
+                f"sum is above noise's (miss {TAIL_MISS:g} per end); "
+                + ("the passing cells hold all but the trim share: those ends" if compact else
+                   "each end trimmed to them only where the cells cut off hold at most half "
+                   f"the trim share of the noisy mass, noise's bound (miss {TRIM_MISS:g}) "
+                   "included"),
+        "tail_cells": [below, above], "tail_threshold": limit}
+
+
 def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
           bound: int) -> dict[str, Any]:
     replaced = "one row" if bound == 1 else f"one unit of at most {bound} rows"
@@ -190,6 +269,12 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         first -= 1
     while last < len(noisy) - 1 and noisy[last + 1] >= grow:
         last += 1
+    # The zero cell passing the lower threshold joins across empty octaves between: zeros (or
+    # small codes) beside values far from them (calm hours among wind directions of 10..360).
+    zero = len(cells.octaves) // 2 - 1
+    if noisy[zero] >= grow and not first <= zero <= last:
+        first, last = min(first, zero), max(last, zero)
+        record["steps"][0]["zero_cell_joined"] = True
     passed = np.arange(first, last + 1)
     low, high = cells.octaves[first], cells.octaves[last + 1]
     if coarse:  # the octaves' own noisy counts: no second step, no further noise
@@ -199,17 +284,24 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     else:
         edges, key = ((cells.units, "units") if cells.units is not None and
                       -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
-        inside = slice(int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)))
+        # The cells of one octave more on each side (public cells, the same histogram): a tail
+        # octave that missed the grow threshold can still be found by its cells' mass.
+        wide_low = cells.octaves[max(first - 1, 0)]
+        wide_high = cells.octaves[min(last + 2, len(cells.octaves) - 1)]
+        inside = slice(int(np.searchsorted(edges, max(wide_low, edges[0]))),
+                       int(np.searchsorted(edges, min(wide_high, edges[-1]))))
         edges = edges[inside.start:inside.stop + 1]
         cell = laplace_noise(counts[key][inside], scale, sensitivity=sensitivity,
                              sampler=sampler, rng=rng)
-        record["steps"].append(_step(f"{key} cells within [{_round(low)}, {_round(high)})",
-                                     half, scale, len(cell), CELL_MISS, bound))
-    kept = [] if coarse else _passing(cell, scale, CELL_MISS)
-    first, last = 0, len(cell) - 1
-    # the passing cells' own sum (few cells: little noise), not their span's
-    if len(kept) and cell[kept].sum() >= (1 - TRIM_SHARE) * noisy[passed].sum():
-        first, last = int(kept[0]), int(kept[-1])
+        record["steps"].append(_step(f"{key} cells within [{_round(edges[0])}, "
+                                     f"{_round(edges[-1])})", half, scale, len(cell), CELL_MISS,
+                                     bound))
+    if coarse:
+        first, last = 0, len(cell) - 1
+    else:
+        first, last, ends = _range_ends(cell, scale, edges, low, high,
+                                         float(noisy[passed].sum()))
+        record["steps"][-1]["ends"] = ends
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range
     if key == "units" and high - low <= MAX_GRID:

@@ -17,6 +17,13 @@ the column: the points' exact rows are taken out of its exact cell counts before
 (:func:`without_points`), so the points don't distort the bins (given the released points, the
 rest's histogram moves by L1 2K as any histogram does). The attribute declares them as
 ``"points"`` (:mod:`dp_dask.data.attribute`): each its own bin, decoded as exactly that value.
+
+Where the released points of a float column are all multiples k·s of one step s, at least
+:data:`LATTICE_POINTS` of them consecutive (s their smallest gap: wind speeds in knots converted to
+mph), the
+attribute also declares ``"lattice": s`` (:func:`lattice_of`, post-processing of the released
+points, no further budget), and values between the points are decoded on it too, unless the
+draft found the column's decimal places (which then decide).
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ POINT_FLOOR = 0.02  # a point holds at least this share of the noisy rows n̂
 # of the draft's δ where text columns may be drafted too: the floor, not δ, decides most
 # points, while a text column's smallest levels are released by δ's threshold
 POINT_DELTA = 0.1
+# released points a lattice is read from, consecutive multiples of its step (heaps at a few
+# round values of a continuous column are not a lattice)
+LATTICE_POINTS = 5
+LATTICE_DIGITS = 12  # a step written with this many significant digits (1.15078, not 1.1507799…)
 
 
 def point_key(value: float) -> str:
@@ -98,13 +109,32 @@ def _exact(value: float) -> float | int:
     return int(value) if float(value).is_integer() else float(value)
 
 
+def lattice_of(points: list[float]) -> float | None:
+    """The step s of which every one of the released ``points`` is an integer multiple, s their
+    smallest gap, each point k·s exactly as the float product gives it, and at least
+    :data:`LATTICE_POINTS` of them consecutive multiples; None where they lie on no such
+    lattice. The assumption that the values between the points lie on it too is the
+    draft's, said in its notes: no count of them is taken."""
+    values = np.array(sorted(points), dtype=np.float64)
+    if len(values) < LATTICE_POINTS:
+        return None
+    step = float(f"{np.diff(values).min():.{LATTICE_DIGITS}g}")
+    multiples = np.rint(values / step)
+    # the data's own products (6 · 1.15078 = 6.904679999999999), as the decoder draws them
+    if not np.array_equal(multiples * step, values):
+        return None
+    runs = np.split(multiples, np.flatnonzero(np.diff(multiples) != 1) + 1)
+    return step if max(len(run) for run in runs) >= LATTICE_POINTS else None
+
+
 def with_points(spec: dict[str, Any] | None, points: list[float],
                 integer: bool) -> dict[str, Any] | None:
     """The searched spec (edges, min, max, fine) of the rest of a column with its ``points``.
     A point beyond the rest's range [min, max] becomes the new bound, the old one an edge (of
     the fine grid too), so the rest keeps its range; no rest (the column all points): bins
     between the outer points. A float column declares them as ``"points"`` (the attribute
-    inserts each one's bin [p, next float)); an integer column's point p is the bin [p, p + 1),
+    inserts each one's bin [p, next float)), and their lattice where they lie on one
+    (:func:`lattice_of`); an integer column's point p is the bin [p, p + 1),
     which its integer decoding already draws as p alone (and a bin between two points then
     holds integers too)."""
     if not points:
@@ -122,7 +152,9 @@ def with_points(spec: dict[str, Any] | None, points: list[float],
         added |= {p for p in points if p > low} | {p + 1 for p in points if p < high}
     edges |= added
     fine |= added if fine else set()
+    lattice = None if integer else lattice_of(points)
     spec = {**spec, "edges": ["-inf", *(_exact(e) for e in sorted(edges)), "inf"],
             "min": _exact(low), "max": _exact(high),
-            **({} if integer else {"points": [_exact(p) for p in points]})}
+            **({} if integer else {"points": [_exact(p) for p in points]}),
+            **({} if lattice is None else {"lattice": lattice})}
     return {**spec, "fine": [_exact(e) for e in sorted(fine)]} if fine else spec

@@ -69,7 +69,9 @@ bin [p, the next float), inserted into the edges (and the fine grid), labelled b
 value equal to a point encodes there and decodes as exactly it. Within the bins' range (closed by
 ``min``/``max``); a point equal to an open outer bin's bound makes that bin its own. Decimal
 places (optional; numeric): ``"decimals"``, 0–15, values drawn with that many places within each
-bin (:mod:`dp_dask.data.values`). Both are absent from ``to_json`` when not declared.
+bin (:mod:`dp_dask.data.values`). A lattice (optional; numeric): ``"lattice"``, a positive step s,
+values drawn among the multiples k·s within each bin (wind speeds in converted knots), unless
+``"decimals"`` is declared too. All three are absent from ``to_json`` when not declared.
 
 Numeric ``"format"`` (optional, public; :data:`NUMERIC_FORMATS`): ``HHMM`` clock times (1345 is
 13:45; the bins are minutes of the day, 0 to 1440, and the release writes valid HHMM values back),

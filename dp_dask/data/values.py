@@ -6,7 +6,9 @@ Each attribute is released as its output type (:mod:`dp_dask.data.dtypes`), deco
 closed by the schema's public ``min``/``max``; without them they decode at their finite edge.
 With a model's consistent fine histogram (a schema ``fine`` grid, marginals method), ``uniform``
 draws a fine cell by that histogram within the row's bin, then a value within the cell
-(:func:`fine_codes`).
+(:func:`fine_codes`): among the values of the attribute's ``decimals`` places, else of its
+``lattice`` (multiples of a step), where the schema has either (:func:`_on_grid`); a point's cell
+holds the point alone, so it comes back exact.
 
 Calendar features of one source column (schema ``source``) are recombined into that one
 timestamp column (:func:`output_columns`, :func:`_recombined`): real dates only, null where any
@@ -157,31 +159,57 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.
     top = np.where(closed, np.nextafter(high, -np.inf), low)
     values = low[codes] + span[codes] * (0.5 if mode == "midpoint" else rng.random(len(codes)))
     values = np.minimum(values, top[codes])
-    if attribute.decimals is None:
+    grid = _value_grid(attribute)
+    if grid is None:
         return values
-    return _on_decimals(values, codes, low, top, attribute.decimals, mode, rng)
+    return _on_grid(values, codes, low, top, grid, mode, rng)
 
 
-def _on_decimals(values: np.ndarray, codes: np.ndarray, low: np.ndarray, top: np.ndarray,
-                 decimals: int, mode: str, rng: np.random.Generator) -> np.ndarray:
-    """Per row, a value of its cell [low, top] with ``decimals`` places: drawn among them
-    (uniform, or the lower middle one), as integers are; in a cell holding none (a fine cell
-    narrower than a step) the decimal nearest ``values``, by post-processing as any rounding
-    (a point of more places keeps its value: its cell holds it alone)."""
-    step = 10.0**decimals
-    # k / step for the integers k of [low·step, top·step]; the slack absorbs binary rounding
+@dataclasses.dataclass(frozen=True)
+class _Grid:
+    """The values a column is released on: k / 10^decimals (each the decimal it writes as), or
+    k · lattice (the products the data's own arithmetic gives: 6 · 1.15078), k an integer."""
+
+    per: float  # grid values per unit
+    divide: bool  # k / per (decimals), else k · (1 / per) (a lattice's step)
+    step: float
+
+    def index(self, x: np.ndarray) -> np.ndarray:
+        return x * self.per if self.divide else x / self.step
+
+    def value(self, k: np.ndarray) -> np.ndarray:
+        return k / self.per if self.divide else k * self.step
+
+
+def _value_grid(attribute: Attribute) -> _Grid | None:
+    """The attribute's release grid: its decimals, else its lattice, else none (unrounded)."""
+    if attribute.decimals is not None:
+        return _Grid(10.0**attribute.decimals, True, 10.0**-attribute.decimals)
+    if attribute.lattice is not None:
+        return _Grid(1.0 / attribute.lattice, False, float(attribute.lattice))
+    return None
+
+
+def _on_grid(values: np.ndarray, codes: np.ndarray, low: np.ndarray, top: np.ndarray,
+             grid: _Grid, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """Per row, a value of its cell [low, top] on the ``grid`` (decimal places or a lattice):
+    drawn among them (uniform, or the lower middle one), as integers are; in a cell holding
+    none (a fine cell narrower than a step) the grid value nearest ``values``, by
+    post-processing as any rounding (a point off the grid keeps its value: its cell holds it
+    alone)."""
+    # the integers k of [index(low), index(top)]; the slack absorbs binary rounding
     # (0.7 · 10 = 7.000000000000001 is the decimal 0.7)
-    first, last = np.ceil(low * step - 1e-6), np.floor(top * step + 1e-6)
-    # a decimal whose float lies beyond the cell's (above a point: (0, 0.5)) is not in it
-    first = np.where(first / step < low, first + 1, first)[codes]
-    last = np.where(last / step > top, last - 1, last)[codes]
+    first, last = np.ceil(grid.index(low) - 1e-6), np.floor(grid.index(top) + 1e-6)
+    # a grid value whose float lies beyond the cell's (above a point: (0, 0.5)) is not in it
+    first = np.where(grid.value(first) < low, first + 1, first)[codes]
+    last = np.where(grid.value(last) > top, last - 1, last)[codes]
     if mode == "midpoint":
         k = first + np.floor((last - first) / 2)
     else:
         k = first + np.floor(rng.random(len(codes)) * (last - first + 1))
     point = (low == top)[codes]
-    nearest = np.where(point, values, np.rint(values * step) / step)
-    return np.where(first <= last, np.minimum(k, last) / step, nearest)
+    nearest = np.where(point, values, grid.value(np.rint(grid.index(values))))
+    return np.where(first <= last, grid.value(np.minimum(k, last)), nearest)
 
 
 def _integers(low: np.ndarray, high: np.ndarray, mode: str,
