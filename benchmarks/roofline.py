@@ -1,7 +1,8 @@
 """Each stage of a default release of the demo's shape beside a primitive doing the same work.
 
     python -m benchmarks.roofline [--rows 1000000] [--release-rows 10000000] \\
-        [--partitions 3] [--work /tmp/roofline] [--json out.jsonl]
+        [--partitions 3] [--work /tmp/roofline] [--json out.jsonl] [--plot out.png]
+    python -m benchmarks.roofline --from-json out.jsonl --plot out.png   # no run
 
 A release (``synth --schema demo``, the default method, typed output) is made of stages; each
 one here runs the library's own functions in this process, on one core, timed in CPU seconds
@@ -334,6 +335,36 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(result: dict[str, Any], out: Path) -> Path:
+    """Each stage's CPU seconds per million rows beside its primitive's (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [row for row in rows_of(result) if not row[0].startswith(" ")]
+    names = [stage for stage, *_ in measured]
+    places = np.arange(len(names))
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    axes.barh(places + 0.2, [mine for _, mine, _, _ in measured], 0.4, label="dp_dask")
+    axes.barh(places - 0.2, [theirs or 0 for _, _, theirs, _ in measured], 0.4,
+              label="primitive")
+    for place, (_, mine, _, ratio) in zip(places, measured):
+        if ratio is not None:
+            axes.text(mine * 1.1, place + 0.2, f"{ratio:.1f}×", va="center", fontsize=8)
+    axes.set_yticks(places, names)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.set_xlabel("CPU s per million rows (one core)")
+    axes.set_title(f"Demo shape, a release of {result['release_rows']:,} rows: each stage "
+                   "beside its primitive", fontsize=9)
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(out, dpi=110)
+    plt.close(figure)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="demo rows read and counted")
@@ -343,11 +374,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--partitions", type=int, default=3, help="partitions timed")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "roofline")
     parser.add_argument("--json", type=Path, help="append the result as one JSON line")
+    parser.add_argument("--plot", type=Path, help="draw the stages against their primitives")
+    parser.add_argument("--from-json", type=Path,
+                        help="table (and --plot) of the last result in this file, not run")
     args = parser.parse_args(argv)
-    result = profile(args.rows, args.release_rows, args.partitions, args.work,
-                     args.partition_rows)
+    if args.from_json:
+        result = json.loads(args.from_json.read_text().splitlines()[-1])
+    else:
+        result = profile(args.rows, args.release_rows, args.partitions, args.work,
+                         args.partition_rows)
+    if args.plot:
+        plot(result, args.plot)
     print(table(result))
-    if args.json:
+    if args.json and not args.from_json:
         with args.json.open("a") as out:
             out.write(json.dumps(result) + "\n")
     return result
