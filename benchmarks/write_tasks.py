@@ -8,6 +8,8 @@ functions older commits have too, so the same file runs against an export of ano
 (``git archive <commit> | tar -x -C /tmp/old``, then ``cd /tmp/old && PYTHONPATH=/tmp/old
 python /path/to/write_tasks.py ...``; ``--zarr`` there, as the dummies were always written):
 old and new in turn, in fresh processes, give a ratio that the machine's load disturbs least.
+``--release-rows``: the estimate a release of that size makes (no value moves past
+``move_partitions`` partitions), as a large release's tasks see it.
 """
 
 from __future__ import annotations
@@ -35,11 +37,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--zarr", action="store_true", help="write the Zarr dummies too")
     parser.add_argument("--decode", default="uniform")
     parser.add_argument("--label", default="", help="a name for this run in the JSON line")
+    parser.add_argument("--release-rows", type=int,
+                        help="estimate as a release of this many rows does (past "
+                             "move_partitions partitions: no value moves); default: one "
+                             "partition's")
     args = parser.parse_args(argv)
     model = load_model(args.model)
     rows = args.rows
     started = time.process_time()
-    shared = model.sampler().for_release(rows, np.random.SeedSequence(99))
+    shared = model.sampler().for_release(rows, np.random.SeedSequence(99), args.release_rows)
     estimate = time.process_time() - started
     arrow = arrow_schema(model.schema, args.decode)
     tasks = []

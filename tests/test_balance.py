@@ -100,3 +100,19 @@ def test_the_absolute_rounds_pull_pairs_to_within_their_slack_and_no_further(sla
     assert gaps.max() <= slack
     assert gaps.min() >= slack - 1  # the slack is free: not pulled to the target itself
     np.testing.assert_array_equal(np.bincount(rows[:, 0], minlength=2), [1_000, 1_000])
+
+
+def test_item2_compiled_count_gives_the_unit_weight_tables_of_every_group_size():
+    """Issue 69: the resample's starting tables come from one compiled pass per group (a
+    triple's loop unrolled); they are :func:`weighted_tables` of unit weights, for groups of
+    one, two, three and four attributes alike."""
+    from dp_dask.postprocess.balance import _count_rows, _group_layout
+
+    codes, _ = candidates(2_000, seed=8)
+    groups = ((1,), (0, 3), *TRIPLES[:4], (0, 1, 3, 4))
+    members, starts, offsets = _group_layout(groups, SIZES)
+    counts = np.zeros(sum(int(np.prod(SIZES[list(g)])) for g in groups))
+    _count_rows(np.ascontiguousarray(codes.T), members, starts, offsets, SIZES.astype(np.intp),
+                counts)
+    np.testing.assert_array_equal(counts, weighted_tables(codes, np.ones(len(codes)), groups,
+                                                          SIZES))
