@@ -93,10 +93,13 @@ def test_item3_a_5000_row_table_releases_its_numbers_with_a_noise_warning(client
 
     raw = generate_census(5000, seed=1).compute()
     with pytest.warns(DpDaskWarning, match="noise is comparable to the counts"):
-        released = synthesize(raw, epsilon=1.0, ledger=False)
-    # searched coarsely, not left out: the notes say what was given up
-    assert {"age", "hours_per_week", "household_size"} <= set(released.columns)
-    assert released.attrs["dp_dask"]["privacy"]["one_command"]["left_out"] == []
+        released = synthesize(raw, epsilon=1.0, ledger=False, noise_sampler="numpy",
+                              noise_seed=1)
+    # the numbers searched coarsely, not left out: the notes say what was given up (a text
+    # column's levels may all fall below their threshold at this ε: that one may be left out)
+    numbers = {"age", "hours_per_week", "household_size"}
+    assert numbers <= set(released.columns)
+    assert not numbers & set(released.attrs["dp_dask"]["privacy"]["one_command"]["left_out"])
     assert any("coarse" in note for note in released.attrs["dp_dask"]["notes"])
 
 
