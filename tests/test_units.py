@@ -33,6 +33,7 @@ from dp_dask.data.units import (
     row_keys,
 )
 from dp_dask.methods.marginals.measurements import measure_all
+from dp_dask.methods.marginals.unit_shape import UNIT_SHARE
 from dp_dask.privacy.accounting import rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection
@@ -169,9 +170,11 @@ def test_marginals_sigma_scales_by_k(neighbours):
 
 
 def test_marginals_release_records_the_unit_and_hides_it(client, tmp_path):
+    # the row-shaped release under a unit (opted out of units, issue 67: the default releases
+    # units, their column synthetic ids, tests/test_unit_default.py) drops the unit column
     frame = events(2_000)
     fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=4.0, noise_sampler="numpy",
-                                noise_seed=4, ledger=False,
+                                noise_seed=4, ledger=False, unit_shape=False,
                                 privacy_unit={"column": "uid", "max_rows": 5}).fit(frame)
     privacy = fitted.model.metadata["privacy"]
     assert privacy["privacy_unit"]["unit"] == "uid" and privacy["privacy_unit"]["max_rows"] == 5
@@ -239,7 +242,10 @@ def test_synth_cli_with_a_unit(client, tmp_path, capsys):
     assert "privacy unit: 'uid', at most 4 rows each" in capsys.readouterr().out
     metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
     assert metadata["privacy"]["privacy_unit"]["unit"] == "uid"
-    assert "uid" not in pd.read_parquet(tmp_path / "out" / "synthetic.parquet").columns
+    # units by default (issue 67): the unit column holds synthetic ids, never the data's
+    release = pd.read_parquet(tmp_path / "out" / "synthetic.parquet")
+    assert release.groupby("uid").size().max() <= 4
+    assert not set(release["uid"]) & set(events(1_500)["uid"].dropna().astype(str))
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert (entry.unit_column, entry.unit_max_rows) == ("uid", 4)
     assert main(["ledger", "list", "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
@@ -296,7 +302,9 @@ def test_max_rows_auto_is_a_charged_dp_quantile(client):
     assert fitted.max_rows_ == chosen and fitted.privacy_unit == PrivacyUnit("uid", "auto")
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
-    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * total)
+    # units by default (issue 67): the row model's measurements take what the unit model
+    # (UNIT_SHARE of the measurements') leaves
+    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * (1 - UNIT_SHARE) * total)
 
 
 def auto_unit(**options) -> dict:

@@ -390,17 +390,24 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
     rows = fit_model(method, exact, n_rows, metadata)
     unit_rho, row_rho = inner.budget_plan().rho, method.budget_plan().rho
     lag_rho = lag_record["rho"] if lag_record else 0.0
-    privacy = rows.metadata["privacy"]
-    privacy["rho"] += unit_rho + lag_rho
-    privacy["rho_split"] = {**privacy.get("rho_split", {}), "unit_model": unit_rho,
-                            **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
     lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
                 f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
-    privacy["budget_split"] = (
-        f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
-        "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
-        f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
-        + privacy["budget_split"])
+    # the record the row model's fit made (privacy_record_, which the metadata renders) with
+    # the unit model's and the lag table's charges: the one record of the release
+    record = method.privacy_record_
+    split = {**(record.rho_split or {}), "unit_model": unit_rho,
+             **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
+    if "measurements" in split:  # after a choice of K: every measurement's ρ
+        split["measurements"] += unit_rho + lag_rho
+    record = replace(
+        record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
+        rho_split=split, details={**record.details, "budget_split": (
+            f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
+            "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
+            f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
+            + record.details["budget_split"])})
+    method.privacy_record_ = record
+    rows.metadata["privacy"] = record.to_metadata()
     column = method.privacy_unit.column
     rows.metadata["unit_shape"] = {
         "unit": column, "max_rows": method.max_rows,
