@@ -1,8 +1,9 @@
 """Unit-shaped releases (issue 67): under a privacy unit, a release of synthetic units, not rows.
 
 Without it a release under a privacy unit (:mod:`dp_dask.data.units`) has the shape of a row
-release: no two rows share a unit, nothing is constant within one. With the marginals method's
-``unit_shape=True`` the release is a set of synthetic units instead:
+release: no two rows share a unit, nothing is constant within one. The marginals method's
+release under a privacy unit is a set of synthetic units instead (its default; ``unit_shape``
+False opts out, :class:`~.synthesizer.MarginalSynthesizer`):
 
 * each unit's number of rows (1..K) and its **unit-level attributes** (those the schema declares
   ``"unit_level": true``) come from a *unit model*: the marginals method fitted to the bounded
@@ -436,7 +437,8 @@ class UnitShapedModel:
     def conditioned_sampler(self, where: str | None, balance: str | None,
                             decode: str = "uniform") -> Any:
         raise ConditionError("a unit-shaped release cannot be sampled conditionally "
-                             "(--where, --balance): its units are drawn whole")
+                             "(--where, --balance): its units are drawn whole; fit with "
+                             "unit_shape false for a model of rows that can be")
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """The row model at ``path`` (its metadata's ``unit_shape`` marks it), the unit model
