@@ -325,14 +325,18 @@ def test_item4a_auto_records_the_whole_rho_and_its_split(client, tmp_path, path)
         fitted = Synthesizer.create(
             "marginals", parity_schema(), epsilon=1.0, noise_seed=0,
             ledger=tmp_path / "ledger.sqlite", accountant="zcdp", tables="all",
-            config={"cliques": "auto", "triple_noise": UNIT_NOISE}, **auto_unit()).fit(frame)
+            config={"cliques": "auto", "triple_noise": UNIT_NOISE}, unit_shape=False,  # rows:
+            **auto_unit()).fit(frame)  # its measurements alone (spent, below)
         assert "cliques" in fitted.model.metadata["privacy"]  # the dense joint
     privacy = fitted.model.metadata["privacy"]
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert privacy["rho"] == pytest.approx(total) and entry.rho == pytest.approx(total)
-    assert privacy["rho_split"] == pytest.approx({"max_rows_choice": AUTO_SHARE * total,
-                                                  "measurements": (1 - AUTO_SHARE) * total})
+    split = privacy["rho_split"]
+    assert {k: split[k] for k in ("max_rows_choice", "measurements")} == pytest.approx(
+        {"max_rows_choice": AUTO_SHARE * total, "measurements": (1 - AUTO_SHARE) * total})
+    if path == "pairs":  # units by default (issue 67): the unit model's and the row model's
+        assert split["unit_model"] + split["row_model"] == pytest.approx(split["measurements"])
     assert privacy["privacy_unit"]["auto"]["rho"] <= privacy["rho_split"]["max_rows_choice"]
     assert (f"rho {AUTO_SHARE * total:.6g} to choosing max_rows (privacy_unit.auto), then "
             f"rho {(1 - AUTO_SHARE) * total:.6g} to the measurements") in privacy["budget_split"]
