@@ -142,13 +142,22 @@ def test_item2_where_and_balance_release_rows_unless_units_are_asked(client, tmp
     (tmp_path / "schema.json").write_text(json.dumps(PANEL_SCHEMA))
     panel(400).to_csv(tmp_path / "data.csv", index=False)
     assert synth(tmp_path, client, "--where", "gender == 'f'", "--rows", "300") == 0
-    assert "warning: --privacy-unit uid: releasing rows, not units" in capsys.readouterr().err
+    assert "warning: privacy unit 'uid': releasing rows, not units" in capsys.readouterr().err
     release = pd.read_parquet(tmp_path / "out" / "synthetic.parquet")
     assert "uid" not in release.columns and (release["gender"] == "f").all()
     code = synth(tmp_path, client, "--balance", "flag", "--method-options",
                  '{"unit_shape": true}', "--out", str(tmp_path / "refused"))
     assert code == 2 and "unit-shaped" in capsys.readouterr().err
     assert len(Ledger(tmp_path / "ledger.sqlite").entries()) == 1  # the first release only
+    # the unit declared by the schema: the same
+    declared = {**PANEL_SCHEMA, "privacy_unit": {"column": "uid", "max_rows": K}}
+    (tmp_path / "declared.json").write_text(json.dumps(declared))
+    assert main(["synth", "--data", str(tmp_path / "data.csv"), "--schema",
+                 str(tmp_path / "declared.json"), "--out", str(tmp_path / "declared"),
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--balance", "flag",
+                 "--rows", "200", "--scheduler", client.scheduler.address, "--quiet"]) == 0
+    assert "releasing rows, not units" in capsys.readouterr().err
+    assert "uid" not in pd.read_parquet(tmp_path / "declared" / "synthetic.parquet").columns
 
 
 def test_item3_synth_on_a_panel_gives_units(client, tmp_path):

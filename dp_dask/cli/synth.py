@@ -105,12 +105,14 @@ def rows_when_conditioned(spec: SynthSpec) -> SynthSpec:
     if ((spec.where is None and spec.balance is None) or "unit_shape" in options
             or "unit_shape" not in Synthesizer.methods[spec.method].options()):
         return spec
-    unit = privacy_unit(spec)
-    if unit is not None:
-        warnings.warn(f"--privacy-unit {unit['column']}: releasing rows, not units: "
-                      "--where/--balance condition rows, and units are drawn whole "
-                      "(--method-options '{\"unit_shape\": false}' silences this)",
-                      DpDaskWarning, stacklevel=2)
+    unit = privacy_unit(spec) or (None if spec.schema is None else load_schema_from(
+        spec.schema, spec.storage_options).privacy_unit)
+    if unit is None:  # rows anyway: the options stay as given
+        return spec
+    warnings.warn(f"privacy unit {unit['column']!r}: releasing rows, not units: "
+                  "--where/--balance condition rows, and units are drawn whole "
+                  "(--method-options '{\"unit_shape\": false}' silences this)",
+                  DpDaskWarning, stacklevel=2)
     return replace(spec, method_options={**options, "unit_shape": False})
 
 
