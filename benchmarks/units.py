@@ -110,8 +110,10 @@ def release(path: Path, k: int | str | None, epsilon: float, seed: int,
             out: Path, schema: Schema = SCHEMA, column: str = "customer_id") -> dict[str, Any]:
     unit = None if k is None else {"column": column, "max_rows": k}
     start = time.perf_counter()
+    # row-shaped under a unit too (unit_shape False): the cost of K on the rows' errors
     synthesizer = Synthesizer.create("marginals", schema, epsilon=epsilon, ledger=False,
-                                     noise_sampler="numpy", noise_seed=seed, privacy_unit=unit)
+                                     noise_sampler="numpy", noise_seed=seed, privacy_unit=unit,
+                                     unit_shape=False)
     synthesizer.fit(str(path))
     written = synthesizer.write(out / f"k{k}-{seed}", seed=seed)
     seconds = time.perf_counter() - start
@@ -182,7 +184,10 @@ def peak_per_worker(client: Client) -> list[float]:
 def synth_run(path: Path, k: int | None, workers: int, out: Path) -> dict[str, Any]:
     """``dp-dask synth`` on fresh workers of the benchmark's own, end to end: its summary's
     stage times and each worker's peak memory."""
-    unit = [] if k is None else ["--privacy-unit", "customer_id", "--max-rows-per-unit", str(k)]
+    # the row-shaped release under a unit (what docs/results-units measured), not the
+    # unit-shaped default (issue 67), whose cost benchmarks/units_shape.py measures
+    unit = [] if k is None else ["--privacy-unit", "customer_id", "--max-rows-per-unit", str(k),
+                                 "--method-options", '{"unit_shape": false}']
     schema, summary = out / "events.json", out / f"summary-{k}.json"
     schema.write_text(json.dumps(SCHEMA.to_json()))
     with (LocalCluster(n_workers=workers, threads_per_worker=1) as cluster,

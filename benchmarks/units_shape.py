@@ -5,9 +5,11 @@ shipped as linearmodels' ``wage_panel``), and a users × events table of a known
 (tests/unit_events.py: geometric rows per user, unit-level attributes, a persistent per-user level).
 Each at ε = 1 (and the sweep given), seeds 0..S−1, both releases in the same run:
 
-* today: ``marginals`` under the privacy unit, rows each with their own id (each row its own
-  unit: the release has no units);
-* unit-shaped: ``unit_shape=True`` (with the panel's ``year`` order and ``lwage`` lag).
+* today: ``marginals`` under the privacy unit opted out of units (``unit_shape=False``, the
+  default before issue 67), rows each with their own id (each row its own unit: the release
+  has no units);
+* unit-shaped: ``unit_shape=True``, the default under a privacy unit (with the panel's ``year``
+  order and ``lwage`` lag).
 
 Printed as a markdown table: rows-per-unit TVD, unit-constant share, lag-1 correlation error
 (and the real lag-1 correlation: today's release has no unit of two rows, so no lag at all),
@@ -78,7 +80,7 @@ def run(name: str, frame: pd.DataFrame, spec: dict[str, Any], unit: str, k: int,
     schema = load_schema(spec)
     rows = []
     for shaped in (False, True):
-        options: dict[str, Any] = {"unit_shape": True} if shaped else {}
+        options: dict[str, Any] = {"unit_shape": shaped}  # today's: rows (opted out)
         if shaped and sequence:
             options |= {"unit_order": sequence[0], "unit_lag": sequence[1]}
         start = time.perf_counter()

@@ -331,7 +331,7 @@ def test_cliques_of_a_privacy_unit_are_measured_at_its_sensitivity(client, neigh
     synthesizer = Synthesizer.create(
         "marginals", parity_schema(), epsilon=1.0, noise_sampler="numpy", noise_seed=0,
         ledger=False, accountant="zcdp", neighbours=neighbours, tables="all",
-        config={"cliques": "joint"},
+        config={"cliques": "joint"}, unit_shape=False,  # rows: its measurements alone
         privacy_unit={"column": "uid", "max_rows": 3}).fit(frame)
     record = synthesizer.model_.metadata["privacy"]["cliques"]
     assert record["sensitivity"] == table_sensitivity(neighbours, "l2", 3)

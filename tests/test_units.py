@@ -33,6 +33,7 @@ from dp_dask.data.units import (
     row_keys,
 )
 from dp_dask.methods.marginals.measurements import measure_all
+from dp_dask.methods.marginals.unit_shape import UNIT_SHARE
 from dp_dask.privacy.accounting import rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection
@@ -169,9 +170,11 @@ def test_marginals_sigma_scales_by_k(neighbours):
 
 
 def test_marginals_release_records_the_unit_and_hides_it(client, tmp_path):
+    # the row-shaped release under a unit (opted out of units, issue 67: the default releases
+    # units, their column synthetic ids, tests/test_unit_default.py) drops the unit column
     frame = events(2_000)
     fitted = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=4.0, noise_sampler="numpy",
-                                noise_seed=4, ledger=False,
+                                noise_seed=4, ledger=False, unit_shape=False,
                                 privacy_unit={"column": "uid", "max_rows": 5}).fit(frame)
     privacy = fitted.model.metadata["privacy"]
     assert privacy["privacy_unit"]["unit"] == "uid" and privacy["privacy_unit"]["max_rows"] == 5
@@ -239,7 +242,10 @@ def test_synth_cli_with_a_unit(client, tmp_path, capsys):
     assert "privacy unit: 'uid', at most 4 rows each" in capsys.readouterr().out
     metadata = json.loads((tmp_path / "out" / "metadata.json").read_text())
     assert metadata["privacy"]["privacy_unit"]["unit"] == "uid"
-    assert "uid" not in pd.read_parquet(tmp_path / "out" / "synthetic.parquet").columns
+    # units by default (issue 67): the unit column holds synthetic ids, never the data's
+    release = pd.read_parquet(tmp_path / "out" / "synthetic.parquet")
+    assert release.groupby("uid").size().max() <= 4
+    assert not set(release["uid"]) & set(events(1_500)["uid"].dropna().astype(str))
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert (entry.unit_column, entry.unit_max_rows) == ("uid", 4)
     assert main(["ledger", "list", "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
@@ -296,7 +302,9 @@ def test_max_rows_auto_is_a_charged_dp_quantile(client):
     assert fitted.max_rows_ == chosen and fitted.privacy_unit == PrivacyUnit("uid", "auto")
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
-    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * total)
+    # units by default (issue 67): the row model's measurements take what the unit model
+    # (UNIT_SHARE of the measurements') leaves
+    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * (1 - UNIT_SHARE) * total)
 
 
 def auto_unit(**options) -> dict:
@@ -317,14 +325,18 @@ def test_item4a_auto_records_the_whole_rho_and_its_split(client, tmp_path, path)
         fitted = Synthesizer.create(
             "marginals", parity_schema(), epsilon=1.0, noise_seed=0,
             ledger=tmp_path / "ledger.sqlite", accountant="zcdp", tables="all",
-            config={"cliques": "joint"}, **auto_unit()).fit(frame)
+            config={"cliques": "joint"}, unit_shape=False,  # rows: its measurements alone
+            **auto_unit()).fit(frame)  # (spent, below)
         assert "cliques" in fitted.model.metadata["privacy"]  # the dense joint
     privacy = fitted.model.metadata["privacy"]
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert privacy["rho"] == pytest.approx(total) and entry.rho == pytest.approx(total)
-    assert privacy["rho_split"] == pytest.approx({"max_rows_choice": AUTO_SHARE * total,
-                                                  "measurements": (1 - AUTO_SHARE) * total})
+    split = privacy["rho_split"]
+    assert {k: split[k] for k in ("max_rows_choice", "measurements")} == pytest.approx(
+        {"max_rows_choice": AUTO_SHARE * total, "measurements": (1 - AUTO_SHARE) * total})
+    if path == "pairs":  # units by default (issue 67): the unit model's and the row model's
+        assert split["unit_model"] + split["row_model"] == pytest.approx(split["measurements"])
     assert privacy["privacy_unit"]["auto"]["rho"] <= privacy["rho_split"]["max_rows_choice"]
     assert (f"rho {AUTO_SHARE * total:.6g} to choosing max_rows (privacy_unit.auto), then "
             f"rho {(1 - AUTO_SHARE) * total:.6g} to the measurements") in privacy["budget_split"]

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import argparse
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 from dp_dask.cli.common import (
@@ -33,6 +35,7 @@ from dp_dask.config import SynthSpec
 from dp_dask.copula.sample import choose_device
 from dp_dask.data.draft import write_draft
 from dp_dask.data.io import load_schema_from, local_path
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.keywords import as_flags
 from dp_dask.one_command import OneCommand, draft_and_fit
 from dp_dask.release import release_lock
@@ -93,8 +96,29 @@ def check_condition(spec: SynthSpec) -> None:
         balanced_attribute(spec.balance, schema)
 
 
+def rows_when_conditioned(spec: SynthSpec) -> SynthSpec:
+    """A conditioned release (--where/--balance) of a method that releases units by default
+    under a privacy unit (the marginals method's ``unit_shape``) releases rows: units are drawn
+    whole and cannot be conditioned. ``unit_shape`` given is kept (true is refused by
+    :func:`check_condition`, before anything is spent)."""
+    options = spec.method_options or {}
+    if ((spec.where is None and spec.balance is None) or "unit_shape" in options
+            or "unit_shape" not in Synthesizer.methods[spec.method].options()):
+        return spec
+    unit = privacy_unit(spec) or (None if spec.schema is None else load_schema_from(
+        spec.schema, spec.storage_options).privacy_unit)
+    if unit is None:  # rows anyway: the options stay as given
+        return spec
+    warnings.warn(f"privacy unit {unit['column']!r}: releasing rows, not units: "
+                  "--where/--balance condition rows, and units are drawn whole "
+                  "(--method-options '{\"unit_shape\": false}' silences this)",
+                  DpDaskWarning, stacklevel=2)
+    return replace(spec, method_options={**options, "unit_shape": False})
+
+
 def run(spec: SynthSpec) -> None:
     started = started_now()
+    spec = rows_when_conditioned(spec)
     # before the fit spends any budget; in a store, the lock's PUT is the write probe
     with release_lock(spec.out, spec.storage_options):
         drafted = None

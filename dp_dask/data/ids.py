@@ -15,12 +15,18 @@ The draws come from the partition's value seed after the attributes' values: a f
 seed alone. Random, not unique: two of n rows share an id with probability about n² / 2 over the
 number of ids the format holds (10¹² for the default).
 
+:func:`distinct_ids` gives ids that are distinct by construction (a unit-shaped release's unit
+ids, where two units sharing an id would merge into one of more than K rows): a keyed
+pseudo-random permutation of the format's id space (:func:`keyed_permutation`) applied to
+distinct sequence numbers, so the ids look random, of the same format, and never collide.
+
 :func:`id_like` is the public rule ``schema draft`` detects identifiers by: the column's name and
 storage type (metadata), never its values.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +37,10 @@ import pandas as pd
 ID_DTYPES = ("string", "int64", "int32")
 DEFAULT_FORMAT = "#" * 12
 _DIGITS = {"int64": 18, "int32": 9}  # the most digits the integer type always holds
+# The permuted part of a format's id space stays below this, so that the Feistel network's
+# halves (at most 2**31 each) and their products fit in uint64 arithmetic.
+_PERMUTED_SPACE = 2**62
+FEISTEL_ROUNDS = 8  # not a cipher (ids are public post-processing): enough to look random
 # Names of identifiers: "id", "..._id", "userId", "serial", "uuid"; of any storage type.
 _ID_NAME = re.compile(r"(^|[_\-. ])id$|(serial|uuid|guid)$")
 _CAMEL_ID = re.compile(r"[a-z0-9](Id|ID)$")
@@ -110,18 +120,112 @@ def with_ids(columns: list[str], ids: tuple[IdColumn, ...]) -> list[str]:
 
 def draw_ids(column: IdColumn, rows: int, rng: np.random.Generator) -> Any:
     """``rows`` random ids of the column's format, as its dtype."""
-    chars = np.empty((rows, len(column.format)), dtype=np.uint8)
+    return _typed(column, _random_chars(column, rows, rng))
+
+
+def _radices(column: IdColumn) -> list[tuple[int, int, int]]:
+    """Per drawn position of the format: (position, radix, first character's code); an integer
+    id's first digit is 1-9, so that every id has the format's length."""
+    drawn = []
     for i, char in enumerate(column.format):
         if char == "#":
             low = 1 if i == 0 and column.dtype != "string" and len(column.format) > 1 else 0
-            chars[:, i] = ord("0") + rng.integers(low, 10, rows)
+            drawn.append((i, 10 - low, ord("0") + low))
         elif char == "@":
-            chars[:, i] = ord("A") + rng.integers(0, 26, rows)
+            drawn.append((i, 26, ord("A")))
+    return drawn
+
+
+def _random_chars(column: IdColumn, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` ids' characters (rows × the format's length), each drawn position uniform."""
+    chars = np.empty((rows, len(column.format)), dtype=np.uint8)
+    drawn = {position: (radix, first) for position, radix, first in _radices(column)}
+    for i, char in enumerate(column.format):
+        if i in drawn:
+            radix, first = drawn[i]
+            chars[:, i] = first + rng.integers(0, radix, rows)
         else:
             chars[:, i] = ord(char)
+    return chars
+
+
+def _typed(column: IdColumn, chars: np.ndarray) -> Any:
+    """Ids as the column's dtype from their characters (rows × the format's length)."""
     if column.dtype != "string":
         digits = (chars - ord("0")).astype(np.int64)
         powers = 10 ** np.arange(len(column.format) - 1, -1, -1, dtype=np.int64)
         return (digits @ powers).astype(column.dtype)
     texts = np.ascontiguousarray(chars).view(f"S{len(column.format)}").ravel()
     return pd.array(texts.astype(str), dtype="str")
+
+
+def _permuted(column: IdColumn) -> tuple[list[tuple[int, int, int]], int]:
+    """The drawn positions :func:`distinct_ids` permutes, the format's last ones (all of them
+    where the whole space stays under ``_PERMUTED_SPACE``), and the number of ids they hold."""
+    permuted, space = [], 1
+    for position in reversed(_radices(column)):
+        if space * position[1] > _PERMUTED_SPACE:
+            break
+        permuted.insert(0, position)
+        space *= position[1]
+    return permuted, space
+
+
+def id_space(column: IdColumn) -> int:
+    """How many distinct ids :func:`distinct_ids` can give for the column's format: its whole
+    id space (10¹² for the default format), or for a format past 2⁶² ids that of its last
+    positions."""
+    return _permuted(column)[1]
+
+
+def _round_hash(values: np.ndarray, key: np.uint64) -> np.ndarray:
+    """A keyed 64-bit hash of uint64 ``values`` (splitmix64's finaliser of value ^ key)."""
+    z = (values ^ key) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def keyed_permutation(values: np.ndarray, size: int, keys: np.ndarray) -> np.ndarray:
+    """A pseudo-random permutation of ``range(size)`` (``size`` ≤ 2⁶²), keyed by ``keys`` (one
+    uint64 per round), applied to ``values``: distinct values give distinct results. A
+    Feistel network on (value // h, value % h), h = ⌈√size⌉, each round a bijection of
+    [0, h²); cycle walking (encrypt again while the result is ≥ ``size``) restricts it to
+    [0, size) and stays a bijection there."""
+    if not 0 < size <= _PERMUTED_SPACE:
+        raise ValueError(f"a keyed permutation's size must be in 1..2**62, got {size}")
+    half = np.uint64(math.isqrt(size - 1) + 1)
+
+    def encrypt(x: np.ndarray) -> np.ndarray:
+        left, right = x // half, x % half
+        for key in keys:
+            left, right = right, (left + _round_hash(right, key) % half) % half
+        return left * half + right
+
+    out = encrypt(np.asarray(values, dtype=np.uint64))
+    outside = np.flatnonzero(out >= np.uint64(size))
+    while len(outside):  # h² < size + 2h + 1: few values walk, and those few steps
+        out[outside] = encrypt(out[outside])
+        outside = outside[out[outside] >= np.uint64(size)]
+    return out
+
+
+def distinct_ids(column: IdColumn, sequence: np.ndarray, key: np.random.SeedSequence,
+                 rng: np.random.Generator) -> Any:
+    """Ids of the column's format and dtype, one per number of ``sequence`` (distinct integers
+    in ``0 .. id_space(column) - 1``), distinct where the numbers are: each number's image by
+    :func:`keyed_permutation` (round keys from ``key``) written, in mixed radix, on the
+    format's permuted positions (:func:`_permuted`); ``rng`` draws the positions before them,
+    if the format has more ids than 2⁶² (the permuted ones keep the ids apart)."""
+    permuted, space = _permuted(column)
+    sequence = np.asarray(sequence, dtype=np.int64)
+    if len(sequence) and (sequence.min() < 0 or sequence.max() >= space):
+        raise ValueError(f"id column {column.name!r}: format {column.format!r} holds {space} "
+                         f"distinct ids, fewer than the {int(sequence.max()) + 1} needed")
+    keys = key.generate_state(FEISTEL_ROUNDS, np.uint64)
+    rest = keyed_permutation(sequence, space, keys) if len(sequence) else np.zeros(0, np.uint64)
+    chars = _random_chars(column, len(sequence), rng)
+    for position, radix, first in reversed(permuted):
+        chars[:, position] = first + (rest % np.uint64(radix)).astype(np.uint8)
+        rest //= np.uint64(radix)
+    return _typed(column, chars)

@@ -96,7 +96,7 @@ class PrivacyRecord:
     def budget_split(self) -> str | None:
         """The split in words: the method's, after the choice of K's share where there was one."""
         split = self.details.get("budget_split")
-        if split is None or not self.rho_split:
+        if split is None or "max_rows_choice" not in (self.rho_split or {}):
             return split
         return (f"rho {self.rho_split['max_rows_choice']:.6g} to choosing max_rows "
                 f"(privacy_unit.auto), then rho {self.rho_split['measurements']:.6g} to the "

@@ -26,6 +26,7 @@ at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from dp_dask.data.counts import fine_count_graph, rows_counted, split_fine
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
 from dp_dask.data.units import neighbouring
+from dp_dask.exceptions import DpDaskWarning
 from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.choice import ModelChoice
 from dp_dask.methods.marginals.config import MarginalsConfig
@@ -128,10 +130,13 @@ class MarginalSynthesizer(Synthesizer):
     None: the defaults; docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
     units rather than rows: a unit model (the unit-level attributes and rows per unit) beside
     the row model, each unit's rows sharing its id and its unit-level values
-    (:mod:`.unit_shape`, default False: rows as a row release has them); with it ``unit_order``
-    and ``unit_lag``, two attributes: a unit's rows ordered by the first, the lag-1 relation
-    of the second (this row's code × the previous row's) measured and drawn from (default
-    None: rows in no order).
+    (:mod:`.unit_shape`). Default None: units wherever a privacy unit is given, rows without
+    one, and rows (with a warning) where the schema declares constraints, which a unit-shaped
+    release does not honour; True refuses those, False releases rows as a row release has
+    them (``unit_shape_``: the fit's choice). With it ``unit_order`` and ``unit_lag``, two
+    attributes: a unit's rows ordered by the first, the lag-1 relation of the second (this
+    row's code × the previous row's) measured and drawn from (default None: rows in no order;
+    either asks for units as True does).
     """
 
     name = "marginals"
@@ -148,20 +153,21 @@ class MarginalSynthesizer(Synthesizer):
                  rounds: int | None = None, adaptive_share: float = adaptive.ADAPTIVE_SHARE,
                  workload: list[Any] | None = None,
                  config: MarginalsConfig | dict[str, Any] | None = None,
-                 unit_shape: bool = False, unit_order: str | None = None,
+                 unit_shape: bool | None = None, unit_order: str | None = None,
                  unit_lag: str | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
-        if not isinstance(unit_shape, bool):
+        if unit_shape is not None and not isinstance(unit_shape, bool):
             raise ValueError(f"unit_shape must be true or false, got {unit_shape!r}")
-        if (unit_order is None) != (unit_lag is None) or (unit_lag and not unit_shape):
-            raise ValueError("unit_order and unit_lag go together, with unit_shape=True: the "
-                             "attribute ordering a unit's rows and the one whose lag-1 "
-                             "relation is measured")
+        if (unit_order is None) != (unit_lag is None) or (unit_lag and unit_shape is False):
+            raise ValueError("unit_order and unit_lag go together, in a unit-shaped release "
+                             "(not unit_shape=False): the attribute ordering a unit's rows and "
+                             "the one whose lag-1 relation is measured")
         self.unit_shape, self.unit_order, self.unit_lag = unit_shape, unit_order, unit_lag
-        # the share of the plan's ρ (less a choice of K's) its measurements spend: a
-        # unit-shaped release's row model what the unit model (UNIT_SHARE) and the lag-1
-        # table (LAG_SHARE) leave
-        self._rho_share = 1.0 - unit_shape_share(unit_shape, unit_lag is not None)
+        # learned by each fit (_prepare): whether it releases units, and the share of the
+        # plan's ρ (less a choice of K's) its measurements spend: a unit-shaped release's row
+        # model what the unit model (UNIT_SHARE) and the lag-1 table (LAG_SHARE) leave
+        self.unit_shape_ = False
+        self._rho_share = 1.0
         self.config = as_config(MarginalsConfig, config)
         self.tables = check_tables(tables)
         self.fine_share = check_fine_share(fine_share)
@@ -190,14 +196,8 @@ class MarginalSynthesizer(Synthesizer):
                         adaptive.rounds_for(self.schema, self.config) if self.workload_ else 0)
         self.candidates_ = (adaptive.candidates(self.schema, self.workload_, self.config)
                             if self.rounds_ else {})
-        if self.unit_shape and self.privacy_unit is None:
-            raise ValueError("unit_shape=True releases synthetic units of a privacy unit: give "
-                             "privacy_unit (--privacy-unit COLUMN --max-rows-per-unit K)")
-        if self.unit_shape and self.schema.constraints:  # units' codes overwrite rows' codes
-            raise ValueError(f"unit_shape: schema {self.schema.name!r} declares constraints "
-                             f"({self.schema.constraints[0].name}, ...), which a unit-shaped "
-                             "release does not honour yet: its unit-level codes overwrite the "
-                             "rows' drawn ones")
+        self.unit_shape_ = self._units_released()
+        self._rho_share = 1.0 - unit_shape_share(self.unit_shape_, self.unit_lag is not None)
         for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
             if name is not None and name not in self.schema.names:
                 raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "
@@ -205,6 +205,31 @@ class MarginalSynthesizer(Synthesizer):
         if self.unit_lag is not None and self.schema[self.unit_lag].unit_level:
             raise ValueError(f"unit_lag: attribute {self.unit_lag!r} is unit-level, constant "
                              "within a unit: its lag-1 relation is that of one value")
+
+    def _units_released(self) -> bool:
+        """Whether this fit releases units (:attr:`unit_shape_`): ``unit_shape`` as given, or
+        (None) whether a privacy unit is given, falling back to rows with a warning where the
+        schema declares constraints. Asked for (True, or a sequence) where it cannot be: an
+        error before any data is read."""
+        asked = self.unit_shape or self.unit_lag is not None
+        if self.privacy_unit is None:
+            if asked:
+                raise ValueError("unit_shape releases synthetic units of a privacy unit: give "
+                                 "privacy_unit (--privacy-unit COLUMN --max-rows-per-unit K)")
+            return False
+        if self.unit_shape is False:
+            return False
+        if self.schema.constraints:  # units' codes overwrite rows' codes
+            why = (f"schema {self.schema.name!r} declares constraints "
+                   f"({self.schema.constraints[0].name}, ...), which a unit-shaped release does "
+                   "not honour yet: its unit-level codes overwrite the rows' drawn ones")
+            if asked:
+                raise ValueError(f"unit_shape: {why}")
+            warnings.warn(f"privacy unit {self.privacy_unit.column!r}: releasing rows, not "
+                          f"units: {why} (unit_shape false silences this)", DpDaskWarning,
+                          stacklevel=5)
+            return False
+        return True
 
     @property
     def sequence(self) -> tuple[int, int] | None:
@@ -216,7 +241,7 @@ class MarginalSynthesizer(Synthesizer):
     def _with_unit_key(self, ddf: dd.DataFrame) -> dd.DataFrame:
         """Unit-shaped: the unit column's copy (UNIT_KEY) carried through bounding, which the
         unit table is counted by (and the row counts never read)."""
-        if not self.unit_shape:
+        if not self.unit_shape_:
             return ddf
         return ddf.assign(**{UNIT_KEY: ddf[self.privacy_unit.column]})
 
@@ -261,7 +286,7 @@ class MarginalSynthesizer(Synthesizer):
         """The d×d count matrix and the exact fine histograms (and, with rounds, the exact
         counts of the candidate triples; where the dense path may run, the sparse joint), in
         one pass."""
-        if self.unit_shape:  # the rows' counts, and the unit table's (in the same pass)
+        if self.unit_shape_:  # the rows' counts, and the unit table's (in the same pass)
             lag = ([] if self.sequence is None
                    else [lag_count_graph(ddf, self.schema, *self.sequence)])
             return dask.delayed(tuple)([self._row_count_graph(ddf),
@@ -277,7 +302,7 @@ class MarginalSynthesizer(Synthesizer):
         return fine_count_graph(ddf, self.schema)
 
     def _rows_counted(self, exact: tuple[np.ndarray, ...]) -> int:
-        rows = exact[0] if self.unit_shape else exact
+        rows = exact[0] if self.unit_shape_ else exact
         return rows_counted(rows[0], self.schema)
 
     def budget_plan(self) -> BudgetPlan:
@@ -292,7 +317,7 @@ class MarginalSynthesizer(Synthesizer):
 
     def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel | UnitShapedModel:
-        if self.unit_shape:
+        if self.unit_shape_:
             return fit_unit_shaped(self, *exact, n_rows, metadata)
         return fit_model(self, exact, n_rows, metadata)
 
@@ -367,17 +392,24 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
     rows = fit_model(method, exact, n_rows, metadata)
     unit_rho, row_rho = inner.budget_plan().rho, method.budget_plan().rho
     lag_rho = lag_record["rho"] if lag_record else 0.0
-    privacy = rows.metadata["privacy"]
-    privacy["rho"] += unit_rho + lag_rho
-    privacy["rho_split"] = {**privacy.get("rho_split", {}), "unit_model": unit_rho,
-                            **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
     lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
                 f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
-    privacy["budget_split"] = (
-        f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
-        "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
-        f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
-        + privacy["budget_split"])
+    # the record the row model's fit made (privacy_record_, which the metadata renders) with
+    # the unit model's and the lag table's charges: the one record of the release
+    record = method.privacy_record_
+    split = {**(record.rho_split or {}), "unit_model": unit_rho,
+             **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
+    if "measurements" in split:  # after a choice of K: every measurement's ρ
+        split["measurements"] += unit_rho + lag_rho
+    record = replace(
+        record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
+        rho_split=split, details={**record.details, "budget_split": (
+            f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
+            "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
+            f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
+            + record.details["budget_split"])})
+    method.privacy_record_ = record
+    rows.metadata["privacy"] = record.to_metadata()
     column = method.privacy_unit.column
     rows.metadata["unit_shape"] = {
         "unit": column, "max_rows": method.max_rows,

@@ -1,8 +1,9 @@
 """Unit-shaped releases (issue 67): under a privacy unit, a release of synthetic units, not rows.
 
 Without it a release under a privacy unit (:mod:`dp_dask.data.units`) has the shape of a row
-release: no two rows share a unit, nothing is constant within one. With the marginals method's
-``unit_shape=True`` the release is a set of synthetic units instead:
+release: no two rows share a unit, nothing is constant within one. The marginals method's
+release under a privacy unit is a set of synthetic units instead (its default; ``unit_shape``
+False opts out, :class:`~.synthesizer.MarginalSynthesizer`):
 
 * each unit's number of rows (1..K) and its **unit-level attributes** (those the schema declares
   ``"unit_level": true``) come from a *unit model*: the marginals method fitted to the bounded
@@ -16,7 +17,8 @@ release: no two rows share a unit, nothing is constant within one. With the marg
   fill the slots left over, their unit-level codes overwritten by their unit's. Every unit-level
   value is then its unit's (decoded values too: one per unit), and every row of a unit carries
   the unit's synthetic id, of the format the schema's ``ids`` give the unit column (default
-  12 digits, :mod:`dp_dask.data.ids`).
+  12 digits, :mod:`dp_dask.data.ids`): distinct by construction (:func:`unit_ids`), so no two
+  units merge into one of more than K rows.
 
 Which value stands for a unit. A declared unit-level attribute may still vary within a unit in
 the data; the unit table takes, per unit, the smallest code combination of its unit-level
@@ -49,7 +51,7 @@ from dp_dask.copula.sample import PartitionSampler, ReleaseSampler, draw_codes
 from dp_dask.data.attribute import Attribute
 from dp_dask.data.counts import counts_from_codes, partition_reduction
 from dp_dask.data.encode import code_dtype, encode_partition
-from dp_dask.data.ids import IdColumn, draw_ids
+from dp_dask.data.ids import IdColumn, distinct_ids, id_space
 from dp_dask.data.io import Location, join
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import one_hot
@@ -63,6 +65,7 @@ LAG_SHARE = 0.1  # of the measurements' ρ, to the lag-1 table where one is aske
 LAG_WEIGHT = 2**16
 UNIT_KEY = "__dp_dask_unit__"  # the unit column's copy carried through bounding, then dropped
 _DRAW_MARGIN = 1.1  # units drawn per partition over the expected need (more drawn if short)
+_IDS_STREAM = 2**63 + 67  # the release seed's stream keying its unit ids (never a partition's)
 
 
 def unit_level(schema: Schema) -> list[int]:
@@ -221,6 +224,20 @@ def _deal(slot_keys: np.ndarray, row_keys: np.ndarray, rng: np.random.Generator)
     return taken
 
 
+def unit_ids(column: IdColumn, units: int, seed: np.random.SeedSequence,
+             partition_rows: int) -> Any:
+    """A partition's ``units`` unit ids, distinct across the whole release: the partition's
+    seed is its release's ``i``-th spawned child (:func:`dp_dask.copula.sample
+    ._seeded_partitions`), every partition before the last holds ``partition_rows`` rows and
+    a unit at least one, so unit ``j`` of partition ``i`` has the release-wide sequence number
+    ``i · partition_rows + j``, below the release's rows; :func:`~dp_dask.data.ids.distinct_ids`
+    maps it through a permutation of the format's id space keyed by the release's seed alone."""
+    *release, partition = seed.spawn_key
+    key = np.random.SeedSequence(seed.entropy, spawn_key=(*release, _IDS_STREAM))
+    sequence = partition * partition_rows + np.arange(units, dtype=np.int64)
+    return distinct_ids(column, sequence, key, np.random.default_rng(_child(seed, 3)))
+
+
 def _child(seed: np.random.SeedSequence, stream: int) -> np.random.SeedSequence:
     """A child of ``seed`` by its stream number alone: the same whenever asked (spawn is not)."""
     return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, stream))
@@ -243,6 +260,7 @@ class UnitSampler:
     order: int | None = None  # the attribute ordering a unit's rows
     lag: int | None = None  # the attribute whose lag-1 relation ``transition`` holds
     transition: np.ndarray | None = None  # P(this code | previous code), row-stochastic
+    partition_rows: int | None = None  # the release's rows per partition (for_release's)
 
     @property
     def fine(self) -> dict[int, np.ndarray]:
@@ -253,8 +271,17 @@ class UnitSampler:
 
     def for_release(self, rows: int, seed: np.random.SeedSequence,
                     release_rows: int | None = None) -> UnitSampler:
-        """Both models' estimates made once per release (:class:`ReleaseSampler`)."""
-        shared = {}
+        """Both models' estimates made once per release (:class:`ReleaseSampler`), and its
+        rows per partition, which number the units for their ids (:func:`unit_ids`). A
+        release of more rows than the unit id's format has ids is refused: its units could
+        not all have ids of their own."""
+        space = id_space(self.unit_id)
+        if (release_rows or rows) > space:
+            raise ValueError(f"unit id column {self.unit_id.name!r}: its format "
+                             f"{self.unit_id.format!r} holds {space} distinct ids, fewer than "
+                             f"the release's {release_rows or rows} rows (at most as many "
+                             "units): give the schema's id a longer format, or draw fewer rows")
+        shared: dict[str, Any] = {"partition_rows": rows}
         for stream, name, size in ((0, "rows", rows), (1, "units", self._units_needed(rows))):
             sampler = getattr(self, name)
             if isinstance(sampler, ReleaseSampler):
@@ -353,7 +380,10 @@ class UnitSampler:
             attribute = self.schema.attributes[i]
             for column in {attribute.name, attribute.column} & set(frame.columns):
                 frame[column] = frame[column].to_numpy()[first]
-        ids = draw_ids(self.unit_id, len(sizes), np.random.default_rng(_child(seed, 3)))
+        if self.partition_rows is None:
+            raise RuntimeError("a unit-shaped release's partitions are drawn through "
+                               "for_release, which numbers its units")
+        ids = unit_ids(self.unit_id, len(sizes), seed, self.partition_rows)
         frame[self.unit_id.name] = np.asarray(ids)[unit]
         return frame
 
@@ -403,7 +433,8 @@ class UnitShapedModel:
     def conditioned_sampler(self, where: str | None, balance: str | None,
                             decode: str = "uniform") -> Any:
         raise ConditionError("a unit-shaped release cannot be sampled conditionally "
-                             "(--where, --balance): its units are drawn whole")
+                             "(--where, --balance): its units are drawn whole; fit with "
+                             "unit_shape false for a model of rows that can be")
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
         """The row model at ``path`` (its metadata's ``unit_shape`` marks it), the unit model
