@@ -243,8 +243,8 @@ def joined_table(found: Relation, storage_options: dict[str, Any] | None = None
 def _texts(frame: pd.DataFrame) -> pd.DataFrame:
     """Object columns (ids, decoded categories: text) as strings, so Parquet's schema is
     known from the empty meta (an object column's type is not)."""
-    objects = frame.select_dtypes(include="object").columns
-    return frame.astype(dict.fromkeys(objects, "string")) if len(objects) else frame
+    objects = [column for column in frame.columns if frame[column].dtype == object]
+    return frame.astype(dict.fromkeys(objects, "string")) if objects else frame
 
 
 def _parents_of(frame: pd.DataFrame, key: str, columns: list[str]) -> pd.DataFrame:
@@ -288,10 +288,13 @@ class TablesRelease:
     paths: dict[str, str]
 
 
-def check_max_children(max_children: Any) -> int:
+def check_max_children(max_children: Any, found: Relation) -> int:
+    """K, the children kept per parent: an integer >= 1 (raises naming the child table and its
+    foreign key)."""
     if isinstance(max_children, bool) or not isinstance(max_children, int) or max_children < 1:
-        raise ValueError(f"max_children= must be an integer >= 1 (the children kept per "
-                         f"parent, K), got {max_children!r}")
+        raise ValueError(f"max_children= must be an integer >= 1: the rows of table "
+                         f"{found.child!r} kept per value of its foreign_key "
+                         f"{found.foreign_key!r} (K), got {max_children!r}")
     return max_children
 
 
@@ -316,8 +319,8 @@ def release_tables(tables: dict[str, Any], out: str | Path, *, epsilon: float,
     those of about this many units (default: as many as the data holds, public under
     replace-one-unit neighbours). The ledger (as for a fit) holds one entry; bad input raises
     ValueError before it is touched."""
-    check_max_children(max_children)
     found = relation(tables, base=base, storage_options=storage_options)
+    check_max_children(max_children, found)
     synthesizer = Synthesizer.create(
         "marginals", joined_schema(found), epsilon=epsilon, delta=delta,
         noise_sampler=noise_sampler, noise_seed=noise_seed, ledger=ledger,
