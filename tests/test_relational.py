@@ -89,6 +89,16 @@ def test_item2_job_config_runs_the_release(client, tmp_path, capsys):
     assert children["customer_id"].isin(set(parents["customer_id"])).all()
     assert "orders_id" in children.columns  # the child id's default name
     assert len(Ledger(tmp_path / "ledger.sqlite").entries()) == 1
+    (tmp_path / "tables.yaml").write_text(
+        "customers: {data: customers.parquet, schema: customers.json, key: customer_id}\n"
+        "orders: {data: orders.parquet, schema: orders.json, parent: customers,\n"
+        "         foreign_key: customer_id}\n")
+    assert main(["evaluate-tables", "--tables", str(tmp_path / "tables.yaml"), "--synthetic",
+                 str(tmp_path / "release"), "--max-children", "6",
+                 "--out", str(tmp_path / "checks")]) == 0
+    assert "foreign_key_integrity: 1.0" in capsys.readouterr().out
+    record = json.loads((tmp_path / "checks" / "relations.json").read_text())
+    assert record["bounded"]["max_children"] == 6 and not record["unbounded"]["bounded"]
 
 
 def _bad(spec: dict, change: str) -> dict:

@@ -14,6 +14,7 @@ from dp_dask.checks import delta_value, epsilon_value, non_negative_int
 from dp_dask.cli.common import check_ledger, check_out
 from dp_dask.cli.options import cluster_options, ledger_options, storage_options
 from dp_dask.config import TablesSpec
+from dp_dask.evaluate.relations import relation_checks
 from dp_dask.privacy.labels import describe
 from dp_dask.relational import check_max_children, relation, release_tables
 from dp_dask.synthesizer import DEFAULT_DELTA
@@ -78,6 +79,19 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
         "tables", help="release a parent table and its child table together (one budget, "
         "every foreign key pointing at a released parent)", parents=[arguments()])
     tables.set_defaults(run=run, preflight=preflight)
+    checks = commands.add_parser(
+        "evaluate-tables", help="a parent–child release against the real tables: foreign-key "
+        "integrity, parent × child 2-way TVD, children per parent (bounded with "
+        "--max-children, and unbounded)")
+    checks.add_argument("--tables", type=tables_value, required=True, metavar="JSON|FILE",
+                        help="the real tables, as given to 'dp-dask tables'")
+    checks.add_argument("--synthetic", type=Path, required=True,
+                        help="the release directory 'dp-dask tables' wrote")
+    checks.add_argument("--max-children", type=int, default=None, metavar="K",
+                        help="also against the real tables bounded to K children per parent")
+    checks.add_argument("--out", type=Path, default=None,
+                        help="write relations.json here (a directory)")
+    checks.set_defaults(run=run_evaluate, cluster=False, quiet=True)
 
 
 def _base(spec: TablesSpec) -> Path | None:
@@ -105,3 +119,32 @@ def run(spec: TablesSpec) -> None:
           + f"; tables {released.relation.parent} and {released.relation.child}")
     for kind, path in released.paths.items():
         print(f"{kind:>9}: {path}")
+
+
+def run_evaluate(args: argparse.Namespace) -> None:
+    """The relation checks, unbounded and (with --max-children) bounded, printed and written
+    to relations.json with --out."""
+    found = relation(args.tables)
+    if args.max_children is not None:
+        check_max_children(args.max_children, found)
+    synthetic = (args.synthetic / f"{found.parent}.parquet",
+                 args.synthetic / f"{found.child}.parquet")
+    for path in synthetic:
+        if not path.exists():
+            raise FileNotFoundError(f"--synthetic: {path} does not exist (a release of "
+                                    f"'dp-dask tables' holds one Parquet per table)")
+    record = {}
+    for bound in dict.fromkeys([None, args.max_children]):
+        record["bounded" if bound else "unbounded"] = relation_checks(
+            found.parent_data, found.child_data, *map(str, synthetic), key=found.key,
+            foreign_key=found.foreign_key, parent_schema=found.parent_schema,
+            child_schema=found.child_schema, max_children=bound)
+    for name, checks in record.items():
+        print(f"{name} (tables {found.parent} and {found.child}):")
+        for key in ("foreign_key_integrity", "parents_unique_share", "parent_child_tvd",
+                    "children_per_parent_tvd", "parent_child_pairs", "parents", "children"):
+            print(f"  {key}: {checks[key]}")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "relations.json").write_text(json.dumps(record, indent=2))
+        print(f"relations: {args.out / 'relations.json'}")
