@@ -381,7 +381,7 @@ def test_a_config_and_the_command_line_fill_the_same_spec(tmp_path, data):
         from_config, rows=7, zarr=True)
 
 
-@pytest.mark.parametrize("command", ["synth", "fit", "sample", "stats", "demo"])
+@pytest.mark.parametrize("command", ["synth", "fit", "sample", "stats", "demo", "tables"])
 def test_every_option_of_a_job_command_is_a_field_of_its_spec(command):
     """A new option without its spec field would reach neither run nor the YAML: refused here.
     (sample's loaded model is the job's own state, no option.)"""

@@ -17,7 +17,15 @@ from conftest import ROOT, SMALL_SCHEMA_PATH
 
 from dp_dask.cli import build_parser, job, job_spec, main
 from dp_dask.cli.run import JOB_COMMANDS
-from dp_dask.config import SPECS, DemoSpec, FitSpec, SampleSpec, StatsSpec, SynthSpec
+from dp_dask.config import (
+    SPECS,
+    DemoSpec,
+    FitSpec,
+    SampleSpec,
+    StatsSpec,
+    SynthSpec,
+    TablesSpec,
+)
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.release import verify_release
 
@@ -238,13 +246,15 @@ def test_issue66_a_bad_job_config_of_each_kind_is_refused_naming_the_key(
     (["sample", "--model", "m", "--out", "r", "--balance", "sex"], SampleSpec),
     (["stats", "--data", "d.csv", "--schema", "adult", "--out", "r"], StatsSpec),
     (["demo", "--demo-rows", "10"], DemoSpec),
+    (["tables", "--tables", "{}", "--out", "r", "--max-children", "3"], TablesSpec),
 ])
 def test_issue66_every_job_command_runs_on_its_spec(argv, spec):
     """Built from the options by one function (``job``; every option a field:
     test_config.py), a kind of job config's each."""
     built = job(build_parser().parse_args(argv))
     assert type(built) is spec and built.command == argv[0] and built.config is None
-    assert set(SPECS) == set(JOB_COMMANDS) == {"synth", "fit", "sample", "stats", "demo"}
+    assert set(SPECS) == set(JOB_COMMANDS) == {"synth", "fit", "sample", "stats", "demo",
+                                                 "tables"}
 
 
 def test_issue66_a_job_config_and_the_command_line_fill_the_same_spec(tmp_path, data):
