@@ -49,7 +49,7 @@ def run(customers: pd.DataFrame, orders: pd.DataFrame, folder: Path, epsilon: fl
             children = pd.read_parquet(released.paths["orders"])
         else:
             parents, children = customers_orders.released_alone(customers, orders, epsilon,
-                                                                seed)
+                                                                max_children, seed)
         wall = time.perf_counter() - started
         row = {"epsilon": epsilon, "seed": seed, "release": release, "wall s": wall}
         for bound, name in ((max_children, "bounded"), (None, "unbounded")):

@@ -200,7 +200,9 @@ def placeholder(attribute: Attribute, table: str = "child") -> Any:
         return attribute.categories[0]
     if attribute.kind == "numeric":
         low, high = attribute.edges[0], attribute.edges[1]
-        return float(low) if math.isfinite(low) else float(high) - 1.0
+        if math.isfinite(low):
+            return float(low)
+        return float(high) - 1.0 if math.isfinite(high) else 0.0  # one open bin: any number
     raise SchemaError(f"tables=: table {table!r}: attribute {attribute.name!r} of type "
                       f"{attribute.kind!r}: a child table's attributes are categorical or "
                       "numeric here")

@@ -46,17 +46,20 @@ def customers_orders(customers: int = 4_000, seed: int = 0) -> tuple[pd.DataFram
 
 
 def released_alone(customers: pd.DataFrame, orders: pd.DataFrame, epsilon: float,
-                   seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   max_children: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The baseline: each table released alone by the marginals method at half of
-    ``epsilon`` (the same total), the orders' customer ids drawn at random among the released
+    ``epsilon`` (the same total) under the same unit, a customer (the orders bounded to
+    ``max_children`` per customer), the orders' customer ids drawn at random among the released
     customers' (independent tables joined at random)."""
     from dp_dask.synthesizer import Synthesizer  # the helper's generator needs no dp_dask
 
     tables = []
-    for frame, schema, stream in ((customers, CUSTOMERS_SCHEMA, 0), (orders, ORDERS_SCHEMA, 1)):
+    for frame, schema, unit in ((customers, CUSTOMERS_SCHEMA, None),
+                                (orders, ORDERS_SCHEMA,
+                                 {"column": "customer_id", "max_rows": max_children})):
         synthesizer = Synthesizer.create("marginals", schema, epsilon=epsilon / 2,
-                                         noise_sampler="numpy", noise_seed=seed * 10 + stream,
-                                         ledger=False).fit(frame)
+                                         noise_sampler="numpy", noise_seed=seed * 10 + len(tables),
+                                         ledger=False, privacy_unit=unit).fit(frame)
         tables.append(synthesizer.sample(seed=seed).compute().reset_index(drop=True))
     parents, children = tables
     parents["customer_id"] = [f"s{i:06d}" for i in range(len(parents))]
