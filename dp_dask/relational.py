@@ -188,6 +188,11 @@ def _check_schemas(found: Relation) -> None:
         if column in schema.columns:
             raise SchemaError(f"tables=: table {table!r}: key column {column!r} is also an "
                               "attribute of its schema; keys are released as synthetic ids")
+    taken = {found.key, found.foreign_key, *found.child_schema.columns}
+    if found.child_key in taken or found.key in found.child_schema.columns:
+        raise SchemaError(f"tables=: table {found.child!r}: its released id column "
+                          f"{found.child_key!r} or the parent's key {found.key!r} is also one "
+                          "of its columns (a key or an attribute); name the id apart (key)")
     for attribute in found.child_schema.attributes:
         placeholder(attribute, found.child)  # refuses a kind without one
 

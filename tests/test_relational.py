@@ -109,6 +109,8 @@ def _bad(spec: dict, change: str) -> dict:
         spec["customers"]["foreign_key"] = "order_id"
     elif change == "foreign key column missing":
         spec["orders"]["foreign_key"] = "client_id"
+    elif change == "child id clash":
+        spec["orders"]["key"] = "shipping"
     return spec
 
 
@@ -117,6 +119,7 @@ def _bad(spec: dict, change: str) -> dict:
     ("cycle", "4", "a cycle of parents"),
     ("foreign key column missing", "4", "table 'orders': its foreign_key column 'client_id'"),
     ("", "0", "table 'orders' kept per value of its foreign_key 'customer_id'"),
+    ("child id clash", "4", "table 'orders': its released id column 'shipping'"),
 ])
 def test_item2_bad_input_exit_2_nothing_spent(client, tmp_path, capsys, change, max_children,
                                               says):
