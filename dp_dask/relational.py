@@ -314,7 +314,8 @@ def release_tables(tables: dict[str, Any], out: str | Path, *, epsilon: float,
                    noise_sampler: str = "opendp", noise_seed: int | None = None,
                    storage_options: dict[str, Any] | None = None,
                    **method_options: Any) -> TablesRelease:
-    """Release a parent table and its child table together (module docstring) at ``out``:
+    """Release a parent table and its child table together (module docstring) at ``out`` (a
+    local directory):
     ``{parent}.parquet`` and ``{child}.parquet`` and ``metadata.json`` (the privacy record,
     both tables named).
 
@@ -328,6 +329,8 @@ def release_tables(tables: dict[str, Any], out: str | Path, *, epsilon: float,
     ValueError before it is touched."""
     found = relation(tables, base=base, storage_options=storage_options)
     check_max_children(max_children, found)
+    if "://" in str(out):  # the split writes with pathlib (an object store: not yet)
+        raise ValueError(f"out=: a local directory for a parent–child release, got {out!r}")
     synthesizer = Synthesizer.create(
         "marginals", joined_schema(found), epsilon=epsilon, delta=delta,
         noise_sampler=noise_sampler, noise_seed=noise_seed, ledger=ledger,
