@@ -6,6 +6,7 @@ from dp_dask.data.schema import Schema, load_schema
 from dp_dask.methods.copula import GaussianCopulaSynthesizer
 from dp_dask.methods.marginals import MarginalSynthesizer
 from dp_dask.one_command import synthesize
+from dp_dask.relational import release_tables
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.version import __version__
 
@@ -18,6 +19,7 @@ __all__ = [
     "SchemaError",
     "Synthesizer",
     "load_schema",
+    "release_tables",
     "synthesize",
     "__version__",
 ]

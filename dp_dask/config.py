@@ -218,10 +218,26 @@ class StatsSpec(JobSpec, DataPart, NoisePart, LedgerPart, SummaryPart):
     smoothing: float = key("stats.smoothing")
 
 
+@dataclass(config=SPEC)
+class TablesSpec(JobSpec, StoragePart, LedgerPart):
+    """``dp-dask tables``: a parent table and its child table released together
+    (:mod:`dp_dask.relational`)."""
+
+    tables: dict[str, Any] = key("tables", required=True, accepts=dict[str, dict[str, Any]])
+    out: Location = key("output.out", required=True, path=True)
+    seed: int = key("output.seed")
+    epsilon: float = key("privacy.epsilon", required=True)
+    delta: float = key("privacy.delta")
+    noise_sampler: str = key("privacy.noise_sampler")
+    noise_seed: int | None = key("privacy.noise_seed")
+    # K: the children kept per parent (checked by the job, which names the child table)
+    max_children: int = key("privacy.max_children", required=True)
+
+
 # a job config's ``job`` -> its spec; the job is the dp-dask command it runs (synth: the
 # default)
 SPECS: dict[str, type[JobSpec]] = {"synth": SynthSpec, "stats": StatsSpec, "fit": FitSpec,
-                                   "sample": SampleSpec, "demo": DemoSpec}
+                                   "sample": SampleSpec, "demo": DemoSpec, "tables": TablesSpec}
 Options = argparse.Namespace | JobSpec  # what a command runs with: its spec, if it has one
 # the sections of a job config: the prefixes of the dotted keys
 SECTIONS = tuple(dict.fromkeys(
@@ -326,7 +342,8 @@ def _listed(names: list[str]) -> str:
 
 
 def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
-    """The job a config names (the dp-dask command: synth unless ``job:`` says otherwise) and
+    """The job a config names (the dp-dask command: synth unless ``job:`` says otherwise, or
+    tables where it gives ``tables``) and
     the values it gives, by dotted key, paths resolved (raises ConfigError)."""
     path = Path(path)
     try:
@@ -345,7 +362,7 @@ def load_config(path: str | Path) -> tuple[str, dict[str, Any]]:
         document = _expand(document, "")
     except ConfigError as exc:
         raise ConfigError(f"config {path}: {exc}") from None
-    kind = document.get("job", "synth")
+    kind = document.get("job", "tables" if "tables" in document else "synth")
     if not isinstance(kind, str) or kind not in SPECS:
         raise ConfigError(f"config {path}: job: {kind!r} is not one of {', '.join(SPECS)}")
     try:

@@ -20,6 +20,8 @@ FLAGS = {
     "privacy_unit": "--privacy-unit",
     "public": "--public",
     "public_types": "--public-types",
+    "tables": "--tables",  # dp-dask tables
+    "max_children": "--max-children",
 }
 # "keyword=" naming the argument, not "name='value'" quoting one (a schema's own keys, e.g. an
 # attribute's on_unknown='nope', are no flags)

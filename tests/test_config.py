@@ -304,9 +304,9 @@ STATS_VALID = "    job: stats\n" + VALID
     ("stats", lambda text: text + "method: marginals\n",
      "key 'method' applies to synth, fit and demo jobs only"),
     ("stats", lambda text: text + "storage_options: {anon: true}\n",
-     "key 'storage_options' applies to synth, fit and sample jobs only"),
+     "key 'storage_options' applies to synth, fit, sample and tables jobs only"),
     ("stats", lambda text: text.replace("epsilon: 1", "epsilon: 1\n  delta: 0.1"),
-     "key 'privacy.delta' applies to synth, fit and demo jobs only"),
+     "key 'privacy.delta' applies to synth, fit, demo and tables jobs only"),
     ("synth", lambda text: text + "stats:\n  k: 3\n",
      "key 'stats' applies to stats jobs only, not to a synth job"),
     ("synth", lambda text: "job: synth\n" + text + "stats: {}\n", "key 'stats' applies to stats"),
@@ -381,7 +381,7 @@ def test_a_config_and_the_command_line_fill_the_same_spec(tmp_path, data):
         from_config, rows=7, zarr=True)
 
 
-@pytest.mark.parametrize("command", ["synth", "fit", "sample", "stats", "demo"])
+@pytest.mark.parametrize("command", ["synth", "fit", "sample", "stats", "demo", "tables"])
 def test_every_option_of_a_job_command_is_a_field_of_its_spec(command):
     """A new option without its spec field would reach neither run nor the YAML: refused here.
     (sample's loaded model is the job's own state, no option.)"""

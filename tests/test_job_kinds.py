@@ -17,7 +17,15 @@ from conftest import ROOT, SMALL_SCHEMA_PATH
 
 from dp_dask.cli import build_parser, job, job_spec, main
 from dp_dask.cli.run import JOB_COMMANDS
-from dp_dask.config import SPECS, DemoSpec, FitSpec, SampleSpec, StatsSpec, SynthSpec
+from dp_dask.config import (
+    SPECS,
+    DemoSpec,
+    FitSpec,
+    SampleSpec,
+    StatsSpec,
+    SynthSpec,
+    TablesSpec,
+)
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.release import verify_release
 
@@ -209,7 +217,7 @@ VALID = {
     ("sample", lambda text: text.replace("out: release", "out: release, where: 3"),
      "output.where: Input should be a valid string"),
     ("sample", lambda text: text + "privacy: {epsilon: 1}\n",
-     "key 'privacy' applies to synth, stats, fit and demo jobs only, not to a sample job"),
+     "key 'privacy' applies to synth, stats, fit, demo and tables jobs only, not to a sample job"),
     ("sample", lambda text: text.replace("model: ", "model: missing/"), "does not exist"),
     ("demo", lambda text: text + "demo: {rows: many}\n",
      "demo.rows: Input should be a valid integer"),
@@ -217,7 +225,7 @@ VALID = {
     ("demo", lambda text: text + "data: x.csv\n",
      "key 'data' applies to synth, stats and fit jobs only, not to a demo job"),
     ("demo", lambda text: text + "ledger: {path: l.sqlite}\n",
-     "key 'ledger' applies to synth, stats and fit jobs only"),
+     "key 'ledger' applies to synth, stats, fit and tables jobs only"),
 ])
 def test_issue66_a_bad_job_config_of_each_kind_is_refused_naming_the_key(
         tmp_path, data, capsys, kind, edit, message):
@@ -238,13 +246,15 @@ def test_issue66_a_bad_job_config_of_each_kind_is_refused_naming_the_key(
     (["sample", "--model", "m", "--out", "r", "--balance", "sex"], SampleSpec),
     (["stats", "--data", "d.csv", "--schema", "adult", "--out", "r"], StatsSpec),
     (["demo", "--demo-rows", "10"], DemoSpec),
+    (["tables", "--tables", "{}", "--out", "r", "--max-children", "3"], TablesSpec),
 ])
 def test_issue66_every_job_command_runs_on_its_spec(argv, spec):
     """Built from the options by one function (``job``; every option a field:
     test_config.py), a kind of job config's each."""
     built = job(build_parser().parse_args(argv))
     assert type(built) is spec and built.command == argv[0] and built.config is None
-    assert set(SPECS) == set(JOB_COMMANDS) == {"synth", "fit", "sample", "stats", "demo"}
+    assert set(SPECS) == set(JOB_COMMANDS) == {"synth", "fit", "sample", "stats", "demo",
+                                                 "tables"}
 
 
 def test_issue66_a_job_config_and_the_command_line_fill_the_same_spec(tmp_path, data):
@@ -269,7 +279,8 @@ def test_issue66_help_describes_the_tool_as_it_is(capsys):
     assert "(Gaussian copula)" not in text
     assert "The default method, marginals, measures noisy 1- and 2-way marginals" in text
     assert "--method picks another" in text and "dpcopula-kendall" in text
-    assert "Every job (synth, stats, fit, sample, demo) also runs from a YAML job config" in text
+    assert ("Every job (synth, stats, fit, sample, demo, tables) also runs from a YAML job "
+            "config") in text
 
 
 def docs_examples(heading: str) -> list[str]:

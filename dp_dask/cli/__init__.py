@@ -4,9 +4,9 @@ A command module has ``add_arguments(commands)``, which adds its parser(s) and s
 defaults: ``run`` (the job), ``preflight`` (its checks before the cluster starts and any data
 is read, if it has any) and ``cluster=False`` for a command that starts no Dask cluster. Adding
 a command is one module and one line in :data:`COMMANDS` (docs/architecture.md). A job command
-(``dp_dask.config.SPECS``: synth, fit, sample, stats, demo) runs with its job spec, built from
-its options or, through ``dp-dask run``, from a job config; the others (evaluate, plan, schema,
-ledger, audit) with their parsed options.
+(``dp_dask.config.SPECS``: synth, fit, sample, stats, demo, tables) runs with its job spec,
+built from its options or, through ``dp-dask run``, from a job config; the others (evaluate,
+plan, schema, ledger, audit) with their parsed options.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dp_dask.cli import (
     schema,
     stats,
     synth,
+    tables,
 )
 from dp_dask.cli.logs import Messages
 from dp_dask.cli.options import Parser
@@ -46,7 +47,7 @@ from dp_dask.synthesizer import Synthesizer
 __all__ = ["COMMANDS", "build_parser", "job", "job_spec", "main", "preflight"]
 
 # the commands, in the order of ``dp-dask --help``
-COMMANDS = (fit, sample, synth, run, demo, evaluate, plan, stats, audit, schema, ledger)
+COMMANDS = (fit, sample, synth, tables, run, demo, evaluate, plan, stats, audit, schema, ledger)
 
 
 def build_parser() -> argparse.ArgumentParser:

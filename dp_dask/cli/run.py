@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dp_dask.cli import demo, fit, sample, stats, synth
+from dp_dask.cli import demo, fit, sample, stats, synth, tables
 from dp_dask.cli.options import Parser
 from dp_dask.config import SPECS, JobSpec, config_spec, load_config
 
 # a job config's ``job`` (dp_dask.config.SPECS) -> the command whose options and run it takes
-JOB_COMMANDS = {"synth": synth, "stats": stats, "fit": fit, "sample": sample, "demo": demo}
+JOB_COMMANDS = {"synth": synth, "stats": stats, "fit": fit, "sample": sample, "demo": demo,
+                "tables": tables}
 
 
 def add_arguments(commands: argparse._SubParsersAction) -> None:
