@@ -23,6 +23,9 @@ null are non-nullable in the Arrow schema.
 This is post-processing of the noisy model's codes: nothing here reads the data, and the draws
 come from their own child of the partition's seed (:func:`value_seed`), so the codes, and the
 label output, are the same as without them.
+
+Size: one decoder per value kind (numbers on their decimals or lattice, points, timestamps, text,
+dictionaries) and the Arrow schema they share; split by kind when the next kind joins.
 """
 
 from __future__ import annotations

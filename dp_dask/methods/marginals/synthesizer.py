@@ -22,6 +22,9 @@ one line per step in :func:`fit_model` (compare private-pgm's ``MST()``).
 The first four are :mod:`.measurements`' (the steps that read exact counts, with
 :func:`adaptive_rounds`), drawing their noise in this order; the candidate rows' estimate runs
 at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
+
+Size: the fit's three paths (pairs, the dense joint, unit-shaped) share its steps and its record
+here; the unit-shaped path's steps move to unit_shape.py once it no longer needs fit_model.
 """
 
 from __future__ import annotations
