@@ -260,7 +260,7 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     passed = _passing(noisy, scale, OCTAVE_MISS)
     if not len(passed):
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
-                              "give its public range (--range) or more --dp-epsilon")
+                              "give its public range (ranges=) or more dp_epsilon=")
     # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
     grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
     record["steps"][0]["grow_threshold"] = grow
@@ -342,7 +342,7 @@ def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: st
     kept = _passing(noisy, scale, OCTAVE_MISS)
     if not len(kept):
         return None, record, (f"{column}: no year held enough rows to be found under DP; give "
-                              f"its public years (--range {column}=2015:2025:1)")
+                              f"its public years (ranges= {column}=2015:2025:1)")
     low, high = int(year_cells()[kept[0]]), int(year_cells()[kept[-1]])
     spec = ({"edges": ["-inf", "inf"], "min": low, "max": low} if low == high
             else _grid(low, high))
