@@ -63,6 +63,7 @@ from dp_dask.data.draft_points import (
     POINT_DELTA,
     POINT_SHARE,
     check_points_budget,
+    find_points,
 )
 from dp_dask.data.draft_specs import (
     DP_BINS,
@@ -82,6 +83,7 @@ from dp_dask.data.draft_types import (
     Undecided,
     decide_types,
     never_null,
+    value_forms,
 )
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
@@ -122,6 +124,14 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
 # The text columns' least share of the draft's ε, together: a text column needs each of its levels
 # above a threshold of ~ln(1/δ)/ε rows, a numeric search only the octaves holding the data.
 TEXT_FLOOR = 1 / 4
+
+
+def _point_forms(values: Any, points: list[float]) -> np.ndarray:
+    """The exact counts per value form (:func:`~.draft_types.value_forms`) of the rows that
+    hold one of the ``points``, from the column's exact counts per value ``values``."""
+    forms = [value_forms(np.array([point]), np.array([False])) * int(values.get(point, 0))
+             for point in points]
+    return np.sum(forms, axis=0) if forms else 0
 
 
 def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[str, float]:
@@ -372,8 +382,22 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # as n̂, every sensitivity at the unit's bound K
         rows, rows_record = (_noisy_rows(exact[ROWS], rows_epsilon, bound, sampler, rng)
                              if rows_epsilon else (None, None))
+        # The point masses of the columns stored as numbers come first (at the least share of
+        # ε they get, whichever columns stored as text turn out text), so that their
+        # types are decided on the forms of the rest: a rainfall's fractions, hidden beside
+        # its zeros, decide a float (the types' histogram of the rest, given the released
+        # points, moves by L1 2K as any does)
+        least = {c: min(split_epsilon(rest_epsilon, columns, [*texts, *maybe[:k]])[c]
+                        for k in range(len(maybe) + 1)) for c in columns}
+        early = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=least[c],
+                                delta=points_delta, bound=bound, integer=False,
+                                sampler=sampler, rng=rng)
+                 for c in typed if isinstance(candidates[c], Undecided)
+                 and not candidates[c].text}
         decisions, types = (decide_types(
-            {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
+            {c: exact[FORM_COUNTS][c] - _point_forms(exact[VALUE_COUNTS][c], early[c][0])
+             if c in early else exact[FORM_COUNTS][c] for c in typed},
+            candidates, epsilon=type_epsilon,
             contributions=bound, sampler=sampler, rng=rng, rows=rows) if typed else ({}, {}))
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
@@ -385,8 +409,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
         # a numeric column's search gets its share less its point masses' (POINT_SHARE)
-        search_share = {c: shares[c] * (1 - POINT_SHARE * isinstance(candidates[c], Cells))
-                        for c in columns}
+        search_share = {c: shares[c] - POINT_SHARE * (least[c] if c in early else shares[c])
+                           * isinstance(candidates[c], Cells) for c in columns}
         needed = {c: smallest_table(search_share[c], candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
         # Below the full search's size, a numeric column is searched coarsely (all its share on
@@ -423,7 +447,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                     spec, mechanisms[column], note = release_searched(
                         column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
                         epsilon=share, search_epsilon=search_share[column],
-                        delta=points_delta, bins=bins, coarse=column in coarse)
+                        delta=points_delta, bins=bins, coarse=column in coarse,
+                        found=early.get(column))
                 elif isinstance(grid, str):
                     spec, mechanisms[column], note = release_years(column, counts, noise,
                                                                    epsilon=share)
@@ -497,7 +522,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                        "them with their shares by \"text\", and "
                        f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
                        f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
-                       "for its point masses, the rest halved over its two search steps "
+                       "for its point masses (of its least share, whichever columns stored as "
+                       "text turn out text, where its type is decided on the forms of the rest "
+                       "beside its points), the rest halved over its two search steps "
                        "(mechanisms[column].steps; one step where it was searched coarsely, "
                        "mechanisms[column].coarse)",
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
