@@ -134,6 +134,13 @@ def _point_forms(values: Any, points: list[float]) -> np.ndarray:
     return np.sum(forms, axis=0) if forms else 0
 
 
+def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
+    """Whether a column of ``epsilon`` spends :data:`POINT_SHARE` of it on point masses: where
+    the noisy rows n̂ still hold the full search at the rest (post-processing of n̂ and public
+    shares); a smaller table's search takes the whole share."""
+    return rows >= smallest_table((1 - POINT_SHARE) * epsilon, cells, bound)
+
+
 def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[str, float]:
     """Each column's ε (basic composition), from public column kinds alone: equal, except that
     the ``texts`` together get at least :data:`TEXT_FLOOR` of ``epsilon`` while other columns
@@ -389,11 +396,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # points, moves by L1 2K as any does)
         least = {c: min(split_epsilon(rest_epsilon, columns, [*texts, *maybe[:k]])[c]
                         for k in range(len(maybe) + 1)) for c in columns}
+        # Only where the full search still fits beside them (by n̂): a small table's search
+        # takes the whole share (point masses given up, said in its record)
         early = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=least[c],
                                 delta=points_delta, bound=bound, integer=False,
                                 sampler=sampler, rng=rng)
                  for c in typed if isinstance(candidates[c], Undecided)
-                 and not candidates[c].text}
+                 and not candidates[c].text
+                 and _points_fit(rows, least[c], candidates[c].cells["float"], bound)}
         decisions, types = (decide_types(
             {c: exact[FORM_COUNTS][c] - _point_forms(exact[VALUE_COUNTS][c], early[c][0])
              if c in early else exact[FORM_COUNTS][c] for c in typed},
@@ -409,8 +419,11 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
         # a numeric column's search gets its share less its point masses' (POINT_SHARE)
-        search_share = {c: shares[c] - POINT_SHARE * (least[c] if c in early else shares[c])
-                           * isinstance(candidates[c], Cells) for c in columns}
+        late = {c for c in columns if isinstance(candidates[c], Cells) and c not in early
+                and _points_fit(rows, shares[c], candidates[c], bound)}
+        search_share = {c: shares[c] - POINT_SHARE * (least[c] if c in early else shares[c]
+                                                      if c in late else 0.0)
+                        for c in columns}
         needed = {c: smallest_table(search_share[c], candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
         # Below the full search's size, a numeric column is searched coarsely (all its share on
@@ -448,7 +461,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                         column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
                         epsilon=share, search_epsilon=search_share[column],
                         delta=points_delta, bins=bins, coarse=column in coarse,
-                        found=early.get(column))
+                        found=early.get(column), points=column in early or column in late)
                 elif isinstance(grid, str):
                     spec, mechanisms[column], note = release_years(column, counts, noise,
                                                                    epsilon=share)

@@ -178,22 +178,27 @@ def release_text(column: str, text: TextDraft, stored: str | None, order: list[s
 def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Series,
                      cells: Cells, noise: Noise, *, rows: float, epsilon: float,
                      search_epsilon: float, delta: float, bins: int, coarse: bool,
-                     found: tuple[list[float], dict[str, Any]] | None = None) -> Released:
+                     found: tuple[list[float], dict[str, Any]] | None = None,
+                     points: bool = True) -> Released:
     """A numeric column's point masses (``epsilon`` less ``search_epsilon``, and ``delta``: its
     exact ``values``' counts thresholded; ``found``: those found before its type was decided,
     with their record, of which an integer column keeps its integers), then the rest's domain
     search at ``search_epsilon`` over its ``cells``' ``counts`` (``coarse``: the octaves only,
-    a small table by n̂)."""
-    if found is None:
+    a small table by n̂; no ``points``: a table too small for both, the search takes it all)."""
+    if not points:
+        points, found = [], {"step": "point masses", "epsilon": 0.0, "points": 0,
+                             "rule": "not searched: the noisy rows n̂ hold the full search only "
+                                     "at the column's whole share"}
+    elif found is None:
         points, found = find_points(values, rows, epsilon=epsilon, delta=delta,
                                     bound=noise.bound, integer=cells.integer,
                                     sampler=noise.sampler, rng=noise.rng)
     else:  # post-processing of the released points
         points = [p for p in found[0] if not cells.integer or float(p).is_integer()]
         found = {**found[1], "points": len(points)}
+    rest = points and not rest_is_searched(rows, found, points)
     spec, mechanism, note = search_numeric(
-        column, without_points(counts, values, cells, points,
-                               octaves=not rest_is_searched(rows, found, points)), cells,
+        column, without_points(counts, values, cells, points, octaves=rest), cells,
         epsilon=search_epsilon,
         bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse)
     spec = with_points(spec, points, cells.integer)

@@ -42,12 +42,10 @@ invented (a count of zero passes with probability β):
   the table, e.g. many columns at a small ε: a 27k-row CSV of 24 coded columns at ε 0.1) but the
   noisy rows n̂ are at least :data:`LARGEST_SCALES` noise scales: the values' noisy histogram
   still says which form holds most of them (a form holding all rows loses to one of the 7 others'
-  noise with probability below 8 % there), so the column takes its largest noisy kind: "no
-  number" (text), integer, or the fraction forms summed (a float of the largest fraction form's
-  decimal places; its words strays). The fractions count together, and a tie goes to float (the
-  cautious kind: a float represents integers, an integer no fraction): a column of 40 %
-  integers and 30 % each of one and two decimal places is a float, not an integer.
-  Defaulting to text there drafted every numeric
+  noise with probability below 8 % there), so the column takes the kind of its largest noisy
+  form (text if that is "no number"; else a number, a float of that form's decimal places, its
+  words strays). Summing the five fraction forms there (a sum of five noises against one) made
+  text columns of 5,000 rows numbers. Defaulting to text there drafted every numeric
   column of such a CSV as text whose levels, at the same budget, could not pass their
   thresholds either: the whole column became ``other``. Below that size (a tiny table, where
   noise picks the largest form) the cautious kinds stay: text for text, integer for numbers.
@@ -169,13 +167,10 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
         fractions = float(row[3:].sum())  # the noisy count of values that are no integer
         if not present[1:].any() and rows is not None and rows >= LARGEST_SCALES * scale:
             # No value's form passes (a budget too small for the table): the largest noisy
-            # kind stands for the values, post-processing of the same counts (module
-            # docstring): the fractions together, an integer only where it outweighs them
-            kinds = [float(row[1]), float(row[2]), fractions]
-            largest = max(range(3), key=lambda k: (kinds[k], k))  # a tie: the later, float
-            no_number, integer = largest == 0, largest == 1
-            places = [largest == 2 and d == int(np.argmax(row[3:]))
-                      for d in range(len(FRACTIONS))]
+            # form stands for the values, post-processing of the same counts (module docstring)
+            largest = 1 + int(np.argmax(row[1:]))
+            no_number, integer = largest == 1, largest == 2
+            places = [largest == 3 + d for d in range(len(FRACTIONS))]
         # fractions spread over several decimal places, none passing alone, are fractions too
         fraction = any(places) or fractions > fraction_threshold
         grid = candidates[column]
@@ -206,8 +201,7 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
                  "present and values that are no number are not, or are at most "
                  f"{STRAY_SHARE:g} of the noisy non-missing values (counted as missing); else "
                  "text; a column stored as numbers is one; where no non-missing form is "
-                 "present, the largest noisy kind (no number, integer, or the fractions "
-                 "summed; a tie: float) stands for the values if n̂ is at least "
+                 f"present, the largest noisy one stands for the values if n̂ is at least "
                  f"{LARGEST_SCALES} noise scales"),
         "noisy": {c: dict(zip(FORMS, (round(float(v)) for v in row)))
                   for c, row in zip(columns, noisy)},
