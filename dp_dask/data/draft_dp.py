@@ -77,9 +77,12 @@ from dp_dask.data.draft_specs import (
 from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
+    FORMS,
+    MAX_DECIMALS,
     NUMBER_TYPES,
     TEXT,
     TYPE_SHARE,
+    Decision,
     Undecided,
     decide_types,
     never_null,
@@ -134,6 +137,19 @@ def _point_forms(values: Any, points: list[float]) -> np.ndarray:
     return np.sum(forms, axis=0) if forms else 0
 
 
+def _with_points_places(decision: Decision, points: list[float]) -> Decision:
+    """A number's decision decided on the rest of its column, with its released ``points``'
+    forms (public, post-processing): a float where a point is a fraction, at the most decimal
+    places of the rest and the points (unrounded where either is)."""
+    forms = [int(np.argmax(value_forms(np.array([p]), np.array([False])))) for p in points]
+    places = [form - FRACTION_FORM + 1 for form in forms if form >= FRACTION_FORM]
+    if decision.kind == TEXT or not places:
+        return decision
+    more = max(places) > MAX_DECIMALS or (decision.kind == "float" and decision.decimals is None)
+    return replace(decision, kind="float", decimals=None if more else max(
+        places + ([decision.decimals] if decision.kind == "float" else [])))
+
+
 def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
     """Whether a column of ``epsilon`` spends :data:`POINT_SHARE` of it on point masses: where
     the noisy rows n̂ still hold the full search at the rest (post-processing of n̂ and public
@@ -153,6 +169,7 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
     return {c: text if c in texts else other for c in columns}
 
 
+FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
@@ -408,7 +425,11 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             {c: exact[FORM_COUNTS][c] - _point_forms(exact[VALUE_COUNTS][c], early[c][0])
              if c in early else exact[FORM_COUNTS][c] for c in typed},
             candidates, epsilon=type_epsilon,
-            contributions=bound, sampler=sampler, rng=rng, rows=rows) if typed else ({}, {}))
+            contributions=bound, sampler=sampler, rng=rng,
+            rows={c: rows - sum(early[c][1]["noisy"].values()) if c in early else rows
+                  for c in typed}) if typed else ({}, {}))
+        for column, (points, _) in early.items():  # a fractional point makes a float
+            decisions[column] = _with_points_places(decisions[column], points)
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else

@@ -143,13 +143,15 @@ def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
 def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, epsilon: float,
                  contributions: int = 1, sampler: str, rng: np.random.Generator | None,
-                 rows: float | None = None) -> tuple[dict[str, Decision], dict[str, Any]]:
+                 rows: float | dict[str, float] | None = None
+                 ) -> tuple[dict[str, Decision], dict[str, Any]]:
     """Each column's type from its exact ``forms`` (:func:`value_forms`, summed), under
     ``epsilon``-DP in all (the module docstring); ``candidates``: per column an
     :class:`Undecided`, or anything else for a column declared numeric (a public grid).
     ``contributions``: the rows K one privacy unit holds after the draft bounded it (1: a row),
     which every sensitivity is K times. ``rows``: the draft's noisy row count n̂ (None: not
-    drawn), which says whether the largest form may decide where none passes. Noise is drawn
+    drawn; per column: the noisy rows its forms count, n̂ less its point masses' noisy
+    counts), which says whether the largest form may decide where none passes. Noise is drawn
     here, once.
     The decisions, and the record of the mechanism with the noisy counts."""
     columns = list(forms)
@@ -165,7 +167,8 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     for column, row in zip(columns, noisy):
         missing, no_number, integer, *places = present = row > threshold
         fractions = float(row[3:].sum())  # the noisy count of values that are no integer
-        if not present[1:].any() and rows is not None and rows >= LARGEST_SCALES * scale:
+        counted = rows.get(column) if isinstance(rows, dict) else rows
+        if not present[1:].any() and counted is not None and counted >= LARGEST_SCALES * scale:
             # No value's form passes (a budget too small for the table): the largest noisy
             # form stands for the values, post-processing of the same counts (module docstring)
             largest = 1 + int(np.argmax(row[1:]))
