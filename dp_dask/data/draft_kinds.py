@@ -33,6 +33,7 @@ from dp_dask.data.draft_numeric import (
 )
 from dp_dask.data.draft_points import (
     find_points,
+    points_octaves,
     rest_is_searched,
     value_counts,
     with_points,
@@ -196,11 +197,12 @@ def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Seri
     else:  # post-processing of the released points
         points = [p for p in found[0] if not cells.integer or float(p).is_integer()]
         found = {**found[1], "points": len(points)}
-    rest = points and not rest_is_searched(rows, found, points)
+    beside = (points_octaves(cells.octaves, found, points)
+              if points and rest_is_searched(rows, found, points) else None)
     spec, mechanism, note = search_numeric(
-        column, without_points(counts, values, cells, points, octaves=rest), cells,
-        epsilon=search_epsilon,
-        bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse)
+        column, without_points(counts, values, cells, points), cells, epsilon=search_epsilon,
+        bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse,
+        beside=beside)
     spec = with_points(spec, points, cells.integer)
     mechanism |= {"epsilon": epsilon, "delta": delta, "steps": [found, *mechanism["steps"]]}
     return spec, mechanism, note + (f"; {len(points)} point mass(es) released as exact values "

@@ -26,11 +26,12 @@ counts): at most 1/POINT_FLOOR of them. Each row holds one value per column.
 The points take :data:`POINT_SHARE` of the column's ε and the column's share of δ (of the
 draft's δ the point masses get :data:`POINT_DELTA` where text columns may be drafted too, all
 otherwise); the domain search (:mod:`dp_dask.data.draft_numeric`) then runs on the rest of
-the column: the points' exact rows are taken out of its exact fine and unit cell counts before
-they are noised (:func:`without_points`), so the points don't distort the bins (given the released
-points, the rest's histogram moves by L1 2K as any histogram does), but kept in its octaves, which
-find the range around them, where the noisy rows beside the points are at least the floor
-(:func:`rest_is_searched`); else out of the octaves too, and the range is the points'. The
+the column: the points' exact rows are taken out of its exact cell counts before they are noised
+(:func:`without_points`), so the points don't distort the bins (given the released points, the
+rest's histogram moves by L1 2K as any histogram does). Where no octave of the rest passes alone,
+the points' noisy counts are added to their octaves (:func:`points_octaves`, post-processing), so
+the range is found around them, if the noisy rows beside the points are at least the floor
+(:func:`rest_is_searched`); else the range is the points'. The
 attribute declares them as ``"points"`` (:mod:`dp_dask.data.attribute`): each its own bin,
 decoded as exactly that value.
 
@@ -53,18 +54,19 @@ import pandas as pd
 from dp_dask.privacy.noise import laplace_noise
 from dp_dask.privacy.selection import calibrate_threshold, threshold_counts
 
-# of a searched numeric column's ε; the search takes the rest. Measured on the weather table
-# (26 k rows, 15 columns, total ε 1, a column's ε about 0.014): at 0.1 no point was found (scale
-# 1,464 against a threshold of 39 k rows), at 0.3 a public candidate holding 20 % of 25 k rows
-# passes, while the search still needs only about 15 k rows (11.6 k at 0.1)
-POINT_SHARE = 0.3
+# of a searched numeric column's ε; the search takes the rest. Measured: at 0.3 a public
+# candidate holding 20 % of 25 k rows passes on the weather table (15 columns), but the searches
+# lose tails and octaves (carats released 0.65 % outside their range, 600 uniform ages no octave);
+# at 0.1 the public candidates' threshold there is 11.3 k rows (43 %; the δ threshold's 39 k
+# found no point), rain's zeros (93 %) and visibility's 10.0 (84 %) pass
+POINT_SHARE = 0.1
 POINT_FLOOR = 0.02  # a point holds at least this share of the noisy rows n̂
 # of the draft's δ where text columns may be drafted too: the floor, not δ, decides most
 # points, while a text column's smallest levels are released by δ's threshold
 POINT_DELTA = 0.1
 # chance that any empty public candidate passes its threshold (a false point is a bin the
 # release's own noisy count leaves about empty)
-PUBLIC_MISS = 0.01
+PUBLIC_MISS = 0.05
 ROUND_DECADES = range(-3, 10)  # the public candidates ±d·10ʲ, d 1..9: from 0.001 to 9·10⁹
 # released points a lattice is read from, consecutive multiples of its step (heaps at a few
 # round values of a continuous column are not a lattice)
@@ -139,29 +141,38 @@ def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float,
 
 
 def rest_is_searched(rows: float, found: dict[str, Any], points: list[float]) -> bool:
-    """Whether the rows beside the ``points`` are many enough for the octaves to keep the
-    points' rows and find the range around them (:func:`without_points`): the noisy rows n̂
-    less the points' noisy counts (``found``, :func:`find_points`' record) at least
-    :data:`POINT_FLOOR` of n̂, post-processing. Else the column is about its points alone
-    (counts 0..19, every one a point), and the range is theirs."""
+    """Whether the rows beside the ``points`` are many enough for the range to be found around
+    them (:func:`points_octaves`): the noisy rows n̂ less the points' noisy counts (``found``,
+    :func:`find_points`' record) at least :data:`POINT_FLOOR` of n̂, post-processing. Else the
+    column is about its points alone (counts 0..19, every one a point), and the range is
+    theirs."""
     mass = sum(found["noisy"][point_key(p)] for p in points)
     return rows - mass >= POINT_FLOOR * rows
 
 
+def points_octaves(octaves: np.ndarray, found: dict[str, Any],
+                   points: list[float]) -> np.ndarray:
+    """The released ``points``' noisy counts (``found``) per octave of ``octaves`` (clamped
+    into the plausible range): what the search adds to the rest's noisy octaves where none of
+    those passes alone (a rest of a few thousand rows spread over several octaves, visibilities
+    below a heap at 10), post-processing of released counts."""
+    beside = np.zeros(len(octaves) - 1)
+    for point in points:
+        cell = min(max(int(np.searchsorted(octaves, point, side="right")) - 1, 0),
+                   len(octaves) - 2)
+        beside[cell] += found["noisy"][point_key(point)]
+    return beside
+
+
 def without_points(counts: dict[str, np.ndarray], values: pd.Series, cells: Any,
-                   points: list[float], octaves: bool = False) -> dict[str, np.ndarray]:
+                   points: list[float]) -> dict[str, np.ndarray]:
     """The exact cell counts of :func:`~.draft_numeric.numeric_counts` over ``cells`` (its
     :class:`~.draft_numeric.Cells`, not imported: that module is in drafting's import cycle)
-    less the points' rows in the cells the bins are placed by: the rest of the column, before
-    any noise (octave and fine cells clamp, unit cells don't). The octaves keep the points' rows
-    unless ``octaves`` (:func:`rest_is_searched`): the range is found around them (a rest of a
-    few thousand rows spread over several octaves, visibilities below a heap at 10, would find
-    no octave alone, and the column would be its points alone)."""
+    less the points' rows: the rest of the column, before any noise (octave and fine cells
+    clamp, unit cells don't)."""
     rest = {key: counts[key].copy() for key in counts}
     for key, edges, clamp in (("octaves", cells.octaves, True), ("fine", cells.fine, True),
                               ("units", cells.units, False)):
-        if key == "octaves" and not octaves:
-            continue
         if key not in rest:
             continue
         for point in points:
