@@ -20,8 +20,10 @@ from dp_dask.data.draft_numeric import (
     numeric_counts,
     search_cells,
     search_numeric,
+    search_years,
     year_counts,
 )
+from dp_dask.keywords import as_flags
 from dp_dask.privacy.ledger import Ledger
 
 ROWS = 100_000
@@ -210,3 +212,19 @@ def test_min_equal_to_max_closes_only_a_single_open_bin():
     assert load_schema({"attributes": [constant]})["year"].minimum == 2013
     with pytest.raises(SchemaError, match="must be below max"):
         load_schema({"attributes": [{**constant, "edges": ["-inf", 2013, "inf"]}]})
+
+
+def test_item3_search_notes_name_keyword_arguments_from_python():
+    """A search that finds nothing says so in keyword arguments, as the rest of the draft does
+    from Python (the CLI prints them as its flags through as_flags), never in flags."""
+    options = {"epsilon": 0.001, "sampler": "numpy", "rng": np.random.default_rng(0)}
+    cells = search_cells("float", "float64")
+    spec, _, numeric = search_numeric("rain", numeric_counts(np.zeros(0), cells), cells,
+                                      bins=10, **options)
+    no_stamps = year_counts(pd.Series(pd.to_datetime([], utc=True)))
+    years, _, stamps = search_years("when", no_stamps, **options)
+    assert spec is None and years is None
+    for note in (numeric, stamps):
+        assert "--" not in note and "ranges=" in note
+        assert "--range" in as_flags(note)
+    assert "dp_epsilon=" in numeric and "--dp-epsilon" in as_flags(numeric)

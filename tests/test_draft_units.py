@@ -269,11 +269,13 @@ def test_item4_draft_add_remove_reads_the_noisy_rows_not_n(tmp_path):
                                              + rule["margin"] else []))
     assert not all(against_n)
 
-    # x's share: what n̂ and the type step (which finds it an integer) leave of ε = 1; its
-    # search's: what its point masses leave of that
     share = (1 - ROWS_SHARE - TYPE_SHARE) * 1.0
     cells = search_cells("integer", "int64")
-    needed = smallest_table((1 - POINT_SHARE) * share, cells)
+    # x's share: what n̂ and the type step (which finds it an integer) leave of ε = 1; its
+    # search's: all of it on a table too small (by n̂) for the full search beside its point
+    # masses (they are given up), so it is searched coarsely below the full search at that
+    assert smallest_table((1 - POINT_SHARE) * share, cells) > smallest_table(share, cells)
+    needed = smallest_table(share, cells)
     n = math.ceil(needed) + 1  # the exact n always allows the search
     pd.DataFrame({"x": np.arange(n) % 50}).to_parquet(tmp_path / "small.parquet")
     skipped = []

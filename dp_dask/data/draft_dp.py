@@ -63,6 +63,7 @@ from dp_dask.data.draft_points import (
     POINT_DELTA,
     POINT_SHARE,
     check_points_budget,
+    find_points,
 )
 from dp_dask.data.draft_specs import (
     DP_BINS,
@@ -76,12 +77,16 @@ from dp_dask.data.draft_specs import (
 from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
+    FORMS,
+    MAX_DECIMALS,
     NUMBER_TYPES,
     TEXT,
     TYPE_SHARE,
+    Decision,
     Undecided,
     decide_types,
     never_null,
+    value_forms,
 )
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
@@ -124,6 +129,41 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
 TEXT_FLOOR = 1 / 4
 
 
+def _point_forms(values: Any, points: list[float]) -> np.ndarray:
+    """The exact counts per value form (:func:`~.draft_types.value_forms`) of the rows that
+    hold one of the ``points``, from the column's exact counts per value ``values``."""
+    forms = [value_forms(np.array([point]), np.array([False])) * int(values.get(point, 0))
+             for point in points]
+    return np.sum(forms, axis=0) if forms else 0
+
+
+# The least table is one whose rows all lie in two octaves; a column spread over more needs more
+# (600 ages uniform on 0..99, five octaves, found no octave beside point masses taking 30 % at
+# 1.25 times the least table)
+POINT_FIT = 1.5
+
+
+def _with_points_places(decision: Decision, points: list[float]) -> Decision:
+    """A number's decision decided on the rest of its column, with its released ``points``'
+    forms (public, post-processing): a float where a point is a fraction, at the most decimal
+    places of the rest and the points (unrounded where either is)."""
+    forms = [int(np.argmax(value_forms(np.array([p]), np.array([False])))) for p in points]
+    places = [form - FRACTION_FORM + 1 for form in forms if form >= FRACTION_FORM]
+    if decision.kind == TEXT or not places:
+        return decision
+    more = max(places) > MAX_DECIMALS or (decision.kind == "float" and decision.decimals is None)
+    return replace(decision, kind="float", decimals=None if more else max(
+        places + ([decision.decimals] if decision.kind == "float" else [])))
+
+
+def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
+    """Whether a column of ``epsilon`` spends :data:`POINT_SHARE` of it on point masses: where
+    the noisy rows n̂ are at least :data:`POINT_FIT` times the full search's least table at the
+    rest (post-processing of n̂ and public shares); a smaller table's search takes the whole
+    share."""
+    return rows >= POINT_FIT * smallest_table((1 - POINT_SHARE) * epsilon, cells, bound)
+
+
 def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[str, float]:
     """Each column's ε (basic composition), from public column kinds alone: equal, except that
     the ``texts`` together get at least :data:`TEXT_FLOOR` of ``epsilon`` while other columns
@@ -136,6 +176,7 @@ def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[
     return {c: text if c in texts else other for c in columns}
 
 
+FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
@@ -372,9 +413,34 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # as n̂, every sensitivity at the unit's bound K
         rows, rows_record = (_noisy_rows(exact[ROWS], rows_epsilon, bound, sampler, rng)
                              if rows_epsilon else (None, None))
+        # The point masses of the columns stored as numbers come first (at the least share of
+        # ε they get, whichever columns stored as text turn out text), so that their
+        # types are decided on the forms of the rest: a rainfall's fractions, hidden beside
+        # its zeros, decide a float (the types' histogram of the rest, given the released
+        # points, moves by L1 2K as any does)
+        least = {c: min(split_epsilon(rest_epsilon, columns, [*texts, *maybe[:k]])[c]
+                        for k in range(len(maybe) + 1)) for c in columns}
+        # Only where the full search still fits beside them (by n̂): a small table's search
+        # takes the whole share (point masses given up, said in its record)
+        early = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=least[c],
+                                delta=points_delta, bound=bound, integer=False,
+                                sampler=sampler, rng=rng)
+                 for c in typed if isinstance(candidates[c], Undecided)
+                 and not candidates[c].text
+                 and _points_fit(rows, least[c], candidates[c].cells["float"], bound)}
         decisions, types = (decide_types(
-            {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
-            contributions=bound, sampler=sampler, rng=rng, rows=rows) if typed else ({}, {}))
+            {c: exact[FORM_COUNTS][c] - _point_forms(exact[VALUE_COUNTS][c], early[c][0])
+             if c in early else exact[FORM_COUNTS][c] for c in typed},
+            candidates, epsilon=type_epsilon,
+            contributions=bound, sampler=sampler, rng=rng,
+            rows={c: rows - sum(early[c][1]["noisy"].values()) if c in early else rows
+                  for c in typed}) if typed else ({}, {}))
+        for column, (points, _) in early.items():  # a fractional point makes a float
+            decisions[column] = _with_points_places(decisions[column], points)
+            types["decided"][column] = {
+                "dtype": decisions[column].dtype, "nullable": decisions[column].nullable,
+                **({} if decisions[column].decimals is None
+                   else {"decimals": decisions[column].decimals})}
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -385,7 +451,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
         # a numeric column's search gets its share less its point masses' (POINT_SHARE)
-        search_share = {c: shares[c] * (1 - POINT_SHARE * isinstance(candidates[c], Cells))
+        late = {c for c in columns if isinstance(candidates[c], Cells) and c not in early
+                and _points_fit(rows, shares[c], candidates[c], bound)}
+        search_share = {c: shares[c] - POINT_SHARE * (least[c] if c in early else shares[c]
+                                                      if c in late else 0.0)
                         for c in columns}
         needed = {c: smallest_table(search_share[c], candidates[c], bound) for c in columns
                   if isinstance(candidates[c], Cells | str)}
@@ -423,7 +492,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                     spec, mechanisms[column], note = release_searched(
                         column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
                         epsilon=share, search_epsilon=search_share[column],
-                        delta=points_delta, bins=bins, coarse=column in coarse)
+                        delta=points_delta, bins=bins, coarse=column in coarse,
+                        found=early.get(column), points=column in early or column in late)
                 elif isinstance(grid, str):
                     spec, mechanisms[column], note = release_years(column, counts, noise,
                                                                    epsilon=share)
@@ -497,7 +567,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                        "them with their shares by \"text\", and "
                        f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
                        f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
-                       "for its point masses, the rest halved over its two search steps "
+                       "for its point masses (of its least share, whichever columns stored as "
+                       "text turn out text, where its type is decided on the forms of the rest "
+                       "beside its points), the rest halved over its two search steps "
                        "(mechanisms[column].steps; one step where it was searched coarsely, "
                        "mechanisms[column].coarse)",
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,

@@ -31,7 +31,14 @@ from dp_dask.data.draft_numeric import (
     search_years,
     year_counts,
 )
-from dp_dask.data.draft_points import find_points, value_counts, with_points, without_points
+from dp_dask.data.draft_points import (
+    find_points,
+    points_octaves,
+    rest_is_searched,
+    value_counts,
+    with_points,
+    without_points,
+)
 from dp_dask.data.draft_specs import MISSING, OTHER, free_label, round_value, with_missing_bin
 from dp_dask.data.draft_text import TextDraft
 from dp_dask.data.draft_types import TEXT, Undecided, value_forms
@@ -171,16 +178,31 @@ def release_text(column: str, text: TextDraft, stored: str | None, order: list[s
 
 def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Series,
                      cells: Cells, noise: Noise, *, rows: float, epsilon: float,
-                     search_epsilon: float, delta: float, bins: int,
-                     coarse: bool) -> Released:
+                     search_epsilon: float, delta: float, bins: int, coarse: bool,
+                     found: tuple[list[float], dict[str, Any]] | None = None,
+                     points: bool = True) -> Released:
     """A numeric column's point masses (``epsilon`` less ``search_epsilon``, and ``delta``: its
-    exact ``values``' counts thresholded), then the rest's domain search at ``search_epsilon``
-    over its ``cells``' ``counts`` (``coarse``: the octaves only, a small table by n̂)."""
-    points, found = find_points(values, rows, epsilon=epsilon, delta=delta, bound=noise.bound,
-                                sampler=noise.sampler, rng=noise.rng)
+    exact ``values``' counts thresholded; ``found``: those found before its type was decided,
+    with their record, of which an integer column keeps its integers), then the rest's domain
+    search at ``search_epsilon`` over its ``cells``' ``counts`` (``coarse``: the octaves only,
+    a small table by n̂; no ``points``: a table too small for both, the search takes it all)."""
+    if not points:
+        points, found = [], {"step": "point masses", "epsilon": 0.0, "points": 0,
+                             "rule": "not searched: the noisy rows n̂ hold the full search only "
+                                     "at the column's whole share"}
+    elif found is None:
+        points, found = find_points(values, rows, epsilon=epsilon, delta=delta,
+                                    bound=noise.bound, integer=cells.integer,
+                                    sampler=noise.sampler, rng=noise.rng)
+    else:  # post-processing of the released points
+        points = [p for p in found[0] if not cells.integer or float(p).is_integer()]
+        found = {**found[1], "points": len(points)}
+    beside = (points_octaves(cells.octaves, found, points)
+              if points and rest_is_searched(rows, found, points) else None)
     spec, mechanism, note = search_numeric(
         column, without_points(counts, values, cells, points), cells, epsilon=search_epsilon,
-        bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse)
+        bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse,
+        beside=beside)
     spec = with_points(spec, points, cells.integer)
     mechanism |= {"epsilon": epsilon, "delta": delta, "steps": [found, *mechanism["steps"]]}
     return spec, mechanism, note + (f"; {len(points)} point mass(es) released as exact values "

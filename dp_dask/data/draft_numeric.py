@@ -244,12 +244,15 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
                    bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
-                   coarse: bool = False) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
+                   coarse: bool = False, beside: np.ndarray | None = None
+                   ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
     contributes at most. ``coarse`` (a table too small for both steps, by its noisy n̂): all of
     ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges; the
-    cells inside, and so finer bins and small integer grids, are given up."""
+    cells inside, and so finer bins and small integer grids, are given up. ``beside``: noisy
+    counts per octave already released (a column's point masses), added to the octaves' own
+    where none of those passes alone (post-processing), so the range is found around them."""
     half = epsilon if coarse else epsilon / 2.0
     sensitivity = SENSITIVITY * bound
     scale = sensitivity / half
@@ -258,9 +261,13 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
               "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
+    if not len(passed) and beside is not None:
+        noisy = noisy + beside
+        passed = _passing(noisy, scale, OCTAVE_MISS)
+        record["steps"][0]["with_points"] = True
     if not len(passed):
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
-                              "give its public range (--range) or more --dp-epsilon")
+                              "give its public range (ranges=) or more dp_epsilon=")
     # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
     grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
     record["steps"][0]["grow_threshold"] = grow
@@ -342,7 +349,7 @@ def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: st
     kept = _passing(noisy, scale, OCTAVE_MISS)
     if not len(kept):
         return None, record, (f"{column}: no year held enough rows to be found under DP; give "
-                              f"its public years (--range {column}=2015:2025:1)")
+                              f"its public years (ranges= {column}=2015:2025:1)")
     low, high = int(year_cells()[kept[0]]), int(year_cells()[kept[-1]])
     spec = ({"edges": ["-inf", "inf"], "min": low, "max": low} if low == high
             else _grid(low, high))

@@ -26,8 +26,11 @@ invented (a count of zero passes with probability β):
   noisy share would put invented nulls into every release. Its rare nulls, fewer than the
   threshold, count in a bin of its domain (the middle bin of numbers, ``other`` of text, or the
   largest level of text drafted without ``other``).
-* **float** only if fractions are present, else an integer (the rare fractions drawn back as
-  integers of their bin); released with the most decimal places whose form is present
+* **float** only if fractions are present: a fraction form passes, or the noisy sum of the
+  fraction forms passes what the sum of their noise exceeds with probability β (Chernoff,
+  :func:`~dp_dask.data.draft_numeric.tail_threshold`: fractions spread over several decimal
+  places); else an integer (the rare fractions drawn back as integers of their bin); released
+  with the most decimal places whose form is present
   (``"decimals"``, at most :data:`MAX_DECIMALS`; unrounded where more places are present).
   Each row is in one form, so the finer histogram keeps the sensitivity.
 * **a number**, for a column stored as text, only if numbers are present and values that are no
@@ -40,8 +43,9 @@ invented (a count of zero passes with probability β):
   noisy rows n̂ are at least :data:`LARGEST_SCALES` noise scales: the values' noisy histogram
   still says which form holds most of them (a form holding all rows loses to one of the 7 others'
   noise with probability below 8 % there), so the column takes the kind of its largest noisy
-  form (text if that is "no number"; else a number, a float of that
-  form's decimal places, its words strays). Defaulting to text there drafted every numeric
+  form (text if that is "no number"; else a number, a float of that form's decimal places, its
+  words strays). Summing the five fraction forms there (a sum of five noises against one) made
+  text columns of 5,000 rows numbers. Defaulting to text there drafted every numeric
   column of such a CSV as text whose levels, at the same budget, could not pass their
   thresholds either: the whole column became ``other``. Below that size (a tiny table, where
   noise picks the largest form) the cautious kinds stay: text for text, integer for numbers.
@@ -65,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from dp_dask.data.draft_numeric import Cells, search_cells
+from dp_dask.data.draft_numeric import Cells, search_cells, tail_threshold
 from dp_dask.data.schema import Attribute
 from dp_dask.privacy.noise import laplace_noise
 
@@ -139,13 +143,15 @@ def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
 def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, epsilon: float,
                  contributions: int = 1, sampler: str, rng: np.random.Generator | None,
-                 rows: float | None = None) -> tuple[dict[str, Decision], dict[str, Any]]:
+                 rows: float | dict[str, float] | None = None
+                 ) -> tuple[dict[str, Decision], dict[str, Any]]:
     """Each column's type from its exact ``forms`` (:func:`value_forms`, summed), under
     ``epsilon``-DP in all (the module docstring); ``candidates``: per column an
     :class:`Undecided`, or anything else for a column declared numeric (a public grid).
     ``contributions``: the rows K one privacy unit holds after the draft bounded it (1: a row),
     which every sensitivity is K times. ``rows``: the draft's noisy row count n̂ (None: not
-    drawn), which says whether the largest form may decide where none passes. Noise is drawn
+    drawn; per column: the noisy rows its forms count, n̂ less its point masses' noisy
+    counts), which says whether the largest form may decide where none passes. Noise is drawn
     here, once.
     The decisions, and the record of the mechanism with the noisy counts."""
     columns = list(forms)
@@ -155,22 +161,29 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
                           sensitivity=sensitivity * len(columns), sampler=sampler,
                           rng=rng).reshape(len(columns), len(FORMS))
     threshold = scale * math.log(1.0 / (2.0 * TYPE_MISS))
+    # what the sum of the fraction forms' noise exceeds with probability TYPE_MISS
+    fraction_threshold = tail_threshold(scale, len(FRACTIONS), TYPE_MISS)
     decisions: dict[str, Decision] = {}
     for column, row in zip(columns, noisy):
         missing, no_number, integer, *places = present = row > threshold
-        if not present[1:].any() and rows is not None and rows >= LARGEST_SCALES * scale:
+        fractions = float(row[3:].sum())  # the noisy count of values that are no integer
+        counted = rows.get(column) if isinstance(rows, dict) else rows
+        if not present[1:].any() and counted is not None and counted >= LARGEST_SCALES * scale:
             # No value's form passes (a budget too small for the table): the largest noisy
             # form stands for the values, post-processing of the same counts (module docstring)
             largest = 1 + int(np.argmax(row[1:]))
             no_number, integer = largest == 1, largest == 2
             places = [largest == 3 + d for d in range(len(FRACTIONS))]
-        fraction = any(places)
+        # fractions spread over several decimal places, none passing alone, are fractions too
+        fraction = any(places) or fractions > fraction_threshold
         grid = candidates[column]
         # words among numbers: a few (a noisy share of at most STRAY_SHARE) are strays
         words = no_number and row[1] > STRAY_SHARE * max(row[1:].sum(), 1.0)
         stored_text = isinstance(grid, Undecided) and grid.text
         text = stored_text and (words or not (integer or fraction))
-        decimals = None if places[-1] or not fraction else 1 + max(np.flatnonzero(places[:-1]))
+        # unrounded where more places, or fractions of no one form, are present
+        decimals = (1 + max(np.flatnonzero(places[:-1])) if fraction and any(places[:-1])
+                    and not places[-1] else None)
         decisions[column] = Decision(TEXT if text else "float" if fraction else "integer",
                                      bool(missing), bool(stored_text and not text),
                                      None if decimals is None else int(decimals),
@@ -181,9 +194,11 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
         "sensitivity": f"L1 {sensitivity} per column (replace one "
                        + ("row)" if contributions == 1 else
                           f"unit of at most {contributions} rows)"),
-        "scale": scale, "threshold": threshold, "miss": TYPE_MISS,
+        "scale": scale, "threshold": threshold, "fraction_threshold": fraction_threshold,
+        "miss": TYPE_MISS,
         "rule": ("a form is present if its noisy count passes the threshold; nullable if "
-                 "missing values are, float if fractions (of any decimal places) are (else "
+                 "missing values are, float if fractions (of any decimal places) are, or "
+                 "the noisy sum of the fraction forms passes fraction_threshold (else "
                  f"integer), released at the most decimal places present (up to {MAX_DECIMALS}; "
                  "unrounded if more are); a column stored as text is a number if numbers are "
                  "present and values that are no number are not, or are at most "
