@@ -90,11 +90,6 @@ SENSITIVITY = 2  # L1 of a column's forms when one row is replaced by another
 # many noise scales of rows (by n̂): all rows in one form lose to the 7 others' noise with
 # probability 7·½e⁻⁵(1 + 5/2) ≈ 8 % at this size, and less above it.
 LARGEST_SCALES = 5
-# There, a column stored as text becomes a number only where its largest number form leads the
-# "no number" form by this many noise scales: a text column of 5 scales' rows then turns into a
-# number with probability about 6·½e⁻⁸(1 + 4) ≈ 0.5 % (at a margin of 0: ≈ 8 %, seen on 5,000-row
-# tables), while a coded column of 10 scales' rows stays a number but for ≈ 1 %.
-MARGIN_SCALES = 3
 NUMBER_TYPES = {"integer": "int64", "float": "float64"}
 TEXT = "text"
 
@@ -177,9 +172,6 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
             # No value's form passes (a budget too small for the table): the largest noisy
             # form stands for the values, post-processing of the same counts (module docstring)
             largest = 1 + int(np.argmax(row[1:]))
-            if (isinstance(candidates[column], Undecided) and candidates[column].text
-                    and row[largest] - row[1] < MARGIN_SCALES * scale):
-                largest = 1  # stored as text: a number must lead by a margin (the cautious kind)
             no_number, integer = largest == 1, largest == 2
             places = [largest == 3 + d for d in range(len(FRACTIONS))]
         # fractions spread over several decimal places, none passing alone, are fractions too
