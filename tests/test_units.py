@@ -496,6 +496,18 @@ def test_item1_bounding_keeps_rows_in_their_partitions(client, schema_of):
             pd.testing.assert_frame_equal(held, given.drop(columns="uid").loc[held.index])
 
 
+def test_bounding_under_another_scheduler_beside_a_client(client):
+    """The audit computes its neighbours with dask's synchronous scheduler while the session's
+    client runs: bounding then shuffles by tasks (P2P needs its tasks on a worker). Before, it
+    chose P2P by the client's presence alone and failed ("requires Dask's distributed
+    scheduler")."""
+    frame = events(600, seed=12)
+    expected = multiset(_bounded(frame, None, "uid", 2, SEED))
+    with dask.config.set(scheduler="synchronous"):
+        kept = bound_contributions(frame_of(frame, 3), None, PrivacyUnit("uid", 2), SEED).compute()
+    assert multiset(kept) == expected
+
+
 def test_item4_a_bad_bound_or_a_missing_unit_column_is_refused_before_reading():
     """K <= 0 built directly (not through PrivacyUnit.of), or a unit column the input lacks:
     a ValueError naming the column before any row is read. Before, PrivacyUnit("uid", 0) was

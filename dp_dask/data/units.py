@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -414,10 +415,14 @@ def _bounded(frame: pd.DataFrame, schema: Schema | None, column: str, max_rows: 
 
 
 def _running_client() -> Client | None:
+    """The distributed client that computes here: None where there is none, or where the
+    scheduler in force is another (e.g. ``dask.config.set(scheduler="synchronous")`` beside a
+    client, as the audit runs its neighbours), whose tasks run on no worker: P2P needs one."""
     try:
-        return default_client()
+        client = default_client()
     except ValueError:
         return None
+    return client if getattr(dask.base.get_scheduler(), "__self__", None) is client else None
 
 
 def shuffle_method() -> str:
