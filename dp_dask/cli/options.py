@@ -193,11 +193,16 @@ def privacy_options(parser: argparse.ArgumentParser) -> None:
                                  for name, cls in sorted(Synthesizer.methods.items())
                                  if cls.config_class is not None)
                        + " (default: none)")
+    noise_options(group)
+    unit_options(group)
+
+
+def noise_options(group: argparse._ActionsContainer) -> None:
+    """The noise sampler: OpenDP's vetted one, or numpy's seeded one for tests."""
     group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
                        help="opendp (secure, default) or numpy (seeded; testing only)")
     group.add_argument("--noise-seed", type=non_negative_int, default=None,
                        help="seed of the numpy noise sampler: never for a real release")
-    unit_options(group)
 
 
 def unit_options(group: argparse._ActionsContainer, release: bool = True) -> None:

@@ -7,9 +7,15 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from dp_dask.checks import delta_value, epsilon_value, non_negative_int, positive_int
+from dp_dask.checks import delta_value, epsilon_value, positive_int
 from dp_dask.cli.common import check_data, progress
-from dp_dask.cli.options import LEDGER_HELP, cluster_options, privacy_unit, unit_options
+from dp_dask.cli.options import (
+    LEDGER_HELP,
+    cluster_options,
+    noise_options,
+    privacy_unit,
+    unit_options,
+)
 from dp_dask.cluster import dask_client
 from dp_dask.data.attribute import TODO
 from dp_dask.evaluate.tables import markdown_table
@@ -73,10 +79,7 @@ def add_arguments(commands: argparse._SubParsersAction) -> None:
     dp.add_argument("--dataset-name", default=None, metavar="NAME",
                     help="the dataset's name in the ledger, which its budget belongs to "
                     "(default: the input's file stem, with a warning)")
-    dp.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
-                    help="opendp (secure, default) or numpy (seeded; testing only)")
-    dp.add_argument("--noise-seed", type=non_negative_int, default=None,
-                    help="seed of the numpy noise sampler: never for a real draft")
+    noise_options(dp)
     unit_options(dp, release=False)  # the schema declares it; under DP its rows are bounded
     cluster_options(draft)
     draft.set_defaults(run=run_draft, cluster=False, quiet=True)

@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dp_dask.checks import epsilon_value, non_negative_int, positive_float, positive_int
+from dp_dask.checks import epsilon_value, positive_float, positive_int
 from dp_dask.cli.common import check_data, check_ledger, check_out
-from dp_dask.cli.options import cluster_options, ledger_options, privacy_unit, unit_options
+from dp_dask.cli.options import (
+    cluster_options,
+    ledger_options,
+    noise_options,
+    privacy_unit,
+    unit_options,
+)
 from dp_dask.cli.summary import job_summary, started_now, write_summary
 from dp_dask.config import StatsSpec
 from dp_dask.privacy.ledger import Ledger
@@ -40,10 +46,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--smoothing", type=float, default=0.01, metavar="LAMBDA",
                         help="tabular-ddp: mix each edge's pair table with uniform at λ "
                         "(public; default 0.01)")
-    parser.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
-                        help="opendp (secure, default) or numpy (seeded; testing only)")
-    parser.add_argument("--noise-seed", type=non_negative_int, default=None,
-                        help="seed of the numpy noise sampler: never for a real release")
+    noise_options(parser)
     unit_options(parser)
     ledger_options(parser)
     cluster_options(parser)

@@ -12,7 +12,7 @@ import yaml
 
 from dp_dask.checks import delta_value, epsilon_value, non_negative_int
 from dp_dask.cli.common import check_ledger, check_out
-from dp_dask.cli.options import cluster_options, ledger_options, storage_options
+from dp_dask.cli.options import cluster_options, ledger_options, noise_options, storage_options
 from dp_dask.config import TablesSpec
 from dp_dask.evaluate.relations import relation_checks
 from dp_dask.privacy.labels import describe
@@ -62,10 +62,7 @@ def arguments() -> argparse.ArgumentParser:
     group = parser.add_argument_group("privacy")
     group.add_argument("--epsilon", type=epsilon_value, default=1.0)
     group.add_argument("--delta", type=delta_value, default=DEFAULT_DELTA)
-    group.add_argument("--noise-sampler", choices=["opendp", "numpy"], default="opendp",
-                       help="opendp: vetted samplers; numpy: seedable, for tests")
-    group.add_argument("--noise-seed", type=non_negative_int, default=None,
-                       help="seed of the numpy noise sampler")
+    noise_options(group)
     parser.add_argument("--seed", type=non_negative_int, default=0,
                         help="seed of the synthetic draws")
     storage_options(parser)

@@ -57,16 +57,18 @@ from dp_dask.privacy.selection import calibrate_threshold, threshold_counts
 # of a searched numeric column's ε; the search takes the rest. Measured: at 0.3 a public
 # candidate holding 20 % of 25 k rows passes on the weather table (15 columns), but the searches
 # lose tails and octaves (carats released 0.65 % outside their range, 600 uniform ages no octave);
-# at 0.1 the public candidates' threshold there is 11.3 k rows (43 %; the δ threshold's 39 k
-# found no point), rain's zeros (93 %) and visibility's 10.0 (84 %) pass
+# at 0.1 the public candidates' threshold there is 17 k rows (65 %, PUBLIC_MISS; the δ
+# threshold's 39 k found no point), rain's zeros (93 %) and visibility's 10.0 (84 %) pass
 POINT_SHARE = 0.1
 POINT_FLOOR = 0.02  # a point holds at least this share of the noisy rows n̂
 # of the draft's δ where text columns may be drafted too: the floor, not δ, decides most
 # points, while a text column's smallest levels are released by δ's threshold
 POINT_DELTA = 0.1
-# chance that any empty public candidate passes its threshold (a false point is a bin the
-# release's own noisy count leaves about empty)
-PUBLIC_MISS = 0.05
+# chance that any empty public candidate passes its threshold: a false point widens the
+# column's range to it (an age column's maximum at 4·10⁷ in 1 of 20 unseeded drafts at 0.05),
+# so rare; at 0.001 the threshold is 11.7 b (17,000 of the weather table's 26,115 rows at its
+# share of ε): rain's zeros (93 %) and visibility's 10.0 (84 %) still pass
+PUBLIC_MISS = 0.001
 ROUND_DECADES = range(-3, 10)  # the public candidates ±d·10ʲ, d 1..9: from 0.001 to 9·10⁹
 # released points a lattice is read from, consecutive multiples of its step (heaps at a few
 # round values of a continuous column are not a lattice)
