@@ -62,6 +62,14 @@ def tvd(a: np.ndarray, b: np.ndarray) -> float:
     return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())
 
 
+def shares_tvd(real: pd.Series, synthetic: pd.Series) -> float:
+    """Total-variation distance of two distributions given as shares by label (a label on one
+    side only has share 0 on the other)."""
+    support = real.index.union(synthetic.index)
+    return 0.5 * float(np.abs(real.reindex(support, fill_value=0)
+                              - synthetic.reindex(support, fill_value=0)).sum())
+
+
 def marginal_distances(real: np.ndarray, synthetic: np.ndarray, schema: Schema) -> dict[str, float]:
     """Average and max total-variation distance of the 1-way and 2-way marginals.
 

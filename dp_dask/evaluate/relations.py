@@ -25,6 +25,7 @@ import pandas as pd
 from dp_dask.data.encode import encode_column
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import Schema
+from dp_dask.evaluate.queries import shares_tvd
 
 
 def _read(source: TableSource, schema: Schema, keys: list[str]) -> pd.DataFrame:
@@ -47,12 +48,6 @@ def _bounded(children: pd.DataFrame, foreign_key: str, max_children: int,
     shuffled = children.iloc[order]
     rank = shuffled.groupby(shuffled[foreign_key].astype(str), sort=False).cumcount()
     return shuffled[rank.to_numpy() < max_children]
-
-
-def _tvd(real: pd.Series, synthetic: pd.Series) -> float:
-    support = real.index.union(synthetic.index)
-    return 0.5 * float(np.abs(real.reindex(support, fill_value=0)
-                              - synthetic.reindex(support, fill_value=0)).sum())
 
 
 def _joined_codes(parents: pd.DataFrame, children: pd.DataFrame, key: str, foreign_key: str,
@@ -87,7 +82,7 @@ def relation_checks(real_parents: TableSource, real_children: TableSource,
     for parent, child in product(parent_schema.names, child_schema.names):
         shares = {side: frame.groupby([parent, child]).size() / max(len(frame), 1)
                   for side, frame in joined.items()}
-        pairs[f"{parent} x {child}"] = _tvd(shares["real"], shares["synthetic"])
+        pairs[f"{parent} x {child}"] = shares_tvd(shares["real"], shares["synthetic"])
     counts = {}
     for side, (parents, children) in frames.items():
         per = children[foreign_key].astype(str).value_counts()
@@ -99,6 +94,6 @@ def relation_checks(real_parents: TableSource, real_children: TableSource,
             "bounded": max_children is not None, "max_children": max_children,
             "parent_child_tvd": float(np.mean(list(pairs.values()))) if pairs else 0.0,
             "parent_child_pairs": pairs,
-            "children_per_parent_tvd": _tvd(counts["real"], counts["synthetic"]),
+            "children_per_parent_tvd": shares_tvd(counts["real"], counts["synthetic"]),
             "parents": {side: len(pair[0]) for side, pair in frames.items()},
             "children": {side: len(pair[1]) for side, pair in frames.items()}}

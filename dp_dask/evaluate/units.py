@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dp_dask.data.encode import encode_column
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import Schema
+from dp_dask.evaluate.queries import shares_tvd
 from dp_dask.release import checked_table
 
 
@@ -93,14 +93,11 @@ def unit_checks(real: TableSource, synthetic: TableSource, schema: Schema, colum
             frame[lag] = encode_column(frame[attribute.column], attribute)
     real_sizes = rows_per_unit(frames["real"], column, max_rows)
     synthetic_sizes = rows_per_unit(frames["synthetic"], column)
-    support = real_sizes.index.union(synthetic_sizes.index)
-    tvd = 0.5 * float(np.abs(real_sizes.reindex(support, fill_value=0)
-                             - synthetic_sizes.reindex(support, fill_value=0)).sum())
     record: dict[str, Any] = {
         "unit": column, "max_rows": max_rows, "unit_level": list(unit_level),
         "units": {side: int(frame[column].astype(object).fillna("\0null").nunique())
                   for side, frame in frames.items()},
-        "rows_per_unit_tvd": tvd,
+        "rows_per_unit_tvd": shares_tvd(real_sizes, synthetic_sizes),
         "mean_rows_per_unit": {"real": float((real_sizes * real_sizes.index).sum()),
                                "synthetic": float((synthetic_sizes
                                                    * synthetic_sizes.index).sum())},
