@@ -32,8 +32,8 @@ from dp_dask.data.units import (
     choose_max_rows,
     row_keys,
 )
+from dp_dask.methods.marginals.config import DEFAULTS
 from dp_dask.methods.marginals.measurements import measure_all
-from dp_dask.methods.marginals.unit_shape import UNIT_SHARE
 from dp_dask.privacy.accounting import rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection
@@ -303,8 +303,9 @@ def test_max_rows_auto_is_a_charged_dp_quantile(client):
     total = rho_budget(1.0, fitted.delta, fitted.accountant)
     assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
     # units by default (issue 67): the row model's measurements take what the unit model
-    # (UNIT_SHARE of the measurements') leaves
-    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * (1 - UNIT_SHARE) * total)
+    # (unit_share of the measurements') leaves
+    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * (1 - DEFAULTS.unit_share)
+                                                 * total)
 
 
 def auto_unit(**options) -> dict:

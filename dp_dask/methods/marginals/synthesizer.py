@@ -47,7 +47,7 @@ from dp_dask.data.units import neighbouring
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.choice import ModelChoice
-from dp_dask.methods.marginals.config import MarginalsConfig
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.joint import (
     DENSE_POST_PROCESSING,
     dense_budget_split,
@@ -77,10 +77,8 @@ from dp_dask.methods.marginals.plan import (
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
 from dp_dask.methods.marginals.unit_shape import (
-    LAG_SHARE,
     LAG_WEIGHT,
     UNIT_KEY,
-    UNIT_SHARE,
     UnitShapedModel,
     lag_count_graph,
     ordinal,
@@ -168,7 +166,7 @@ class MarginalSynthesizer(Synthesizer):
         self.unit_shape, self.unit_order, self.unit_lag = unit_shape, unit_order, unit_lag
         # learned by each fit (_prepare): whether it releases units, and the share of the
         # plan's ρ (less a choice of K's) its measurements spend: a unit-shaped release's row
-        # model what the unit model (UNIT_SHARE) and the lag-1 table (LAG_SHARE) leave
+        # model what the unit model (config.unit_share) and the lag-1 table (lag_share) leave
         self.unit_shape_ = False
         self._rho_share = 1.0
         self.config = as_config(MarginalsConfig, config)
@@ -200,7 +198,8 @@ class MarginalSynthesizer(Synthesizer):
         self.candidates_ = (adaptive.candidates(self.schema, self.workload_, self.config)
                             if self.rounds_ else {})
         self.unit_shape_ = self._units_released()
-        self._rho_share = 1.0 - unit_shape_share(self.unit_shape_, self.unit_lag is not None)
+        self._rho_share = 1.0 - unit_shape_share(self.unit_shape_, self.unit_lag is not None,
+                                                 self.config)
         for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
             if name is not None and name not in self.schema.names:
                 raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "
@@ -333,25 +332,26 @@ class MarginalSynthesizer(Synthesizer):
         return MarginalModel.from_files(path, document, storage_options)
 
 
-def unit_shape_share(unit_shape: bool, lag: bool = False) -> float:
-    """The share of the measurements' ρ a unit model and a lag-1 table spend (none without
-    them)."""
-    return (UNIT_SHARE if unit_shape else 0.0) + (LAG_SHARE if lag else 0.0)
+def unit_shape_share(unit_shape: bool, lag: bool = False,
+                     config: MarginalsConfig = DEFAULTS) -> float:
+    """The share of the measurements' ρ a unit model and a lag-1 table spend (``config``'s
+    ``unit_share`` and ``lag_share``; none without them)."""
+    return (config.unit_share if unit_shape else 0.0) + (config.lag_share if lag else 0.0)
 
 
 def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
                 ) -> tuple[np.ndarray | None, dict[str, Any]]:
-    """The lag-1 table's Gaussian measurement, LAG_SHARE of the measurements' ρ: one unit's
-    pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the table
-    moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit holds a
-    pair: nothing measured or spent."""
+    """The lag-1 table's Gaussian measurement, ``config.lag_share`` of the measurements' ρ: one
+    unit's pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the
+    table moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit
+    holds a pair: nothing measured or spent."""
     order, lag = method.sequence
     size = int(method.schema.sizes[lag])
     record: dict[str, Any] = {"order": method.schema.names[order],
                               "attribute": method.schema.names[lag]}
     if method.max_rows < 2:
         return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
-    rho = LAG_SHARE * (method._privacy_plan()["rho"] - method.unit_rho)
+    rho = method.config.lag_share * (method._privacy_plan()["rho"] - method.unit_rho)
     sensitivity = table_sensitivity(method.neighbours, "l2") * LAG_WEIGHT
     sigma = gaussian_sigma(rho, sensitivity, method.accountant)
     rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
@@ -371,11 +371,11 @@ def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
 def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
                     unit_counts: np.ndarray, *rest: Any) -> UnitShapedModel:
     """A unit-shaped release's model (:mod:`.unit_shape`): the unit model fitted to the unit
-    table's counts ``unit_counts`` with UNIT_SHARE of the measurements' ρ (its noise drawn
-    first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
-    sequence) measured with LAG_SHARE, then the row model to the rows' ``exact`` counts with
-    the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy record states
-    each and their sum."""
+    table's counts ``unit_counts`` with ``config.unit_share`` of the measurements' ρ (its noise
+    drawn first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
+    sequence) measured with ``config.lag_share``, then the row model to the rows' ``exact``
+    counts with the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy
+    record states each and their sum."""
     *lag_counts, n_rows, metadata = rest
     units_schema = method.units_schema
     inner = MarginalSynthesizer(
@@ -386,7 +386,7 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
             [method.noise_seed, 67]).generate_state(1)[0]))
     inner._load_params()
     plan_rho = method._privacy_plan()["rho"]
-    inner._rho_share = UNIT_SHARE * (plan_rho - method.unit_rho) / plan_rho
+    inner._rho_share = method.config.unit_share * (plan_rho - method.unit_rho) / plan_rho
     n_units = rows_counted(unit_counts, units_schema)
     units = fit_model(inner, (unit_counts, np.zeros(0, dtype=np.int64)), n_units,
                       {"schema": {"name": units_schema.name, "sha256": units_schema.sha256()}})
@@ -407,8 +407,9 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
     record = replace(
         record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
         rho_split=split, details={**record.details, "budget_split": (
-            f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
-            "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
+            f"rho {unit_rho:.6g} ({method.config.unit_share:g} of the measurements') to the "
+            "unit model, 1-/2-way tables of the unit table (one row per unit: a row's "
+            "sensitivity, L2 "
             f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
             + record.details["budget_split"])})
     method.privacy_record_ = record
