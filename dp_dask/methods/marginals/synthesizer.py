@@ -177,16 +177,27 @@ class MarginalSynthesizer(Synthesizer):
         self.workload = workload  # as given: each fit checks it against the schema
         self.adaptive_share = adaptive.check_share(adaptive_share)
         self.rounds = adaptive.check_rounds(rounds)
-        # rounds None takes some with a workload (how many, from the schema, at the fit)
-        with_rounds = self.rounds if self.rounds is not None else workload is not None
-        if with_rounds and accountant == "exact":
+        self.accountant = accountant  # as given: None is resolved by release_accountant
+        if self._with_rounds and accountant == "exact":
             raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
                              "accountant='zcdp', or rounds=0 for the exact accountant")
-        self.accountant = accountant or ("zcdp" if with_rounds else "exact")
         # learned by each fit from these and the schema (_prepare)
         self.workload_: tuple[tuple[int, ...], ...] | None = None
         self.rounds_: int | None = None
         self.candidates_: dict[tuple[int, ...], float] = {}
+
+    @property
+    def release_accountant(self) -> str:
+        """The accountant the release is charged by, from the parameters alone: ``accountant``,
+        or by default "zcdp" with adaptive rounds (``rounds``, or some with a ``workload``),
+        "exact" without."""
+        return self.accountant or ("zcdp" if self._with_rounds else "exact")
+
+    @property
+    def _with_rounds(self) -> bool:
+        """Whether the fit makes adaptive rounds: ``rounds`` > 0, or (None) a ``workload``
+        (how many, from the schema, at the fit)."""
+        return bool(self.rounds if self.rounds is not None else self.workload is not None)
 
     def _prepare(self) -> None:
         """The workload as attribute tuples, the rounds (``rounds``, else
@@ -258,8 +269,8 @@ class MarginalSynthesizer(Synthesizer):
 
     def _privacy_plan(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
-                "accountant": self.accountant,
-                "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
+                "accountant": self.release_accountant,
+                "rho": rho_budget(self.epsilon, self.delta, self.release_accountant)}
 
     def _ledger_plan(self) -> dict[str, Any]:
         """The plan as replace-one-row DP, mechanism by mechanism: under add/remove the same
@@ -270,8 +281,9 @@ class MarginalSynthesizer(Synthesizer):
         if self.neighbours == "replace":  # a unit's plan is already replace-one-unit
             return plan
         rho = replace_one_rho(plan["rho"], self.budget_plan().selections(
-            self.schema, self.tree_possible, self.accountant))
-        return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
+            self.schema, self.tree_possible, self.release_accountant))
+        return {**plan, "rho": rho,
+                "epsilon": epsilon_spent(rho, self.delta, self.release_accountant)}
 
     @property
     def tree_possible(self) -> bool:
@@ -353,14 +365,14 @@ def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
         return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
     rho = method.config.lag_share * (method._privacy_plan()["rho"] - method.unit_rho)
     sensitivity = table_sensitivity(method.neighbours, "l2") * LAG_WEIGHT
-    sigma = gaussian_sigma(rho, sensitivity, method.accountant)
+    sigma = gaussian_sigma(rho, sensitivity, method.release_accountant)
     rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
     noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity,
                            sampler=method.noise_sampler, rng=rng)
     steps = ordinal(method.schema.attributes[lag])
     return (noisy if steps else noisy.reshape(size, size)) / LAG_WEIGHT, record | {
         "kind": "steps (this code - previous code)" if steps else "table (previous x this)",
-        "rho": gaussian_rho(sigma, sensitivity, method.accountant),
+        "rho": gaussian_rho(sigma, sensitivity, method.release_accountant),
         "sigma_per_unit": sigma / LAG_WEIGHT,
         "l2_sensitivity": sensitivity,
         "measured": "the (previous, this) codes of consecutive rows within each unit, ordered "
@@ -379,7 +391,8 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
     *lag_counts, n_rows, metadata = rest
     units_schema = method.units_schema
     inner = MarginalSynthesizer(
-        units_schema, epsilon=method.epsilon, delta=method.delta, accountant=method.accountant,
+        units_schema, epsilon=method.epsilon, delta=method.delta,
+        accountant=method.release_accountant,
         neighbours=method.neighbours, tables="all", fit_iterations=method.fit_iterations,
         config=method.config, noise_sampler=method.noise_sampler, ledger=False,
         noise_seed=None if method.noise_seed is None else int(np.random.SeedSequence(
@@ -523,7 +536,7 @@ def measurer_for(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], pla
     """The one-shot measurements' :class:`Measurer` under ``plan``: ρ
     :attr:`~.plan.BudgetPlan.one_shot`."""
     return Measurer(exact[0], split_fine(exact[1], method.schema), method.schema, plan.one_shot,
-                    accountant=method.accountant, sampler=method.noise_sampler, rng=rng,
+                    accountant=method.release_accountant, sampler=method.noise_sampler, rng=rng,
                     neighbours=method.neighbours,
                     fine_share=plan.fine_share or method.fine_share,  # 0: no grids
                     config=plan.config, max_rows=method.max_rows)
@@ -589,11 +602,12 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
         "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense
                                    else "consistent noisy 1-/2-way marginals + row updates"),
         "privacy": method._privacy_record(
-            mechanism="gaussian", accountant=method.accountant, **method.rho_record(plan.rho),
+            mechanism="gaussian", accountant=method.release_accountant,
+            **method.rho_record(plan.rho),
             k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
             as_replace_one=as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
-            budget_split=f"{split}; the {method.accountant} accountant gives "
+            budget_split=f"{split}; the {method.release_accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
