@@ -126,9 +126,10 @@ class MarginalSynthesizer(Synthesizer):
     spending ``adaptive_share`` of ρ (methods/marginals/adaptive.py); ``workload``, the column
     groups (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the
     rounds' selection favours (default: every triple). With rounds the release is accounted in
-    zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without); ``config``,
-    the tuned numbers (a :class:`~.config.MarginalsConfig` or a dict of its fields, default
-    None: the defaults; docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
+    zCDP (the default ``accountant`` None, kept as given: :attr:`release_accountant` is "zcdp"
+    with rounds, "exact" without); ``config``, the tuned numbers (a
+    :class:`~.config.MarginalsConfig` or a dict of its fields, default None: the defaults;
+    docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
     units rather than rows: a unit model (the unit-level attributes and rows per unit) beside
     the row model, each unit's rows sharing its id and its unit-level values
     (:mod:`.unit_shape`). Default None: units wherever a privacy unit is given, rows without
