@@ -26,6 +26,7 @@ from dp_dask.data.units import (
 )
 from dp_dask.privacy.accounting import rho_budget
 from dp_dask.privacy.ledger import Ledger
+from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
 
 K = 6
@@ -110,6 +111,9 @@ def test_item2_unit_level_auto_needs_units():
     # a release of rows has no unit-level attributes: the search would spend for nothing
     with pytest.raises(ValueError, match="'uid': unit_level 'auto'.*has rows, not units"):
         _auto(panel(50), unit_shape=False)
+    with pytest.raises(ValueError, match="'uid': unit_level 'auto'.*not units"):
+        release_stats(panel(50), load_schema(UNDECLARED), epsilon=1.0, ledger=False,
+                      privacy_unit={"column": "uid", "max_rows": K, "unit_level": "auto"})
     with pytest.raises(ValueError, match="unit_level must be one of"):
         Synthesizer.create("marginals", load_schema(UNDECLARED), ledger=False,
                            privacy_unit={"column": "uid", "max_rows": K,
