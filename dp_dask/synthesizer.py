@@ -402,15 +402,15 @@ class Synthesizer:
     def _choose_max_rows(self, ddf: dd.DataFrame) -> tuple[int | None, dict[str, Any] | None]:
         """This fit's K and the record of its choice: the K given (no record; None without a
         unit), or under max_rows "auto" K from the rows per unit under DP, with
-        ``units.AUTO_SHARE`` of the plan's ρ (the method's measurements spend the rest,
-        :attr:`unit_rho`)."""
+        ``units.AUTO_SHARE`` of the plan's ρ (:attr:`max_rows_rho`; the method's measurements
+        spend what the unit's searches leave, :attr:`unit_rho`)."""
         if not self.unit_auto:
             return self.max_rows, None
         (sizes,) = compute(units.rows_per_unit_graph(ddf, self.privacy_unit.column),
                            show_progress=self.show_progress)
         plan = self._privacy_plan()
         rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 57])
-        return units.choose_max_rows(sizes, self.unit_rho, plan["accountant"],
+        return units.choose_max_rows(sizes, self.max_rows_rho, plan["accountant"],
                                      sampler=self.noise_sampler, rng=rng)
 
     def _find_unit_level(self, ddf: dd.DataFrame) -> dict[str, Any] | None:
@@ -460,11 +460,15 @@ class Synthesizer:
         return self.privacy_unit is not None and self.privacy_unit.max_rows == units.AUTO
 
     @property
+    def max_rows_rho(self) -> float:
+        """The ρ a choice of max_rows "auto" spends (0 without one)."""
+        return self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
+
+    @property
     def unit_rho(self) -> float:
         """The ρ the unit's searches spend before the measurements: a choice of max_rows
         "auto" and a search of unit_level "auto" (0 without them)."""
-        choice = self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
-        return choice + self.unit_level_rho
+        return self.max_rows_rho + self.unit_level_rho
 
     def rho_record(self, measurements_rho: float) -> dict[str, Any]:
         """The record's ``rho``: the measurements' ``measurements_rho`` and the unit's
@@ -472,9 +476,9 @@ class Synthesizer:
         unit_level "auto" the search's), the split in ``rho_split``."""
         if not self.unit_rho:
             return {"rho": measurements_rho}
-        choice = self.unit_rho - self.unit_level_rho
         return {"rho": measurements_rho + self.unit_rho,
-                "rho_split": {**({"max_rows_choice": choice} if self.unit_auto else {}),
+                "rho_split": {**({"max_rows_choice": self.max_rows_rho} if self.unit_auto
+                                 else {}),
                               **({"unit_level_search": self.unit_level_rho}
                                  if self.unit_level_auto else {}),
                               "measurements": measurements_rho}}

@@ -19,6 +19,7 @@ from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
 from dp_dask.data.units import (
+    AUTO_SHARE,
     UNIT_LEVEL_SHARE,
     UNIT_LEVEL_THRESHOLD,
     _with_unit_text,
@@ -136,3 +137,24 @@ def test_item2_cli_unit_level_auto(tmp_path, client):
     record = json.loads((tmp_path / "out" / "metadata.json").read_text())
     found = record["privacy"]["privacy_unit"]["unit_level"]["found"]
     assert found == ["gender", "region"] and UNIT_LEVEL_THRESHOLD == 0.05
+
+
+def test_item2_both_searches_share_the_budget_once(client):
+    # max_rows "auto" and unit_level "auto" together: each search charged its own share, the
+    # measurements the rest, the total the release's ρ (a first version charged the K choice
+    # both shares: ρ over the plan by UNIT_LEVEL_SHARE).
+    fitted = Synthesizer.create(
+        "marginals", load_schema(UNDECLARED), epsilon=EPSILON, noise_sampler="numpy",
+        noise_seed=5, ledger=False,
+        privacy_unit={"column": "uid", "max_rows": "auto", "unit_level": "auto"}).fit(
+            panel(2_000))
+    privacy = fitted.model.metadata["privacy"]
+    plan = rho_budget(EPSILON, privacy["delta"])
+    split = privacy["rho_split"]
+    assert split["max_rows_choice"] == pytest.approx(AUTO_SHARE * plan)
+    assert split["unit_level_search"] == pytest.approx(UNIT_LEVEL_SHARE * plan)
+    assert privacy["privacy_unit"]["auto"]["rho"] <= split["max_rows_choice"]
+    assert privacy["privacy_unit"]["unit_level"]["rho"] == pytest.approx(
+        split["unit_level_search"], rel=1e-9)
+    parts = split["max_rows_choice"] + split["unit_level_search"] + split["measurements"]
+    assert parts == pytest.approx(plan, rel=1e-9) and privacy["rho"] == pytest.approx(plan)
