@@ -6,9 +6,11 @@ release under a privacy unit is a set of synthetic units instead (its default; `
 False opts out, :class:`~.synthesizer.MarginalSynthesizer`):
 
 * each unit's number of rows (1..K) and its **unit-level attributes** (those the schema declares
-  ``"unit_level": true``) come from a *unit model*: the marginals method fitted to the bounded
-  data's *unit table*, one row per unit holding its unit-level codes and its rows after bounding
-  (the attribute :func:`rows_attribute`, categories "1".."K");
+  ``"unit_level": true``, and under the privacy unit's ``unit_level: "auto"`` those found so
+  under DP before the fit, :func:`dp_dask.data.units.find_unit_level`) come from a *unit
+  model*: the marginals method fitted to the bounded data's *unit table*, one row per unit
+  holding its unit-level codes and its rows after bounding (the attribute
+  :func:`rows_attribute`, categories "1".."K");
 * the rows come from the *row model*: the usual marginals release of the bounded rows, every
   attribute (unit-level ones too, so row-level attributes are measured jointly with them), its
   sensitivity that of K rows;
