@@ -31,10 +31,11 @@ Privacy. The unit table holds one row per unit, so a unit moves one row of it: i
 tables have a row's sensitivity (replace: L2 √2, add/remove: 1), the rows-per-unit histogram
 included. The row model's tables have K rows' (``table_sensitivity(..., max_rows=K)``). The two
 models are Gaussian measurements of the same unit-level neighbours: their ρ add up (zCDP, and
-the exact accountant's Gaussian composition), the unit model taking :data:`UNIT_SHARE` of the
-measurements' ρ. Under replace-one-unit neighbours the number of units is the same in both data
-sets, so it is public as n is for a row release (under add/remove the unit model estimates it
-from its noisy counts). Dealing, overwriting and ids are post-processing.
+the exact accountant's Gaussian composition), the unit model taking
+``MarginalsConfig.unit_share`` of the measurements' ρ. Under replace-one-unit neighbours the
+number of units is the same in both data sets, so it is public as n is for a row release
+(under add/remove the unit model estimates it from its noisy counts). Dealing, overwriting and
+ids are post-processing.
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ from dp_dask.data.units import shuffle_method
 from dp_dask.methods.marginals.model import MarginalModel
 from dp_dask.model_io import read_model_arrays, read_model_document, write_model_files
 
-UNIT_SHARE = 0.2  # of the measurements' ρ, to the unit model (the rest: the row model)
-LAG_SHARE = 0.1  # of the measurements' ρ, to the lag-1 table where one is asked for
 # a unit's pairs in the lag-1 table weigh LAG_WEIGHT // pairs each: at most LAG_WEIGHT in all
 LAG_WEIGHT = 2**16
 UNIT_KEY = "__dp_dask_unit__"  # the unit column's copy carried through bounding, then dropped
