@@ -10,7 +10,7 @@ that value's share in and out; per text column the levels holding ≥ 1 % of the
 of them the release kept; and the ε the draft gave each column. A column left out of the release
 scores KS 1 and 100 % outside.
 
-    python -m benchmarks.draft_gain [--seeds 3] [--tables diamonds,weather,gss_wages]
+    python -m benchmarks.draft_gain [--seeds 3] [--first-seed 0] [--tables diamonds,weather,gss_wages]
         [--draft-share S] [--out F]
     python -m benchmarks.draft_gain --report F [F_BEFORE]
 
@@ -147,6 +147,7 @@ def report(paths: list[Path]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--tables", default=",".join(TABLES))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/draft_gain.jsonl"))
     parser.add_argument("--draft-share", type=float)
@@ -157,7 +158,7 @@ def main() -> None:
         return
     with dask_client(n_workers=1, threads_per_worker=2, quiet=True):
         for table in args.tables.split(","):
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 line = run(table, seed, args.draft_share)
                 with args.out.open("a") as out:
                     out.write(json.dumps(line, default=float) + "\n")

@@ -1,0 +1,107 @@
+"""Issue 65, the draft's budget by expected gain: each column's share of the draft's ε in
+proportion to what its kind's search needs (dp_dask.data.draft_split), not equal with the text
+columns together at least a quarter of it. Seeded; the tolerances are the noise scales the
+draft records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dp_dask.data.draft import draft_schema
+from dp_dask.one_command import DRAFT_SHARE, split_budget
+from dp_dask.synthesizer import DEFAULT_DELTA
+
+ROWS = 20_000
+NUMBERS = 11  # numeric columns beside the price
+TAIL_ROWS = 1_600  # the price's rows at or above 16,384 (2^14), up to 18,823
+PRICE_MAX = 18_823
+# the one command's draft at total ε = 1 (its DRAFT_SHARE of ε and δ)
+DRAFT = split_budget(1.0, DEFAULT_DELTA, DRAFT_SHARE)["draft"]
+
+
+def gain_frame(seed: int = 0) -> pd.DataFrame:
+    """A weather-like table: one text column of three levels (a third of the rows each), a
+    price whose body lies below 16,000 (15 % of it in the octave [8,192, 16,384)) and whose
+    tail of :data:`TAIL_ROWS` rows lies in [16,384, 18,823], and :data:`NUMBERS` numeric columns on one decimal."""
+    rng = np.random.default_rng(seed)
+    price = np.clip(np.round(rng.lognormal(8.2, 0.8, ROWS)), 326, 16_000)
+    price[:TAIL_ROWS] = rng.integers(16_384, PRICE_MAX + 1, TAIL_ROWS)
+    frame = {"origin": rng.choice(["EWR", "JFK", "LGA"], ROWS), "price": price.astype(np.int64)}
+    frame |= {f"n{i}": np.round(rng.normal(50 + 10 * i, 5 + i, ROWS), 1)
+              for i in range(NUMBERS)}
+    return pd.DataFrame(frame).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory) -> list[dict]:
+    path = tmp_path_factory.mktemp("gain") / "gain.parquet"
+    gain_frame().to_parquet(path)
+    return [draft_schema(path, dp_epsilon=DRAFT["epsilon"], dp_delta=DRAFT["delta"],
+                         ledger=False, noise_sampler="numpy", noise_seed=seed).schema
+            for seed in range(3)]
+
+
+def _price_octaves(schema: dict) -> dict:
+    steps = schema["drafted_under_dp"]["mechanisms"]["price"]["steps"]
+    return next(step for step in steps if step["step"] == "octaves")
+
+
+def test_item_gain_price_tail_is_not_clamped_at_one_command_epsilon(drafts):
+    """At the one command's draft ε the price's search buys its tail: the octave [16,384,
+    32,768) joins the range where its noisy count passes the grow threshold, which its
+    1,600 rows do with two noise scales to spare (probability 1 − e⁻²/2 ≈ 93 % at least, and
+    more: 2.5 scales at the 0.3 share), so its values are not clamped at 16,383. With equal
+    shares and the text column's quarter the threshold and two scales were 1,842 rows."""
+    for schema in drafts:
+        octaves = _price_octaves(schema)
+        assert octaves["grow_threshold"] + 2 * octaves["scale"] <= TAIL_ROWS, octaves
+        price = next(a for a in schema["attributes"] if a["name"] == "price")
+        assert float(price["max"]) >= 2**14, price
+
+
+def test_item_gain_a_text_column_of_large_levels_leaves_the_numbers_their_share(drafts):
+    """One text column beside twelve numeric ones gets ε in proportion to its need (a level of
+    1 % of the rows), about what a numeric search needs for a tail of 0.5 %, not a quarter of
+    the columns' ε (4.7 times a numeric column's): and its three levels (a third of the rows
+    each, 20 noise scales above the threshold) are all released still."""
+    for schema in drafts:
+        drafted = schema["drafted_under_dp"]
+        shares = drafted["split"]["epsilon"]
+        assert shares["origin"] < 1.5 * shares["price"], shares
+        needs = drafted["split"]["by_need"]["needs"]
+        assert shares["origin"] / shares["price"] == pytest.approx(
+            needs["origin"] / needs["price"]), shares
+        origin = next(a for a in schema["attributes"] if a["name"] == "origin")
+        assert sorted(origin["categories"]) == ["EWR", "JFK", "LGA"]
+        # basic composition: the parts sum to the draft's ε
+        split = drafted["split"]
+        spent = split["rows"] + split["types"] + split["max_rows"] + sum(shares.values())
+        assert spent <= DRAFT["epsilon"] * (1 + 1e-12)
+
+
+def test_item_gain_split_sums_to_at_most_the_draft_epsilon():
+    """For random column mixes (texts, timestamps, numbers; δ; a unit's bound K) the shares
+    are positive, sum to at most ε, and are equal within a kind."""
+    from dp_dask.data.draft_split import split_epsilon
+
+    rng = np.random.default_rng(65)
+    for _ in range(200):
+        width = int(rng.integers(1, 40))
+        columns = [f"c{i}" for i in range(width)]
+        kinds = rng.choice(["text", "time", "number"], width)
+        texts = [c for c, k in zip(columns, kinds) if k == "text"]
+        times = [c for c, k in zip(columns, kinds) if k == "time"]
+        epsilon = float(rng.uniform(0.01, 5.0))
+        delta = float(10 ** rng.uniform(-12, -4))
+        shares = split_epsilon(epsilon, columns, texts, times, delta=delta,
+                               bound=int(rng.integers(1, 6)))
+        assert set(shares) == set(columns)
+        assert all(s > 0 for s in shares.values())
+        assert math.fsum(shares.values()) <= epsilon * (1 + 1e-12)
+        for kind in ("text", "time", "number"):
+            same = {shares[c] for c, k in zip(columns, kinds) if k == kind}
+            assert len(same) <= 1 or max(same) == pytest.approx(min(same))
