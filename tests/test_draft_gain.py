@@ -26,7 +26,8 @@ DRAFT = split_budget(1.0, DEFAULT_DELTA, DRAFT_SHARE)["draft"]
 def gain_frame(seed: int = 0) -> pd.DataFrame:
     """A weather-like table: one text column of three levels (a third of the rows each), a
     price whose body lies below 16,000 (15 % of it in the octave [8,192, 16,384)) and whose
-    tail of :data:`TAIL_ROWS` rows lies in [16,384, 18,823], and :data:`NUMBERS` numeric columns on one decimal."""
+    tail of :data:`TAIL_ROWS` rows lies in [16,384, 18,823], and :data:`NUMBERS` numeric
+    columns on one decimal."""
     rng = np.random.default_rng(seed)
     price = np.clip(np.round(rng.lognormal(8.2, 0.8, ROWS)), 326, 16_000)
     price[:TAIL_ROWS] = rng.integers(16_384, PRICE_MAX + 1, TAIL_ROWS)
