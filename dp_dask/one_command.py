@@ -56,7 +56,7 @@ from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
 log = logging.getLogger(__name__)
 
 # The draft's share of the total ε and δ (docs/from-raw.md, "The draft's share": measured).
-DRAFT_SHARE = 0.3
+DRAFT_SHARE = 0.45
 ATTRS_KEY = "dp_dask"  # synthesize()'s DataFrame.attrs key of its record
 
 
