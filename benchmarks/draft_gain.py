@@ -10,9 +10,9 @@ that value's share in and out; per text column the levels holding ≥ 1 % of the
 of them the release kept; and the ε the draft gave each column. A column left out of the release
 scores KS 1 and 100 % outside.
 
-    python -m benchmarks.draft_gain [--seeds 3] [--first-seed 0] [--tables diamonds,weather,gss_wages]
-        [--draft-share S] [--out F]
-    python -m benchmarks.draft_gain --report F [F_BEFORE]
+    python -m benchmarks.draft_gain [--seeds 3] [--first-seed 0]
+        [--tables diamonds,weather,gss_wages] [--draft-share S] [--out F]
+    python -m benchmarks.draft_gain --report F [F_BEFORE]   (rows labelled new, old)
 
 An evaluation for the data owner: it reads raw values and is not differentially private.
 """
