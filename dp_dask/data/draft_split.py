@@ -20,16 +20,16 @@ row, n̂ = 1) at which its search finds the feature a release is judged by, with
 
 The needs are per row, so n̂ cancels out of their ratios: each column gets ε in proportion to its
 need (:func:`split_epsilon`), which puts every column's smallest found feature at the same
-multiple of its target, the most a fixed ε buys for the worst-served column (where the draft's
-ε exceeds the needs at n̂, every column finds features smaller than its target alike). The rule
-reads public facts alone: the columns' kinds (stored, declared public, or decided under DP by
-the type step), their number, the text columns' δ and the privacy unit's bound K. The shares
-sum to the ε split (basic composition).
+multiple of its target (where the draft's ε exceeds the needs at n̂, every column finds features
+smaller than its target alike). Except that the text columns together keep at least
+:data:`TEXT_FLOOR` of it beside columns of other kinds: a level is released whole or not at all.
+The rule reads public facts alone: the columns' kinds (stored, declared public, or decided under
+DP by the type step), their number, the text columns' δ and the privacy unit's bound K. The
+shares sum to the ε split (basic composition).
 
-Measured at total ε = 1 on three public tables (docs/from-raw.md, "The draft's share"): the old
-rule gave each column an equal share with the text columns together at least a quarter of it,
-a text column of three levels (a third of the rows each) ε 0.064 beside 14 numeric columns'
-0.014 each, while its levels needed 0.002.
+Measured at total ε = 1 on three public tables (docs/from-raw.md, "The draft's share"): beside
+the one command's larger share, text columns of levels of 1–3 % get 1.2 times a numeric
+column's ε (equal before), a timestamp 0.73 times.
 """
 
 from __future__ import annotations
