@@ -43,13 +43,17 @@ def gain_frame(seed: int = 0) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def drafts(tmp_path_factory) -> list[dict]:
+def drafted(tmp_path_factory) -> list:
     path = tmp_path_factory.mktemp("gain") / "gain.parquet"
     gain_frame().to_parquet(path)
     return [draft_schema(path, dp_epsilon=DRAFT["epsilon"], dp_delta=DRAFT["delta"],
                          ledger=False, noise_sampler="numpy", noise_seed=seed,
-                         dataset_name="gain").schema
-            for seed in range(3)]
+                         dataset_name="gain") for seed in range(3)]
+
+
+@pytest.fixture(scope="module")
+def drafts(drafted) -> list[dict]:
+    return [draft.schema for draft in drafted]
 
 
 def _attribute(schema: dict, name: str) -> dict:
@@ -88,6 +92,17 @@ def test_item_gain_text_levels_get_their_need_beside_numeric_columns(drafts):
         split = drafted["split"]
         spent = split["rows"] + split["types"] + split["max_rows"] + sum(shares.values())
         assert spent <= DRAFT["epsilon"] * (1 + 1e-12)
+
+
+def test_item_gain_the_notes_say_each_columns_share(drafted):
+    """The draft's notes list each kind's ε per column and its columns (the record's
+    split.epsilon), and point to the rule."""
+    for draft in drafted:
+        shares = draft.schema["drafted_under_dp"]["split"]["epsilon"]
+        note = next(n for n in draft.notes if n.startswith("the draft's ε over the columns"))
+        assert "split.by_need" in note
+        assert f"text ε {shares['t0']:.3g} each: t0, t1, t2" in note
+        assert f"number ε {shares['price']:.3g} each: price" in note
 
 
 def test_item_gain_split_sums_to_at_most_the_draft_epsilon():

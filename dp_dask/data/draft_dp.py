@@ -74,7 +74,7 @@ from dp_dask.data.draft_specs import (
     placeholder,
     with_missing_bin,
 )
-from dp_dask.data.draft_split import split_epsilon, split_record
+from dp_dask.data.draft_split import split_epsilon, split_note, split_record
 from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
@@ -520,6 +520,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                               "dtype_source": typed_by[column]} for f in features]
     for column in [c for c in specs if c in decisions and not decisions[c].nullable]:
         specs[column] = never_null(specs[column])
+    by_need = split_record(columns, texts, times, delta=text_delta, bound=bound)
+    draft.notes.append(split_note(shares, by_need["kinds"]))
     if decisions:
         draft.notes.append(
             "types decided under DP (ε " + f"{type_epsilon:.3g}): " + "; ".join(
@@ -572,8 +574,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             f"unless they are public, {AUTO_SHARE:g} to choose K \"auto\"; the rest over the "
             "columns in proportion to their needs (\"by_need\"), from the columns' kinds: "
             "decided under DP (\"types\") or public"),
-                  "by_need": split_record(columns, texts, times, delta=text_delta,
-                                          bound=bound)},
+                  "by_need": by_need},
         **({"rows": rows_record} if rows_record else {}),
         "types": types or (
             {"source": PUBLIC_STORAGE, "rule": "the storage types, declared public "

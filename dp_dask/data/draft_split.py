@@ -137,3 +137,16 @@ def split_record(columns: Sequence[str], texts: Sequence[str], times: Sequence[s
                     "multiple of its target; but the text columns together at least "
                     f"{TEXT_FLOOR:.3g} of it while columns of other kinds are drafted too "
                     "(those share the rest in proportion to their needs)"}
+
+
+def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
+    """The draft's note on its split: each kind's ε per column and its columns."""
+    groups: dict[tuple[str, float], list[str]] = {}
+    for column, share in shares.items():
+        groups.setdefault((kinds[column], share), []).append(column)
+    return ("the draft's ε over the columns, in proportion to what each kind's search needs "
+            f"(a text level of {TEXT_LEVEL:g} of the rows, a numeric tail of {TAIL_LEVEL:g}, a "
+            f"year of {YEAR_LEVEL:g}; the text columns at least {TEXT_FLOOR:.3g} of it: "
+            "drafted_under_dp.split.by_need): " + "; ".join(
+                f"{kind} ε {share:.3g} each: {', '.join(columns)}"
+                for (kind, share), columns in groups.items()))
