@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.schema import load_schema
+from dp_dask.one_command import DRAFT_SHARE
 from dp_dask.synthesizer import Synthesizer
 
 DELTA = 1e-6
@@ -84,11 +85,12 @@ def test_issue65_constant_column_is_drafted_as_a_constant(tmp_path):
 
 def test_issue65_971_row_level_of_a_3000_row_table_kept(tmp_path):
     """A 3,000-row table from Python: a constant column, a level of 971 rows among three, two
-    columns of ten levels and two numeric columns, drafted at 0.4 of a total ε = 1 (the share the
-    one-command path is expected to give a draft: 0.2-0.4). Of it 0.4 x 0.85 x 4/6 reaches the
-    four text columns, and the second round, equal over them, thresholds at about 700 rows:
-    the 971-row level is lost with probability ½·exp(−(971 − T)/b), computed from the record
-    below (< 1 %); the seed is fixed. The constant column is one level without 'other'. The old
+    columns of ten levels and two numeric columns, drafted at the one command's share of a total
+    ε = 1 (DRAFT_SHARE, 0.45). Of it 0.45 x 0.85 x 0.63 reaches the four text columns (by their
+    needs at δ = 1e-6, 0.84 times a numeric column's each: draft_split), and the second round,
+    equal over them, thresholds at about 710 rows: the 971-row level is lost with probability
+    ½·exp(−(971 − T)/b), computed from the record below (< 1 %); the seed is fixed. The
+    constant column is one level without 'other'. The old
     code kept an 'other' bin in the constant column (and, at 0.3, thresholded this column's second
     round near 1,060 rows, losing the 971-row level)."""
     rng = np.random.default_rng(2)
@@ -97,7 +99,7 @@ def test_issue65_971_row_level_of_a_3000_row_table_kept(tmp_path):
         "level": _column([1_029 / 3_000, 1_000 / 3_000, 971 / 3_000], 3_000, rng, "L"),
         "a": _column([0.1] * 10, 3_000, rng, "a"), "b": _column([0.1] * 10, 3_000, rng, "b"),
         "x": rng.normal(size=3_000), "y": rng.integers(0, 100, 3_000)})
-    draft = _draft(frame, tmp_path / "small.parquet", 0.4)
+    draft = _draft(frame, tmp_path / "small.parquet", DRAFT_SHARE)
     drafted = {a["name"]: a for a in draft.schema["attributes"]}  # x, y: too small to search
     assert set(drafted["level"]["categories"]) == {"L0", "L1", "L2"}
     last = draft.schema["drafted_under_dp"]["mechanisms"]["level"]["rounds"][-1]

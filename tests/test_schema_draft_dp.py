@@ -20,6 +20,7 @@ from dp_dask.cli import main
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_kinds import partition_counts
+from dp_dask.data.draft_split import split_epsilon
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.privacy.ledger import DRAFT_MECHANISM, BudgetExceededError, Ledger
@@ -77,16 +78,20 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert record["columns"] == ["answer", "age"]
     assert record["differentially_private"] is False  # seeded noise: labelled as a test
     # In the budget's order: ROWS_SHARE of ε counts the rows (n̂, read by the text column), then
-    # TYPE_SHARE decides the two columns' types; of each column's half of the rest, the text
-    # share spends 5 % to count distinct values (no identifier here) and thresholds with the rest.
+    # TYPE_SHARE decides the two columns' types; the rest is split by the columns' needs
+    # (draft_split), and of its share the text column spends 5 % to count distinct values (no
+    # identifier here) and thresholds with the rest.
     assert record["rows"]["epsilon"] == pytest.approx(ROWS_SHARE)
     assert record["types"]["epsilon"] == pytest.approx(TYPE_SHARE)
     assert record["types"]["decided"] == {"answer": {"dtype": "string", "nullable": False},
                                           "age": {"dtype": "int64", "nullable": False}}
     rest = 1.0 - ROWS_SHARE - TYPE_SHARE
-    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(rest * 0.5 * 0.95)
+    shares = split_epsilon(rest, ["answer", "age"], ["answer"], delta=1e-6)
+    assert record["split"]["epsilon"] == pytest.approx(shares)
+    assert shares["answer"] + shares["age"] == pytest.approx(rest)
+    assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(shares["answer"] * 0.95)
     assert record["text"]["identifiers"]["columns"] == []
-    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(rest * 0.5 / 3)
+    assert record["mechanisms"]["age"]["epsilon_each"] == pytest.approx(shares["age"] / 3)
     entries = Ledger(ledger).entries()
     assert len(entries) == 1
     entry = entries[0]

@@ -38,9 +38,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.data.draft_dp import ROWS_SHARE, split_epsilon
+from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, threshold, year_cells
 from dp_dask.data.draft_points import POINT_SHARE
+from dp_dask.data.draft_split import split_epsilon
 from dp_dask.data.draft_text import DISTINCT_SHARE
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import Schema, load_schema
@@ -116,7 +117,7 @@ def _column_epsilon(column: str, typed: bool) -> float:
     order: n̂'s share, the type step's where the column's type is decided under DP (a number's,
     not a timestamp's), then the rest split over the columns."""
     rest = EPSILON * (1 - ROWS_SHARE - (TYPE_SHARE if typed else 0.0))
-    return split_epsilon(rest, [column], [])[column]
+    return split_epsilon(rest, [column], [], delta=DELTA)[column]
 
 
 # The ε of one step of the numeric searches (draft_numeric): a timestamp's year counts take its

@@ -74,6 +74,7 @@ from dp_dask.data.draft_specs import (
     placeholder,
     with_missing_bin,
 )
+from dp_dask.data.draft_split import split_epsilon, split_note, split_record
 from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
@@ -124,11 +125,6 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
     return grid
 
 
-# The text columns' least share of the draft's ε, together: a text column needs each of its levels
-# above a threshold of ~ln(1/δ)/ε rows, a numeric search only the octaves holding the data.
-TEXT_FLOOR = 1 / 4
-
-
 def _point_forms(values: Any, points: list[float]) -> np.ndarray:
     """The exact counts per value form (:func:`~.draft_types.value_forms`) of the rows that
     hold one of the ``points``, from the column's exact counts per value ``values``."""
@@ -162,18 +158,6 @@ def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
     rest (post-processing of n̂ and public shares); a smaller table's search takes the whole
     share."""
     return rows >= POINT_FIT * smallest_table((1 - POINT_SHARE) * epsilon, cells, bound)
-
-
-def split_epsilon(epsilon: float, columns: list[str], texts: list[str]) -> dict[str, float]:
-    """Each column's ε (basic composition), from public column kinds alone: equal, except that
-    the ``texts`` together get at least :data:`TEXT_FLOOR` of ``epsilon`` while other columns
-    are drafted too (the others then share the rest equally)."""
-    equal = epsilon / len(columns)
-    if not texts or len(texts) == len(columns) or len(texts) * equal >= TEXT_FLOOR * epsilon:
-        return {c: equal for c in columns}
-    text = TEXT_FLOOR * epsilon / len(texts)
-    other = (1 - TEXT_FLOOR) * epsilon / (len(columns) - len(texts))
-    return {c: text if c in texts else other for c in columns}
 
 
 FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
@@ -259,11 +243,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     (the storage types declared public), :data:`.draft_types.TYPE_SHARE` decides every column's
     type but a timestamp's (:mod:`.draft_types`: numbers or text, integer or float, nullable or
     not; ``kinds``, the storage's, only propose the candidates); with a ``unit`` of K "auto",
-    ``units.AUTO_SHARE`` chooses K. The rest is split over the columns by :func:`split_epsilon`
-    by their kinds (decided or public); the text columns' shares and δ are split among them by
-    :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first (module
-    docstring) and every mechanism, the type step's included, takes its contribution bound K.
-    Exact counts are reduced on Dask to the driver, noised once there
+    ``units.AUTO_SHARE`` chooses K. The rest is split over the columns by
+    :func:`.draft_split.split_epsilon`, in proportion to what their kinds' searches need
+    (decided or public kinds, their number, δ and K); the text columns' shares and δ are split
+    among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first
+    (module docstring) and every mechanism, the type step's included, takes its contribution
+    bound K. Exact counts are reduced on Dask to the driver, noised once there
     (dp_dask.privacy.selection) and dropped; only the selected values and quantiles enter the
     schema.
 
@@ -365,13 +350,21 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     text_delta = (1 - POINT_DELTA) * delta if searched and (texts or maybe) else delta
     points_delta = (delta - text_delta if texts or maybe else delta) / max(len(searched), 1)
     least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
-    if texts or maybe:
-        worst = split_epsilon(rest_epsilon, columns, [*texts, *maybe])
-        check_text_budget(sum(worst[c] for c in [*texts, *maybe]), text_delta,
-                          len(texts) + len(maybe), least_bound)
+    times = [c for c in columns if isinstance(candidates[c], str)]  # YEARS
+
+    def split(text_columns: list[str], contributions: int) -> dict[str, float]:
+        return split_epsilon(rest_epsilon, columns, text_columns, times, delta=text_delta,
+                             bound=contributions)
+
+    # every number of the columns stored as text that may turn out text
+    splits = [split([*texts, *maybe[:k]], least_bound) for k in range(len(maybe) + 1)]
+    for k, proposed in enumerate(splits):
+        if texts or maybe[:k]:
+            check_text_budget(sum(proposed[c] for c in [*texts, *maybe[:k]]), text_delta,
+                              len(texts) + k, least_bound)
     if searched:
-        check_points_budget(min(min(split_epsilon(rest_epsilon, columns, t).values())
-                                for t in ([*texts, *maybe], texts)), points_delta, least_bound)
+        check_points_budget(min(min(proposed.values()) for proposed in splits), points_delta,
+                            least_bound)
     text_types = stored_text_types(source)  # metadata: the writer's, not the rows'
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
@@ -418,8 +411,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # types are decided on the forms of the rest: a rainfall's fractions, hidden beside
         # its zeros, decide a float (the types' histogram of the rest, given the released
         # points, moves by L1 2K as any does)
-        least = {c: min(split_epsilon(rest_epsilon, columns, [*texts, *maybe[:k]])[c]
-                        for k in range(len(maybe) + 1)) for c in columns}
+        least = {c: min(split([*texts, *maybe[:k]], bound)[c] for k in range(len(maybe) + 1))
+                 for c in columns}
         # Only where the full search still fits beside them (by n̂): a small table's search
         # takes the whole share (point masses given up, said in its record)
         early = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=least[c],
@@ -447,7 +440,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                                       candidates[column].cells[decision.kind])
                 exact[column] = exact[column][decision.kind]
         texts = [c for c in columns if candidates[c] is None]
-        shares = split_epsilon(rest_epsilon, columns, texts)
+        shares = split(texts, bound)
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
         # a numeric column's search gets its share less its point masses' (POINT_SHARE)
@@ -527,6 +520,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                               "dtype_source": typed_by[column]} for f in features]
     for column in [c for c in specs if c in decisions and not decisions[c].nullable]:
         specs[column] = never_null(specs[column])
+    by_need = split_record(columns, texts, times, delta=text_delta, bound=bound)
+    draft.notes.append(split_note(shares, by_need["kinds"]))
     if decisions:
         draft.notes.append(
             "types decided under DP (ε " + f"{type_epsilon:.3g}): " + "; ".join(
@@ -576,10 +571,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "
             f"column reads them (all but a public grid's), {TYPE_SHARE:g} to decide the types "
-            f"unless they are public, {AUTO_SHARE:g} to choose K \"auto\"; the rest equal over "
-            f"the columns, but the text columns together at least {TEXT_FLOOR:.3g} of it while "
-            "other columns are drafted too (the others share the rest equally); from the "
-            "columns' kinds: decided under DP (\"types\") or public")},
+            f"unless they are public, {AUTO_SHARE:g} to choose K \"auto\"; the rest over the "
+            "columns in proportion to their needs (\"by_need\"), from the columns' kinds: "
+            "decided under DP (\"types\") or public"),
+                  "by_need": by_need},
         **({"rows": rows_record} if rows_record else {}),
         "types": types or (
             {"source": PUBLIC_STORAGE, "rule": "the storage types, declared public "

@@ -1,0 +1,152 @@
+"""The draft's ε over its columns, by what each column's search needs (issue 65).
+
+Every search of the draft under DP (:mod:`.draft_dp`) finds a feature only where the rows that
+hold it pass a threshold that is a fixed number of noise scales, and a noise scale is its
+sensitivity over its ε: the share of the rows a column's smallest found feature holds is
+proportional to 1/(its ε · n̂), n̂ the rows. So each column kind has a *need*: the ε (at one
+row, n̂ = 1) at which its search finds the feature a release is judged by, with
+:data:`MARGIN_SCALES` noise scales to spare (found with probability 93 %):
+
+* a text column: a level holding :data:`TEXT_LEVEL` of the rows, released by the round of
+  :mod:`.draft_text` that thresholds the small levels (the second of two with several text
+  columns, at its share of the column's ε and its share of δ; the only one with one text
+  column): OpenDP's Laplace threshold, about ln(1/δ) scales;
+* a numeric column searched for its domain (:mod:`.draft_numeric`): a tail holding
+  :data:`TAIL_LEVEL` of the rows in the octave beyond the range, found by the octave step's grow
+  threshold (ln(1/(2·GROW_MISS)) scales) at its share of the column's ε (what the point masses
+  leave, halved); a number on a public grid the same;
+* a timestamp: a year holding :data:`YEAR_LEVEL` of the rows, by the year counts' threshold
+  (ln(years/(2·OCTAVE_MISS)) scales) at the column's whole ε.
+
+The needs are per row, so n̂ cancels out of their ratios: each column gets ε in proportion to its
+need (:func:`split_epsilon`), which puts every column's smallest found feature at the same
+multiple of its target (where the draft's ε exceeds the needs at n̂, every column finds features
+smaller than its target alike). Except that the text columns together keep at least
+:data:`TEXT_FLOOR` of it beside columns of other kinds: a level is released whole or not at all.
+The rule reads public facts alone: the columns' kinds (stored, declared public, or decided under
+DP by the type step), their number, the text columns' δ and the privacy unit's bound K. The
+shares sum to the ε split (basic composition).
+
+Measured at total ε = 1 on three public tables (docs/from-raw.md, "The draft's share"): beside
+the one command's larger share, text columns of levels of 1–3 % get 1.2 times a numeric
+column's ε (equal before), a timestamp 0.73 times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, year_cells
+from dp_dask.data.draft_points import POINT_SHARE
+from dp_dask.data.draft_text import DISTINCT_SHARE, FIRST_SHARE, MASS_SHARE
+from dp_dask.privacy.selection import calibrate_threshold
+
+TEXT_LEVEL = 0.01  # a text level holding this share of the rows is to be released
+TAIL_LEVEL = 0.005  # a numeric tail holding this share of the rows is to be kept, not clamped
+YEAR_LEVEL = 0.01  # a year holding this share of the rows is to be found
+MARGIN_SCALES = 2  # a feature holding its need passes by this many scales: 1 − e⁻²/2 ≈ 93 %
+OCTAVE_SHARE = (1 - POINT_SHARE) / 2  # of a searched column's ε: its octave step's
+# The text columns' least share of the ε split, together, while other kinds are drafted too: a
+# level is released whole or not at all, so a column of many levels near its threshold loses
+# them all at once (105 levels of 1,900 rows among 15 numeric columns at a draft ε of 0.1: all
+# released at this floor, none at their need's share), where a numeric search's tails shrink by
+# degrees
+TEXT_FLOOR = 1 / 4
+
+
+def text_round(texts: int, delta: float) -> tuple[float, float]:
+    """The share of a text column's ε and the δ of the round of :mod:`.draft_text` that releases
+    its small levels, with ``texts`` text columns sharing ``delta``: one column, all but the
+    distinct count's share in one round; several, the second round's share (all of them
+    gaining a level) at δ / (2 · texts)."""
+    if texts <= 1:
+        return 1 - DISTINCT_SHARE, delta
+    return 1 - DISTINCT_SHARE - FIRST_SHARE - MASS_SHARE, delta / (2 * texts)
+
+
+def text_need(texts: int, delta: float, bound: int = 1) -> float:
+    """A text column's need (module docstring): the ε at which a level holding
+    :data:`TEXT_LEVEL` of one row passes its round's threshold by :data:`MARGIN_SCALES` scales;
+    the threshold at ε = 1, over ε (its noise scale and its ln(1/δ) scales both are)."""
+    share, round_delta = text_round(texts, delta)
+    at_one = calibrate_threshold(1.0, round_delta, bound)
+    return (at_one.threshold + MARGIN_SCALES * at_one.scale) / (TEXT_LEVEL * share)
+
+
+def number_need(bound: int = 1) -> float:
+    """A searched numeric column's need: a tail of :data:`TAIL_LEVEL` passing the octave step's
+    grow threshold (at :data:`OCTAVE_SHARE` of the column's ε) by :data:`MARGIN_SCALES`
+    scales."""
+    scale = SENSITIVITY * bound  # at ε = 1
+    grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
+    return (grow + MARGIN_SCALES * scale) / (TAIL_LEVEL * OCTAVE_SHARE)
+
+
+def year_need(bound: int = 1) -> float:
+    """A timestamp's need: a year of :data:`YEAR_LEVEL` passing the year counts' threshold (at
+    the column's whole ε) by :data:`MARGIN_SCALES` scales."""
+    scale = SENSITIVITY * bound
+    years = len(year_cells()) - 1
+    return scale * (math.log(years / (2.0 * OCTAVE_MISS)) + MARGIN_SCALES) / YEAR_LEVEL
+
+
+def column_needs(columns: Sequence[str], texts: Sequence[str], times: Sequence[str] = (), *,
+                 delta: float, bound: int = 1) -> dict[str, float]:
+    """Each column's need by its kind: ``texts`` text, ``times`` timestamps, the rest numeric
+    (searched, or on a public grid)."""
+    kinds = {"text": text_need(len(texts), delta, bound) if texts else 0.0,
+             "time": year_need(bound), "number": number_need(bound)}
+    return {c: kinds["text" if c in texts else "time" if c in times else "number"]
+            for c in columns}
+
+
+def split_epsilon(epsilon: float, columns: Sequence[str], texts: Sequence[str],
+                  times: Sequence[str] = (), *, delta: float, bound: int = 1
+                  ) -> dict[str, float]:
+    """Each column's ε (basic composition: they sum to ``epsilon``), in proportion to its need
+    (:func:`column_needs`; ``delta``: the text columns' δ, ``bound``: the rows K one unit
+    contributes at most), except that the ``texts`` together get at least :data:`TEXT_FLOOR`
+    of ``epsilon`` while columns of other kinds are drafted too (those share the rest in
+    proportion to their needs)."""
+    needs = column_needs(columns, texts, times, delta=delta, bound=bound)
+    total = sum(needs.values())
+    shares = {c: epsilon * need / total for c, need in needs.items()}
+    others = [c for c in columns if c not in texts]
+    if not texts or not others or sum(shares[c] for c in texts) >= TEXT_FLOOR * epsilon:
+        return shares
+    rest = sum(needs[c] for c in others)
+    return {c: TEXT_FLOOR * epsilon / len(texts) if c in texts
+            else (1 - TEXT_FLOOR) * epsilon * needs[c] / rest for c in columns}
+
+
+def split_record(columns: Sequence[str], texts: Sequence[str], times: Sequence[str] = (), *,
+                 delta: float, bound: int = 1) -> dict[str, Any]:
+    """The rule and each column's need and kind, for the draft's record (``split.by_need``)."""
+    needs = column_needs(columns, texts, times, delta=delta, bound=bound)
+    return {"needs": needs,
+            "kinds": {c: "text" if c in texts else "timestamp" if c in times else "number"
+                      for c in columns},
+            "targets": {"text": f"a level of {TEXT_LEVEL:g} of the rows",
+                        "number": f"a tail of {TAIL_LEVEL:g} of the rows beyond the range",
+                        "timestamp": f"a year of {YEAR_LEVEL:g} of the rows"},
+            "rule": "each column's ε in proportion to its need: the ε at which its search "
+                    "finds its target at one row with " + f"{MARGIN_SCALES} noise scales to "
+                    "spare (n̂ cancels): every column's smallest found feature at the same "
+                    "multiple of its target; but the text columns together at least "
+                    f"{TEXT_FLOOR:.3g} of it while columns of other kinds are drafted too "
+                    "(those share the rest in proportion to their needs)"}
+
+
+def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
+    """The draft's note on its split: each kind's ε per column and its columns."""
+    groups: dict[tuple[str, float], list[str]] = {}
+    for column, share in shares.items():
+        groups.setdefault((kinds[column], share), []).append(column)
+    return ("the draft's ε over the columns, in proportion to what each kind's search needs "
+            f"(a text level of {TEXT_LEVEL:g} of the rows, a numeric tail of {TAIL_LEVEL:g}, a "
+            f"year of {YEAR_LEVEL:g}; the text columns at least {TEXT_FLOOR:.3g} of it: "
+            "drafted_under_dp.split.by_need): " + "; ".join(
+                f"{kind} ε {share:.3g} each: {', '.join(columns)}"
+                for (kind, share), columns in groups.items()))
