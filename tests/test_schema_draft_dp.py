@@ -107,9 +107,11 @@ def test_default_opendp_draft_composes_with_the_release(client, parquet, tmp_pat
     draft = draft_schema(parquet, dp_epsilon=2.0, dp_delta=1e-6, ledger=ledger)
     schema = load_schema(draft.schema)
     assert schema["answer"].categories == ("yes", "no", "NA")
-    # ages 0..99, 60 rows each: the search stays within the octaves around them, int64 kept
+    # ages 0..99, 60 rows each: the search stays within the octaves around them, int64 kept.
+    # OpenDP's noise is unseeded: the 60-row cell at 0 misses in ~3 of 40 drafts (min 1); four
+    # end cells in a row missing is ~3e-5
     age = schema["age"]
-    assert -16 <= age.minimum <= 0 and 99 <= age.maximum < 128 and age.dtype == "int64"
+    assert -16 <= age.minimum <= 4 and 99 <= age.maximum < 128 and age.dtype == "int64"
     assert draft.schema["drafted_under_dp"]["differentially_private"] is True
     synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=ledger).fit(parquet)
     privacy = synthesizer.model.metadata["privacy"]
