@@ -109,9 +109,9 @@ def test_default_opendp_draft_composes_with_the_release(client, parquet, tmp_pat
     assert schema["answer"].categories == ("yes", "no", "NA")
     # ages 0..99, 60 rows each: the search stays within the octaves around them, int64 kept.
     # OpenDP's noise is unseeded: the 60-row cell at 0 misses in ~3 of 40 drafts (min 1); four
-    # end cells in a row missing is ~3e-5
+    # end cells in a row missing at either end is ~3e-5
     age = schema["age"]
-    assert -16 <= age.minimum <= 4 and 99 <= age.maximum < 128 and age.dtype == "int64"
+    assert -16 <= age.minimum <= 4 and 95 <= age.maximum < 128 and age.dtype == "int64"
     assert draft.schema["drafted_under_dp"]["differentially_private"] is True
     synthesizer = Synthesizer.create("marginals", schema, epsilon=1.0, ledger=ledger).fit(parquet)
     privacy = synthesizer.model.metadata["privacy"]
