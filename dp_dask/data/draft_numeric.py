@@ -194,11 +194,16 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
     only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
     (:func:`tail_threshold` at :data:`TRIM_MISS`), hold at most half that share, and stays at
     the octaves' range otherwise: a few over-extended cells cost a release less than a
-    clamped tail. No cell passing: the octaves' range."""
+    clamped tail. No cell passing: the octaves' range, its ends moved out likewise."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
     kept = _passing(cell, scale, CELL_MISS)
-    if not len(kept):
-        return *inner, {"rule": "no cell passed: the octaves' range"}
+    if not len(kept):  # the octaves' range, its ends moved out as a passing cell's would be
+        below, _ = _tail_end(cell[:inner[0]][::-1], scale)
+        above, limit = _tail_end(cell[inner[1] + 1:], scale)
+        return inner[0] - below, inner[1] + above, {
+            "rule": "no cell passed: the octaves' range, moved out over the runs of cells "
+                    f"beyond whose noisy sum is above noise's (miss {TAIL_MISS:g} per end)",
+            "tail_cells": [below, above], "tail_threshold": limit}
     below, _ = _tail_end(cell[:kept[0]][::-1], scale)
     above, limit = _tail_end(cell[kept[-1] + 1:], scale)
     first, last = int(kept[0]) - below, int(kept[-1]) + above
@@ -282,6 +287,14 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if noisy[zero] >= grow and not first <= zero <= last:
         first, last = min(first, zero), max(last, zero)
         record["steps"][0]["zero_cell_joined"] = True
+    # Beyond, runs of 1, 2, 4... octaves whose noisy sum is above what noise alone reaches (the
+    # tails' rule, on the octaves): the rest of a column spread thinly over octaves none of
+    # which passes alone (the values beside a point mass at 0, a long tail). Post-processing.
+    below, _ = _tail_end(noisy[:first][::-1], scale)
+    above, _ = _tail_end(noisy[last + 1:], scale)
+    if below or above:
+        first, last = first - below, last + above
+        record["steps"][0]["tail_octaves"] = [below, above]
     passed = np.arange(first, last + 1)
     low, high = cells.octaves[first], cells.octaves[last + 1]
     if coarse:  # the octaves' own noisy counts: no second step, no further noise
