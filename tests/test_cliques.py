@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,8 +24,15 @@ from dp_dask.methods.marginals.choice import (
 )
 from dp_dask.methods.marginals.cliques import exact_clique, joint_keys
 from dp_dask.methods.marginals.joint import model_choice, triple_shares
-from dp_dask.methods.marginals.measurements import Measurer
+from dp_dask.methods.marginals.measurements import ExactCounts, Measurer, measure_one_way
+from dp_dask.methods.marginals.model import JointModel
 from dp_dask.methods.marginals.plan import budget_shares, measured_queries
+from dp_dask.methods.marginals.synthesizer import (
+    fit_adaptive,
+    fit_joint,
+    fit_pairs,
+    measurer_for,
+)
 from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY, gaussian_sigma, table_sensitivity
 from dp_dask.privacy.selection import replace_one_rho
@@ -337,3 +345,44 @@ def test_cliques_of_a_privacy_unit_are_measured_at_its_sensitivity(client, neigh
     assert record["sensitivity"] == table_sensitivity(neighbours, "l2", 3)
     plan = synthesizer.budget_plan()
     assert spent(synthesizer) * 3**2 == pytest.approx(plan.rho, rel=1e-9)
+
+
+def exact_counts(synthesizer: Synthesizer, frame: pd.DataFrame) -> ExactCounts:
+    """The exact counts of ``frame`` through ``synthesizer``'s read and count graph (the one
+    pass its fit runs), by name."""
+    synthesizer._load_params()
+    (counts,) = dask.compute(synthesizer._count_graph(synthesizer._read(frame, None)))
+    return synthesizer._exact_counts(counts)
+
+
+@pytest.mark.parametrize("model", ["pairs", "joint", "adaptive"])
+def test_issue68_each_model_fits_alone(client, model):
+    """Each model's top function (synthesizer.fit_pairs, fit_joint, fit_adaptive) runs alone on
+    the exact counts and the 1-way histograms, without fit_model or the rule: the model and
+    record its release gets (the same measurements, tables and rows as the fit of that model),
+    a JointModel of triples for the joint, 1-/2-way tables with the rounds' marginals else."""
+    frame = parity_frame(20_000)
+    mode, rounds = ("auto", 2) if model == "adaptive" else (model, 0)
+    released = fit(frame, mode, rounds=rounds)
+    synthesizer = Synthesizer.create(
+        "marginals", parity_schema(), epsilon=1.0, noise_sampler="numpy", noise_seed=0,
+        ledger=False, accountant="zcdp", tables="all", rounds=rounds, adaptive_share=0.05,
+        config={"cliques": mode})
+    exact = exact_counts(synthesizer, frame)
+    plan = synthesizer.budget_plan()
+    measurer = measurer_for(synthesizer, exact, plan)
+    one_way = measure_one_way(measurer)
+    metadata = {"n_rows": len(frame)}
+    if model == "pairs":
+        fitted = fit_pairs(synthesizer, measurer, one_way, len(frame), metadata)
+    elif model == "joint":
+        choice = model_choice(measurer, len(frame))
+        fitted = fit_joint(synthesizer, measurer, one_way, exact, choice, len(frame), metadata)
+    else:
+        fitted = fit_adaptive(synthesizer, measurer, one_way, exact, len(frame), metadata)
+    synthesizer.model_ = fitted
+    assert isinstance(fitted, JointModel) == (model == "joint")
+    orders = {len(m.attributes) for m in fitted.measurements}
+    assert orders == {"pairs": {1, 2}, "joint": {1, 3}, "adaptive": {1, 2, 3}}[model]
+    assert fitted.metadata["privacy"] == released.model_.metadata["privacy"]
+    assert same_release(synthesizer, released, 500)
