@@ -3,7 +3,8 @@
 the model the public rule (``cliques: auto``, the default; methods/marginals/choice.py) picks.
 
     python -m benchmarks.model_choice [--tables planted8 planted adult7 gauss6 adult14 demo]
-        [--epsilons 0.5 1 2 5] [--seeds 2] [--neighbours add_remove] [--out FILE.jsonl]
+        [--epsilons 0.5 1 2 5] [--seeds 2] [--first-seed 0] [--models pairs joint]
+        [--neighbours add_remove] [--out FILE.jsonl]
 
 Tables: planted / planted8 (benchmarks.cliques: tall narrow, planted 3- and 4-way structure),
 adult7 (private-pgm's discretized Adult in shared/data, its 7 columns of at most 16 values:
@@ -132,6 +133,10 @@ def main() -> None:
     parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0])
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first-seed .. first-seed + seeds - 1")
+    parser.add_argument("--models", nargs="+", default=["pairs", "joint"],
+                        choices=["pairs", "joint"], help="the joint where it fits")
     parser.add_argument("--neighbours", nargs="+", default=["add_remove"])
     parser.add_argument("--out", type=Path, default=None, help="append the runs (JSON lines)")
     parser.add_argument("--summary", type=Path, default=None,
@@ -145,10 +150,10 @@ def main() -> None:
     with Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False)):
         for table in args.tables:
             schema, frame = TABLES[table]()
-            models = ["pairs", "joint"] if cliques_possible(schema) else ["pairs"]
+            models = [m for m in args.models if m == "pairs" or cliques_possible(schema)]
             for neighbours in args.neighbours:
                 for epsilon in args.epsilons:
-                    for seed in range(args.seeds):
+                    for seed in range(args.first_seed, args.first_seed + args.seeds):
                         for model in models:
                             line = run(table, schema, frame, neighbours, model, epsilon, seed)
                             lines.append(line)
