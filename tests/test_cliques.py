@@ -399,24 +399,31 @@ def test_issue68_item2_rule_keeps_pairs_q1_where_the_noise_is_large(table):
     """At ε = 0.5 (add/remove, the exact accountant: benchmarks.model_choice's releases) the
     joint lost Q1 to pairs on the planted tables (24.3 against 19.0, 18.2 against 15.2), its
     expected Q1 1.2 × pairs' for a 3-way lead of 21–27 %: with Q1 weighing double the rule
-    keeps pairs there. From ε = 1 its 3-way lead pays: the joint, its histograms measured again
-    with at least 0.2 of the triples' ρ, its expected Q1 within 12 % of pairs' (1.19–1.21 ×
-    with the mean rule); the record states the weights. Public sizes, ρ and n̂ alone."""
+    keeps pairs there (with equal weights, the rule before, it took the joint). From ε = 1
+    the joint's 3-way lead pays: the joint, at the 1-way share the equal weights give (the
+    weight moves no budget); the record states the weights. Public sizes, ρ and n̂ alone."""
     sizes, rows = PLANTED[table]
     schema = Schema.from_json({"schema_version": 1, "name": table, "attributes": [
         {"name": f"x{a}", "type": "categorical", "categories": [str(v) for v in range(size)]}
         for a, size in enumerate(sizes)]})
 
-    def choice(epsilon: float) -> ModelChoice:
+    def choice(epsilon: float, weight: float | None = None) -> ModelChoice:
+        config = MarginalsConfig() if weight is None else MarginalsConfig(one_way_weight=weight)
         return model_choice(Measurer(np.zeros((schema.d, schema.d)), {}, schema,
                                      rho_budget(epsilon, 1e-9, "exact"), accountant="exact",
-                                     neighbours="add_remove"), rows)
+                                     neighbours="add_remove", config=config), rows)
 
     assert choice(0.5).model == "pairs"
+    assert choice(0.5, weight=1.0).model == "joint"
     for epsilon in (1.0, 2.0, 5.0):
-        picked = choice(epsilon)
-        assert picked.model == "joint" and picked.one_way_share >= 0.2
-        assert picked.expected["joint"]["Q1"] < 1.12 * picked.expected["pairs"]["Q1"]
+        picked, equal = choice(epsilon), choice(epsilon, weight=1.0)
+        assert picked.model == equal.model == "joint"
+        assert picked.one_way_share == equal.one_way_share
+        assert picked.expected == equal.expected
     record = choice(1.0).record(MarginalsConfig())
     assert record["family_weights"] == {"Q1": 2.0, "Q2": 1.0, "Q3": 1.0}
+    expected = record["expected_error"]
+    ratios = [expected["joint"][f] / expected["pairs"][f] for f in ("Q1", "Q2", "Q3")]
+    assert record["joint_relative_error"] == pytest.approx(
+        (2 * ratios[0] + ratios[1] + ratios[2]) / 4, abs=1e-3)
     assert record["joint_relative_error"] < 1

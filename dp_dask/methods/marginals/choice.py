@@ -16,18 +16,20 @@ histograms give). It reads no count; choosing is post-processing and charges not
               no pair carries, which is the data's and not public: the rule takes it as
               ``pairs_three_way_bias`` of the query's mean count n̂/cells (a prior measured on
               public tables, docs/model-choice.md)
-    choose    per family (Q1, Q2, Q3), the mean expected error over its queries; the joint
-              where the weighted mean over the families of its error relative to ``pairs``'
-              (Q1 weighing ``one_way_weight``, 2, Q2 and Q3 1 each) is below 1, ``pairs``
-              otherwise (a tie keeps ``pairs``, the cautious choice: its release is the one
-              released before the rule)
     1-way     on the joint, the 1-way histograms (drawn at ``pairs``' share before the choice)
               are measured again with the share of the triples' ρ (of ONE_WAY_GRID) that gives
-              the joint the smallest expected weighted relative error: the triples alone leave
-              its 1-way counts noisier than ``pairs``' (about 1.2 × at any noise). Q1 weighing
-              double, the joint is taken only where its 3-way lead pays for twice its 1-way
-              loss (not at ε = 0.5 on the planted tables, where it lost Q1 to pairs) and takes
-              0.2–0.3 of the triples' ρ for the histograms (docs/model-choice.md)
+              the joint the smallest expected mean relative error over Q1, Q2, Q3: the triples
+              alone leave its 1-way counts noisier than ``pairs``' (about 1.2 × at any noise)
+    choose    per family (Q1, Q2, Q3), the mean expected error over its queries; the joint
+              where the weighted mean over the families of its error relative to ``pairs``'
+              (at that share; Q1 weighing ``one_way_weight``, 2, Q2 and Q3 1 each) is below 1,
+              ``pairs`` otherwise (a tie keeps ``pairs``, the cautious choice: its release is
+              the one released before the rule). Q1 weighing double, the joint is taken only
+              where its 3-way lead pays for twice its 1-way loss: not at ε = 0.5 on the planted
+              tables, where it lost Q1 to pairs (docs/model-choice.md). The weight moves no
+              budget: a larger 1-way share (the one minimising the weighted error, 0.2–0.3)
+              measured worse on every family, the joint's sampled Q1 being more its rows'
+              rounding than the histograms' noise at ε ≥ 1
 """
 
 from __future__ import annotations
@@ -127,8 +129,9 @@ class ModelChoice:
     def record(self, config: MarginalsConfig) -> dict[str, Any]:
         """The privacy record's ``model_choice``: the rule, its inputs and its outcome."""
         rule = ("the dense joint where the weighted mean over Q1, Q2, Q3 of its expected error "
-                "relative to pairs' is below 1, its second 1-way share the one minimising it "
-                "(expected errors from public sizes, rho, the sensitivity and the noisy n; "
+                "relative to pairs' is below 1, at the second 1-way share minimising the "
+                "unweighted mean (expected errors from public sizes, rho, the sensitivity and "
+                "the noisy n; "
                 f"pairs' 3-way bias taken as {config.pairs_three_way_bias:g} of a query's mean "
                 "count n/cells)")
         if config.cliques == "joint":
@@ -186,10 +189,10 @@ def choose_model(schema: Schema, *, rho: float, one_way_shares: np.ndarray,
                             for t, s in zip(triples, triple_shares)}
         return expected_errors(sizes, measured, n_hat, bias)
 
-    weights = family_weights(config)
+    weights, equal = family_weights(config), dict.fromkeys(FAMILIES, 1.0)
     candidates = {share: {"pairs": expected_pairs, "joint": joint(share)}
                   for share in ONE_WAY_GRID}
-    share = min(candidates, key=lambda s: (weighted_ratio(candidates[s], weights), s))
+    share = min(candidates, key=lambda s: (weighted_ratio(candidates[s], equal), s))
     expected = candidates[share]
     forced = config.cliques == "joint"  # the joint wherever it fits: its errors still recorded
     model = "joint" if forced or weighted_ratio(expected, weights) < 1.0 else "pairs"

@@ -66,7 +66,7 @@ class MarginalsConfig:
     balance: BalanceConfig = field(default_factory=BalanceConfig)
     reweight: ReweightConfig = field(default_factory=ReweightConfig)
     # the public rule's weight of Q1 against Q2's and Q3's 1 (choice.py): the joint where its
-    # weighted mean error relative to pairs' is below 1, its 1-way share chosen by the same
+    # weighted mean error relative to pairs' is below 1
     one_way_weight: float = 2.0
 
     def __post_init__(self) -> None:
