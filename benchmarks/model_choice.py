@@ -199,7 +199,7 @@ def main() -> None:
     with Client(LocalCluster(n_workers=1, threads_per_worker=2, processes=False)):
         for table in args.tables:
             schema, frame = TABLES[table]()
-            models = [m for m in args.models if m == "pairs" or cliques_possible(schema)]
+            models = [m for m in args.models if m != "joint" or cliques_possible(schema)]
             for neighbours in args.neighbours:
                 for epsilon in args.epsilons:
                     for seed in range(args.first_seed, args.first_seed + args.seeds):
