@@ -161,8 +161,8 @@ def adaptive_rows(lines: list[dict]) -> list[str]:
         means = {model: {f: float(np.mean([r[f] for r in runs if r["model"] == model]))
                          for f in (*FAMILIES, "worst2", "seconds")}
                  for model in ("pairs", "adaptive") if any(r["model"] == model for r in runs)}
-        seeds = len({r["seed"] for r in runs})
-        out.append(f"| {key[0]}, {key[1]}, {key[2]:g} ({seeds} seeds) "
+        seeds = ", ".join(str(seed) for seed in sorted({r["seed"] for r in runs}))
+        out.append(f"| {key[0]}, {key[1]}, {key[2]:g} (seeds {seeds}) "
                    f"| {cell(means.get('pairs'))} | {cell(means.get('adaptive'))} |")
     return out
 
