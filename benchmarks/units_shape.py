@@ -9,7 +9,10 @@ Each at ε = 1 (and the sweep given), seeds 0..S−1, both releases in the same 
   default before issue 67), rows each with their own id (each row its own unit: the release
   has no units);
 * unit-shaped: ``unit_shape=True``, the default under a privacy unit (with the panel's ``year``
-  order and ``lwage`` lag).
+  order and ``lwage`` lag);
+* unit-shaped, found (auto): the same with no attribute declared unit-level and the privacy
+  unit's ``unit_level: "auto"``: they are looked for under DP (``found``: how many of the
+  declared ones were found; the unit-constant share is of the declared ones).
 
 Printed as a markdown table: rows-per-unit TVD, unit-constant share, lag-1 correlation error
 (and the real lag-1 correlation: today's release has no unit of two rows, so no lag at all),
@@ -75,18 +78,32 @@ def marginal_tvd(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
     return float(one), float(two)
 
 
+def undeclared(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with no attribute declared unit-level (for ``unit_level: "auto"`` to find)."""
+    return {**spec, "attributes": [{key: value for key, value in attribute.items()
+                                    if key != "unit_level"} for attribute in spec["attributes"]]}
+
+
+# the releases compared: today's (rows, unit_shape opted out), unit-shaped with the schema's
+# declared unit-level attributes, and unit-shaped with none declared, found under DP
+RELEASES = {"today": (False, "declared"), "unit-shaped": (True, "declared"),
+            "unit-shaped, found (auto)": (True, "auto")}
+
+
 def run(name: str, frame: pd.DataFrame, spec: dict[str, Any], unit: str, k: int,
         epsilon: float, seed: int, sequence: tuple[str, str] | None) -> list[dict[str, Any]]:
-    schema = load_schema(spec)
+    schema = load_schema(spec)  # the declared unit-level attributes: what is checked
     rows = []
-    for shaped in (False, True):
+    for label, (shaped, level) in RELEASES.items():
         options: dict[str, Any] = {"unit_shape": shaped}  # today's: rows (opted out)
         if shaped and sequence:
             options |= {"unit_order": sequence[0], "unit_lag": sequence[1]}
         start = time.perf_counter()
         synthesizer = Synthesizer.create(
-            "marginals", schema, epsilon=epsilon, noise_sampler="numpy", noise_seed=seed,
-            ledger=False, privacy_unit={"column": unit, "max_rows": k}, **options).fit(frame)
+            "marginals", load_schema(undeclared(spec)) if level == "auto" else schema,
+            epsilon=epsilon, noise_sampler="numpy", noise_seed=seed, ledger=False,
+            privacy_unit={"column": unit, "max_rows": k, "unit_level": level},
+            **options).fit(frame)
         release = synthesizer.sample(seed=seed).compute()
         wall = time.perf_counter() - start
         if not shaped:  # today's release: each row its own random id
@@ -94,7 +111,10 @@ def run(name: str, frame: pd.DataFrame, spec: dict[str, Any], unit: str, k: int,
         order, lag = sequence or (None, None)
         checks = unit_checks(frame, release, schema, unit, max_rows=k, order=order, lag=lag)
         one, two = marginal_tvd(frame, release, schema)
-        rows.append({"table": name, "release": "unit-shaped" if shaped else "today",
+        found = synthesizer.model.metadata["privacy"]["privacy_unit"].get("unit_level", {})
+        rows.append({"table": name, "release": label,
+                     "found": len(set(found.get("found", []))
+                                  & set(checks["unit_level"])) if found else np.nan,
                      "epsilon": epsilon, "seed": seed, "K": k,
                      "rows_per_unit_tvd": checks["rows_per_unit_tvd"],
                      "unit_constant_share": checks["unit_constant_share"],

@@ -118,6 +118,8 @@ class NoisePart:
     # the rows of one value of this column are protected together, at most K kept (data/units.py)
     privacy_unit: str | None = key("privacy.privacy_unit")
     max_rows_per_unit: str | None = key("privacy.max_rows_per_unit", accepts=int | str)  # K|auto
+    # a unit-shaped release's unit-level attributes: "declared" (default) or "auto" (data/units.py)
+    unit_level: str | None = key("privacy.unit_level")
     # with a unit, use a schema drafted under DP at row level (refused otherwise)
     accept_row_level_draft: bool = key("privacy.accept_row_level_draft")
 

@@ -303,6 +303,10 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
         if unit.max_rows == "auto":
             raise ValueError(f"privacy unit {unit.column!r}: stats takes an integer "
                              "max_rows, not 'auto'")
+        if unit.unit_level_auto:
+            raise ValueError(f"privacy unit {unit.column!r}: unit_level 'auto' finds the "
+                             "attributes constant within a unit for a unit-shaped release; "
+                             "stats releases statistics, not units")
         if mechanism != "laplace":
             raise ValueError(f"privacy unit {unit.column!r}: --mechanism {mechanism} does not "
                              "support a privacy unit (its dependent sensitivity is a row's); "

@@ -8,6 +8,12 @@ The base estimator is the one place every method's fit and release pass through 
 reservation, privacy unit bounding, constraints, conditioned sampling, the release record), so
 that no method can skip a guarantee; what is method-specific lives in dp_dask.methods, and the
 writing of a release by its plan in dp_dask.release.writer.
+
+Size: the fit's steps before any measurement (the ledger's reservation, the privacy unit's two
+searches under "auto", its bounding) and the release's record stay together because every
+method's fit passes through them in this order; the privacy unit's steps (``_choose_max_rows``,
+``_find_unit_level``, ``unit_rho``, ``rho_record``) are the part to move out (a unit mixin) if
+the estimator grows again.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -171,6 +178,8 @@ class Synthesizer:
         # learned by each fit
         self.max_rows_: int | None = None  # the K this fit bounded to (max_rows "auto": chosen)
         self.unit_choice_: dict[str, Any] | None = None  # the record of a choice under "auto"
+        # the record of the search for unit-level attributes under unit_level "auto"
+        self.unit_level_choice_: dict[str, Any] | None = None
         self.model_: Model | None = None
         self.privacy_record_: PrivacyRecord | None = None  # the release's, once (the metadata's)
         self.timings_: dict[str, float] = {}
@@ -228,6 +237,13 @@ class Synthesizer:
         ledger = self._ledger_of()
         self.schema_, self.privacy_unit_, self.ledger_ = schema, unit, ledger
         self._prepare()
+        # only a unit-shaped release (the marginals method's, its unit_shape_) has unit-level
+        # attributes: a search for them would spend budget on nothing
+        if unit is not None and unit.unit_level_auto and not getattr(self, "unit_shape_", False):
+            raise ValueError(f"privacy unit {unit.column!r}: unit_level 'auto' finds the "
+                             "attributes constant within a unit for a unit-shaped release (the "
+                             "marginals method's default under a privacy unit); this release "
+                             f"(method {self.name!r}) has rows, not units")
 
     def _prepare(self) -> None:
         """The method's state from its parameters and the loaded :attr:`schema`, learned afresh
@@ -319,6 +335,7 @@ class Synthesizer:
         """
         # learned afresh by every fit: a refit records what a fresh fit does
         self.max_rows_, self.unit_choice_, self.model_, self.privacy_record_ = (None,) * 4
+        self.unit_level_choice_ = None
         self.ledger_entry_, self.reused_, self.timings_ = None, False, {}
         self._load_params()  # a bad schema, unit or ledger fails here, before any data is opened
         self._privacy_plan()  # bad ε, δ or mechanism fail here, before any data is opened
@@ -362,6 +379,7 @@ class Synthesizer:
         with timed(self.timings_, "read_encode_count"):
             ddf = self._read(data, storage_options)
             self.max_rows_, self.unit_choice_ = self._choose_max_rows(ddf)
+            self.unit_level_choice_ = self._find_unit_level(ddf)
             if self.privacy_unit is not None:
                 ddf = units.bound_contributions(self._with_unit_key(ddf), self.schema,
                                                 self.bound_unit, units.unit_seed(self.noise_seed))
@@ -384,16 +402,53 @@ class Synthesizer:
     def _choose_max_rows(self, ddf: dd.DataFrame) -> tuple[int | None, dict[str, Any] | None]:
         """This fit's K and the record of its choice: the K given (no record; None without a
         unit), or under max_rows "auto" K from the rows per unit under DP, with
-        ``units.AUTO_SHARE`` of the plan's ρ (the method's measurements spend the rest,
-        :attr:`unit_rho`)."""
+        ``units.AUTO_SHARE`` of the plan's ρ (:attr:`max_rows_rho`; the method's measurements
+        spend what the unit's searches leave, :attr:`unit_rho`)."""
         if not self.unit_auto:
             return self.max_rows, None
         (sizes,) = compute(units.rows_per_unit_graph(ddf, self.privacy_unit.column),
                            show_progress=self.show_progress)
         plan = self._privacy_plan()
         rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 57])
-        return units.choose_max_rows(sizes, self.unit_rho, plan["accountant"],
+        return units.choose_max_rows(sizes, self.max_rows_rho, plan["accountant"],
                                      sampler=self.noise_sampler, rng=rng)
+
+    def _find_unit_level(self, ddf: dd.DataFrame) -> dict[str, Any] | None:
+        """Under the privacy unit's unit_level "auto", the attributes not declared unit-level
+        that are found so under DP (``units.find_unit_level`` over the raw rows' counts of
+        varying units, ``units.UNIT_LEVEL_SHARE`` of the plan's ρ, :attr:`unit_rho`) marked
+        unit-level in this fit's schema: the unit model measures them and the release keeps
+        them constant within each unit. The record of the search (None without one). A
+        unit-shaped release's lag attribute (``unit_lag``) varies within a unit by design: it
+        is never a candidate."""
+        if not self.unit_level_auto:
+            return None
+        schema = self.schema
+        lag = getattr(self, "unit_lag", None)
+        candidates = [i for i, attribute in enumerate(schema.attributes)
+                      if not attribute.unit_level and attribute.name != lag]
+        (counts,) = compute(units.varying_units_graph(ddf, schema, self.privacy_unit.column,
+                                                      candidates),
+                            show_progress=self.show_progress)
+        rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 68])
+        found, record = units.find_unit_level(
+            counts, [schema.names[i] for i in candidates], self.unit_level_rho,
+            self._privacy_plan()["accountant"], sampler=self.noise_sampler, rng=rng)
+        self.schema_ = replace(schema, attributes=tuple(
+            replace(attribute, unit_level=True) if attribute.name in found else attribute
+            for attribute in schema.attributes))
+        return record
+
+    @property
+    def unit_level_auto(self) -> bool:
+        """Whether unit-level attributes are looked for under DP (unit_level "auto")."""
+        return self.privacy_unit is not None and self.privacy_unit.unit_level_auto
+
+    @property
+    def unit_level_rho(self) -> float:
+        """The ρ the search for unit-level attributes spends (0 without one)."""
+        return (self._privacy_plan()["rho"] * units.UNIT_LEVEL_SHARE if self.unit_level_auto
+                else 0.0)
 
     def _with_unit_key(self, ddf: dd.DataFrame) -> dd.DataFrame:
         """The rows bounding reads (which drops the unit column; unit-shaped releases copy it)."""
@@ -405,17 +460,27 @@ class Synthesizer:
         return self.privacy_unit is not None and self.privacy_unit.max_rows == units.AUTO
 
     @property
-    def unit_rho(self) -> float:
+    def max_rows_rho(self) -> float:
         """The ρ a choice of max_rows "auto" spends (0 without one)."""
         return self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
 
+    @property
+    def unit_rho(self) -> float:
+        """The ρ the unit's searches spend before the measurements: a choice of max_rows
+        "auto" and a search of unit_level "auto" (0 without them)."""
+        return self.max_rows_rho + self.unit_level_rho
+
     def rho_record(self, measurements_rho: float) -> dict[str, Any]:
-        """The record's ``rho``: the measurements' ``measurements_rho`` and, under max_rows
-        "auto", the choice of K's (:attr:`unit_rho`), the split in ``rho_split``."""
-        if not self.unit_auto:
+        """The record's ``rho``: the measurements' ``measurements_rho`` and the unit's
+        searches' (:attr:`unit_rho`: under max_rows "auto" the choice of K's, under
+        unit_level "auto" the search's), the split in ``rho_split``."""
+        if not self.unit_rho:
             return {"rho": measurements_rho}
         return {"rho": measurements_rho + self.unit_rho,
-                "rho_split": {"max_rows_choice": self.unit_rho,
+                "rho_split": {**({"max_rows_choice": self.max_rows_rho} if self.unit_auto
+                                 else {}),
+                              **({"unit_level_search": self.unit_level_rho}
+                                 if self.unit_level_auto else {}),
                               "measurements": measurements_rho}}
 
     def _read(self, data: TableSource, storage_options: dict[str, Any] | None) -> dd.DataFrame:
@@ -438,7 +503,8 @@ class Synthesizer:
         the fit's choice once there is one."""
         if self.max_rows is None:
             return self.privacy_unit
-        return units.PrivacyUnit(self.privacy_unit.column, self.max_rows)
+        return units.PrivacyUnit(self.privacy_unit.column, self.max_rows,
+                                 self.privacy_unit.unit_level)
 
     @property
     def rows_public(self) -> bool:
@@ -505,7 +571,9 @@ class Synthesizer:
             Cost(float(cost["epsilon"]), float(cost["delta"]), cost["mechanism"],
                  cost["accountant"], cost["rho"]),
             neighbouring, {**units.unit_record(self.bound_unit, self.noise_seed is not None),
-                           **({"auto": self.unit_choice_} if self.unit_choice_ else {})},
+                           **({"auto": self.unit_choice_} if self.unit_choice_ else {}),
+                           **({"unit_level": self.unit_level_choice_}
+                              if self.unit_level_choice_ else {})},
             self.noise_sampler, self.noise_seed is not None,
             charge=self.ledger_cost() if as_replace_one else None,
             rho_split=fields.pop("rho_split", None), details=fields,

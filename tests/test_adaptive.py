@@ -139,9 +139,12 @@ def test_bad_workload_is_refused(workload, message):
 def test_exact_accountant_with_rounds_is_refused():
     with pytest.raises(ValueError, match="zCDP"):
         Synthesizer.create("marginals", xor_schema(), rounds=2, accountant="exact")
-    assert Synthesizer.create("marginals", xor_schema()).accountant == "exact"  # no rounds
+    plain = Synthesizer.create("marginals", xor_schema())
+    assert plain.accountant is None and plain.release_accountant == "exact"  # no rounds
     declared = Synthesizer.create("marginals", xor_schema(), workload=[["c", "*", "*"]])
-    assert declared.rounds is None and declared.accountant == "zcdp"  # as given; some rounds
+    # as given; some rounds
+    assert declared.rounds is None and declared.accountant is None
+    assert declared.release_accountant == "zcdp"
     declared._load_params()  # what fit does first: how many, from the schema
     assert declared.rounds_ == adaptive.rounds_for(declared.schema)
 

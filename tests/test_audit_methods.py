@@ -310,3 +310,38 @@ def test_item1_unit_draft_at_row_sensitivity_is_caught() -> None:
     result = _planted("unit-draft-at-row-sensitivity",
                       PLANT_TRIALS["unit-draft-at-row-sensitivity"])
     assert not result.passed, result
+
+
+# --- issue 67: the unit-shaped default under a privacy unit, audited --------------------------
+
+def test_item1_unit_shaped_release_publishes_its_unit_model_and_lag_table() -> None:
+    # Before, published() skipped a unit-shaped release's row and unit models (dataclasses, read
+    # as post-processing): of its noisy numbers the statistic saw the lag-1 table alone, and
+    # the scenario did not exist (KeyError 'marginals-unit-shaped').
+    scenario = scenarios()["marginals-unit-shaped"]
+    assert scenario.options["unit_lag"] and scenario.schema["city"].unit_level
+    release = scenario.prepare()
+    d0, d1 = (published(release(side, REFERENCE_SEED)) for side in (0, 1))
+    moved = {k for k in d0.keys() | d1.keys()
+             if k not in d0 or k not in d1 or np.any(d0[k] != d1[k])}
+    # the canary unit (K rows on both sides) moves the unit table's city and city × rows,
+    # every table of the row model and the lag table: measurements only (the same noise on
+    # both sides, nothing else moves)
+    assert {k for k in moved if not k.startswith("rows.")} == {
+        "lag_table", "units.measurement(0,)#0", "units.measurement(0, 1)#0"}
+    assert sorted(k for k in moved if k.startswith("rows.")) == sorted(
+        f"rows.measurement{m}#0" for m in [(0,), (1,), (2,), (3,), (0, 1), (0, 2), (0, 3),
+                                           (1, 2), (1, 3), (2, 3)])
+
+
+def test_item1_unit_shaped_scenario_passes() -> None:
+    result = _one("marginals-unit-shaped", 30)
+    assert result.passed, result
+    assert result.claimed_epsilon == pytest.approx(0.4259190063584305)
+
+
+def test_item1_lag_pairs_unweighted_is_caught() -> None:
+    # ε̂ 0.661, 0.736, 0.638 against the claim 0.426 at its 500 trials (seeds 0, 100,000,
+    # 200,000); before, the scenario and the plant did not exist (KeyError)
+    result = _planted("lag-pairs-unweighted", PLANT_TRIALS["lag-pairs-unweighted"])
+    assert not result.passed, result

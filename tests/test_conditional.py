@@ -150,6 +150,27 @@ def test_cli_refuses_an_impossible_condition_before_sampling(client, saved, tmp_
     assert not out.exists()
 
 
+def test_synth_keeps_the_model_a_condition_of_probability_0_stopped(client, adult_csv,
+                                                                    tmp_path, capsys):
+    # Before, the fit spent its budget, the condition failed at write and the noisy model was
+    # lost with it: the spent release could not be drawn from under another condition.
+    out = tmp_path / "release"
+    code = main(["synth", "--data", str(adult_csv), "--schema", "adult", "--out", str(out),
+                 "--epsilon", "1", "--noise-sampler", "numpy", "--noise-seed", "0",
+                 "--ledger", str(tmp_path / "ledger.sqlite"), "--dataset-name", "adult",
+                 "--where", "age > 200", "--rows", "10",
+                 "--scheduler", client.scheduler.address, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "probability 0" in err and "budget is spent" in err and str(out / "model") in err
+    assert not (out / "synthetic.parquet").exists()
+    again = tmp_path / "again"
+    assert main(["sample", "--model", str(out / "model"), "--where", "sex == 'Female'",
+                 "--rows", "100", "--out", str(again), "--scheduler", client.scheduler.address,
+                 "--quiet"]) == 0
+    assert (pd.read_parquet(again / "synthetic.parquet")["sex"] == "Female").all()
+
+
 def test_methods_whose_model_cannot_be_conditioned_refuse(client, adult_csv):
     with pytest.warns(Warning):  # fine grids unused by the copula
         copula = Synthesizer.create("copula", "adult", epsilon=1.0, noise_sampler="numpy",

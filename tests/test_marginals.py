@@ -9,10 +9,8 @@ import pytest
 
 from dp_dask.postprocess.config import RowUpdateConfig
 from dp_dask.postprocess.consistency import (
-    DYKSTRA_SWEEPS,
+    DEFAULTS,
     IPF_SEED_ROWS,
-    IPF_SWEEPS,
-    SIGNAL_SIGMAS,
     Marginals,
     Measurement,
     consistent_marginals,
@@ -167,7 +165,7 @@ def numpy_fit_to_margins(table, rows, cols):
     total = rows.sum()
     x = table.astype(np.float64)
     affine_fix, orthant_fix = np.zeros_like(x), np.zeros_like(x)
-    for _ in range(DYKSTRA_SWEEPS):
+    for _ in range(DEFAULTS.dykstra_sweeps):
         z = x + affine_fix
         projected = (z + (rows - z.sum(axis=1))[:, None] / n_cols
                      + (cols - z.sum(axis=0))[None, :] / n_rows
@@ -177,7 +175,7 @@ def numpy_fit_to_margins(table, rows, cols):
         x = np.maximum(w, 0.0)
         orthant_fix = w - x
     x += IPF_SEED_ROWS * np.outer(rows, cols) / max(total, 1.0) ** 2
-    for _ in range(IPF_SWEEPS):
+    for _ in range(DEFAULTS.ipf_sweeps):
         x *= ratio_or_zero(rows, x.sum(axis=1))[:, None]
         x *= ratio_or_zero(cols, x.sum(axis=0))[None, :]
     return x
@@ -366,7 +364,7 @@ def test_row_updates_never_fill_a_cell_another_table_rules_out():
 
 def test_shrinkage_keeps_a_departure_noise_cannot_explain_whole():
     target = np.array([[5_000.0, 50.0], [50.0, 5.0]])
-    departure = np.array([[0.0, 10.0], [-10.0, (SIGNAL_SIGMAS + 1) * 20.0]])
+    departure = np.array([[0.0, 10.0], [-10.0, (DEFAULTS.signal_sigmas + 1) * 20.0]])
     shrunk = shrink_towards(target + departure, target, sigma=20.0)
     assert shrunk[1, 1] == target[1, 1] + departure[1, 1]
     assert abs(shrunk[0, 1] - target[0, 1]) < abs(departure[0, 1])

@@ -7,8 +7,9 @@ import itertools
 import numpy as np
 
 from dp_dask.data.tables import Domain
+from dp_dask.postprocess.config import RakingConfig
 from dp_dask.postprocess.consistency import Marginals, Measurement, ratio_or_zero
-from dp_dask.postprocess.raking import MAX_PASSES, WINDOW, rake, systematic_resample
+from dp_dask.postprocess.raking import DEFAULTS, rake, systematic_resample
 from dp_dask.postprocess.reweight import fit_weights
 from dp_dask.postprocess.rowupdate import sample_tree
 from dp_dask.postprocess.tree import spanning_tree
@@ -47,7 +48,7 @@ def test_raking_holds_the_tables_a_tree_start_misses():
     weights, passes = rake(candidates, targets, SIZES, rng)
     tree_gap = gap(tables_of(candidates), targets)
     assert gap(tables_of(candidates, weights), targets) < 0.01 * tree_gap
-    assert passes <= MAX_PASSES
+    assert passes <= DEFAULTS.max_passes
     resampled = candidates[systematic_resample(weights, n, rng)]
     assert len(resampled) == n
     # Resampling keeps the fit up to rounding each candidate's weight.
@@ -57,7 +58,8 @@ def test_raking_holds_the_tables_a_tree_start_misses():
 def test_the_compiled_steps_give_numpys_weights_to_the_bit():
     codes = latent_copies(5_000).astype(np.uint8)  # the narrowest dtype, as candidates come
     targets = {pair: 1.1 * t + 0.5 for pair, t in tables_of(latent_copies(5_000, 1)).items()}
-    weights, passes = rake(codes, targets, SIZES, np.random.default_rng(2), max_passes=3)
+    weights, passes = rake(codes, targets, SIZES, np.random.default_rng(2),
+                           config=RakingConfig(max_passes=3))
     rng, expected, pairs = np.random.default_rng(2), np.ones(len(codes)), list(targets)
     for _ in range(passes):
         for index in rng.permutation(len(pairs)):
@@ -76,18 +78,18 @@ def test_rows_already_at_their_targets_keep_their_weights():
 
 
 def test_raking_stops_early_where_its_gap_falls_slower_than_the_window_asks():
-    """A gap that falls at less than KEEP_RAKING per WINDOW passes from the first (targets
-    that disagree with each other) stops before WINDOW + 1 passes; one that falls fast goes on."""
+    """A gap that falls at less than keep_raking per window passes from the first (targets
+    that disagree with each other) stops before window + 1 passes; one that falls fast goes on."""
     codes = latent_copies(5_000)
     rng = np.random.default_rng(8)
     disagreeing = {pair: t * rng.uniform(0.5, 1.5, t.size)
                    for pair, t in tables_of(latent_copies(5_000, 1)).items()}
     _, passes = rake(codes, disagreeing, SIZES, np.random.default_rng(0))
-    assert 2 <= passes <= WINDOW
+    assert 2 <= passes <= DEFAULTS.window
     tree_like = np.stack([latent_copies(5_000, 2)[:, 0]] * 2 + [latent_copies(5_000, 3)[:, 0]] * 2,
                          axis=1)
     _, passes = rake(tree_like, tables_of(latent_copies(5_000)), SIZES, np.random.default_rng(0))
-    assert passes > WINDOW
+    assert passes > DEFAULTS.window
 
 
 def test_systematic_resample_rounds_each_weight_to_a_neighbouring_integer():

@@ -49,7 +49,7 @@ def fitted(tmp_path, **options) -> tuple[Synthesizer, Ledger]:
 
 def assert_charged(synthesizer: Synthesizer, ledger: Ledger, rho: float) -> None:
     """The ledger entry and the release's replace_one_row both at replace-one ρ ``rho``."""
-    epsilon = epsilon_spent(rho, DELTA, synthesizer.accountant)
+    epsilon = epsilon_spent(rho, DELTA, synthesizer.release_accountant)
     record = synthesizer.model.metadata["privacy"]["replace_one_row"]
     (entry,) = ledger.entries("binary")
     assert record["rho"] == pytest.approx(rho, rel=1e-9)

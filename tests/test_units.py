@@ -32,8 +32,8 @@ from dp_dask.data.units import (
     choose_max_rows,
     row_keys,
 )
+from dp_dask.methods.marginals.config import DEFAULTS
 from dp_dask.methods.marginals.measurements import measure_all
-from dp_dask.methods.marginals.unit_shape import UNIT_SHARE
 from dp_dask.privacy.accounting import rho_budget, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.privacy.selection import calibrate_selection
@@ -300,11 +300,12 @@ def test_max_rows_auto_is_a_charged_dp_quantile(client):
     chosen = privacy["privacy_unit"]["auto"]["chosen"]
     assert chosen in AUTO_CANDIDATES and privacy["privacy_unit"]["max_rows"] == chosen
     assert fitted.max_rows_ == chosen and fitted.privacy_unit == PrivacyUnit("uid", "auto")
-    total = rho_budget(1.0, fitted.delta, fitted.accountant)
+    total = rho_budget(1.0, fitted.delta, fitted.release_accountant)
     assert privacy["privacy_unit"]["auto"]["rho"] <= AUTO_SHARE * total
     # units by default (issue 67): the row model's measurements take what the unit model
-    # (UNIT_SHARE of the measurements') leaves
-    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * (1 - UNIT_SHARE) * total)
+    # (unit_share of the measurements') leaves
+    assert fitted.budget_plan().rho == pytest.approx((1 - AUTO_SHARE) * (1 - DEFAULTS.unit_share)
+                                                 * total)
 
 
 def auto_unit(**options) -> dict:
@@ -329,7 +330,7 @@ def test_item4a_auto_records_the_whole_rho_and_its_split(client, tmp_path, path)
             **auto_unit()).fit(frame)  # (spent, below)
         assert "cliques" in fitted.model.metadata["privacy"]  # the dense joint
     privacy = fitted.model.metadata["privacy"]
-    total = rho_budget(1.0, fitted.delta, fitted.accountant)
+    total = rho_budget(1.0, fitted.delta, fitted.release_accountant)
     (entry,) = Ledger(tmp_path / "ledger.sqlite").entries()
     assert privacy["rho"] == pytest.approx(total) and entry.rho == pytest.approx(total)
     split = privacy["rho_split"]
@@ -381,7 +382,8 @@ def test_item7_auto_prefers_the_smallest_k_covering_the_quantile():
     sizes = pd.Series({6: 1_000})
     unit = Synthesizer.create("marginals", SMALL_SCHEMA, epsilon=1.0, ledger=False,
                               privacy_unit={"column": "uid", "max_rows": "auto"})
-    selection = calibrate_selection(unit.unit_rho, float(AUTO_QUANTILE[1]), unit.accountant)
+    selection = calibrate_selection(unit.unit_rho, float(AUTO_QUANTILE[1]),
+                                    unit.release_accountant)
     # The rule's scores (units.choose_max_rows): below 10 no unit is covered (1,000 units short
     # of 900: 10·1,000 − 0); 10 covers and 5 does not (0); past 10 the candidate before covers
     # by 10·1,000 − 9·1,000 = 1,000 (1,001). The prior divides each one's odds by 2.
@@ -389,7 +391,7 @@ def test_item7_auto_prefers_the_smallest_k_covering_the_quantile():
     odds = np.exp(-scores / selection.scale) / AUTO_TIE_ODDS ** np.arange(len(AUTO_CANDIDATES))
     miss = 1 - odds[AUTO_CANDIDATES.index(10)] / odds.sum()  # P(K != 10): 0.163 (exact, δ 2^-30)
     assert miss < 0.2
-    chosen = [choose_max_rows(sizes, unit.unit_rho, unit.accountant, sampler="numpy",
+    chosen = [choose_max_rows(sizes, unit.unit_rho, unit.release_accountant, sampler="numpy",
                               rng=np.random.default_rng(seed))[0] for seed in range(20)]
     # misses beyond 8 of 20 have probability binom.sf(8, 20, miss) < 0.003 (uniform over the
     # 7 candidates from 10: binom.cdf(8, 20, 6/7) = 3e-6)

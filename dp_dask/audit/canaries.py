@@ -76,6 +76,12 @@ DRAFT_CANARY = 190
 
 UNIT = "person"  # the privacy unit's column
 UNIT_ROWS = 8  # the canary unit's rows (more than the max_rows audited: bounding keeps fewer)
+# the unit-shaped release's schema: the city declared unit-level (the unit model measures it
+# with the rows per unit), and its rows ordered by the grade, the colour's lag-1 table measured
+UNIT_SHAPED_SCHEMA = {**AUDIT_SCHEMA, "name": "audit-unit-shaped", "attributes": [
+    *AUDIT_SCHEMA["attributes"][:2], {**AUDIT_SCHEMA["attributes"][2], "unit_level": True},
+    AUDIT_SCHEMA["attributes"][3]]}
+UNIT_ORDER, UNIT_LAG = "grade", "colour"
 # auto K (units.auto_scores, the rule "the smallest candidate covering the 0.9 quantile"): with
 # the canary's one row, 459 units of one row, one of two and 50 of three put the quantile exactly
 # at K = 1 (u = 10·covered − 9·n = 0 for K = 1, 10 for K = 2: scores 0, 1, 11 for K = 1, 2, 3);

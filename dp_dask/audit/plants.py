@@ -12,8 +12,10 @@ correct release's. Four kinds of field:
   row each, where the calibration is a row's);
 * ``options``: what the release is asked, where the bug changes a public input: a privacy unit
   that keeps more rows than the noise assumes, a threshold calibrated for a larger δ;
-* ``steps``, ``public_sample``: a method with one step swapped on its instance (its rows'
-  random order undone), a draft made from the data as if it were a public sample.
+* ``steps``, ``public_sample``: a method with one step swapped on its instance (a function
+  of the instance and the step's arguments: its rows' random order undone, a unit-shaped
+  release's lag-1 table weighing each pair whole), a draft made from the data as if it were a
+  public sample.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 import dask.dataframe as dd
+from dask.delayed import Delayed
 
 from dp_dask.audit.canaries import (
     DRAFT_UNIT_K,
@@ -36,15 +40,28 @@ from dp_dask.audit.canaries import (
     draft_unit_pair,
     wide_pair,
 )
-from dp_dask.audit.scenarios import STATS_UNIT_K, UNIT_K, Scenario
+from dp_dask.audit.scenarios import STATS_UNIT_K, UNIT_K, UNIT_SHAPED_K, Scenario
+from dp_dask.methods.marginals.synthesizer import MarginalSynthesizer
+from dp_dask.methods.marginals.unit_shape import lag_count_graph, unit_count_graph
+from dp_dask.synthesizer import Synthesizer
 
 WIDE_ROWS = 4  # the rows tables-auto-rows-undercounted's neighbours replace
 
 
-def input_order(codes: dd.DataFrame) -> dd.DataFrame:
+def input_order(method: Synthesizer, codes: dd.DataFrame) -> dd.DataFrame:
     """DPCopula-MLE's ``_row_order`` undone: its blocks cut from the input's own row order
     (finding 1)."""
     return codes
+
+
+def lag_pairs_unweighted(method: MarginalSynthesizer, ddf: dd.DataFrame) -> Delayed:
+    """A unit-shaped release's ``_count_graph`` (the rows' counts, the unit table's, the lag-1
+    table's) with every pair of the lag-1 table weighing what a unit's pairs weigh in all: a
+    unit of K rows moves it K − 1 times its calibration."""
+    return dask.delayed(tuple)([
+        method._row_count_graph(ddf),
+        unit_count_graph(ddf, method.schema, method.units_schema),
+        lag_count_graph(ddf, method.schema, *method.sequence, once=False)])
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,11 @@ def _plants() -> list[Plant]:
               f"all kept while the noise is calibrated to max_rows {UNIT_K}",
               {"options": {"privacy_unit": {"column": UNIT, "max_rows": UNIT_ROWS}},
                "noise_divisor": UNIT_ROWS / UNIT_K}),
+        Plant("lag-pairs-unweighted", "marginals-unit-shaped", "the unit-shaped release's "
+              "lag-1 table weighing each pair of a unit's rows whole instead of the unit's "
+              f"pairs once in all: the canary unit's {UNIT_SHAPED_K} kept rows move it "
+              f"{UNIT_SHAPED_K - 1} times the sensitivity its noise is calibrated to",
+              {"steps": {"_count_graph": lag_pairs_unweighted}}),
         Plant("unit-sensitivity-skipped", "stats-unit", f"max_rows {STATS_UNIT_K} rows per "
               "unit kept, the Laplace scale a row's (2m/ε: the ×max_rows skipped)",
               {"noise_divisor": STATS_UNIT_K}),

@@ -17,7 +17,8 @@ from dp_dask.audit.scenarios import scenarios
 DEFAULT_TRIALS = 1000
 TRIALS = {"marginals": 1000, "marginals-add-remove": 500, "marginals-add-remove-as-replace": 500,
           "marginals-tree": 300, "marginals-tables-auto": 150, "marginals-adaptive": 150,
-          "marginals-fine": 300, "marginals-joint": 500, "marginals-unit": 500, "copula": 100,
+          "marginals-fine": 300, "marginals-joint": 500, "marginals-unit": 500,
+          "marginals-unit-shaped": 250, "copula": 100,
           "dpcopula-mle": 150, "dpcopula-hybrid": 150, "dpview-add-remove": 100, "stats": 300,
           "stats-unit": 40, "schema-draft": 200, "draft-octaves": 300, "draft-years": 300,
           "draft-text": 300, "draft-identifier": 300, "draft-unit": 150}
@@ -27,6 +28,7 @@ PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
                 "mle-order-restored": 150, "data-dependent-bin": 150,
                 "joint-sigma-halved": 1500, "tables-auto-rows-undercounted": 200,
                 "unit-bounding-skipped": 100, "unit-sensitivity-skipped": 100,
+                "lag-pairs-unweighted": 500,
                 "auto-k-sensitivity-1": 4000, "octave-scale-unsplit": 2000,
                 "years-scale-halved": 2500, "text-threshold-without-delta": 1000,
                 "identifier-count-unnoised": 300,

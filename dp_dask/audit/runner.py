@@ -94,6 +94,9 @@ def published(release: Any) -> dict[str, np.ndarray]:
                 for i, item in enumerate(value):
                     label = item.get("name", i) if isinstance(item, dict) else i
                     add(f"{name}[{label}]", item)
+        elif dataclasses.is_dataclass(value) and hasattr(value, "metadata"):
+            # a model within the release (a unit-shaped release's row and unit models)
+            out.update({f"{name}.{key}": item for key, item in published(value).items()})
         elif dataclasses.is_dataclass(value) or hasattr(value, "__dict__"):
             return  # a derived object (consistent marginals): post-processing of the above
         else:

@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MethodType
 from typing import Any
 
 import dask
@@ -47,6 +48,9 @@ from dp_dask.audit.canaries import (
     FINE_SCHEMA,
     MLE_BLOCK_PAIRS,
     UNIT,
+    UNIT_LAG,
+    UNIT_ORDER,
+    UNIT_SHAPED_SCHEMA,
     canary_pair,
     draft_pair,
     draft_unit_pair,
@@ -130,8 +134,8 @@ class Scenario:
                                   noise_sampler="numpy", noise_seed=seed, ledger=False,
                                   **self.options)
         made._load_params()  # what fit does first: its schema's parameters (rounds, layout)
-        for name, step in self.steps.items():
-            setattr(made, name, step)
+        for name, step in self.steps.items():  # bound to the instance, as the method's is
+            setattr(made, name, MethodType(step, made))
         return made
 
     def synthesizer(self, seed: int) -> Synthesizer:
@@ -169,12 +173,14 @@ class Scenario:
     def _counts(self, synthesizer: Synthesizer, frame: pd.DataFrame) -> Any:
         """The exact counts of ``frame``, through the method's read and count graph. With a
         privacy unit its rows are bounded first, with the seed ``fit`` derives from
-        ``noise_seed``: the pairs' units of several rows hold copies of one row, so which
+        ``noise_seed`` (a unit-shaped release's unit column copied first, as ``fit`` does,
+        for its unit table): the pairs' units of several rows hold copies of one row, so which
         ``max_rows`` a unit keeps does not move a count."""
         with dask.config.set(scheduler="synchronous"):
             ddf = synthesizer._read(frame, None)
             if synthesizer.privacy_unit is not None:
-                ddf = units.bound_contributions(ddf, self.schema, synthesizer.privacy_unit,
+                ddf = units.bound_contributions(synthesizer._with_unit_key(ddf), self.schema,
+                                                synthesizer.privacy_unit,
                                                 units.unit_seed(synthesizer.noise_seed))
             (counts,) = compute(synthesizer._count_graph(ddf))
         return counts
@@ -232,10 +238,16 @@ ALL = {"tables": "all"}  # every 2-way table (this tiny n would get the tree pla
 DENSE = {"config": {"cliques": "joint", "joint_iterations": 1}}
 UNIT_K = 2  # the marginals' privacy unit's max_rows
 STATS_UNIT_K = 8  # the stats' (its pair's unit of twice as many rows)
-# the row-shaped release under a unit (its row model's tables at K rows' sensitivity); the
-# unit-shaped default's unit model and lag table are not audited yet
+# the row-shaped release under a unit (its row model's tables at K rows' sensitivity)
 MARGINALS_UNIT = {"privacy_unit": {"column": UNIT, "max_rows": UNIT_K},
                   "unit_shape": False}
+# the unit-shaped default under a unit: the unit model (the declared unit-level city and the
+# rows per unit, a row's sensitivity), the lag-1 table (each unit's pairs weighing LAG_WEIGHT
+# in all) and the row model (K rows'). K rows hold K − 1 pairs: enough that a lag table
+# counting each pair whole would move K − 1 times its calibration (plant lag-pairs-unweighted)
+UNIT_SHAPED_K = 8
+MARGINALS_UNIT_SHAPED = {"privacy_unit": {"column": UNIT, "max_rows": UNIT_SHAPED_K},
+                         "unit_order": UNIT_ORDER, "unit_lag": UNIT_LAG}
 
 
 def scenarios() -> dict[str, Scenario]:
@@ -258,6 +270,9 @@ def scenarios() -> dict[str, Scenario]:
         Scenario("marginals-joint", "marginals", "replace", schema, replace, DENSE),
         Scenario("marginals-unit", "marginals", "replace", schema, unit_pair(),
                  {**ALL, **MARGINALS_UNIT}),
+        Scenario("marginals-unit-shaped", "marginals", "replace",
+                 load_schema(UNIT_SHAPED_SCHEMA), unit_pair(2 * UNIT_SHAPED_K),
+                 {**ALL, **MARGINALS_UNIT_SHAPED}),
         Scenario("unit-auto-k", "unit-choice", "replace", None, unit_sizes_pair()),
         Scenario("copula", "copula", "replace", schema, replace,
                  {"calibration_draws": 500}),

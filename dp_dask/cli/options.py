@@ -218,6 +218,12 @@ def unit_options(group: argparse._ActionsContainer, release: bool = True) -> Non
                        "covering the 0.9 quantile of rows per unit, chosen under DP with 5%% "
                        "of the budget (the default method; stats takes an integer K)")
     if release:
+        group.add_argument("--unit-level", choices=["declared", "auto"], default=None,
+                           help="with a privacy unit, the unit-level attributes (constant "
+                           "within each synthetic unit) of a unit-shaped release: those the "
+                           "schema declares (default), or 'auto': also those found under DP "
+                           "from a noisy count of units in which each varies (5%% of the "
+                           "budget, Laplace)")
         group.add_argument("--accept-row-level-draft", action="store_true",
                            help="with a privacy unit, use a schema drafted under DP at row "
                            "level (refused otherwise, exit 2): its guarantee covers one row, "
@@ -229,11 +235,16 @@ def privacy_unit(args: argparse.Namespace) -> dict[str, Any] | None:
     """The unit the options give (None: none given); ValueError naming the column where one of
     the two is missing (K itself is checked by dp_dask.data.units.PrivacyUnit)."""
     column, k = getattr(args, "privacy_unit", None), getattr(args, "max_rows_per_unit", None)
+    level = getattr(args, "unit_level", None)
     if column is None and k is None:
+        if level is not None:
+            raise ValueError(f"--unit-level {level!r} needs a privacy unit (--privacy-unit "
+                             "COLUMN --max-rows-per-unit K)")
         return None
     if column is None or k is None:
         raise ValueError(f"--privacy-unit {column!r} and --max-rows-per-unit {k!r} go together")
-    return {"column": column, "max_rows": int(k) if str(k).strip().lstrip("-").isdigit() else k}
+    return {"column": column, "max_rows": int(k) if str(k).strip().lstrip("-").isdigit() else k,
+            **({"unit_level": level} if level is not None else {})}
 
 
 LEDGER_HELP = (f"privacy ledger: a SQLite file (a path or sqlite:///PATH) or a team's "

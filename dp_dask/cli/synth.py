@@ -34,7 +34,7 @@ from dp_dask.conditions import ConditionError, balanced_attribute, compile_where
 from dp_dask.config import SynthSpec
 from dp_dask.copula.sample import choose_device
 from dp_dask.data.draft import write_draft
-from dp_dask.data.io import load_schema_from, local_path
+from dp_dask.data.io import join, load_schema_from, local_path, location
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.keywords import as_flags
 from dp_dask.one_command import OneCommand, draft_and_fit
@@ -128,12 +128,15 @@ def run(spec: SynthSpec) -> None:
         else:
             synthesizer = new_synthesizer(spec, spec.schema).fit(
                 spec.data, storage_options=spec.storage_options)
-        paths = synthesizer.write(spec.out, spec.rows, seed=spec.seed,
-                                  partition_rows=spec.partition_rows, with_model=True,
-                                  device=spec.sampling_device,
-                                  storage_options=spec.storage_options,
-                                  decode=spec.decode, with_binary=spec.zarr,
-                                  where=spec.where, balance=spec.balance)
+        try:
+            paths = synthesizer.write(spec.out, spec.rows, seed=spec.seed,
+                                      partition_rows=spec.partition_rows, with_model=True,
+                                      device=spec.sampling_device,
+                                      storage_options=spec.storage_options,
+                                      decode=spec.decode, with_binary=spec.zarr,
+                                      where=spec.where, balance=spec.balance)
+        except ConditionError as refused:
+            raise ConditionError(_model_kept(spec, synthesizer, refused)) from refused
     if drafted is not None:
         # beside the release's metadata (a local release; a store's keeps it in metadata.json)
         if not isinstance(paths["metadata"], str):
@@ -142,6 +145,15 @@ def run(spec: SynthSpec) -> None:
         print(as_flags(drafted.draft.summary()))
     report(synthesizer, paths)
     write_summary(spec, spec.out, run_summary(spec, synthesizer, paths, *started))
+
+
+def _model_kept(spec: SynthSpec, synthesizer: Synthesizer, refused: ConditionError) -> str:
+    """The noisy model a condition it gives no probability stopped, saved in the release's
+    place (the fit's charge stands: noise was drawn), and how to draw from it at no cost."""
+    saved = synthesizer.save(join(location(spec.out), "model"), spec.storage_options)
+    return (f"{refused}. The fit's budget is spent (noise was drawn) and its noisy model is "
+            f"saved at {saved}: draw rows from it at no further cost with 'dp-dask sample "
+            f"--model {saved} --out ... --rows N' and another --where/--balance")
 
 
 def _draft_and_fit(spec: SynthSpec) -> OneCommand:

@@ -43,6 +43,15 @@ the raw data's units, whatever K each release bounded them to: a draft and a rel
 unit column compose (basic composition), any K with any K; a draft of another unit (a row) never
 counts inside a unit's total (:func:`drafted_record`), and a release under a unit refuses it unless
 told otherwise (:func:`check_drafted_unit`).
+
+A unit-shaped release's unit-level attributes are those the schema declares, or with
+``unit_level: "auto"`` those too found under DP (:func:`find_unit_level`, over the counts of
+:func:`varying_units_graph`): both searches of the unit's own shape (its K, its constant
+attributes) live here, beside the bounding whose unit they read.
+
+Size: the unit's record, bounding and its two DP searches (max_rows "auto", unit_level "auto")
+share the unit's identity (:func:`unit_text`) and its neighbours; the searches may move to a
+module of their own (units_search.py) if a third comes.
 """
 
 from __future__ import annotations
@@ -57,11 +66,19 @@ import numpy as np
 import pandas as pd
 from distributed import Client, default_client, wait
 
+from dp_dask.data.counts import partition_reduction
 from dp_dask.data.encode import EncodingError, encode_partition, fine_cells
 from dp_dask.data.order import order_seed
 from dp_dask.data.schema import Schema
 from dp_dask.data.text import category_text
 from dp_dask.privacy.labels import NEIGHBOURING
+from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.selection import (
+    calibrate_selection,
+    noisy_max_index,
+    pure_charge,
+    pure_epsilon,
+)
 
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
 AUTO = "auto"  # max_rows chosen under DP (choose_max_rows)
@@ -74,6 +91,13 @@ AUTO_SHARE = 0.05
 AUTO_RULE = "the smallest candidate covering the quantile of rows per unit"
 AUTO_TIE_ODDS = 2
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
+# unit_level "auto": attributes not declared unit-level are found so under DP (find_unit_level):
+# the share of the release's ρ the search spends (pure ε-DP, Laplace), and the public threshold
+# on the noisy share of varying units (among units of two rows or more) below which an
+# attribute is taken as unit-level
+UNIT_LEVEL_MODES = ("declared", AUTO)
+UNIT_LEVEL_SHARE = 0.05
+UNIT_LEVEL_THRESHOLD = 0.05
 _SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
 _MASK = (1 << 64) - 1
 
@@ -84,27 +108,43 @@ class PrivacyUnit:
 
     column: str
     max_rows: int | str  # an integer >= 1, or AUTO
+    # which attributes are unit-level (constant within a unit) in a unit-shaped release: those
+    # the schema declares, or AUTO: those too that find_unit_level finds under DP
+    unit_level: str = "declared"
 
     def __post_init__(self) -> None:
-        """ValueError naming the column where K is neither an integer >= 1 nor "auto": built
-        directly too, a unit of K <= 0 would keep no row at all."""
+        """ValueError naming the column where K is neither an integer >= 1 nor "auto", or
+        unit_level is neither "declared" nor "auto": built directly too, a unit of K <= 0 would
+        keep no row at all."""
         if not isinstance(self.column, str) or not self.column:
             raise ValueError(f"privacy_unit column must be a column name, got {self.column!r}")
         k = self.max_rows
         if k != AUTO and (isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1):
             raise ValueError(f"privacy unit {self.column!r}: max_rows must be an integer >= 1 "
                              f"or {AUTO!r}, got {k!r}")
+        if self.unit_level not in UNIT_LEVEL_MODES:
+            raise ValueError(f"privacy unit {self.column!r}: unit_level must be one of "
+                             f"{list(UNIT_LEVEL_MODES)}, got {self.unit_level!r}")
 
     @classmethod
     def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
-        """A unit from ``{"column": ..., "max_rows": K}`` (None: the unit is a row); ValueError
-        naming the column where K is neither an integer >= 1 nor "auto"."""
+        """A unit from ``{"column": ..., "max_rows": K}`` and optionally ``"unit_level"``
+        (None: the unit is a row); ValueError naming the column where K is neither an integer
+        >= 1 nor "auto"."""
         if spec is None or isinstance(spec, PrivacyUnit):
             return spec
-        if not isinstance(spec, dict) or set(spec) != {"column", "max_rows"}:
-            raise ValueError(f"privacy_unit must be {{'column': ..., 'max_rows': K}}, got {spec!r}")
+        if not isinstance(spec, dict) or not ({"column", "max_rows"} <= set(spec) <= {
+                "column", "max_rows", "unit_level"}):
+            raise ValueError("privacy_unit must be {'column': ..., 'max_rows': K} (and "
+                             f"optionally 'unit_level': 'declared' or 'auto'), got {spec!r}")
         k = spec["max_rows"]
-        return cls(spec["column"], k if k == AUTO or not isinstance(k, np.integer) else int(k))
+        return cls(spec["column"], k if k == AUTO or not isinstance(k, np.integer) else int(k),
+                   spec.get("unit_level", "declared"))
+
+    @property
+    def unit_level_auto(self) -> bool:
+        """Whether attributes not declared unit-level are looked for under DP."""
+        return self.unit_level == AUTO
 
     def check(self, schema: Schema) -> None:
         """ValueError where the unit column is also something the schema reads: it would reach
@@ -115,7 +155,8 @@ class PrivacyUnit:
                              "drop it from the schema")
 
     def to_json(self) -> dict[str, Any]:
-        return {"column": self.column, "max_rows": self.max_rows}
+        return {"column": self.column, "max_rows": self.max_rows,
+                **({"unit_level": self.unit_level} if self.unit_level_auto else {})}
 
 
 def unit_record(unit: PrivacyUnit | None, seeded: bool,
@@ -199,8 +240,6 @@ def choose_max_rows(sizes: pd.Series, rho: float, accountant: str, *, sampler: s
     data-independent, it changes no sensitivity, and it weighs as much as a score difference
     of ln AUTO_TIE_ODDS (0.69) noise scales, so that a clear score decides and a tie halves the
     odds at each larger candidate."""
-    from dp_dask.privacy.selection import calibrate_selection, noisy_max_index
-
     level, levels = AUTO_QUANTILE
     selection = calibrate_selection(rho, float(levels), accountant)
     prior = np.arange(len(AUTO_CANDIDATES)) * math.log(AUTO_TIE_ODDS) * selection.scale
@@ -214,6 +253,87 @@ def choose_max_rows(sizes: pd.Series, rho: float, accountant: str, *, sampler: s
                             f"candidate before covers), L-inf sensitivity {levels}; ties prefer "
                             f"the smaller K (a public prior, each candidate's odds 1/"
                             f"{AUTO_TIE_ODDS} of the one before)"}
+
+
+_VARYING_UNIT = "__unit_text__"
+
+
+def _unit_codes(frame: pd.DataFrame, schema: Schema, column: str,
+                candidates: list[int]) -> pd.DataFrame:
+    """Per row its unit as text (:func:`unit_text`) and the codes of attributes ``candidates``
+    (``c0``, ``c1``, ...)."""
+    codes = encode_partition(frame, schema)
+    return pd.DataFrame({_VARYING_UNIT: unit_text(frame[column]).to_numpy(),
+                         **{f"c{j}": codes[i].astype(np.int64)
+                            for j, i in enumerate(candidates)}},
+                        index=pd.RangeIndex(len(frame)))
+
+
+def _varying_counts(per_unit: pd.DataFrame, count: int) -> np.ndarray:
+    """Of a partition of units (each one's lowest and highest code per candidate, its rows):
+    the units whose codes of each candidate differ, then the units of two rows or more."""
+    varying = [int((per_unit[f"hi{j}"] != per_unit[f"lo{j}"]).sum()) for j in range(count)]
+    return np.array([*varying, int((per_unit["rows"] >= 2).sum())], dtype=np.int64)
+
+
+def varying_units_graph(ddf: dd.DataFrame, schema: Schema, column: str,
+                        candidates: list[int]) -> Any:
+    """Lazily, per attribute of ``candidates`` (indices into ``schema``) the number of units
+    (of ``column``, as :func:`unit_text` tells them apart, nulls one unit) whose rows hold more
+    than one of its codes, then the number of units of two rows or more: one unit moves each
+    count by at most 1. A groupby of the unit's text and the codes: no whole row moves."""
+    meta = pd.DataFrame({_VARYING_UNIT: pd.Series([], dtype=object),
+                         **{f"c{j}": pd.Series([], dtype=np.int64)
+                            for j in range(len(candidates))}})
+    keyed = ddf.map_partitions(_unit_codes, schema, column, candidates, meta=meta)
+    # every group needs one aggregate at least: the unit column itself gives the rows
+    spec = {"rows": (_VARYING_UNIT, "size"),
+            **{f"{end}{j}": (f"c{j}", how) for j in range(len(candidates))
+               for end, how in (("lo", "min"), ("hi", "max"))}}
+    per_unit = keyed.groupby(_VARYING_UNIT, dropna=False).agg(split_out=ddf.npartitions,
+                                                              **spec)
+    return partition_reduction(per_unit, _varying_counts, len(candidates))
+
+
+def find_unit_level(counts: np.ndarray, names: list[str], rho: float, accountant: str, *,
+                    sampler: str, rng: np.random.Generator | None
+                    ) -> tuple[list[str], dict[str, Any]]:
+    """The attributes ``names`` (not declared unit-level) found unit-level, and the record of
+    the search: Laplace noise on ``counts`` (:func:`varying_units_graph`: per attribute the
+    units in which it varies, then the units of two rows or more), pure ε-DP charged ``rho``
+    under ``accountant`` (:func:`~dp_dask.privacy.selection.pure_epsilon`), L1 sensitivity
+    len(names) + 1 (one unit, replaced, added or removed, moves each count by at most 1). An
+    attribute whose noisy count of varying units is below :data:`UNIT_LEVEL_THRESHOLD` of the
+    noisy count of units of two rows is found unit-level; where that count is not above 3
+    noise scales (too few units of two rows to tell) none is: a tie keeps the declared
+    schema, as a release without the search has it. Post-processing of the noisy counts."""
+    sensitivity = len(names) + 1
+    epsilon = pure_epsilon(rho, accountant)
+    scale = sensitivity / epsilon * (1 + 1e-12)  # rounded towards more noise
+    noisy = laplace_noise(np.asarray(counts, dtype=np.int64), scale, sensitivity=sensitivity,
+                          sampler=sampler, rng=rng)
+    varying, several = np.clip(noisy[:-1], 0.0, None), float(noisy[-1])
+    enough = several > 3 * scale
+    shares = varying / several if enough else np.full(len(names), np.nan)
+    found = [name for name, share in zip(names, shares, strict=True)
+             if enough and share < UNIT_LEVEL_THRESHOLD]
+    spent = pure_charge(sensitivity / scale, accountant)
+    note = (f"found unit-level under DP (constant within every synthetic unit): "
+            f"{', '.join(found)}" if found else "no attribute found unit-level under DP"
+            + ("" if enough else " (too few units of two rows or more to tell)"))
+    return found, {
+        "unit_level": AUTO, "candidates": list(names), "found": found, "note": note,
+        "threshold": UNIT_LEVEL_THRESHOLD, "rho": spent, "epsilon": sensitivity / scale,
+        "scale": scale, "l1_sensitivity": sensitivity,
+        "noisy_varying_units": {name: float(v) for name, v in zip(names, noisy[:-1],
+                                                                  strict=True)},
+        "noisy_units_of_two_rows": several,
+        "mechanism": "Laplace (OpenDP make_laplace), pure epsilon-DP: per attribute not "
+                     "declared unit-level the count of units in which it takes more than one "
+                     "value, and the count of units of two rows or more, over all of each "
+                     "unit's rows (before bounding); one unit moves each count by at most 1. "
+                     "An attribute whose noisy share of varying units (of the units of two "
+                     f"rows or more) is below {UNIT_LEVEL_THRESHOLD:g} is unit-level"}
 
 
 def unit_seed(noise_seed: int | None) -> int:

@@ -248,7 +248,8 @@ def copula_codes(rng: np.random.Generator, rows: int, factor: np.ndarray,
 
 
 class DPCopulaKendallSynthesizer(Synthesizer):
-    """DPCopula-Kendall (``--method dpcopula-kendall``): pure ε-DP, δ = 0 (``delta`` is ignored).
+    """DPCopula-Kendall (``--method dpcopula-kendall``): pure ε-DP, δ = 0 (``delta`` is
+    stored as given, never spent).
 
     Extra parameters: ``k`` = ε1/ε2, the marginals' budget over the correlations' (default 8, as
     in the papers); ``histograms``: the marginals' mechanism, "laplace" (default) or "efpa".
@@ -264,7 +265,6 @@ class DPCopulaKendallSynthesizer(Synthesizer):
     def __init__(self, schema: Schema | str | Path, *, k: float = DEFAULT_RATIO,
                  histograms: str = "laplace", **common: Any) -> None:
         super().__init__(schema, **common)
-        self.delta = 0.0
         self.k = k
         self.histograms = histograms
 

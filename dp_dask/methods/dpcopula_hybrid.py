@@ -406,7 +406,8 @@ def split_hybrid_budget(epsilon: float, counts_share: float, ratio: float,
 
 
 class DPCopulaHybridSynthesizer(Synthesizer):
-    """DPCopula-Hybrid (``--method dpcopula-hybrid``): pure ε-DP, δ = 0 (``delta`` is ignored).
+    """DPCopula-Hybrid (``--method dpcopula-hybrid``): pure ε-DP, δ = 0 (``delta`` is
+    stored as given, never spent).
 
     Extra parameters (all public): ``small_domain``, the largest domain of an attribute that
     partitions the rows (default 10); ``max_partitions``, the most strata allowed (default
@@ -429,7 +430,6 @@ class DPCopulaHybridSynthesizer(Synthesizer):
                  cap_margin: float = DEFAULT_CAP_MARGIN, min_rows: int | None = None,
                  **common: Any) -> None:
         super().__init__(schema, **common)
-        self.delta = 0.0
         self.small_domain = small_domain
         self.max_partitions = max_partitions
         self.counts_share = counts_share

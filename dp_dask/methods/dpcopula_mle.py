@@ -278,7 +278,8 @@ def dpcopula_mle(one_way: np.ndarray, sums: np.ndarray, schema: Schema, n_rows: 
 
 
 class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
-    """DPCopula-MLE (``--method dpcopula-mle``): pure ε-DP, δ = 0 (``delta`` is ignored).
+    """DPCopula-MLE (``--method dpcopula-mle``): pure ε-DP, δ = 0 (``delta`` is
+    stored as given, never spent).
 
     Extra parameters: ``k`` and ``histograms`` as DPCopula-Kendall; ``blocks`` l, the number
     of blocks of consecutive rows in a uniformly random order (default: the module docstring's

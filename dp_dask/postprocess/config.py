@@ -9,6 +9,31 @@ from dp_dask.tuning import check_fields
 
 
 @dataclass(frozen=True)
+class ConsistencyConfig:
+    """:func:`~dp_dask.postprocess.consistency.consistent_marginals`: the shrinkage of each
+    noisy table and its fit to the combined histograms."""
+
+    signal_sigmas: float = 4.0  # a departure beyond this many noise σ is kept whole
+    dykstra_sweeps: int = 100  # alternating projections onto the margins and x ≥ 0
+    ipf_sweeps: int = 50  # then proportional fitting, making the margins exact
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class RakingConfig:
+    """:func:`~dp_dask.postprocess.raking.rake`: when raking the candidates' weights stops."""
+
+    window: int = 5  # passes the gap's fall is measured over
+    keep_raking: float = 0.05  # least fall of the gap over ``window`` passes to go on
+    max_passes: int = 40  # passes at most
+
+    def __post_init__(self) -> None:
+        check_fields(self, positive=("window", "max_passes"))
+
+
+@dataclass(frozen=True)
 class RowUpdateConfig:
     """:func:`~dp_dask.postprocess.rowupdate.update_rows` and ``match_one_way``."""
 

@@ -18,18 +18,13 @@ from scipy.stats import norm
 
 from dp_dask.compiled import compiled
 from dp_dask.copula.model import project_to_total
+from dp_dask.postprocess.config import ConsistencyConfig
 
-# Alternating projections between the margin constraints and x ≥ 0 (Dykstra), then IPF: both
-# settle within a few dozen sweeps on Adult-sized tables; more changes cells by < 0.01 rows.
-DYKSTRA_SWEEPS = 100
-IPF_SWEEPS = 50
+# The sweeps and the signal threshold are ConsistencyConfig's (docs/tuning.md).
+DEFAULTS = ConsistencyConfig()
 # Lets IPF reach margins whose row or column the projection emptied (an all-zero row cannot be
 # scaled): a thousandth of a row spread by independence.
 IPF_SEED_ROWS = 1e-3
-# A cell departing from its shrinkage target by more than this many noise σ keeps its
-# measurement: about 1 in 16,000 noise draws goes that far. On Adult (public) 3 / 4 / 5 / 6 σ
-# gave 2-way error 8.37 / 8.34 / 8.38 / 8.37 (9 attributes) and 11.28 / 11.18 / 11.35 / 11.36 (15).
-SIGNAL_SIGMAS = 4.0
 # The empty-cell share π of a table is fitted in [0, MAX_EMPTY_SHARE]: below 1, so that a table
 # all of whose noisy cells sit near zero still keeps the share the model gives them.
 MAX_EMPTY_SHARE = 0.999
@@ -128,22 +123,25 @@ def _departure_variance(table: np.ndarray, target: np.ndarray,
     return weight, (excess / total if excess > 0 and total > 0 else 0.0)
 
 
-def shrink_towards(table: np.ndarray, target: np.ndarray, sigma: float) -> np.ndarray:
+def shrink_towards(table: np.ndarray, target: np.ndarray, sigma: float,
+                   config: ConsistencyConfig = DEFAULTS) -> np.ndarray:
     """Empirical-Bayes shrinkage of a noisy table's departure from a target table, cell by cell.
 
     Model: the true table departs from the target by independent amounts of variance τ²·target
     (over-dispersed counts: a cell expected to hold more rows can move by more), measured with
     noise of variance σ² (:func:`_departure_variance`). Each cell keeps τ²t/(τ²t + σ²) of its
     departure. Noise-sized departures vanish, large cells keep their measurement, small ones lean
-    on the target — except a departure beyond SIGNAL_SIGMAS·σ, which noise alone almost never
-    makes (a cell the target misses, e.g. rows that are "?" in two attributes): it is kept whole.
+    on the target — except a departure beyond ``config.signal_sigmas``·σ, which noise alone
+    almost never makes (a cell the target misses, e.g. rows that are "?" in two attributes): it
+    is kept whole.
     On Adult (public, ε = 1) it beat one James–Stein factor per table: 2-way error 9.2 → 8.3
     (9 attributes) and 12.3 → 11.2 (15), the largest error down by a fifth to a third.
     """
     departure = table - target
     weight, tau2 = _departure_variance(table, target, sigma)
     keep = tau2 * weight / (tau2 * weight + sigma**2)
-    return target + np.where(np.abs(departure) > SIGNAL_SIGMAS * sigma, 1.0, keep) * departure
+    return target + np.where(np.abs(departure) > config.signal_sigmas * sigma, 1.0,
+                             keep) * departure
 
 
 def weigh_empty_cells(estimate: np.ndarray, noisy: np.ndarray, independent: np.ndarray,
@@ -171,7 +169,8 @@ def weigh_empty_cells(estimate: np.ndarray, noisy: np.ndarray, independent: np.n
     return (1 - posterior_empty) * estimate
 
 
-def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                   config: ConsistencyConfig = DEFAULTS) -> np.ndarray:
     """The non-negative table nearest ``table`` (least squares) with these row and column sums.
 
     Dykstra's alternating projections between the affine set of tables with the given sums and
@@ -180,7 +179,7 @@ def fit_to_margins(table: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.
     """
     x = np.array(table, dtype=np.float64)  # a copy the compiled sweeps update in place
     _fit_to_margins(x, np.asarray(rows, dtype=np.float64), np.asarray(cols, dtype=np.float64),
-                    DYKSTRA_SWEEPS, IPF_SWEEPS, IPF_SEED_ROWS)
+                    config.dykstra_sweeps, config.ipf_sweeps, IPF_SEED_ROWS)
     return x
 
 
@@ -245,14 +244,15 @@ def ratio_or_zero(target: np.ndarray, current: np.ndarray) -> np.ndarray:
 def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_rows: int,
                          prior: dict[tuple[int, int], np.ndarray] | None = None, *,
                          empty_cells: bool = False,
-                         extra: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
-                         ) -> Marginals:
+                         extra: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+                         config: ConsistencyConfig = DEFAULTS) -> Marginals:
     """Combined 1-way histograms, and every measured 2-way table shrunk and fitted to them.
 
     Tables shrink towards ``prior`` where given (e.g. the tables a tree fitted to a first pass
     implies, :func:`dp_dask.postprocess.tree.implied_tables`), else towards independence; with
     ``empty_cells``, likely empty cells are then pulled to zero (:func:`weigh_empty_cells`).
-    ``extra``: more estimates of some histograms (:func:`combine_one_way`).
+    ``extra``: more estimates of some histograms (:func:`combine_one_way`). ``config``: the
+    shrinkage's signal threshold and the fit's sweeps.
     """
     one_way = combine_one_way(measurements, sizes, n_rows, extra)
     two_way = {}
@@ -263,10 +263,10 @@ def consistent_marginals(measurements: list[Measurement], sizes: np.ndarray, n_r
         independent = np.outer(one_way[a], one_way[b]) / n_rows
         target = prior[(a, b)] if prior is not None and (a, b) in prior else independent
         noisy = measurement.values.reshape(sizes[a], sizes[b])
-        shrunk = shrink_towards(noisy, target, measurement.sigma)
+        shrunk = shrink_towards(noisy, target, measurement.sigma, config)
         if empty_cells:
             shrunk = weigh_empty_cells(shrunk, noisy, independent, measurement.sigma)
-        two_way[(a, b)] = fit_to_margins(shrunk, one_way[a], one_way[b])
+        two_way[(a, b)] = fit_to_margins(shrunk, one_way[a], one_way[b], config)
     return Marginals(one_way, two_way)
 
 

@@ -19,37 +19,32 @@ from __future__ import annotations
 import numpy as np
 
 from dp_dask.data.cells import KEY_CHUNK, add_weights, multiply_weights
+from dp_dask.postprocess.config import RakingConfig
 from dp_dask.postprocess.consistency import ratio_or_zero
 
-# Raking goes on while the weighted rows' summed gap to the targets fell by KEEP_RAKING over the
-# last WINDOW passes, at most MAX_PASSES; before WINDOW passes, by its share of KEEP_RAKING
-# since the first (the same rate). The gap of noisy targets is mostly their disagreement with
-# each other, so it falls slowly while the structure still improves: on flights (ε = 1)
-# 11 / 14 / 40 passes gave a 2-way error of 23.0 / 22.6 / 21.4. On Adult's 15 attributes it levels
-# off after ~10 passes (its second pass's gap 0.45-0.57 of the first: the early test never
-# stops it); on the DSS shape (noise-sized dependence) it does not fall at all (1.3 % in the
-# second pass, 1.5 % by the third): 3 passes instead of WINDOW + 1 = 6, each over its 351 tables
-# 0.09 CPU s per 100k rows (numpy's cell keys, bincount and gather: 0.14 s per 50k rows, the
-# same weights to the bit).
-WINDOW = 5
-KEEP_RAKING = 0.05
-MAX_PASSES = 40
+# When raking stops is RakingConfig's (docs/tuning.md, its measurements on flights, Adult and
+# the DSS shape): the gap of noisy targets is mostly their disagreement with each other, so it
+# falls slowly while the structure still improves.
+DEFAULTS = RakingConfig()
 
 
 def rake(codes: np.ndarray, targets: dict[tuple[int, int], np.ndarray], sizes: np.ndarray,
-         rng: np.random.Generator, *, max_passes: int = MAX_PASSES,
-         start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+         rng: np.random.Generator, *, start: np.ndarray | None = None,
+         config: RakingConfig = DEFAULTS) -> tuple[np.ndarray, int]:
     """Weights (one per row of ``codes``, summing to about the targets' total) whose weighted
     counts approach every target table (2-way, keyed by their two attributes), and the passes
     made. Each pass visits every table once, in random order; a cell with no row keeps its
-    gap. ``start``: the weights raking starts from (default: one per row)."""
+    gap. ``start``: the weights raking starts from (default: one per row). It goes on while the
+    summed gap to the targets fell by ``config.keep_raking`` over the last ``config.window``
+    passes (before that many, by its share of it since the first: the same rate), at most
+    ``config.max_passes``."""
     weights = np.ones(len(codes)) if start is None else np.array(start, dtype=np.float64)
     columns = np.asfortranarray(codes)  # each table reads two columns
     tables = [(columns[:, a], columns[:, b], np.uint32(sizes[b]),
                np.asarray(target, dtype=np.float64).ravel()) for (a, b), target in targets.items()]
     keys = np.empty(KEY_CHUNK, dtype=np.uint32)
     gaps: list[float] = []
-    for passes in range(1, max_passes + 1):
+    for passes in range(1, config.max_passes + 1):
         gap = 0.0
         for index in rng.permutation(len(tables)):
             first, last, stride, target = tables[index]
@@ -58,8 +53,8 @@ def rake(codes: np.ndarray, targets: dict[tuple[int, int], np.ndarray], sizes: n
             gap += float(np.abs(current - target).sum())
             multiply_weights(weights, first, last, stride, ratio_or_zero(target, current), keys)
         gaps.append(gap)
-        back = min(passes - 1, WINDOW)
-        if back and gap >= (1 - KEEP_RAKING * back / WINDOW) * gaps[-1 - back]:
+        back = min(passes - 1, config.window)
+        if back and gap >= (1 - config.keep_raking * back / config.window) * gaps[-1 - back]:
             break
     return weights, passes
 

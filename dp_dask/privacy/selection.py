@@ -193,6 +193,23 @@ def _gdp_charge(epsilon: float) -> float:
     return mu * mu / 2.0
 
 
+def pure_epsilon(rho: float, accountant: str) -> float:
+    """The largest ε whose ε-DP mechanism (Laplace, the exponential mechanism) a Gaussian budget
+    charges at most ``rho``: zcdp, ε²/2 = ρ; exact (GDP), the inverse of :func:`_gdp_charge`,
+    ε = logit Φ(μ/2) = 2·atanh(erf(μ/(2√2))), μ = √(2ρ)."""
+    if accountant == "zcdp":
+        return math.sqrt(2.0 * rho)
+    if accountant == "exact":
+        return 2.0 * math.atanh(float(erf(math.sqrt(2.0 * rho) / (2.0 * math.sqrt(2.0)))))
+    raise ValueError(f"unknown accountant {accountant!r}")
+
+
+def pure_charge(epsilon: float, accountant: str) -> float:
+    """The ρ an ε-DP mechanism is charged under ``accountant``: zcdp ε²/2, exact (GDP)
+    :func:`_gdp_charge`."""
+    return epsilon**2 / 2.0 if accountant == "zcdp" else _gdp_charge(epsilon)
+
+
 @dataclass(frozen=True)
 class Selection:
     """One exponential-mechanism selection calibrated to a charge ``rho`` of a Gaussian budget:
@@ -233,8 +250,7 @@ def calibrate_selection(rho: float, sensitivity: float, accountant: str) -> Sele
     if accountant == "zcdp":
         epsilon = math.sqrt(8.0 * rho)
     elif accountant == "exact":
-        # the inverse of _gdp_charge: ε = logit Φ(μ/2) = 2·atanh(erf(μ/(2√2))), μ = √(2ρ)
-        epsilon = 2.0 * math.atanh(float(erf(math.sqrt(2.0 * rho) / (2.0 * math.sqrt(2.0)))))
+        epsilon = pure_epsilon(rho, accountant)  # the inverse of _gdp_charge
     else:
         raise ValueError(f"unknown accountant {accountant!r}")
     scale = 2.0 * sensitivity / epsilon * (1 + 1e-12)  # rounded towards more noise

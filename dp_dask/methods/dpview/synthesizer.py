@@ -45,7 +45,8 @@ from dp_dask.tuning import as_config, changed
 
 
 class DPViewSynthesizer(Synthesizer):
-    """DPView (``--method dpview``): pure ε-DP, δ = 0 (``delta`` is ignored).
+    """DPView (``--method dpview``): pure ε-DP, δ = 0 (``delta`` is
+    stored as given, never spent).
 
     Extra parameters: ``view_size`` d, "auto" (default: Section IV-C7's guideline,
     :func:`guideline_view_size`) or an integer ≥ 2 (5 is the paper's fixed choice for Adult);
@@ -69,7 +70,6 @@ class DPViewSynthesizer(Synthesizer):
                  config: DPViewConfig | dict[str, Any] | None = None, **common: Any) -> None:
         super().__init__(schema, **common)
         self.config = as_config(DPViewConfig, config)
-        self.delta = 0.0
         if view_size != AUTO:  # the schema's parts are checked at the fit
             check_view_size(view_size)
         self.view_size = view_size

@@ -42,6 +42,7 @@ from dp_dask.methods.marginals.sampler import (
     distinct_draws,
 )
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
+from dp_dask.postprocess.config import RakingConfig
 from dp_dask.postprocess.raking import rake
 
 
@@ -145,7 +146,8 @@ def tree_draws(tree: Tree, terms: list[dict[int, np.ndarray]], rows: int,
 
 
 def conditioned_start(model: FittedMarginals, rows: int, rng: np.random.Generator, *,
-                      condition: Condition, draws_per_row: int) -> tuple[np.ndarray, np.ndarray]:
+                      condition: Condition, draws_per_row: int,
+                      raking: RakingConfig) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~dp_dask.methods.marginals.sampler.raked_start` with its candidates inside the
     condition drawn from the conditioned tree: ``rows`` of them besides the ordinary draws
     outside it, each group weighted to its share of the tree, then raked."""
@@ -160,7 +162,7 @@ def conditioned_start(model: FittedMarginals, rows: int, rng: np.random.Generato
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
-                      model.schema.sizes, rng, start=start)
+                      model.schema.sizes, rng, start=start, config=raking)
     return candidates, weights
 
 
@@ -212,7 +214,8 @@ class ConditionedSampler:
                   rng: np.random.Generator) -> Conditioned:
         config = self.base.config
         start = functools.partial(conditioned_start, condition=condition,
-                                  draws_per_row=config.max_draws_per_row)
+                                  draws_per_row=config.max_draws_per_row,
+                                  raking=config.raking)
         sampler = replace(self.base, start=start)
         candidates, weights = sampler.weighted_candidates(sampler.candidate_rows(rows), rng)
         weights = weights * condition.fraction(candidates)

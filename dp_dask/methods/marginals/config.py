@@ -4,23 +4,30 @@ Every field's default is the value chosen on public data (UCI Adult, generated t
 nycflights13); docs/tuning.md gives, under the field's name, the measurements that chose it. Set
 them from Python (``Synthesizer.create("marginals", schema, config={"max_estimates": 2})`` or a
 :class:`MarginalsConfig`), the CLI (``--method-options '{"config": {...}}'``) or a job's YAML
-(``method_options: {config: {...}}``). The sampler's passes take their own configs from it
-(``row_updates``, ``balance``, ``reweight``: postprocess.config, each set as a dict of some of
-its fields). A release records the fields that differ from their defaults (``config`` in its
-metadata and model); one with the defaults records none, so its files stay as they were. Never
-tune them on the data being released: that would leak it.
+(``method_options: {config: {...}}``). The post-processing passes take their own configs from
+it (``consistency``, ``raking``, ``row_updates``, ``balance``, ``reweight``: postprocess.config,
+each set as a dict of some of its fields). A release records the fields that differ from their
+defaults (``config`` in its metadata and model); one with the defaults records none, so its
+files stay as they were. Never tune them on the data being released: that would leak it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dp_dask.postprocess.config import BalanceConfig, ReweightConfig, RowUpdateConfig
+from dp_dask.postprocess.config import (
+    BalanceConfig,
+    ConsistencyConfig,
+    RakingConfig,
+    ReweightConfig,
+    RowUpdateConfig,
+)
 from dp_dask.tuning import as_config, check_fields
 
 CLIQUES = ("auto", "pairs", "joint")
 # The post-processing passes' configs, by MarginalsConfig field.
-PASSES = {"row_updates": RowUpdateConfig, "balance": BalanceConfig, "reweight": ReweightConfig}
+PASSES = {"consistency": ConsistencyConfig, "raking": RakingConfig,
+          "row_updates": RowUpdateConfig, "balance": BalanceConfig, "reweight": ReweightConfig}
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,9 @@ class MarginalsConfig:
     cells_exponent: float = 1.0 / 3.0  # ρ_t ∝ cells^cells_exponent within histograms and tables
     one_way_share: float = 0.25  # the 1-way histograms' share of the coarse ρ
     tree_one_way_share: float = 0.4  # theirs in a tree plan (topped up after the choice)
+    # a unit-shaped release's (synthesizer.fit_unit_shaped): of the measurements' ρ
+    unit_share: float = 0.2  # the unit model's (the rest: the row model's)
+    lag_share: float = 0.1  # the lag-1 table's, where unit_lag asks for one
     # which tables (select_pairs)
     tree_above: float = 0.5  # the all-pairs noise level above which a tree is measured
     selection_share: float = 0.2  # the tree selection's share of the coarse ρ
@@ -60,8 +70,10 @@ class MarginalsConfig:
     pairs_three_way_bias: float = 0.003  # the rule's prior: pairs' 3-way error, of n̂/cells
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
     joint_iterations: int = 3000  # mirror-descent steps fitting the dense joint (joint.py)
-    # the sampler's passes (postprocess.config), each a config of its own: a dict of some of
-    # its fields, e.g. {"row_updates": {"max_sweeps": 10}}
+    # the post-processing passes (postprocess.config), each a config of its own: a dict of
+    # some of its fields, e.g. {"row_updates": {"max_sweeps": 10}}
+    consistency: ConsistencyConfig = field(default_factory=ConsistencyConfig)
+    raking: RakingConfig = field(default_factory=RakingConfig)
     row_updates: RowUpdateConfig = field(default_factory=RowUpdateConfig)
     balance: BalanceConfig = field(default_factory=BalanceConfig)
     reweight: ReweightConfig = field(default_factory=ReweightConfig)
@@ -73,6 +85,10 @@ class MarginalsConfig:
         for name, kind in PASSES.items():  # a dict (from YAML, JSON or a model) as its config
             object.__setattr__(self, name, as_config(kind, getattr(self, name)))
         check_fields(self)
+        if self.unit_share + self.lag_share >= 1:
+            raise ValueError("MarginalsConfig.unit_share + lag_share must be below 1 (the row "
+                             f"model's share is the rest), not {self.unit_share!r} + "
+                             f"{self.lag_share!r}")
         if self.cliques not in CLIQUES:
             raise ValueError(f"MarginalsConfig.cliques must be one of {CLIQUES}, "
                              f"not {self.cliques!r}")

@@ -163,10 +163,11 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
     # A fine histogram's bin sums measure its attribute's histogram too.
     sums = {a: fine_bin_sums(measured, layouts[a].first, layouts[a].measured.start,
                              schema.sizes[a]) for a, measured in fine.items()}
-    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums)
+    first = consistent_marginals(measurements, schema.sizes, n_rows, extra=sums,
+                                 config=config.consistency)
     prior = implied_tables(first, *spanning_tree(first, schema.m))
     marginals = consistent_marginals(measurements, schema.sizes, n_rows, prior, empty_cells=True,
-                                     extra=sums)
+                                     extra=sums, config=config.consistency)
     marginals = Marginals(
         tuple(structural_zeros(schema, (a,), v) for a, v in enumerate(marginals.one_way)),
         {pair: structural_zeros(schema, pair, t) for pair, t in marginals.two_way.items()})

@@ -18,7 +18,7 @@ from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.fitted import FittedMarginals
 from dp_dask.postprocess.balance import balanced_resample, weighted_tables
-from dp_dask.postprocess.config import ReweightConfig
+from dp_dask.postprocess.config import RakingConfig, ReweightConfig
 from dp_dask.postprocess.consistency import (
     Measurement,
 )
@@ -41,16 +41,17 @@ def tree_start(model: FittedMarginals, rows: int,
 
 
 def raked_start(model: FittedMarginals, rows: int, rng: np.random.Generator,
-                draws_per_row: int = DEFAULTS.max_draws_per_row
-                ) -> tuple[np.ndarray, np.ndarray]:
+                draws_per_row: int = DEFAULTS.max_draws_per_row,
+                raking: RakingConfig = DEFAULTS.raking) -> tuple[np.ndarray, np.ndarray]:
     """The default start: the tree's rows (up to ``draws_per_row`` draws per candidate,
     :func:`distinct_draws`), weighted towards every consistent 2-way table by raking
-    (dp_dask.postprocess.raking). benchmarks/starts.py measures it against others."""
+    (dp_dask.postprocess.raking, stopped by ``raking``). benchmarks/starts.py measures it
+    against others."""
     candidates, counts, draws = distinct_draws(model, rows, rng, draws_per_row)
     scale = rows / model.n_rows
     weights, _ = rake(candidates, {pair: table * scale
                                    for pair, table in model.marginals.two_way.items()},
-                      model.schema.sizes, rng, start=counts * (rows / draws))
+                      model.schema.sizes, rng, start=counts * (rows / draws), config=raking)
     return candidates, weights
 
 
@@ -275,7 +276,8 @@ class MarginalSampler:
         if self.start is not raked_start:
             return self.start
         return functools.partial(raked_start, draws_per_row=(
-            self.config.max_draws_per_row if moves else self.config.unsettled_draws_per_row))
+            self.config.max_draws_per_row if moves else self.config.unsettled_draws_per_row),
+            raking=self.config.raking)
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         """Binary dummies (rows, d) uint8 and codes (rows, m) int16 of one partition, its

@@ -196,7 +196,8 @@ def refine(counts: np.ndarray, schema: Schema, measurements: list[Measurement], 
     sigma = gaussian_sigma(rho_measure, sensitivity, accountant)
     measured, chosen = list(measurements), []
     for _ in range(rounds):
-        marginals = consistent_marginals(measured, schema.sizes, rows)
+        marginals = consistent_marginals(measured, schema.sizes, rows,
+                                         config=config.consistency)
         model = implied_tables(marginals, *spanning_tree(marginals, schema.m), pairs)
         scores = selection_scores(
             [exact_answer(counts, schema, p) for p in pairs], [model[p].ravel() for p in pairs],

@@ -16,6 +16,10 @@ Each records the privacy record (from the :class:`~.plan.BudgetPlan`) and the ta
 level (:mod:`dp_dask.postprocess.noise_level`). Only :mod:`.measurements`, :mod:`.joint` and
 :mod:`.adaptive` read exact counts, drawing the noise in this order; the candidate rows'
 estimate runs at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
+
+Size: the three models' top functions came to 600 lines; main's release accountant and unit
+shares brought the file past 600. The unit-shaped path (:func:`fit_unit_shaped`,
+:func:`measure_lag`) moves to unit_shape.py once it no longer needs :func:`fit_model`.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from dp_dask.data.units import neighbouring
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.choice import ModelChoice
-from dp_dask.methods.marginals.config import MarginalsConfig
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.joint import (
     DENSE_POST_PROCESSING,
     dense_budget_split,
@@ -68,10 +72,8 @@ from dp_dask.methods.marginals.plan import (
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
 from dp_dask.methods.marginals.unit_shape import (
-    LAG_SHARE,
     LAG_WEIGHT,
     UNIT_KEY,
-    UNIT_SHARE,
     UnitShapedModel,
     lag_count_graph,
     ordinal,
@@ -118,9 +120,10 @@ class MarginalSynthesizer(Synthesizer):
     spending ``adaptive_share`` of ρ (methods/marginals/adaptive.py); ``workload``, the column
     groups (1 to 3 columns, ``"*"`` for any other column) whose marginals matter, which the
     rounds' selection favours (default: every triple). With rounds the release is accounted in
-    zCDP (the default ``accountant`` None: "zcdp" with rounds, "exact" without); ``config``,
-    the tuned numbers (a :class:`~.config.MarginalsConfig` or a dict of its fields, default
-    None: the defaults; docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
+    zCDP (the default ``accountant`` None, kept as given: :attr:`release_accountant` is "zcdp"
+    with rounds, "exact" without); ``config``, the tuned numbers (a
+    :class:`~.config.MarginalsConfig` or a dict of its fields, default None: the defaults;
+    docs/tuning.md); ``unit_shape``, under a privacy unit, release synthetic
     units rather than rows: a unit model (the unit-level attributes and rows per unit) beside
     the row model, each unit's rows sharing its id and its unit-level values
     (:mod:`.unit_shape`). Default None: units wherever a privacy unit is given, rows without
@@ -158,7 +161,7 @@ class MarginalSynthesizer(Synthesizer):
         self.unit_shape, self.unit_order, self.unit_lag = unit_shape, unit_order, unit_lag
         # learned by each fit (_prepare): whether it releases units, and the share of the
         # plan's ρ (less a choice of K's) its measurements spend: a unit-shaped release's row
-        # model what the unit model (UNIT_SHARE) and the lag-1 table (LAG_SHARE) leave
+        # model what the unit model (config.unit_share) and the lag-1 table (lag_share) leave
         self.unit_shape_ = False
         self._rho_share = 1.0
         self.config = as_config(MarginalsConfig, config)
@@ -169,16 +172,27 @@ class MarginalSynthesizer(Synthesizer):
         self.workload = workload  # as given: each fit checks it against the schema
         self.adaptive_share = adaptive.check_share(adaptive_share)
         self.rounds = adaptive.check_rounds(rounds)
-        # rounds None takes some with a workload (how many, from the schema, at the fit)
-        with_rounds = self.rounds if self.rounds is not None else workload is not None
-        if with_rounds and accountant == "exact":
+        self.accountant = accountant  # as given: None is resolved by release_accountant
+        if self._with_rounds and accountant == "exact":
             raise ValueError("the adaptive rounds' selection is accounted in zCDP: use "
                              "accountant='zcdp', or rounds=0 for the exact accountant")
-        self.accountant = accountant or ("zcdp" if with_rounds else "exact")
         # learned by each fit from these and the schema (_prepare)
         self.workload_: tuple[tuple[int, ...], ...] | None = None
         self.rounds_: int | None = None
         self.candidates_: dict[tuple[int, ...], float] = {}
+
+    @property
+    def release_accountant(self) -> str:
+        """The accountant the release is charged by, from the parameters alone: ``accountant``,
+        or by default "zcdp" with adaptive rounds (``rounds``, or some with a ``workload``),
+        "exact" without."""
+        return self.accountant or ("zcdp" if self._with_rounds else "exact")
+
+    @property
+    def _with_rounds(self) -> bool:
+        """Whether the fit makes adaptive rounds: ``rounds`` > 0, or (None) a ``workload``
+        (how many, from the schema, at the fit)."""
+        return bool(self.rounds if self.rounds is not None else self.workload is not None)
 
     def _prepare(self) -> None:
         """The workload as attribute tuples, the rounds (``rounds``, else
@@ -190,7 +204,8 @@ class MarginalSynthesizer(Synthesizer):
         self.candidates_ = (adaptive.candidates(self.schema, self.workload_, self.config)
                             if self.rounds_ else {})
         self.unit_shape_ = self._units_released()
-        self._rho_share = 1.0 - unit_shape_share(self.unit_shape_, self.unit_lag is not None)
+        self._rho_share = 1.0 - unit_shape_share(self.unit_shape_, self.unit_lag is not None,
+                                                 self.config)
         for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
             if name is not None and name not in self.schema.names:
                 raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "
@@ -249,8 +264,8 @@ class MarginalSynthesizer(Synthesizer):
 
     def _privacy_plan(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": "gaussian",
-                "accountant": self.accountant,
-                "rho": rho_budget(self.epsilon, self.delta, self.accountant)}
+                "accountant": self.release_accountant,
+                "rho": rho_budget(self.epsilon, self.delta, self.release_accountant)}
 
     def _ledger_plan(self) -> dict[str, Any]:
         """The plan as replace-one-row DP, mechanism by mechanism: under add/remove the same
@@ -261,8 +276,9 @@ class MarginalSynthesizer(Synthesizer):
         if self.neighbours == "replace":  # a unit's plan is already replace-one-unit
             return plan
         rho = replace_one_rho(plan["rho"], self.budget_plan().selections(
-            self.schema, self.tree_possible, self.accountant))
-        return {**plan, "rho": rho, "epsilon": epsilon_spent(rho, self.delta, self.accountant)}
+            self.schema, self.tree_possible, self.release_accountant))
+        return {**plan, "rho": rho,
+                "epsilon": epsilon_spent(rho, self.delta, self.release_accountant)}
 
     @property
     def tree_possible(self) -> bool:
@@ -332,34 +348,35 @@ class MarginalSynthesizer(Synthesizer):
         return MarginalModel.from_files(path, document, storage_options)
 
 
-def unit_shape_share(unit_shape: bool, lag: bool = False) -> float:
-    """The share of the measurements' ρ a unit model and a lag-1 table spend (none without
-    them)."""
-    return (UNIT_SHARE if unit_shape else 0.0) + (LAG_SHARE if lag else 0.0)
+def unit_shape_share(unit_shape: bool, lag: bool = False,
+                     config: MarginalsConfig = DEFAULTS) -> float:
+    """The share of the measurements' ρ a unit model and a lag-1 table spend (``config``'s
+    ``unit_share`` and ``lag_share``; none without them)."""
+    return (config.unit_share if unit_shape else 0.0) + (config.lag_share if lag else 0.0)
 
 
 def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
                 ) -> tuple[np.ndarray | None, dict[str, Any]]:
-    """The lag-1 table's Gaussian measurement, LAG_SHARE of the measurements' ρ: one unit's
-    pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the table
-    moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit holds a
-    pair: nothing measured or spent."""
+    """The lag-1 table's Gaussian measurement, ``config.lag_share`` of the measurements' ρ: one
+    unit's pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the
+    table moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit
+    holds a pair: nothing measured or spent."""
     order, lag = method.sequence
     size = int(method.schema.sizes[lag])
     record: dict[str, Any] = {"order": method.schema.names[order],
                               "attribute": method.schema.names[lag]}
     if method.max_rows < 2:
         return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
-    rho = LAG_SHARE * (method._privacy_plan()["rho"] - method.unit_rho)
+    rho = method.config.lag_share * (method._privacy_plan()["rho"] - method.unit_rho)
     sensitivity = table_sensitivity(method.neighbours, "l2") * LAG_WEIGHT
-    sigma = gaussian_sigma(rho, sensitivity, method.accountant)
+    sigma = gaussian_sigma(rho, sensitivity, method.release_accountant)
     rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
     noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity,
                            sampler=method.noise_sampler, rng=rng)
     steps = ordinal(method.schema.attributes[lag])
     return (noisy if steps else noisy.reshape(size, size)) / LAG_WEIGHT, record | {
         "kind": "steps (this code - previous code)" if steps else "table (previous x this)",
-        "rho": gaussian_rho(sigma, sensitivity, method.accountant),
+        "rho": gaussian_rho(sigma, sensitivity, method.release_accountant),
         "sigma_per_unit": sigma / LAG_WEIGHT,
         "l2_sensitivity": sensitivity,
         "measured": "the (previous, this) codes of consecutive rows within each unit, ordered "
@@ -370,22 +387,23 @@ def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
 def fit_unit_shaped(method: MarginalSynthesizer, exact: ExactCounts,
                     unit_counts: np.ndarray, *rest: Any) -> UnitShapedModel:
     """A unit-shaped release's model (:mod:`.unit_shape`): the unit model fitted to the unit
-    table's counts ``unit_counts`` with UNIT_SHARE of the measurements' ρ (its noise drawn
-    first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
-    sequence) measured with LAG_SHARE, then the row model to the rows' ``exact`` counts with
-    the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy record states
-    each and their sum."""
+    table's counts ``unit_counts`` with ``config.unit_share`` of the measurements' ρ (its noise
+    drawn first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
+    sequence) measured with ``config.lag_share``, then the row model to the rows' ``exact``
+    counts with the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy
+    record states each and their sum."""
     *lag_counts, n_rows, metadata = rest
     units_schema = method.units_schema
     inner = MarginalSynthesizer(
-        units_schema, epsilon=method.epsilon, delta=method.delta, accountant=method.accountant,
+        units_schema, epsilon=method.epsilon, delta=method.delta,
+        accountant=method.release_accountant,
         neighbours=method.neighbours, tables="all", fit_iterations=method.fit_iterations,
         config=method.config, noise_sampler=method.noise_sampler, ledger=False,
         noise_seed=None if method.noise_seed is None else int(np.random.SeedSequence(
             [method.noise_seed, 67]).generate_state(1)[0]))
     inner._load_params()
     plan_rho = method._privacy_plan()["rho"]
-    inner._rho_share = UNIT_SHARE * (plan_rho - method.unit_rho) / plan_rho
+    inner._rho_share = method.config.unit_share * (plan_rho - method.unit_rho) / plan_rho
     n_units = rows_counted(unit_counts, units_schema)
     units = fit_model(inner, ExactCounts(unit_counts, np.zeros(0, dtype=np.int64)), n_units,
                       {"schema": {"name": units_schema.name, "sha256": units_schema.sha256()}})
@@ -406,8 +424,9 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: ExactCounts,
     record = replace(
         record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
         rho_split=split, details={**record.details, "budget_split": (
-            f"rho {unit_rho:.6g} ({UNIT_SHARE:g} of the measurements') to the unit model, "
-            "1-/2-way tables of the unit table (one row per unit: a row's sensitivity, L2 "
+            f"rho {unit_rho:.6g} ({method.config.unit_share:g} of the measurements') to the "
+            "unit model, 1-/2-way tables of the unit table (one row per unit: a row's "
+            "sensitivity, L2 "
             f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
             + record.details["budget_split"])})
     method.privacy_record_ = record
@@ -550,8 +569,8 @@ def measurer_for(method: MarginalSynthesizer, exact: ExactCounts, plan: BudgetPl
     """The one-shot measurements' :class:`Measurer`: ρ ``plan.one_shot``, noise_seed's rng."""
     rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
     return Measurer(exact.matrix, split_fine(exact.fine, method.schema), method.schema,
-                    plan.one_shot, accountant=method.accountant, sampler=method.noise_sampler,
-                    rng=rng, neighbours=method.neighbours,
+                    plan.one_shot, accountant=method.release_accountant,
+                    sampler=method.noise_sampler, rng=rng, neighbours=method.neighbours,
                     fine_share=plan.fine_share or method.fine_share,  # 0: no grids
                     config=plan.config, max_rows=method.max_rows)
 
@@ -581,11 +600,12 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
         "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense_split
                                    else "consistent noisy 1-/2-way marginals + row updates"),
         "privacy": method._privacy_record(
-            mechanism="gaussian", accountant=method.accountant, **method.rho_record(plan.rho),
+            mechanism="gaussian", accountant=method.release_accountant,
+            **method.rho_record(plan.rho),
             k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
             as_replace_one=as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
-            budget_split=f"{split}; the {method.accountant} accountant gives "
+            budget_split=f"{split}; the {method.release_accountant} accountant gives "
             f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),

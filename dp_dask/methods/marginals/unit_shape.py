@@ -6,9 +6,11 @@ release under a privacy unit is a set of synthetic units instead (its default; `
 False opts out, :class:`~.synthesizer.MarginalSynthesizer`):
 
 * each unit's number of rows (1..K) and its **unit-level attributes** (those the schema declares
-  ``"unit_level": true``) come from a *unit model*: the marginals method fitted to the bounded
-  data's *unit table*, one row per unit holding its unit-level codes and its rows after bounding
-  (the attribute :func:`rows_attribute`, categories "1".."K");
+  ``"unit_level": true``, and under the privacy unit's ``unit_level: "auto"`` those found so
+  under DP before the fit, :func:`dp_dask.data.units.find_unit_level`) come from a *unit
+  model*: the marginals method fitted to the bounded data's *unit table*, one row per unit
+  holding its unit-level codes and its rows after bounding (the attribute
+  :func:`rows_attribute`, categories "1".."K");
 * the rows come from the *row model*: the usual marginals release of the bounded rows, every
   attribute (unit-level ones too, so row-level attributes are measured jointly with them), its
   sensitivity that of K rows;
@@ -29,10 +31,11 @@ Privacy. The unit table holds one row per unit, so a unit moves one row of it: i
 tables have a row's sensitivity (replace: L2 √2, add/remove: 1), the rows-per-unit histogram
 included. The row model's tables have K rows' (``table_sensitivity(..., max_rows=K)``). The two
 models are Gaussian measurements of the same unit-level neighbours: their ρ add up (zCDP, and
-the exact accountant's Gaussian composition), the unit model taking :data:`UNIT_SHARE` of the
-measurements' ρ. Under replace-one-unit neighbours the number of units is the same in both data
-sets, so it is public as n is for a row release (under add/remove the unit model estimates it
-from its noisy counts). Dealing, overwriting and ids are post-processing.
+the exact accountant's Gaussian composition), the unit model taking
+``MarginalsConfig.unit_share`` of the measurements' ρ. Under replace-one-unit neighbours the
+number of units is the same in both data sets, so it is public as n is for a row release
+(under add/remove the unit model estimates it from its noisy counts). Dealing, overwriting and
+ids are post-processing.
 """
 
 from __future__ import annotations
@@ -59,8 +62,6 @@ from dp_dask.data.units import shuffle_method
 from dp_dask.methods.marginals.model import MarginalModel
 from dp_dask.model_io import read_model_arrays, read_model_document, write_model_files
 
-UNIT_SHARE = 0.2  # of the measurements' ρ, to the unit model (the rest: the row model)
-LAG_SHARE = 0.1  # of the measurements' ρ, to the lag-1 table where one is asked for
 # a unit's pairs in the lag-1 table weigh LAG_WEIGHT // pairs each: at most LAG_WEIGHT in all
 LAG_WEIGHT = 2**16
 UNIT_KEY = "__dp_dask_unit__"  # the unit column's copy carried through bounding, then dropped
@@ -149,38 +150,42 @@ def ordinal(attribute: Attribute) -> bool:
     return bool(attribute.edges)
 
 
-def lag_pairs(frame: pd.DataFrame, size: int, steps: bool) -> np.ndarray:
+def lag_pairs(frame: pd.DataFrame, size: int, steps: bool, once: bool = True) -> np.ndarray:
     """The (previous, this) lag-code pairs' weighted counts (size × size, flattened), or with
     ``steps`` their steps this − previous (2·size − 1 cells, from −(size − 1)), of a
     partition holding every row of its units: a unit's rows in the order of their order codes,
     ties by their lag codes (a function of the unit's rows alone; nulls one unit), each of its
     p pairs weighing LAG_WEIGHT // p, so that one unit adds at most LAG_WEIGHT in all (L1, and
     so L2) whatever its rows: the table's sensitivity is a row's times LAG_WEIGHT, not K − 1
-    rows'. The table then counts each unit once, its transitions averaged."""
+    rows'. The table then counts each unit once, its transitions averaged. ``once`` False
+    weighs every pair LAG_WEIGHT (a unit counted once per pair): the bug the audit's plant
+    lag-pairs-unweighted releases, never the product's."""
     unit, _ = pd.factorize(frame[UNIT_KEY], use_na_sentinel=True)
     order = np.lexsort((frame["lag"].to_numpy(), frame["order"].to_numpy(), unit))
     unit, lag = unit[order], frame["lag"].to_numpy()[order]
     follows = unit[1:] == unit[:-1]
     _, owner, pairs_of = np.unique(unit[1:][follows], return_inverse=True, return_counts=True)
-    weights = LAG_WEIGHT // pairs_of[owner]  # a unit's pairs: LAG_WEIGHT at most in all
+    # a unit's pairs: LAG_WEIGHT at most in all
+    weights = LAG_WEIGHT // pairs_of[owner] if once else np.full(len(owner), LAG_WEIGHT)
     before, this = lag[:-1][follows], lag[1:][follows]
     cells = this - before + size - 1 if steps else before * size + this
     return np.bincount(cells, weights=weights, minlength=2 * size - 1 if steps
                        else size * size).astype(np.int64)
 
 
-def lag_count_graph(ddf: dd.DataFrame, schema: Schema, order: int, lag: int) -> Delayed:
+def lag_count_graph(ddf: dd.DataFrame, schema: Schema, order: int, lag: int,
+                    once: bool = True) -> Delayed:
     """Lazily, the lag-1 table of attribute ``lag`` (its steps where :func:`ordinal`):
     consecutive rows' codes within each unit of the bounded rows (carrying UNIT_KEY), ordered
-    by attribute ``order``. Only the unit and two codes per row move (a shuffle on the unit),
-    never whole rows."""
+    by attribute ``order``, each unit weighed ``once`` (:func:`lag_pairs`). Only the unit and
+    two codes per row move (a shuffle on the unit), never whole rows."""
     meta = pd.DataFrame({UNIT_KEY: pd.Series([], dtype=object),
                          "order": pd.Series([], dtype=np.int64),
                          "lag": pd.Series([], dtype=np.int64)})
     codes = ddf.map_partitions(_unit_codes, schema, order, lag, meta=meta)
     together = codes.shuffle(on=UNIT_KEY, shuffle_method=shuffle_method())
     size, steps = int(schema.sizes[lag]), ordinal(schema.attributes[lag])
-    return partition_reduction(together, lag_pairs, size, steps)
+    return partition_reduction(together, lag_pairs, size, steps, once)
 
 
 def transitions(noisy: np.ndarray, sigma: float, prior: np.ndarray) -> np.ndarray:
