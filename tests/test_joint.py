@@ -15,7 +15,7 @@ from dp_dask.data.constraints import satisfied
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema
 from dp_dask.data.tables import Domain
-from dp_dask.methods.marginals.joint import fit_joint, joint_steps, systematic_cells
+from dp_dask.methods.marginals.joint import estimate_joint, joint_steps, systematic_cells
 from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.accounting import TABLE_L2_SENSITIVITY
 from dp_dask.synthesizer import Synthesizer, load_model
@@ -64,10 +64,10 @@ def test_fit_recovers_a_joint_of_triple_interactions_from_exact_tables():
     cliques = [(a,) for a in range(m)] + list(itertools.combinations(range(m), 3))
     tables = [Measurement(c, true.sum(axis=tuple(a for a in range(m) if a not in c)).ravel(),
                           1.0) for c in cliques]
-    fitted = fit_joint(sizes, tables, 10_000.0)
+    fitted = estimate_joint(sizes, tables, 10_000.0)
     assert fitted.sum() == pytest.approx(10_000)
     assert np.abs(fitted - true).max() < 0.5  # counts of 10 000 rows
-    assert np.array_equal(fitted, fit_joint(sizes, tables, 10_000.0))  # deterministic
+    assert np.array_equal(fitted, estimate_joint(sizes, tables, 10_000.0))  # deterministic
 
 
 def test_fit_holds_structural_zeros_and_bounds_its_steps():
@@ -76,7 +76,7 @@ def test_fit_holds_structural_zeros_and_bounds_its_steps():
     forbidden[[0, 5]] = True
     tables = [Measurement((0,), np.array([10.0, 20, 30]), 1.0),
               Measurement((0, 1), np.arange(12, dtype=float) + 1, 1.0)]
-    fitted = fit_joint(sizes, tables, 60.0, forbidden=forbidden, iterations=200)
+    fitted = estimate_joint(sizes, tables, 60.0, forbidden=forbidden, iterations=200)
     assert fitted.ravel()[[0, 5]].tolist() == [0.0, 0.0]
     assert fitted.sum() == pytest.approx(60)
     assert joint_steps(648, 26) == 3000  # the planted table: every step

@@ -26,7 +26,7 @@ measured worse: docs/results-adult.md) unless the schema is too wide for that by
 threshold: then a DP spanning tree of them (:mod:`.select_pairs`, docs/method.md). Optional
 adaptive rounds (:mod:`.adaptive`) measure the marginals a workload needs. Only the
 measurements (:mod:`.measurements`, :mod:`.select_pairs`, :mod:`.adaptive`) touch exact counts;
-the steps in order are :func:`.synthesizer.fit_model`'s.
+the steps in order are :func:`.synthesizer.fit_pairs`'s.
 """
 
 from dp_dask.methods.marginals.config import MarginalsConfig

@@ -277,3 +277,24 @@ def run_rounds(codes: np.ndarray, weights: np.ndarray, measurements: list[Measur
                        "cells": cells(schema, chosen), "rho_select": plan.rho_select,
                        "rho_measure": plan.rho_measure, "sigma": sigma})
     return measurements, record
+
+
+def rounds_record(plan: RoundPlan, schema: Schema, workload: tuple[tuple[int, ...], ...] | None,
+                  candidates: dict[tuple[int, ...], float], neighbours: str,
+                  max_rows: int | None, measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The privacy record's ``adaptive``: the rounds' plan, the ``workload`` (None: the
+    default), the candidates, the selection and each round's record (:func:`run_rounds`)."""
+    config = plan.config
+    return {
+        "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
+        "rho_one_shot": plan.rho_one_shot,
+        "workload": ([[schema.names[a] for a in g] for g in workload]
+                     if workload else "default: every triple of at most "
+                     f"{config.max_cells} cells (every pair past "
+                     f"{config.max_triples} triples)"),
+        "candidates": len(candidates),
+        "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
+                     "eps^2/8); score w*(L1 error of the current estimate - "
+                     "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
+                     f"{table_sensitivity(neighbours, 'l1', max_rows):g}*max w",
+        "measured": measured}

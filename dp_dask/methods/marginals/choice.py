@@ -16,15 +16,20 @@ histograms give). It reads no count; choosing is post-processing and charges not
               no pair carries, which is the data's and not public: the rule takes it as
               ``pairs_three_way_bias`` of the query's mean count n̂/cells (a prior measured on
               public tables, docs/model-choice.md)
-    choose    per family (Q1, Q2, Q3), the mean expected error over its queries; the joint
-              where the mean over the families of its error relative to ``pairs``' is below 1,
-              ``pairs`` otherwise (a tie keeps ``pairs``, the cautious choice: its release is the
-              one released before the rule)
     1-way     on the joint, the 1-way histograms (drawn at ``pairs``' share before the choice)
               are measured again with the share of the triples' ρ (of ONE_WAY_GRID) that gives
-              the joint the smallest expected mean relative error: the triples alone leave its
-              1-way counts noisier than ``pairs``' (about 1.2 × at any noise), which pays to
-              trade where its 3-way lead is large (docs/model-choice.md)
+              the joint the smallest expected mean relative error over Q1, Q2, Q3: the triples
+              alone leave its 1-way counts noisier than ``pairs``' (about 1.2 × at any noise)
+    choose    per family (Q1, Q2, Q3), the mean expected error over its queries; the joint
+              where the weighted mean over the families of its error relative to ``pairs``'
+              (at that share; Q1 weighing ``one_way_weight``, 2, Q2 and Q3 1 each) is below 1,
+              ``pairs`` otherwise (a tie keeps ``pairs``, the cautious choice: its release is
+              the one released before the rule). Q1 weighing double, the joint is taken only
+              where its 3-way lead pays for twice its 1-way loss: not at ε = 0.5 on the planted
+              tables, where it lost Q1 to pairs (docs/model-choice.md). The weight moves no
+              budget: a larger 1-way share (the one minimising the weighted error, 0.2–0.3)
+              measured worse on every family, the joint's sampled Q1 being more its rows'
+              rounding than the histograms' noise at ε ≥ 1
 """
 
 from __future__ import annotations
@@ -106,7 +111,8 @@ def residual_variances(sizes: np.ndarray, measured: dict[Clique, float],
 @dataclass(frozen=True)
 class ModelChoice:
     """The rule's outcome: ``model`` ("pairs" or "joint"), each model's expected error by
-    family, the joint's second 1-way share of the triples' ρ (0: none) and the inputs."""
+    family, the joint's second 1-way share of the triples' ρ (0: none), the families' weights
+    and the inputs."""
 
     model: str
     expected: dict[str, dict[str, float]]
@@ -114,6 +120,7 @@ class ModelChoice:
     n_hat: int
     rho: float
     sensitivity: float
+    weights: dict[str, float]
 
     @property
     def dense(self) -> bool:
@@ -121,11 +128,12 @@ class ModelChoice:
 
     def record(self, config: MarginalsConfig) -> dict[str, Any]:
         """The privacy record's ``model_choice``: the rule, its inputs and its outcome."""
-        ratios = relative_errors(self.expected)
-        rule = ("the dense joint where the mean over Q1, Q2, Q3 of its expected error relative "
-                "to pairs' is below 1 (expected errors from public sizes, rho, the sensitivity "
-                "and the noisy n; pairs' 3-way bias taken as "
-                f"{config.pairs_three_way_bias:g} of a query's mean count n/cells)")
+        rule = ("the dense joint where the weighted mean over Q1, Q2, Q3 of its expected error "
+                "relative to pairs' is below 1, at the second 1-way share minimising the "
+                "unweighted mean (expected errors from public sizes, rho, the sensitivity and "
+                "the noisy n; "
+                f"pairs' 3-way bias taken as {config.pairs_three_way_bias:g} of a query's mean "
+                "count n/cells)")
         if config.cliques == "joint":
             rule = "cliques='joint': the dense joint wherever it fits (expected errors recorded)"
         return {
@@ -134,13 +142,20 @@ class ModelChoice:
             "sensitivity": self.sensitivity,
             "expected_error": {model: {f: round(e, 4) for f, e in errors.items()}
                                for model, errors in self.expected.items()},
-            "joint_relative_error": round(float(np.mean(list(ratios.values()))), 4),
+            "family_weights": self.weights,
+            "joint_relative_error": round(weighted_ratio(self.expected, self.weights), 4),
             "joint_one_way_share": self.one_way_share}
 
 
-def relative_errors(expected: dict[str, dict[str, float]]) -> dict[str, float]:
-    """The joint's expected error over ``pairs``', family by family."""
-    return {f: expected["joint"][f] / expected["pairs"][f] for f in FAMILIES}
+def family_weights(config: MarginalsConfig = DEFAULTS) -> dict[str, float]:
+    """The rule's weight of each family: Q1 ``one_way_weight``, Q2 and Q3 1."""
+    return {"Q1": config.one_way_weight, "Q2": 1.0, "Q3": 1.0}
+
+
+def weighted_ratio(expected: dict[str, dict[str, float]], weights: dict[str, float]) -> float:
+    """The weighted mean over the families of the joint's expected error over ``pairs``'."""
+    return sum(weights[f] * expected["joint"][f] / expected["pairs"][f]
+               for f in FAMILIES) / sum(weights.values())
 
 
 def merged_sigma(*sigmas: float) -> float:
@@ -174,13 +189,12 @@ def choose_model(schema: Schema, *, rho: float, one_way_shares: np.ndarray,
                             for t, s in zip(triples, triple_shares)}
         return expected_errors(sizes, measured, n_hat, bias)
 
-    def mean_ratio(errors: dict[str, float]) -> float:
-        return float(np.mean([errors[f] / expected_pairs[f] for f in FAMILIES]))
-
-    candidates = {share: joint(share) for share in ONE_WAY_GRID}
-    share = min(candidates, key=lambda s: (mean_ratio(candidates[s]), s))
-    expected = {"pairs": expected_pairs, "joint": candidates[share]}
+    weights, equal = family_weights(config), dict.fromkeys(FAMILIES, 1.0)
+    candidates = {share: {"pairs": expected_pairs, "joint": joint(share)}
+                  for share in ONE_WAY_GRID}
+    share = min(candidates, key=lambda s: (weighted_ratio(candidates[s], equal), s))
+    expected = candidates[share]
     forced = config.cliques == "joint"  # the joint wherever it fits: its errors still recorded
-    model = "joint" if forced or mean_ratio(expected["joint"]) < 1.0 else "pairs"
+    model = "joint" if forced or weighted_ratio(expected, weights) < 1.0 else "pairs"
     return ModelChoice(model, expected, share if model == "joint" else 0.0, int(n_hat), rho,
-                       sensitivity)
+                       sensitivity, weights)

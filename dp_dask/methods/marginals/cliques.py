@@ -55,7 +55,7 @@ def clique_memory(schema: Schema, rows: int,
     """For ``dp-dask plan``: the cap on a clique's cells, the sparse joint's bytes on the driver
     (an int64 key and count per distinct row: at most min(rows, cells)) and the joint's dense
     arrays' (the dense-joint fit's log-probabilities, counts, gradient and a trial step's three:
-    six float64 per cell, joint.fit_joint). None where no clique is measured
+    six float64 per cell, joint.estimate_joint). None where no clique is measured
     (:func:`cliques_possible`)."""
     if not cliques_possible(schema, config):
         return None

@@ -77,6 +77,9 @@ class MarginalsConfig:
     row_updates: RowUpdateConfig = field(default_factory=RowUpdateConfig)
     balance: BalanceConfig = field(default_factory=BalanceConfig)
     reweight: ReweightConfig = field(default_factory=ReweightConfig)
+    # the public rule's weight of Q1 against Q2's and Q3's 1 (choice.py): the joint where its
+    # weighted mean error relative to pairs' is below 1
+    one_way_weight: float = 2.0
 
     def __post_init__(self) -> None:
         for name, kind in PASSES.items():  # a dict (from YAML, JSON or a model) as its config

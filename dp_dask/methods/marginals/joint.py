@@ -17,9 +17,10 @@ joint is fitted to them all and the release samples its rows from it.
               times that under a privacy unit). No 2-way table: measured too (1-/2-/3-way ∝
               cells^(1/3)) the planted table's Q3 was 16.1, 13.6 without (numpy prototype,
               add/remove, 3 seeds; docs/tuning.md)
-    fit       :func:`fit_joint`: the joint on the simplex (times n̂) minimising Σ ‖A_c x − y_c‖²/σ_c²
-              over the noisy tables by mirror descent with backtracking (private-pgm's estimate
-              with one clique), the schema's structural zeros held at 0; post-processing
+    fit       :func:`estimate_joint`: the joint on the simplex (times n̂) minimising
+              Σ ‖A_c x − y_c‖²/σ_c² over the noisy tables by mirror descent with backtracking
+              (private-pgm's estimate with one clique), the schema's structural zeros held at
+              0; post-processing
     sample    :class:`JointSampler`: each partition's rows by systematic sampling from the
               fitted joint, seeded by the partition's seed (the release seed and its index)
 
@@ -191,7 +192,7 @@ def joint_steps(cells: int, tables: int, config: MarginalsConfig = DEFAULTS) -> 
     return max(10, min(config.joint_iterations, JOINT_WORK // max(cells * tables, 1)))
 
 
-def fit_joint(sizes: tuple[int, ...] | np.ndarray, measurements: list[Measurement],
+def estimate_joint(sizes: tuple[int, ...] | np.ndarray, measurements: list[Measurement],
               n_hat: float, *, forbidden: np.ndarray | None = None,
               iterations: int = DEFAULTS.joint_iterations) -> np.ndarray:
     """The dense joint (counts summing to ``n_hat``, shape ``sizes``) nearest the noisy tables:

@@ -1,8 +1,8 @@
 """The marginals method's measurements: the only steps that read exact counts.
 
 One fit's measurements share a :class:`Measurer` (the exact counts, ρ, the sensitivity, the
-accountant and the noise sampler); :func:`~.synthesizer.fit_model` calls the steps in order,
-and the noise is drawn in that order:
+accountant and the noise sampler); :func:`~.synthesizer.fit_pairs` calls the steps in order
+(:func:`measure_tables` all but the first), and the noise is drawn in that order:
 
     measure_one_way   the 1-way histograms
     choose_pairs      all pairs, or (a schema too wide for them) the histograms measured again
@@ -48,6 +48,20 @@ from dp_dask.postprocess.consistency import (
 )
 from dp_dask.privacy.accounting import gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_measurements
+
+
+@dataclass(frozen=True)
+class ExactCounts:
+    """The exact counts one pass collects for a fit
+    (:meth:`~.synthesizer.MarginalSynthesizer._count_graph`): the d×d count matrix and the fine
+    histograms (concatenated) always; with adaptive rounds the candidate triples' counts
+    (:func:`.adaptive.count_graph`); where the dense joint may run, the sparse joint (its keys
+    and counts, :func:`.cliques.count_graph`) its triples are summed from."""
+
+    matrix: np.ndarray
+    fine: np.ndarray
+    triples: np.ndarray | None = None
+    joint: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Measurer:
@@ -185,17 +199,26 @@ def refine_tree(measurer: Measurer, measured: list[Measurement], pairs: Pairs
     return measured, replace(pairs.tree, refinement=refinement)
 
 
+def measure_tables(measurer: Measurer, one_way: list[Measurement], tables: str = "auto"
+                   ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
+    """After the 1-way histograms ``one_way``: the pairs chosen (:func:`choose_pairs`), their
+    tables and the fine histograms measured, a tree's more tables (:func:`refine_tree`). The
+    1-way and 2-way measurements, the fine histograms' by attribute and the tree's record (None:
+    all pairs)."""
+    pairs = choose_pairs(measurer, one_way, tables)
+    measured, fine = measure_pairs(measurer, pairs)
+    measured, tree = refine_tree(measurer, measured, pairs)
+    return measured, fine, tree
+
+
 def measure_all(counts: np.ndarray, fine: dict[int, np.ndarray], schema: Schema, rho: float, *,
                 tables: str = "auto", **options: Any
                 ) -> tuple[list[Measurement], dict[int, Measurement], TreeChoice | None]:
-    """The one-shot steps of :func:`~.synthesizer.fit_model` in one call (tests, studies): the
+    """The one-shot steps of :func:`~.synthesizer.fit_pairs` in one call (tests, studies): the
     1-way and 2-way measurements, the fine histograms' and the tree's record (None: all
     pairs); ``options`` are :class:`Measurer`'s."""
     measurer = Measurer(counts, fine, schema, rho, **options)
-    pairs = choose_pairs(measurer, measure_one_way(measurer), tables)
-    measured, noisy_fine = measure_pairs(measurer, pairs)
-    measured, tree = refine_tree(measurer, measured, pairs)
-    return measured, noisy_fine, tree
+    return measure_tables(measurer, measure_one_way(measurer), tables)
 
 
 def measure(counts: np.ndarray, schema: Schema, rho: float, **options: Any

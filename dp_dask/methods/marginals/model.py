@@ -1,5 +1,6 @@
-"""The marginals method's model: the noisy measurements, their consistent marginals and
-the spanning tree (:class:`~.fitted.FittedMarginals`) with their samplers, saved and loaded."""
+"""The marginals method's models: the noisy measurements, their consistent marginals and
+the spanning tree (:class:`~.fitted.FittedMarginals`) with their samplers, saved and loaded;
+a dense-joint release's (:class:`JointModel`) samples its fitted joint instead."""
 
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from dp_dask.data.schema import Schema
 from dp_dask.methods.marginals.conditioned import ConditionedSampler, condition_classes
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.fitted import FittedMarginals
-from dp_dask.methods.marginals.joint import JointSampler
+from dp_dask.methods.marginals.joint import (
+    JointSampler,
+    estimate_joint,
+    forbidden_joint,
+    joint_marginals,
+    joint_steps,
+)
 from dp_dask.methods.marginals.plan import FINE_SHARE, measured_queries, shares_text
 from dp_dask.methods.marginals.sampler import MarginalSampler
 from dp_dask.model_io import ModelError, model_schema, read_model_arrays, write_model_files
@@ -45,8 +52,6 @@ class MarginalModel(FittedMarginals):
     method: ClassVar[str] = "marginals"
 
     def sampler(self) -> MarginalSampler | JointSampler:
-        if self.joint is not None:
-            return JointSampler(self.schema, self.joint, self.fine)
         return MarginalSampler(self, fit_iterations=int(self.metadata["model"]["fit_iterations"]),
                                config=self.config)
 
@@ -54,11 +59,9 @@ class MarginalModel(FittedMarginals):
                             decode: str = "uniform") -> ConditionedSampler | JointSampler:
         """The sampler of this model conditioned on ``where`` (None: no condition) and, with
         ``balance``, one class per code of that attribute the condition leaves possible
-        (:func:`~.conditioned.condition_classes`): a dense joint's sampler restricted to them
-        (:mod:`.joint`), else the conditioned estimates' (:mod:`.conditioned`)."""
+        (:func:`~.conditioned.condition_classes`): the conditioned estimates'
+        (:mod:`.conditioned`)."""
         condition, classes, index = condition_classes(self, where, balance, decode)
-        if self.joint is not None:
-            return self.sampler().conditioned(condition, classes, index)
         return ConditionedSampler(self.sampler(), condition, classes, index)
 
     def save(self, path: Location, storage_options: dict[str, Any] | None = None) -> Location:
@@ -113,9 +116,24 @@ class MarginalModel(FittedMarginals):
         two_way = {(i, j): arrays[f"two_way_{i}_{j}"] for i, j in pairs}
         measurements = tuple(Measurement(q, arrays[f"measured_{k}"], float(m["sigma"]))
                              for k, (q, m) in enumerate(zip(queries, document["measurements"])))
-        return cls(schema, int(document["n_rows"]), Marginals(one_way, two_way),
-                   arrays["order"], arrays["parents"], measurements, document["metadata"],
-                   {a: arrays[f"fine_{a}"] for a in grids}, arrays["joint"] if dense else None)
+        return (JointModel if dense else cls)(
+            schema, int(document["n_rows"]), Marginals(one_way, two_way), arrays["order"],
+            arrays["parents"], measurements, document["metadata"],
+            {a: arrays[f"fine_{a}"] for a in grids}, arrays["joint"] if dense else None)
+
+
+class JointModel(MarginalModel):
+    """A dense-joint release's model (:mod:`.joint`): the fitted joint (``joint``), its 1-/2-way
+    tables and their tree; its rows are drawn from the joint, restricted to a condition's
+    classes where there is one. Saved and loaded as :class:`MarginalModel`, the joint beside."""
+
+    def sampler(self) -> JointSampler:
+        return JointSampler(self.schema, self.joint, self.fine)
+
+    def conditioned_sampler(self, where: str | None, balance: str | None,
+                            decode: str = "uniform") -> JointSampler:
+        condition, classes, index = condition_classes(self, where, balance, decode)
+        return self.sampler().conditioned(condition, classes, index)
 
 
 def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
@@ -169,6 +187,35 @@ def fit_marginals(measurements: list[Measurement], schema: Schema, n_rows: int,
                                 for a, p in enumerate(parents.tolist())}}
     return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measurements),
                          {**(metadata or {}), "model": details}, consistent)
+
+
+def fit_joint_model(measured: list[Measurement], fine: dict[int, Measurement], schema: Schema,
+                    n_rows: int, metadata: dict[str, Any], *, config: MarginalsConfig = DEFAULTS,
+                    one_way_share: float = 0.0) -> JointModel:
+    """Post-processing of a dense-joint release's measurements (the 1-way histograms, their
+    second draw at ``one_way_share`` of the triples' ρ merged in, then every triple): the joint
+    fitted to them (:func:`~.joint.estimate_joint`, the schema's structural zeros held at 0), its
+    1-/2-way tables and their spanning tree, each ``fine`` histogram made consistent with the
+    joint's histogram of its attribute."""
+    steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
+    joint = estimate_joint(schema.sizes, measured, n_rows, forbidden=forbidden_joint(schema),
+                           iterations=steps)
+    marginals = joint_marginals(joint)
+    order, parents = spanning_tree(marginals, schema.m)
+    details = {"method": METHOD,
+               "budget_shares": f"{config.one_way_share:g} of rho to the histograms, the rest "
+               + (f"{one_way_share:g} to the histograms again, the rest " if one_way_share else "")
+               + f"to every triple, each in proportion to cells^{config.cells_exponent:.4g}",
+               "noise_sigma": {"one_way": [m.sigma for m in measured[:schema.m]],
+                               "three_way": [m.sigma for m in measured[schema.m:]]}
+               | ({"fine": {schema.names[a]: m.sigma for a, m in fine.items()}} if fine else {}),
+               "joint": {"cells": int(joint.size), "iterations": steps},
+               "fit_iterations": 0,
+               "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
+                                for a, p in enumerate(parents.tolist())}}
+    return JointModel(schema, n_rows, marginals, order, parents, tuple(measured),
+                      {**metadata, "model": details}, project_fine(schema, fine, marginals),
+                      joint)
 
 
 def project_fine(schema: Schema, fine: dict[int, Measurement],

@@ -1,30 +1,25 @@
-"""The marginals method's Synthesizer: its options, privacy plan and ledger charge, and its fit,
-one line per step in :func:`fit_model` (compare private-pgm's ``MST()``).
+"""The marginals method's Synthesizer: its options, privacy plan and ledger charge, and its fit:
+:func:`fit_model` draws the 1-way histograms, then runs one model's top function, each one line
+per step (compare private-pgm's ``MST()`` and ``AIM``):
 
-    measure_one_way  the 1-way histograms
-    dense            (cliques="auto" where the public rule picks it, or "joint"; no rounds) every
-                     triple instead of what follows, the dense joint fitted to them:
-                     :func:`dense_model` (:mod:`.joint`)
-    choose_pairs     from them and public quantities, all pairs or (a schema too wide for them)
-                     the histograms measured again and a spanning tree of pairs chosen under DP
-    measure_pairs    the chosen pairs' 2-way tables, with the fine histograms
-    refine_tree      (a tree) a few more tables, chosen against the tree's model
-    n                the noisy n (under add/remove neighbours it replaces the exact one from
-                     here on) and the noise against it, the tables' σ against their mean noisy
-                     cell count, recorded and warned where comparable
-                     (:mod:`dp_dask.postprocess.noise_level`)
-    rounds           (with a workload) adaptive rounds: select the marginal the estimate gets
-                     most wrong, measure it, refit
-    record           the metadata's privacy record, from the :class:`~.plan.BudgetPlan`
-    consistent       consistent marginals and their spanning tree: the
-                     :class:`~.model.MarginalModel`
+    fit_pairs     all pairs' 2-way tables, or (a schema too wide for them) the histograms
+                  again, a spanning tree of pairs chosen under DP and a few more tables chosen
+                  against it; the noisy n (under add/remove it replaces the exact one from here
+                  on); consistent marginals and their tree, which the rows are updated towards
+    fit_joint     (cliques="auto" where the public rule picks it, :mod:`.choice`, or "joint")
+                  every triple (and the histograms again, at the rule's share); the noisy n;
+                  the dense joint fitted to them (:mod:`.joint`), which the rows are drawn from
+    fit_adaptive  (with a workload) pairs' measurements, then adaptive rounds: select the
+                  marginal the estimate gets most wrong, measure it, refit (:mod:`.adaptive`)
 
-The first four are :mod:`.measurements`' (the steps that read exact counts, with
-:func:`adaptive_rounds`), drawing their noise in this order; the candidate rows' estimate runs
-at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
+Each records the privacy record (from the :class:`~.plan.BudgetPlan`) and the tables' noise
+level (:mod:`dp_dask.postprocess.noise_level`). Only :mod:`.measurements`, :mod:`.joint` and
+:mod:`.adaptive` read exact counts, drawing the noise in this order; the candidate rows'
+estimate runs at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
 
-Size: the fit's three paths (pairs, the dense joint, unit-shaped) share its steps and its record
-here; the unit-shaped path's steps move to unit_shape.py once it no longer needs fit_model.
+Size: the three models' top functions came to 600 lines; main's release accountant and unit
+shares brought the file past 600. The unit-shaped path (:func:`fit_unit_shaped`,
+:func:`measure_lag`) moves to unit_shape.py once it no longer needs :func:`fit_model`.
 """
 
 from __future__ import annotations
@@ -53,22 +48,22 @@ from dp_dask.methods.marginals.joint import (
     dense_budget_split,
     dense_measurements,
     dense_record,
-    fit_joint,
-    forbidden_joint,
-    joint_marginals,
-    joint_steps,
     measure_dense,
     model_choice,
     triples_rho,
 )
 from dp_dask.methods.marginals.measurements import (
+    ExactCounts,
     Measurer,
-    choose_pairs,
     measure_one_way,
-    measure_pairs,
-    refine_tree,
+    measure_tables,
 )
-from dp_dask.methods.marginals.model import MarginalModel, fit_marginals, project_fine
+from dp_dask.methods.marginals.model import (
+    JointModel,
+    MarginalModel,
+    fit_joint_model,
+    fit_marginals,
+)
 from dp_dask.methods.marginals.plan import (
     FINE_SHARE,
     BudgetPlan,
@@ -90,7 +85,6 @@ from dp_dask.methods.marginals.unit_shape import (
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
 from dp_dask.postprocess.noise_level import noise_record
 from dp_dask.postprocess.reweight import check_iterations
-from dp_dask.postprocess.tree import spanning_tree
 from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import (
     epsilon_spent,
@@ -330,11 +324,20 @@ class MarginalSynthesizer(Synthesizer):
                           # the dense path: with rounds cliques="auto" releases as "pairs"
                           cliques.cliques_possible(self.schema, self.config) and not self.rounds_)
 
-    def _fit_counts(self, exact: tuple[np.ndarray, ...], n_rows: int,
+    def _fit_counts(self, exact: tuple[Any, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel | UnitShapedModel:
         if self.unit_shape_:
-            return fit_unit_shaped(self, *exact, n_rows, metadata)
-        return fit_model(self, exact, n_rows, metadata)
+            rows, *units = exact
+            return fit_unit_shaped(self, self._exact_counts(rows), *units, n_rows, metadata)
+        return fit_model(self, self._exact_counts(exact), n_rows, metadata)
+
+    def _exact_counts(self, counts: tuple[Any, ...]) -> ExactCounts:
+        """The rows' pass (:meth:`_row_count_graph`) by name: a third part is the sparse joint
+        (the dense path) or the candidate triples' counts (rounds)."""
+        matrix, fine, *extra = counts
+        if self.budget_plan().with_cliques:
+            return ExactCounts(matrix, fine, joint=extra[0])
+        return ExactCounts(matrix, fine, triples=extra[0] if self.rounds_ else None)
 
     @staticmethod
     def load_model(path: Location, document: dict[str, Any],
@@ -381,7 +384,7 @@ def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
                     f"weighing {LAG_WEIGHT} // p (a unit counted once), Gaussian noise"}
 
 
-def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
+def fit_unit_shaped(method: MarginalSynthesizer, exact: ExactCounts,
                     unit_counts: np.ndarray, *rest: Any) -> UnitShapedModel:
     """A unit-shaped release's model (:mod:`.unit_shape`): the unit model fitted to the unit
     table's counts ``unit_counts`` with ``config.unit_share`` of the measurements' ρ (its noise
@@ -402,7 +405,7 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
     plan_rho = method._privacy_plan()["rho"]
     inner._rho_share = method.config.unit_share * (plan_rho - method.unit_rho) / plan_rho
     n_units = rows_counted(unit_counts, units_schema)
-    units = fit_model(inner, (unit_counts, np.zeros(0, dtype=np.int64)), n_units,
+    units = fit_model(inner, ExactCounts(unit_counts, np.zeros(0, dtype=np.int64)), n_units,
                       {"schema": {"name": units_schema.name, "sha256": units_schema.sha256()}})
     lag_table, lag_record = (measure_lag(method, *lag_counts) if lag_counts
                              else (None, None))
@@ -445,136 +448,131 @@ def fit_unit_shaped(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...],
                            lag_table)
 
 
-def fit_model(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], n_rows: int,
+def fit_model(method: MarginalSynthesizer, exact: ExactCounts, n_rows: int,
               metadata: dict[str, Any]) -> MarginalModel:
-    """The model of the exact counts ``exact`` (the d×d matrix, the fine histograms, with
-    rounds the candidate triples' counts, or where the dense path may run the sparse joint)
-    under ``method``'s options; ``metadata`` gains the privacy record (and, under add/remove,
-    the noisy n)."""
-    schema, plan = method.schema, method.budget_plan()
-    rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
-    measurer = measurer_for(method, exact, plan, rng)
+    """The model of the ``exact`` counts: after the 1-way histograms (the same draws on every
+    path), :func:`fit_adaptive` where rounds are planned, else the model the public rule picks
+    where the joint may run (:mod:`.choice`), else pairs; ``metadata`` gains the records."""
+    plan = method.budget_plan()
+    measurer = measurer_for(method, exact, plan)
     with timed(method.timings_, "noise"):
-        one_way = measure_one_way(measurer)  # the same draws on either path
-        rho = triples_rho(measurer)
-        # the public rule, where the joint fits: from sizes, ρ, the notion and n̂ (choice.py)
-        choice = model_choice(measurer, n_rows if method.rows_public
-                              else estimated_rows(one_way)) if plan.with_cliques else None
-        if choice is not None and choice.dense:  # every triple, with the rest of the ρ
-            one_way, triples, fine = measure_dense(measurer, one_way, exact[2], rho,
-                                                   choice.one_way_share)
-        else:  # as under cliques="pairs", byte for byte
-            pairs = choose_pairs(measurer, one_way, method.tables)
-            measured, fine = measure_pairs(measurer, pairs)
-            measured, tree = refine_tree(measurer, measured, pairs)
-    if choice is not None and choice.dense:
-        return dense_model(method, plan, choice, [*one_way, *triples], fine, rho,
-                           measurer.sensitivity, n_rows, metadata)
-    # the one-shot measurements (a tree plan's histograms were drawn twice, then merged)
-    k = len(measured) + (schema.m if tree is not None else 0)
-    noisy_rows = estimated_rows(measured)
-    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
-        n_rows = metadata["n_rows"] = noisy_rows
-    rounds: dict[str, Any] = {}
+        one_way = measure_one_way(measurer)
     if plan.rounds.rounds:
-        with timed(method.timings_, "adaptive_rounds"):
-            measured, rounds = adaptive_rounds(method, measured, exact, plan.rounds, n_rows, rng)
+        return fit_adaptive(method, measurer, one_way, exact, n_rows, metadata)
+    if not plan.with_cliques:
+        return fit_pairs(method, measurer, one_way, n_rows, metadata)
+    choice = model_choice(measurer, n_rows if method.rows_public else estimated_rows(one_way))
+    if choice.dense:
+        return fit_joint(method, measurer, one_way, exact, choice, n_rows, metadata)
+    return fit_pairs(method, measurer, one_way, n_rows, metadata, choice)
+
+
+def fit_pairs(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Measurement],
+              n_rows: int, metadata: dict[str, Any],
+              choice: ModelChoice | None = None) -> MarginalModel:
+    """pairs (as MST's and PrivSyn's): after the 1-way histograms ``one_way``, the 2-way tables
+    of every pair or of a spanning tree chosen under DP (:func:`~.measurements.measure_tables`),
+    the noisy n, then their consistent marginals and tree (:func:`~.model.fit_marginals`), which
+    the rows are updated towards; ``choice``: the public rule's, where it ran (recorded)."""
+    with timed(method.timings_, "noise"):
+        measured, fine, tree = measure_tables(measurer, one_way, method.tables)
+    n_rows = noisy_n(method, measured, n_rows, metadata)
+    return consistent_model(method, measured, measured, fine, tree, n_rows, metadata, {}, choice)
+
+
+def fit_adaptive(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Measurement],
+                 exact: ExactCounts, n_rows: int, metadata: dict[str, Any]) -> MarginalModel:
+    """pairs' one-shot measurements, then AIM's adaptive rounds (:mod:`.adaptive`): the 2- or
+    3-way marginal of the workload the estimate gets most wrong, selected under DP, measured,
+    the estimate refitted; then the consistent marginals of them all, as pairs'."""
+    schema, config, plan = method.schema, method.config, method.budget_plan().rounds
+    with timed(method.timings_, "noise"):
+        one_shot, fine, tree = measure_tables(measurer, one_way, method.tables)
+    n_rows = noisy_n(method, one_shot, n_rows, metadata)
+    with timed(method.timings_, "adaptive_rounds"):
+        first = fit_marginals(one_shot, schema, n_rows, fit_iterations=method.fit_iterations,
+                              config=config)
+        rows = min(n_rows, config.estimate_rows)
+        # the estimate's draws are post-processing: seeded with the noise, else OS entropy
+        codes, weights = replace(first.sampler(), config=config).weighted_candidates(
+            rows, np.random.default_rng(None if method.noise_seed is None
+                                        else [method.noise_seed, 45]))
+        answers = adaptive.exact_answers(exact.matrix, exact.triples, schema, method.candidates_)
+        measured, record = adaptive.run_rounds(
+            codes, weights * (n_rows / rows), one_shot, answers, method.candidates_, plan,
+            schema, neighbours=method.neighbours, sampler=method.noise_sampler, rng=measurer.rng,
+            max_rows=method.max_rows)
+    rounds = adaptive.rounds_record(plan, schema, method.workload_, method.candidates_,
+                                    method.neighbours, method.max_rows, record)
+    return consistent_model(method, one_shot, adaptive.merged(measured), fine, tree, n_rows,
+                            metadata, rounds)
+
+
+def noisy_n(method: MarginalSynthesizer, measured: list[Measurement], n_rows: int,
+            metadata: dict[str, Any]) -> int:
+    """The n the model is fitted to: the exact n where public, else the ``measured`` tables'
+    noisy estimate, which replaces it in ``metadata``: the exact n stops here."""
+    if method.rows_public:
+        return n_rows
+    metadata["n_rows"] = estimated_rows(measured)
+    return metadata["n_rows"]
+
+
+def consistent_model(method: MarginalSynthesizer, one_shot: list[Measurement],
+                     measured: list[Measurement], fine: dict[int, Measurement],
+                     tree: TreeChoice | None, n_rows: int, metadata: dict[str, Any],
+                     rounds: dict[str, Any], choice: ModelChoice | None = None) -> MarginalModel:
+    """The 1-/2-way release's record and model: the ``one_shot`` measurements (a tree plan's
+    histograms drawn twice, then merged) and with the ``rounds``' (their record; empty: none)
+    all ``measured``, fitted to consistent marginals."""
+    schema = method.schema
+    k = len(one_shot) + (schema.m if tree is not None else 0)
     # cliques="auto" with rounds releases as "pairs" (the rounds select the workload's marginals)
-    cliques = ({"selection": f"none: with adaptive rounds cliques={method.config.cliques!r} "
-                             "releases as 'pairs'"}
-               if rounds and method.config.cliques != "pairs" else {})
-    metadata |= release_record(method, plan, k, tree, fine, rounds, cliques,
+    cliques = {"selection": f"none: with adaptive rounds cliques={method.config.cliques!r} "
+               "releases as 'pairs'"} if rounds and method.config.cliques != "pairs" else {}
+    metadata |= release_record(method, method.budget_plan(), k, tree, fine, rounds, cliques,
                                choice=choice)
-    metadata |= noise_record([m for m in measured if len(m.attributes) > 1], noisy_rows)
+    metadata |= noise_record([m for m in measured if len(m.attributes) > 1],
+                             estimated_rows(one_shot))
     with timed(method.timings_, "consistency"):
         return fit_marginals(measured, schema, n_rows, metadata,
                              fit_iterations=method.fit_iterations, fine=fine,
                              fine_share=method.fine_share, config=method.config)
 
 
-def dense_model(method: MarginalSynthesizer, plan: BudgetPlan, choice: ModelChoice,
-                measured: list[Measurement], fine: dict[int, Measurement], rho: float,
-                sensitivity: float, n_rows: int, metadata: dict[str, Any]) -> MarginalModel:
-    """The dense-joint release's model (:mod:`.joint`), as the rule's ``choice`` picked it: the
-    1-way histograms and the triples (these with ``rho``, L2 ``sensitivity`` each) ``measured``
-    under ``plan``, the joint fitted to them, its tables and their tree;
-    each ``fine`` histogram made consistent with the joint's histogram of its attribute."""
-    schema, config = method.schema, method.config
-    noisy_rows = estimated_rows(measured)
-    if not method.rows_public:  # the exact n stops here: only its noisy estimate goes on
-        n_rows = metadata["n_rows"] = noisy_rows
+def fit_joint(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Measurement],
+              exact: ExactCounts, choice: ModelChoice, n_rows: int,
+              metadata: dict[str, Any]) -> JointModel:
+    """The dense joint (:mod:`.joint`; private-pgm's estimate on one clique): after the 1-way
+    histograms ``one_way``, the histograms again at the rule's ``choice`` of share and every
+    triple, with the rest of the one-shot ρ; the noisy n; the joint fitted to them all
+    (:func:`~.model.fit_joint_model`)."""
+    schema, config, plan = method.schema, method.config, method.budget_plan()
+    rho = triples_rho(measurer)
+    with timed(method.timings_, "noise"):
+        one_way, triples, fine = measure_dense(measurer, one_way, exact.joint, rho,
+                                               choice.one_way_share)
+    measured = [*one_way, *triples]
+    n_rows = noisy_n(method, measured, n_rows, metadata)
     metadata |= release_record(
         method, plan, dense_measurements(measured, {}, schema.m, choice.one_way_share), None,
-        fine, {}, dense_record(schema, measured, fine, plan, rho, sensitivity),
-        dense_split=dense_budget_split(schema, measured, fine, plan, rho, sensitivity,
+        fine, {}, dense_record(schema, measured, fine, plan, rho, measurer.sensitivity),
+        dense_split=dense_budget_split(schema, measured, fine, plan, rho, measurer.sensitivity,
                                        choice.one_way_share), choice=choice)
-    metadata |= noise_record(measured[schema.m:], noisy_rows)
+    metadata |= noise_record(triples, estimated_rows(measured))
     with timed(method.timings_, "consistency"):
-        steps = joint_steps(int(np.prod(schema.sizes)), len(measured), config)
-        joint = fit_joint(schema.sizes, measured, n_rows, forbidden=forbidden_joint(schema),
-                          iterations=steps)
-    marginals = joint_marginals(joint)
-    order, parents = spanning_tree(marginals, schema.m)
-    details = {"method": "marginals",
-               "budget_shares": f"{config.one_way_share:g} of rho to the histograms, the rest "
-               + (f"{choice.one_way_share:g} to the histograms again, the rest "
-                  if choice.one_way_share else "")
-               + f"to every triple, each in proportion to cells^{config.cells_exponent:.4g}",
-               "noise_sigma": {"one_way": [m.sigma for m in measured[:schema.m]],
-                               "three_way": [m.sigma for m in measured[schema.m:]]}
-               | ({"fine": {schema.names[a]: m.sigma for a, m in fine.items()}} if fine else {}),
-               "joint": {"cells": int(joint.size), "iterations": steps},
-               "fit_iterations": 0,
-               "tree_parents": {schema.names[a]: (schema.names[p] if p >= 0 else None)
-                                for a, p in enumerate(parents.tolist())}}
-    return MarginalModel(schema, n_rows, marginals, order, parents, tuple(measured),
-                         {**metadata, "model": details}, project_fine(schema, fine, marginals),
-                         joint)
+        return fit_joint_model(measured, fine, schema, n_rows, metadata, config=config,
+                               one_way_share=choice.one_way_share)
 
 
-def measurer_for(method: MarginalSynthesizer, exact: tuple[np.ndarray, ...], plan: BudgetPlan,
-                 rng: np.random.Generator | None) -> Measurer:
-    """The one-shot measurements' :class:`Measurer` under ``plan``: ρ
-    :attr:`~.plan.BudgetPlan.one_shot`."""
-    return Measurer(exact[0], split_fine(exact[1], method.schema), method.schema, plan.one_shot,
-                    accountant=method.release_accountant, sampler=method.noise_sampler, rng=rng,
-                    neighbours=method.neighbours,
+def measurer_for(method: MarginalSynthesizer, exact: ExactCounts, plan: BudgetPlan) -> Measurer:
+    """The one-shot measurements' :class:`Measurer`: ρ ``plan.one_shot``, noise_seed's rng."""
+    rng = None if method.noise_seed is None else np.random.default_rng(method.noise_seed)
+    return Measurer(exact.matrix, split_fine(exact.fine, method.schema), method.schema,
+                    plan.one_shot, accountant=method.release_accountant,
+                    sampler=method.noise_sampler, rng=rng, neighbours=method.neighbours,
                     fine_share=plan.fine_share or method.fine_share,  # 0: no grids
                     config=plan.config, max_rows=method.max_rows)
-
-
-def adaptive_rounds(method: MarginalSynthesizer, measurements: list[Measurement],
-                    exact: tuple[np.ndarray, ...], plan: adaptive.RoundPlan, n_rows: int,
-                    rng: np.random.Generator | None
-                    ) -> tuple[list[Measurement], dict[str, Any]]:
-    """The adaptive rounds (:mod:`.adaptive`) on the estimate the one-shot measurements give:
-    the measurements to fit, repeats merged, and the rounds' record."""
-    schema, config = method.schema, method.config
-    first = fit_marginals(measurements, schema, n_rows, fit_iterations=method.fit_iterations,
-                          config=config)
-    rows = min(n_rows, config.estimate_rows)
-    # the estimate's draws are post-processing: seeded with the noise, else OS entropy
-    sampler = replace(first.sampler(), config=config)
-    codes, weights = sampler.weighted_candidates(rows, np.random.default_rng(
-        None if method.noise_seed is None else [method.noise_seed, 45]))
-    answers = adaptive.exact_answers(exact[0], exact[2], schema, method.candidates_)
-    measured, record = adaptive.run_rounds(
-        codes, weights * (n_rows / rows), measurements, answers, method.candidates_, plan,
-        schema, neighbours=method.neighbours, sampler=method.noise_sampler, rng=rng,
-        max_rows=method.max_rows)
-    return adaptive.merged(measured), {
-        "rounds": plan.rounds, "share": plan.share, "rho": plan.rho_rounds,
-        "rho_one_shot": plan.rho_one_shot,
-        "workload": ([[schema.names[a] for a in g] for g in method.workload_]
-                     if method.workload_ else "default: every triple of at most "
-                     f"{config.max_cells} cells (every pair past "
-                     f"{config.max_triples} triples)"),
-        "candidates": len(method.candidates_),
-        "selection": "exponential mechanism (OpenDP make_noisy_max, Gumbel, zCDP "
-                     "eps^2/8); score w*(L1 error of the current estimate - "
-                     "sqrt(2/pi)*sigma*cells), L-inf sensitivity "
-                     f"{table_sensitivity(method.neighbours, 'l1', method.max_rows):g}*max w",
-        "measured": record}
 
 
 def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
@@ -588,19 +586,18 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     in words (joint.dense_budget_split); the public rule's ``choice`` (None: the joint could
     not be chosen, by the schema's sizes, the config or adaptive rounds)."""
     schema: Schema = method.schema
-    dense = dense_split
     as_replace_one = method.neighbours != "replace"
     split = plan.budget_split(
         schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
         tree=tree, fine=fine,
         replace_one_rho=method.ledger_cost().rho if as_replace_one else None,
-        tree_possible=method.tree_possible, dense=dense)
+        tree_possible=method.tree_possible, dense=dense_split)
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
     tuned = changed(method.config)  # none by default: such releases stay as they were
     return {
-        "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense
+        "method": "marginals: " + ("a dense joint fitted to noisy 1-/3-way marginals" if dense_split
                                    else "consistent noisy 1-/2-way marginals + row updates"),
         "privacy": method._privacy_record(
             mechanism="gaussian", accountant=method.release_accountant,
@@ -613,7 +610,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
             **({"model_choice": choice.record(method.config)} if choice is not None else {}),
-            post_processing=DENSE_POST_PROCESSING if dense else
+            post_processing=DENSE_POST_PROCESSING if dense_split else
             "consistent marginals (inverse-variance 1-way estimates, "
             "tables shrunk towards independence and fitted to them); rows sampled from a "
             "spanning tree, weighted to fit the noisy measurements and updated towards the "
