@@ -297,9 +297,9 @@ def test_partitions_make_row_updates_only_where_the_releases_trial_kept_some(fit
     assert (settled != unsettled).any()
     # without the moves, fewer tree draws per candidate: the sampler before them
     assert releases[CONFIG.move_partitions].start.keywords == {
-        "draws_per_row": CONFIG.max_draws_per_row}
+        "draws_per_row": CONFIG.max_draws_per_row, "raking": CONFIG.raking}
     assert releases[CONFIG.move_partitions + 1].start.keywords == {
-        "draws_per_row": CONFIG.unsettled_draws_per_row}
+        "draws_per_row": CONFIG.unsettled_draws_per_row, "raking": CONFIG.raking}
     # Without updates an unsettled partition still ends on its exact one-way targets; settled
     # rows keep their own, near the fit's (within the pairs' slack of value moves).
     skipping = replace(estimate, updates=False)
