@@ -341,3 +341,17 @@ def report(path: Path) -> str:
                  detail_tables(records, table, released), "",
                  times(records, table, _present(paths, records, table))]
     return "\n".join(text)
+
+
+BEGIN, END = "<!-- benchmarks.from_raw: begin -->", "<!-- benchmarks.from_raw: end -->"
+
+
+def write_section(doc: Path, lines: Path) -> None:
+    """Replace what stands between ``doc``'s markers (``BEGIN``, ``END``) by the results section
+    of ``lines``; a doc without the markers is refused, so nothing hand-written is overwritten."""
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{doc} has no {BEGIN} … {END} markers around its results section")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    doc.write_text(f"{head}{BEGIN}\n{report(lines)}\n{END}{tail}")
