@@ -240,26 +240,30 @@ def _fit_score(train: pd.DataFrame, test: pd.DataFrame, fields: dict[str, pa.Fie
 
     if target.column not in train:
         return None
-    categorical = [name for name in levels if name != target.column]
     if target.task == "classification":
         y_train = (_texts(train[target.column]) == target.positive).to_numpy()
         y_test = (_texts(test[target.column]) == target.positive).to_numpy()
         if y_train.all() or not y_train.any():
             return 0.5  # a release holding one class: a constant guess
-        model = HistGradientBoostingClassifier(
-            categorical_features=categorical or None, random_state=TSTR_SEED)
-        model.fit(_features(train, fields, target.column, levels), y_train)
-        return float(roc_auc_score(
-            y_test, model.predict_proba(_features(test, fields, target.column, levels))[:, 1]))
-    y_train, y_test = (_numbers(frame[target.column]) for frame in (train, test))
-    train, test = train[y_train.notna()], test[y_test.notna()]
-    if train.empty:
-        return None
-    model = HistGradientBoostingRegressor(categorical_features=categorical or None,
-                                          random_state=TSTR_SEED)
-    model.fit(_features(train, fields, target.column, levels), y_train.dropna())
-    return float(r2_score(y_test.dropna(),
-                          model.predict(_features(test, fields, target.column, levels))))
+    else:
+        y_train, y_test = (_numbers(frame[target.column]) for frame in (train, test))
+        train, test = train[y_train.notna()], test[y_test.notna()]
+        y_train, y_test = y_train.dropna().to_numpy(), y_test.dropna().to_numpy()
+        if train.empty:
+            return None
+    x_train, x_test = (_features(frame, fields, target.column, levels) for frame in (train, test))
+    # a column the release left out (or holds only nulls of) teaches the model nothing, and
+    # the model cannot bin a feature with no value: the model goes without it
+    held = [name for name in x_train if x_train[name].notna().any()]
+    x_train, x_test = x_train[held], x_test[held]
+    categorical = [name for name in levels if name in held] or None
+    if target.task == "classification":
+        model = HistGradientBoostingClassifier(categorical_features=categorical,
+                                               random_state=TSTR_SEED).fit(x_train, y_train)
+        return float(roc_auc_score(y_test, model.predict_proba(x_test)[:, 1]))
+    model = HistGradientBoostingRegressor(categorical_features=categorical,
+                                          random_state=TSTR_SEED).fit(x_train, y_train)
+    return float(r2_score(y_test, model.predict(x_test)))
 
 
 def train_on(train: pd.DataFrame, real: pd.DataFrame, holdout: pd.DataFrame,

