@@ -4,44 +4,16 @@ never asserted)."""
 from __future__ import annotations
 
 import json
-import math
 
-import pandas as pd
 import pytest
 
 from benchmarks.from_raw import main
 from benchmarks.from_raw_report import BEGIN, END, figures, report
-from benchmarks.from_raw_scores import LEFT_OUT, evaluation_schema, score
-from benchmarks.raw_tables import TARGETS, write_table
+from benchmarks.from_raw_scores import LEFT_OUT
 
 pytestmark = pytest.mark.harness  # the runner starts its own clusters: CI's .ci/benchmarks
 
 DIAMONDS = ("carat", "cut", "color", "clarity", "depth", "table", "price", "x", "y", "z")
-
-
-def test_left_out_columns_count_as_lost_not_a_crash(tmp_path):
-    """A release without some input columns (the one command leaves out a column it could not
-    draft, as weather's wind_gust) is scored: each such column KS or TVD 1, its levels lost."""
-    table = write_table("weather", tmp_path, rows=0, max_rows=2_000)
-    release = tmp_path / "release.parquet"  # real rows, two columns left out
-    pd.read_parquet(table.holdout).drop(columns=["wind_gust", "origin"]).to_parquet(release)
-    record = score(table.data, table.holdout, release, evaluation_schema(table.data),
-                   TARGETS["weather"])
-    columns = record["columns"]
-    assert list(columns)[:2] == ["origin", "year"]  # the input's order, left out in place
-    gust, origin = columns["wind_gust"], columns["origin"]
-    assert (gust["type_out"], gust["metric"], gust["ks_or_tvd"]) == (LEFT_OUT, "KS", 1.0)
-    assert gust["null_in"] > 0.5 and gust["null_out"] is None and not gust["same_type"]
-    assert (origin["type_out"], origin["metric"], origin["ks_or_tvd"]) == (LEFT_OUT, "TVD", 1.0)
-    assert sorted(origin["levels_lost"]) == ["EWR", "JFK", "LGA"]
-    assert origin["levels_present"] == 0
-    # the columns it holds are compared as ever: held-out real rows against the input, two
-    # samples of one table (the two-sample KS's 0.1 % critical value)
-    n, m = record_rows = len(pd.read_parquet(table.data)), len(pd.read_parquet(release))
-    assert columns["temp"]["type_out"] == "double"
-    assert columns["temp"]["ks_or_tvd"] < 1.95 * math.sqrt(1 / n + 1 / m), record_rows
-    assert record["point_masses"]["wind_gust"]["released"] == 0.0
-    assert figures(record)["worst_ks"] == 1.0
 
 
 def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
