@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if set(args.paths) & set(PEERS) and not args.peer_python.exists():
         parser.error(f"--peer-python {args.peer_python} does not exist: install "
-                     "smartnoise-synth in its own virtual environment (docs/from-raw.md), or "
+                     "smartnoise-synth in its own virtual environment (docs/from-raw.md, "
+                     "\"Measuring it\"), or "
                      "leave mst and aim out of --paths")
     one_command = (args.naive == "one-command"
                    or (args.naive == "auto" and one_command_available()))
