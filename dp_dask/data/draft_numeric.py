@@ -64,6 +64,11 @@ GROW_MISS = 5e-3  # chance that an empty octave next to the range found joins it
 CELL_MISS = 1e-3  # chance that any empty cell inside the found range passes
 UNIT_SPAN = 2**12  # integers within ±4096 are searched value by value
 OCTAVE_CELLS = 16  # cells per octave otherwise
+# The fine grid a range found gets: each search cell split in 2, 4... 16 (public halvings, no
+# further count), a part holding ROWS_PER_FINE_CELL of the cell's noisy rows at least, the grid
+# this many cells at most
+FINE_TARGET = 256
+ROWS_PER_FINE_CELL = 200
 MAX_GRID = 100  # integer ranges of at most this many values: one bin per value
 TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells beyond the data
 TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
@@ -227,6 +232,28 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
         "tail_cells": [below, above], "tail_threshold": limit}
 
 
+def split_cells(edges: np.ndarray, noisy: np.ndarray, integer: bool) -> np.ndarray:
+    """The fine grid of a range whose search cells are ``edges``: each cell split in k equal
+    parts, k a power of two up to OCTAVE_CELLS (256 a octave) with :data:`ROWS_PER_FINE_CELL`
+    of the cell's ``noisy`` count a part at least (an integer cell into parts of one value at
+    least), all k halved while the grid holds more than :data:`FINE_TARGET` cells. Public
+    cells chosen from noisy counts: post-processing. A column heaped within one or two octaves
+    (pressures of 980-1040 hPa in [512, 2048)) is drawn from cells of a few units, not of
+    32-64 uniformly; a sparse cell (a tail, an empty end) stays whole, so the release's noise
+    is not spread over more empty cells."""
+    rows = np.clip(np.asarray(noisy, dtype=float), 0.0, None) / ROWS_PER_FINE_CELL
+    k = np.ones(len(rows), dtype=np.int64)
+    where = rows >= 2
+    k[where] = np.minimum(OCTAVE_CELLS, 2 ** np.floor(np.log2(rows[where])).astype(np.int64))
+    while k.sum() > FINE_TARGET and k.max() > 1:
+        k = np.maximum(k // 2, 1)
+    if (k == 1).all():
+        return edges
+    parts = [np.linspace(a, b, 1 + int(min(n, b - a) if integer else n))[:-1]
+             for a, b, n in zip(edges[:-1], edges[1:], k)]
+    return np.concatenate([*parts, edges[-1:]])
+
+
 def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
           bound: int) -> dict[str, Any]:
     replaced = "one row" if bound == 1 else f"one unit of at most {bound} rows"
@@ -338,8 +365,12 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     inner = sorted({float(cuts[np.argmin(np.abs(mass[:-1] - i / bins * mass[-1]))])
                     for i in range(1, bins)} if len(cuts) and mass[-1] > 0 else set())
     spec = _open(inner, low, top)
-    if inner and len(cuts) + 1 > len(inner) + 1:  # the cells split some bin
-        spec["fine"] = [_round(e) for e in edges[first:last + 2]]
+    grid = edges[first:last + 2]
+    if key == "fine":
+        grid = split_cells(grid, cell[first:last + 1], cells.integer)
+        record["fine_cells"] = len(grid) - 1
+    if inner and len(grid) > len(inner) + 2:  # the cells split some bin
+        spec["fine"] = [_round(e) for e in grid]
     record["result"] = "quantile bins" + (" and fine grid" if "fine" in spec else "")
     return (spec, record,
             f"{column}: range [{_round(low)}, {_round(top)}] found under DP, {len(inner) + 1} "
