@@ -84,13 +84,16 @@ def test_audit_passes(name: str) -> None:
     assert result.epsilon_lower_bound <= result.claimed_epsilon
 
 
+@pytest.mark.extended  # .ci/audit audits dpcopula-mle at its default trials too
 def test_audit_of_mle_passes() -> None:
     # A sorted input: the neighbour shifts every row by one position. Fails before the rows
     # are put in a random order inside the count graph (ε̂ = 2.54 > ε = 2 at 150 trials).
     assert _one("dpcopula-mle", 150).passed
 
 
-@pytest.mark.parametrize("plant", ["sigma-halved", "mle-order-restored", "data-dependent-bin"])
+@pytest.mark.parametrize("plant", [  # .ci/audit runs every plant at its own trials too
+    pytest.param("sigma-halved", marks=pytest.mark.extended),
+    pytest.param("mle-order-restored", marks=pytest.mark.extended), "data-dependent-bin"])
 def test_planted_bug_fails_the_audit(plant: str) -> None:
     trials = {"sigma-halved": 1500, "mle-order-restored": 150, "data-dependent-bin": 150}[plant]
     result = _planted(plant, trials)
@@ -340,6 +343,7 @@ def test_item1_unit_shaped_scenario_passes() -> None:
     assert result.claimed_epsilon == pytest.approx(0.4259190063584305)
 
 
+@pytest.mark.extended  # as .ci/audit's plants
 def test_item1_lag_pairs_unweighted_is_caught() -> None:
     # ε̂ 0.661, 0.736, 0.638 against the claim 0.426 at its 500 trials (seeds 0, 100,000,
     # 200,000); before, the scenario and the plant did not exist (KeyError)

@@ -72,6 +72,7 @@ def _synth(client, data: Path, schema: Path, out: Path, ledger: Path, epsilon: s
     return pq.read_table(out / "synthetic.parquet")
 
 
+@pytest.mark.extended
 def test_raw_typed_table_drafted_under_dp_gives_a_typed_release_within_its_ranges(
         client, tmp_path):
     data, schema, ledger = tmp_path / "raw.parquet", tmp_path / "schema.json", tmp_path / "l.db"
@@ -105,6 +106,7 @@ def test_raw_typed_table_drafted_under_dp_gives_a_typed_release_within_its_range
     assert (entry.epsilon, entry.delta) == (0.1, 1e-9)
 
 
+@pytest.mark.extended
 def test_adult_as_typed_parquet_keeps_its_integers_and_plausible_ages(client, adult_csv,
                                                                       tmp_path):
     data, schema, ledger = tmp_path / "adult.parquet", tmp_path / "schema.json", tmp_path / "l.db"

@@ -36,6 +36,7 @@ def evaluated(client, adult_csv, release):
     return out
 
 
+@pytest.mark.extended  # its fixture trains on Adult's real and released rows
 def test_tasks_json_holds_both_trainings_side_by_side(evaluated):
     tasks = json.loads((evaluated / TASKS_NAME).read_text())
     task = tasks["downstream"]
@@ -59,6 +60,7 @@ def test_tasks_json_holds_both_trainings_side_by_side(evaluated):
     assert quality["per_pair"]["age | fnlwgt"]["metric"] == "correlation similarity"
 
 
+@pytest.mark.extended
 def test_report_holds_the_task_table(evaluated):
     page = (evaluated / REPORT_NAME).read_text()
     tasks = json.loads((evaluated / TASKS_NAME).read_text())
