@@ -115,6 +115,13 @@ def test_item5_every_config_field_has_its_entry_in_tuning_md():
         ", ".join(missing)
 
 
+def fitted(frame: pd.DataFrame, tuned: dict | None) -> Synthesizer:
+    """The marginals method on ``frame`` with the config fields ``tuned``, seeded noise."""
+    return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
+                              noise_sampler="numpy", noise_seed=0, ledger=False,
+                              config=tuned).fit(frame)
+
+
 def test_item5_the_marginals_config_reaches_the_sampler_s_passes(client, tmp_path):
     """RowUpdateConfig, BalanceConfig and ReweightConfig are fields of MarginalsConfig, set as
     dicts, recorded when changed, saved with the model and read by the sampler's passes."""
@@ -128,14 +135,9 @@ def test_item5_the_marginals_config_reaches_the_sampler_s_passes(client, tmp_pat
     with pytest.raises(ValueError, match="RowUpdateConfig has no field 'sweeps'"):
         MarginalsConfig(row_updates={"sweeps": 0})
     frame = correlated_frame(3000)
-
-    def fitted(tuned: dict | None) -> Synthesizer:
-        return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
-                                  noise_sampler="numpy", noise_seed=0, ledger=False,
-                                  config=tuned).fit(frame)
-
-    default = fitted(None)
-    tuned = fitted({"row_updates": {"max_sweeps": 0}, "balance": {"proposals_per_row": 0.0}})
+    default = fitted(frame, None)
+    tuned = fitted(frame, {"row_updates": {"max_sweeps": 0},
+                           "balance": {"proposals_per_row": 0.0}})
     # the same noise (same seed), other post-processing: other rows
     assert np.array_equal(default.model.measurements[0].values,
                           tuned.model.measurements[0].values)
@@ -154,22 +156,16 @@ def test_item5_consistency_and_raking_are_config_that_reaches_their_passes(clien
     changed, saved with the model and read: the same noisy measurements, other consistent
     tables (consistency) or other rows (raking); the defaults record nothing."""
     frame = correlated_frame(3000)
-
-    def fitted(tuned: dict | None) -> Synthesizer:
-        return Synthesizer.create("marginals", SMALL_SCHEMA_PATH, epsilon=1.0,
-                                  noise_sampler="numpy", noise_seed=0, ledger=False,
-                                  config=tuned).fit(frame)
-
-    default = fitted(None)
+    default = fitted(frame, None)
     assert "config" not in default.model.metadata
-    strict = fitted({"consistency": {"signal_sigmas": 0.5, "dykstra_sweeps": 1}})
+    strict = fitted(frame, {"consistency": {"signal_sigmas": 0.5, "dykstra_sweeps": 1}})
     assert strict.model.metadata["config"] == {
         "consistency": {"signal_sigmas": 0.5, "dykstra_sweeps": 1}}
     assert np.array_equal(default.model.measurements[-1].values,
                           strict.model.measurements[-1].values)
     pairs = default.model.marginals.two_way
     assert any(not np.allclose(pairs[p], strict.model.marginals.two_way[p]) for p in pairs)
-    one_pass = fitted({"raking": {"max_passes": 1}})
+    one_pass = fitted(frame, {"raking": {"max_passes": 1}})
     assert one_pass.model.config.raking == RakingConfig(max_passes=1)
     rows = [s.sample(2000, seed=0).compute() for s in (default, one_pass)]
     assert not rows[0].equals(rows[1])
