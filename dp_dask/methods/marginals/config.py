@@ -70,6 +70,7 @@ class MarginalsConfig:
     pairs_three_way_bias: float = 0.003  # the rule's prior: pairs' 3-way error, of n̂/cells
     max_clique_cells: int = 2**20  # the joint's cells at most: its dense tables' memory cap
     joint_iterations: int = 3000  # mirror-descent steps fitting the dense joint (joint.py)
+    joint_work: int = 2**33  # cells summed over all its steps, at most (fewer steps beyond)
     # the post-processing passes (postprocess.config), each a config of its own: a dict of
     # some of its fields, e.g. {"row_updates": {"max_sweeps": 10}}
     consistency: ConsistencyConfig = field(default_factory=ConsistencyConfig)

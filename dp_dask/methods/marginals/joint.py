@@ -101,10 +101,6 @@ def measure_dense(measurer: Measurer, one_way: list[Measurement],
             {a: Measurement((a,), h.values, h.sigma) for a, h in zip(measurer.grids, fine)})
 
 
-# The fit's work bound, in cells visited (a step sums every table from the joint): the planted
-# table of benchmarks/cliques.py (648 cells, 26 tables) takes its 3000 steps in ~1 s, at 5e7;
-# 2^33 is ~40 s on one core (8 attributes of 4 values, 64 tables: 2048 steps of 0.018 s).
-JOINT_WORK = 2**33
 DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 1/sigma^2) by "
                          "mirror descent on the simplex, the schema's structural zeros held "
                          "at 0; each partition's rows drawn from it by systematic sampling")
@@ -188,8 +184,9 @@ def measure_triples(joint: tuple[np.ndarray, np.ndarray], schema: Schema, rho: f
 
 def joint_steps(cells: int, tables: int, config: MarginalsConfig = DEFAULTS) -> int:
     """The fit's mirror-descent steps: ``joint_iterations``, fewer where a step's work (each
-    table summed from the joint: cells × tables) would pass JOINT_WORK in all; at least 10."""
-    return max(10, min(config.joint_iterations, JOINT_WORK // max(cells * tables, 1)))
+    table summed from the joint: cells × tables) would pass ``config.joint_work`` in all; at
+    least 10."""
+    return max(10, min(config.joint_iterations, config.joint_work // max(cells * tables, 1)))
 
 
 def estimate_joint(sizes: tuple[int, ...] | np.ndarray, measurements: list[Measurement],
