@@ -455,7 +455,7 @@ def fit_model(method: MarginalSynthesizer, exact: ExactCounts, n_rows: int,
     where the joint may run (:mod:`.choice`), else pairs; ``metadata`` gains the records."""
     plan = method.budget_plan()
     measurer = measurer_for(method, exact, plan)
-    with timed(method.timings_, "noise"):
+    with timed(method.timings_, "noise", first_part=True):  # the rest in the model's fit
         one_way = measure_one_way(measurer)
     if plan.rounds.rounds:
         return fit_adaptive(method, measurer, one_way, exact, n_rows, metadata)
@@ -474,7 +474,7 @@ def fit_pairs(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Mea
     of every pair or of a spanning tree chosen under DP (:func:`~.measurements.measure_tables`),
     the noisy n, then their consistent marginals and tree (:func:`~.model.fit_marginals`), which
     the rows are updated towards; ``choice``: the public rule's, where it ran (recorded)."""
-    with timed(method.timings_, "noise"):
+    with timed(method.timings_, "noise", last_part=True):
         measured, fine, tree = measure_tables(measurer, one_way, method.tables)
     n_rows = noisy_n(method, measured, n_rows, metadata)
     return consistent_model(method, measured, measured, fine, tree, n_rows, metadata, {}, choice)
@@ -486,7 +486,7 @@ def fit_adaptive(method: MarginalSynthesizer, measurer: Measurer, one_way: list[
     3-way marginal of the workload the estimate gets most wrong, selected under DP, measured,
     the estimate refitted; then the consistent marginals of them all, as pairs'."""
     schema, config, plan = method.schema, method.config, method.budget_plan().rounds
-    with timed(method.timings_, "noise"):
+    with timed(method.timings_, "noise", last_part=True):
         one_shot, fine, tree = measure_tables(measurer, one_way, method.tables)
     n_rows = noisy_n(method, one_shot, n_rows, metadata)
     with timed(method.timings_, "adaptive_rounds"):
@@ -549,7 +549,7 @@ def fit_joint(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Mea
     (:func:`~.model.fit_joint_model`)."""
     schema, config, plan = method.schema, method.config, method.budget_plan()
     rho = triples_rho(measurer)
-    with timed(method.timings_, "noise"):
+    with timed(method.timings_, "noise", last_part=True):
         one_way, triples, fine = measure_dense(measurer, one_way, exact.joint, rho,
                                                choice.one_way_share)
     measured = [*one_way, *triples]
