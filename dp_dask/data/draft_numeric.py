@@ -94,9 +94,7 @@ def search_cells(kind: str, dtype: str | None) -> Cells:
     low = INTEGER_LOW if integer else FLOAT_LOW
     powers = 2.0 ** np.arange(low, top + 2)
     octaves = np.concatenate([-powers[::-1], powers])
-    parts = [np.linspace(a, b, 1 + int(min(OCTAVE_CELLS, b - a) if integer else OCTAVE_CELLS))
-             [:-1] for a, b in zip(octaves[:-1], octaves[1:])]
-    fine = np.concatenate([*parts, octaves[-1:]])
+    fine = _split(octaves, np.full(len(octaves) - 1, OCTAVE_CELLS), integer)
     units = np.arange(-UNIT_SPAN, UNIT_SPAN + 1, dtype=np.float64) if integer else None
     return Cells(integer, octaves, fine, units)
 
@@ -247,11 +245,15 @@ def split_cells(edges: np.ndarray, noisy: np.ndarray, integer: bool) -> np.ndarr
     k[where] = np.minimum(OCTAVE_CELLS, 2 ** np.floor(np.log2(rows[where])).astype(np.int64))
     while k.sum() > FINE_TARGET and k.max() > 1:
         k = np.maximum(k // 2, 1)
-    if (k == 1).all():
-        return edges
-    parts = [np.linspace(a, b, 1 + int(min(n, b - a) if integer else n))[:-1]
-             for a, b, n in zip(edges[:-1], edges[1:], k)]
-    return np.concatenate([*parts, edges[-1:]])
+    return edges if (k == 1).all() else _split(edges, k, integer)
+
+
+def _split(edges: np.ndarray, parts: np.ndarray, integer: bool) -> np.ndarray:
+    """Each cell of ``edges`` split in its ``parts`` equal cells (an integer cell in parts of
+    one value at least)."""
+    inner = [np.linspace(a, b, 1 + int(min(n, b - a) if integer else n))[:-1]
+             for a, b, n in zip(edges[:-1], edges[1:], parts)]
+    return np.concatenate([*inner, edges[-1:]])
 
 
 def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
@@ -301,7 +303,7 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
                               "give its public range (ranges=) or more dp_epsilon=")
     # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
-    grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
+    grow = threshold(scale, 1, GROW_MISS)
     record["steps"][0]["grow_threshold"] = grow
     first, last = int(passed[0]), int(passed[-1])
     while first > 0 and noisy[first - 1] >= grow:

@@ -34,11 +34,16 @@ column's ε (equal before), a timestamp 0.73 times.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, year_cells
+from dp_dask.data.draft_numeric import (
+    GROW_MISS,
+    OCTAVE_MISS,
+    SENSITIVITY,
+    threshold,
+    year_cells,
+)
 from dp_dask.data.draft_points import POINT_SHARE
 from dp_dask.data.draft_text import DISTINCT_SHARE, FIRST_SHARE, MASS_SHARE
 from dp_dask.privacy.selection import calibrate_threshold
@@ -80,8 +85,7 @@ def number_need(bound: int = 1) -> float:
     grow threshold (at :data:`OCTAVE_SHARE` of the column's ε) by :data:`MARGIN_SCALES`
     scales."""
     scale = SENSITIVITY * bound  # at ε = 1
-    grow = scale * math.log(1.0 / (2.0 * GROW_MISS))
-    return (grow + MARGIN_SCALES * scale) / (TAIL_LEVEL * OCTAVE_SHARE)
+    return (threshold(scale, 1, GROW_MISS) + MARGIN_SCALES * scale) / (TAIL_LEVEL * OCTAVE_SHARE)
 
 
 def year_need(bound: int = 1) -> float:
@@ -89,16 +93,22 @@ def year_need(bound: int = 1) -> float:
     the column's whole ε) by :data:`MARGIN_SCALES` scales."""
     scale = SENSITIVITY * bound
     years = len(year_cells()) - 1
-    return scale * (math.log(years / (2.0 * OCTAVE_MISS)) + MARGIN_SCALES) / YEAR_LEVEL
+    return (threshold(scale, years, OCTAVE_MISS) + MARGIN_SCALES * scale) / YEAR_LEVEL
 
 
 def column_needs(columns: Sequence[str], texts: Sequence[str], times: Sequence[str] = (), *,
                  delta: float, bound: int = 1) -> dict[str, float]:
     """Each column's need by its kind: ``texts`` text, ``times`` timestamps, the rest numeric
     (searched, or on a public grid)."""
-    kinds = {"text": text_need(len(texts), delta, bound) if texts else 0.0,
-             "time": year_need(bound), "number": number_need(bound)}
-    return {c: kinds["text" if c in texts else "time" if c in times else "number"]
+    needs = {"text": text_need(len(texts), delta, bound) if texts else 0.0,
+             "timestamp": year_need(bound), "number": number_need(bound)}
+    return {c: needs[kind] for c, kind in column_kinds(columns, texts, times).items()}
+
+
+def column_kinds(columns: Sequence[str], texts: Sequence[str],
+                 times: Sequence[str] = ()) -> dict[str, str]:
+    """Each column's kind: text, timestamp or number."""
+    return {c: "text" if c in texts else "timestamp" if c in times else "number"
             for c in columns}
 
 
@@ -126,8 +136,7 @@ def split_record(columns: Sequence[str], texts: Sequence[str], times: Sequence[s
     """The rule and each column's need and kind, for the draft's record (``split.by_need``)."""
     needs = column_needs(columns, texts, times, delta=delta, bound=bound)
     return {"needs": needs,
-            "kinds": {c: "text" if c in texts else "timestamp" if c in times else "number"
-                      for c in columns},
+            "kinds": column_kinds(columns, texts, times),
             "targets": {"text": f"a level of {TEXT_LEVEL:g} of the rows",
                         "number": f"a tail of {TAIL_LEVEL:g} of the rows beyond the range",
                         "timestamp": f"a year of {YEAR_LEVEL:g} of the rows"},
