@@ -79,6 +79,21 @@ def test_item2_tiny_table_warns_with_the_figure(client, tmp_path):
         synthesize(raw_table(40), epsilon=1.0, ledger=False)
 
 
+def test_item2_a_tiny_table_with_one_column_left_says_only_what_it_gave_up(client):
+    """40 rows of which the draft keeps one column: no pair to choose among, so no numpy
+    "Mean of empty slice" beside the release's own warnings."""
+    from dp_dask import synthesize
+
+    rng = np.random.default_rng(0)
+    raw = pd.DataFrame({"income": rng.lognormal(10, 1, 40), "group": rng.choice(["a", "b"], 40),
+                        "age": rng.integers(18, 90, 40)})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        synthesize(raw, epsilon=1.0, ledger=False, noise_sampler="numpy", noise_seed=1)
+    assert caught and all(issubclass(w.category, DpDaskWarning) for w in caught), [
+        str(w.message) for w in caught]
+
+
 def test_item4_python_errors_name_keywords(tmp_path):
     from dp_dask.data.draft import draft_schema
 

@@ -154,10 +154,11 @@ def choose_pairs(measurer: Measurer, one_way: list[Measurement], tables: str = "
     rows = (rows_counted(measurer.counts, schema)
             if measurer.neighbours == "replace" and measurer.max_rows is None
             else estimated_rows(one_way))  # n private (add/remove, or a unit): its noisy estimate
+    if m <= 2 or check_tables(tables) == "all":  # every pair, or none: nothing to choose
+        return Pairs(one_way, measurer.all_pairs, measurer.shares, rows, None)
     noise = all_pairs_noise(schema, rows, measurer.plan.coarse * (1 - config.one_way_share),
                             measurer.sensitivity, measurer.accountant, config.cells_exponent)
-    if m <= 2 or check_tables(tables) == "all" or (tables != "tree" and not tree_wanted(
-            noise, config.tree_above)):
+    if tables != "tree" and not tree_wanted(noise, config.tree_above):
         return Pairs(one_way, measurer.all_pairs, measurer.shares, rows, None)
     top_up = measurer.draw(measurer.all_pairs[:m], measurer.shares[:m] * (
         config.tree_one_way_share / config.one_way_share - 1))
