@@ -23,13 +23,14 @@ from benchmarks.units_shape import marginal_tvd
 from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.relations import relation_checks
 from dp_dask.evaluate.tables import markdown_table
+from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.relational import release_tables
 
 customers_orders = load_test_helper("customers_orders")
 
 
 def run(customers: pd.DataFrame, orders: pd.DataFrame, folder: Path, epsilon: float,
-        seed: int, max_children: int) -> list[dict]:
+        seed: int, max_children: int, unit_share: float | None = None) -> list[dict]:
     schemas = {"parent_schema": load_schema(customers_orders.CUSTOMERS_SCHEMA),
                "child_schema": load_schema(customers_orders.ORDERS_SCHEMA)}
     tables = {"customers": {"data": str(folder / "customers.parquet"),
@@ -44,7 +45,8 @@ def run(customers: pd.DataFrame, orders: pd.DataFrame, folder: Path, epsilon: fl
             out = folder / f"out-{epsilon}-{seed}"
             released = release_tables(tables, out, epsilon=epsilon, max_children=max_children,
                                       ledger=False, noise_sampler="numpy", noise_seed=seed,
-                                      seed=seed)
+                                      seed=seed, **({} if unit_share is None else {
+                                          "config": MarginalsConfig(unit_share=unit_share)}))
             parents = pd.read_parquet(released.paths["customers"])
             children = pd.read_parquet(released.paths["orders"])
         else:
@@ -73,15 +75,21 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--customers", type=int, default=4_000)
     parser.add_argument("--max-children", type=int, default=8)
+    parser.add_argument("--unit-share", type=float, nargs="+", default=[None],
+                        help="MarginalsConfig.unit_share of the joint release (default: its "
+                             "default); several: one joint release per share")
     args = parser.parse_args()
     customers, orders = customers_orders.customers_orders(args.customers)
     with tempfile.TemporaryDirectory() as folder:
         customers.to_parquet(Path(folder) / "customers.parquet")
         orders.to_parquet(Path(folder) / "orders.parquet")
-        results = pd.DataFrame([row for epsilon in args.epsilons for seed in range(args.seeds)
-                                for row in run(customers, orders, Path(folder), epsilon, seed,
-                                               args.max_children)])
-    summary = results.groupby(["epsilon", "release"], sort=False).mean(
+        results = pd.DataFrame([
+            row | {"unit share": "default" if share is None else share}
+            for share in args.unit_share for epsilon in args.epsilons
+            for seed in range(args.seeds)
+            for row in run(customers, orders, Path(folder), epsilon, seed, args.max_children,
+                           share)])
+    summary = results.groupby(["unit share", "epsilon", "release"], sort=False).mean(
         numeric_only=True).drop(columns=["seed"])
     print(markdown_table(summary.reset_index(), "{:.3f}"))
 
