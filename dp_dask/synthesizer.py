@@ -566,8 +566,9 @@ class Synthesizer:
     def _privacy_record(self, *, neighbouring: str = NEIGHBOURING["replace"],
                         as_replace_one: bool = False, **fields: Any) -> dict[str, Any]:
         """The :class:`PrivacyRecord` (``privacy_record_``) rendered. ``fields``: the cost's (ε, δ:
-        the synthesizer's by default), ``rho_split``, the method's own; ``as_replace_one``: it
-        holds the ledger's replace-one-row cost too (the release's notion is another)."""
+        the synthesizer's by default), ``rho_split``, ``guarantee``, the method's own;
+        ``as_replace_one``: it holds the ledger's replace-one-row cost too (the release's notion
+        is another)."""
         cost = {"epsilon": self.epsilon, "delta": self.delta, "rho": None,
                 **{key: fields.pop(key) for key in COST_FIELDS if key in fields}}
         record = PrivacyRecord(
@@ -579,7 +580,8 @@ class Synthesizer:
                               if self.unit_level_choice_ else {})},
             self.noise_sampler, self.noise_seed is not None,
             charge=self.ledger_cost() if as_replace_one else None,
-            rho_split=fields.pop("rho_split", None), details=fields,
+            rho_split=fields.pop("rho_split", None), guarantee=fields.pop("guarantee", None),
+            details=fields,
             types_from_data=self.schema.types_from_data or None,  # see _fit's warning
             # drafted under DP: the sum only where both protect one unit (and one notion)
             draft=units.drafted_record(

@@ -69,6 +69,7 @@ from dp_dask.methods.marginals.plan import (
     BudgetPlan,
     check_fine_share,
     check_neighbours,
+    replace_one_text,
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
 from dp_dask.methods.marginals.unit_fit import (
@@ -360,7 +361,7 @@ class MarginalSynthesizer(Synthesizer):
                if lag_counts else None)
         rows = fit_model(self, exact, n_rows, metadata)
         model, self.privacy_record_ = unit_shaped_model(
-            rows, units, self.privacy_record_, inner.budget_plan().rho, self.budget_plan().rho,
+            rows, units, self.privacy_record_, inner.privacy_record_, self.budget_plan().rho,
             lag, unit_share=self.config.unit_share, neighbours=self.neighbours,
             column=self.privacy_unit.column, max_rows=self.max_rows)
         return model
@@ -523,9 +524,13 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     as_replace_one = method.neighbours != "replace"
     split = plan.budget_split(
         schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
-        tree=tree, fine=fine,
-        replace_one_rho=method.ledger_cost().rho if as_replace_one else None,
-        tree_possible=method.tree_possible, dense=dense_split)
+        tree=tree, fine=fine, dense=dense_split)
+    unit = method.privacy_unit
+    # the ledger's charge and the guarantee close the split: the release's, which a part of
+    # one (a unit-shaped release's unit model) leaves to the release's record
+    replaced = "one row" if unit is None else f"all rows of one {unit.column!r}"
+    charge = (replace_one_text(method.ledger_cost().rho, replaced, tree, method.tree_possible)
+              + "; " if as_replace_one else "")
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
@@ -539,8 +544,8 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
             as_replace_one=as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
-            budget_split=f"{split}; the {method.release_accountant} accountant gives "
-            f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
+            budget_split=split, guarantee=f"{charge}the {method.release_accountant} accountant "
+            f"gives ({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
             **({"model_choice": choice.record(method.config)} if choice is not None else {}),

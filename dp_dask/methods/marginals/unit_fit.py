@@ -74,15 +74,19 @@ def measure_lag(counts: np.ndarray, schema: Schema, sequence: tuple[int, int], r
 
 
 def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: PrivacyRecord,
-                      unit_rho: float, row_rho: float,
+                      unit_record: PrivacyRecord, row_rho: float,
                       lag: tuple[np.ndarray | None, dict[str, Any]] | None, *,
                       unit_share: float, neighbours: str, column: str, max_rows: int
                       ) -> tuple[UnitShapedModel, PrivacyRecord]:
     """The release's model and its one privacy record: ``record``, the one the row model's fit
-    made (of ``row_rho``), with the unit model's charge ``unit_rho`` (``unit_share`` of the
-    measurements') and the ``lag`` table's (its noisy table and record; None: no sequence)
+    made (of ``row_rho``), with the unit model's charge (``unit_record``'s ρ, ``unit_share`` of
+    the measurements') and the ``lag`` table's (its noisy table and record; None: no sequence)
     added, rendered into the ``rows`` model's metadata beside the ``unit_shape`` record of the
-    ``column``'s units of at most ``max_rows`` rows."""
+    ``column``'s units of at most ``max_rows`` rows. The ``units`` model's own record becomes
+    a part of the release's (:meth:`~dp_dask.privacy.record.PrivacyRecord.part_metadata`): its
+    fit saw a table of one row per unit and would otherwise claim the release's (ε, δ) for
+    itself, per row."""
+    unit_rho = unit_record.cost.rho
     lag_table, lag_record = lag if lag is not None else (None, None)
     lag_rho = lag_record["rho"] if lag_record else 0.0
     lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
@@ -100,6 +104,7 @@ def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: Privacy
             f"{table_sensitivity(neighbours, 'l2'):g}), {lag_text}then the row model: "
             + record.details["budget_split"])})
     rows.metadata["privacy"] = record.to_metadata()
+    units.metadata["privacy"] = unit_record.part_metadata("the unit model", record)
     rows.metadata["unit_shape"] = {
         "unit": column, "max_rows": max_rows,
         "unit_level": [rows.schema.names[i] for i in unit_level(rows.schema)],
