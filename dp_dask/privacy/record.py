@@ -76,9 +76,10 @@ class PrivacyRecord:
     that is not a synthesizer's (dp-dask stats), None for the synthesizers' claim;
     ``with_rho``: whether the metadata holds ``rho`` even when it is None (a synthesizer's
     does; dp-dask stats' never did, and its releases stay as they were); ``guarantee``: what
-    the accountant gives the whole release, in words, closing the budget split (None: the
-    method's split states it itself), which a part's record (:meth:`part_metadata`) leaves
-    out."""
+    the whole release is charged and given, in words (the ledger's replace-one charge where
+    the release's notion is another, and the (ε, δ) its accountant gives), closing the budget
+    split (None: the method's split states it itself), which a part's record
+    (:meth:`part_metadata`) leaves to the release's."""
 
     cost: Cost
     neighbouring: str
