@@ -120,6 +120,8 @@ class NoisePart:
     max_rows_per_unit: str | None = key("privacy.max_rows_per_unit", accepts=int | str)  # K|auto
     # a unit-shaped release's unit-level attributes: "declared" (default) or "auto" (data/units.py)
     unit_level: str | None = key("privacy.unit_level")
+    # the privacy unit's tuned numbers, some fields of data.units.UnitConfig (docs/tuning.md)
+    unit_config: dict[str, Any] | None = key("privacy.unit_config")
     # with a unit, use a schema drafted under DP at row level (refused otherwise)
     accept_row_level_draft: bool = key("privacy.accept_row_level_draft")
 

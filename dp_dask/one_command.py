@@ -221,7 +221,8 @@ def synthesize(data: TableSource, epsilon: float = 1.0, *, delta: float | None =
     public sample); a column the draft could not fill is left out, with a warning. With
     ``schema`` (a :class:`~dp_dask.Schema`, a JSON path or a built-in name), all of it fits the
     release. ``rows``: the rows to sample (default: the noisy row count); ``seed``: the sampling
-    seed (post-processing). ``privacy_unit``: ``{"column": ..., "max_rows": K or "auto"}``.
+    seed (post-processing). ``privacy_unit``: ``{"column": ..., "max_rows": K or "auto"}``,
+    optionally with ``"config"``, the unit's tuned numbers (``UnitConfig``, docs/tuning.md).
     The ledger records the spend as for a fit (``ledger``, ``dataset_name``).
 
     Returns a pandas DataFrame; ``df.attrs["dp_dask"]`` holds the record: ``privacy`` (ε, δ,

@@ -107,8 +107,9 @@ class Synthesizer:
         (:mod:`dp_dask.data.units`); default: the schema's ``privacy_unit``, else a row. Only
         methods whose ``supports_privacy_unit`` scale their sensitivity to K take one. K "auto":
         chosen under DP at each fit (the smallest candidate covering a quantile of the rows per
-        unit) with ``units.AUTO_SHARE`` of the budget; ``privacy_unit`` keeps "auto", the fit
-        learns ``max_rows_``.
+        unit) with the unit's ``config.auto_share`` of the budget (:class:`~.data.units.UnitConfig`,
+        its tuned numbers: ``{"column": ..., "max_rows": "auto", "config": {...}}``);
+        ``privacy_unit`` keeps "auto", the fit learns ``max_rows_``.
     accept_row_level_draft: with a privacy unit, fit a schema drafted under DP at another unit
         (a row) rather than refuse it (``fit`` raises ValueError before any budget is spent);
         the release then records each guarantee under its own unit, never their total.
@@ -401,8 +402,8 @@ class Synthesizer:
 
     def _choose_max_rows(self, ddf: dd.DataFrame) -> tuple[int | None, dict[str, Any] | None]:
         """This fit's K and the record of its choice: the K given (no record; None without a
-        unit), or under max_rows "auto" K from the rows per unit under DP, with
-        ``units.AUTO_SHARE`` of the plan's ρ (:attr:`max_rows_rho`; the method's measurements
+        unit), or under max_rows "auto" K from the rows per unit under DP, with the unit's
+        ``config.auto_share`` of the plan's ρ (:attr:`max_rows_rho`; the method's measurements
         spend what the unit's searches leave, :attr:`unit_rho`)."""
         if not self.unit_auto:
             return self.max_rows, None
@@ -416,7 +417,8 @@ class Synthesizer:
     def _find_unit_level(self, ddf: dd.DataFrame) -> dict[str, Any] | None:
         """Under the privacy unit's unit_level "auto", the attributes not declared unit-level
         that are found so under DP (``units.find_unit_level`` over the raw rows' counts of
-        varying units, ``units.UNIT_LEVEL_SHARE`` of the plan's ρ, :attr:`unit_rho`) marked
+        varying units, the unit's ``config.unit_level_share`` of the plan's ρ, :attr:`unit_rho`,
+        its ``config.unit_level_threshold``) marked
         unit-level in this fit's schema: the unit model measures them and the release keeps
         them constant within each unit. The record of the search (None without one). A
         unit-shaped release's lag attribute (``unit_lag``) varies within a unit by design: it
@@ -433,7 +435,8 @@ class Synthesizer:
         rng = None if self.noise_seed is None else np.random.default_rng([self.noise_seed, 68])
         found, record = units.find_unit_level(
             counts, [schema.names[i] for i in candidates], self.unit_level_rho,
-            self._privacy_plan()["accountant"], sampler=self.noise_sampler, rng=rng)
+            self._privacy_plan()["accountant"], sampler=self.noise_sampler, rng=rng,
+            threshold=self.privacy_unit.config.unit_level_threshold)
         self.schema_ = replace(schema, attributes=tuple(
             replace(attribute, unit_level=True) if attribute.name in found else attribute
             for attribute in schema.attributes))
@@ -447,8 +450,8 @@ class Synthesizer:
     @property
     def unit_level_rho(self) -> float:
         """The ρ the search for unit-level attributes spends (0 without one)."""
-        return (self._privacy_plan()["rho"] * units.UNIT_LEVEL_SHARE if self.unit_level_auto
-                else 0.0)
+        return (self._privacy_plan()["rho"] * self.privacy_unit.config.unit_level_share
+                if self.unit_level_auto else 0.0)
 
     def _with_unit_key(self, ddf: dd.DataFrame) -> dd.DataFrame:
         """The rows bounding reads (which drops the unit column; unit-shaped releases copy it)."""
@@ -462,7 +465,8 @@ class Synthesizer:
     @property
     def max_rows_rho(self) -> float:
         """The ρ a choice of max_rows "auto" spends (0 without one)."""
-        return self._privacy_plan()["rho"] * units.AUTO_SHARE if self.unit_auto else 0.0
+        return (self._privacy_plan()["rho"] * self.privacy_unit.config.auto_share
+                if self.unit_auto else 0.0)
 
     @property
     def unit_rho(self) -> float:
@@ -503,8 +507,7 @@ class Synthesizer:
         the fit's choice once there is one."""
         if self.max_rows is None:
             return self.privacy_unit
-        return units.PrivacyUnit(self.privacy_unit.column, self.max_rows,
-                                 self.privacy_unit.unit_level)
+        return replace(self.privacy_unit, max_rows=self.max_rows)
 
     @property
     def rows_public(self) -> bool:
@@ -563,8 +566,9 @@ class Synthesizer:
     def _privacy_record(self, *, neighbouring: str = NEIGHBOURING["replace"],
                         as_replace_one: bool = False, **fields: Any) -> dict[str, Any]:
         """The :class:`PrivacyRecord` (``privacy_record_``) rendered. ``fields``: the cost's (ε, δ:
-        the synthesizer's by default), ``rho_split``, the method's own; ``as_replace_one``: it
-        holds the ledger's replace-one-row cost too (the release's notion is another)."""
+        the synthesizer's by default), ``rho_split``, ``guarantee``, the method's own;
+        ``as_replace_one``: it holds the ledger's replace-one-row cost too (the release's notion
+        is another)."""
         cost = {"epsilon": self.epsilon, "delta": self.delta, "rho": None,
                 **{key: fields.pop(key) for key in COST_FIELDS if key in fields}}
         record = PrivacyRecord(
@@ -576,7 +580,8 @@ class Synthesizer:
                               if self.unit_level_choice_ else {})},
             self.noise_sampler, self.noise_seed is not None,
             charge=self.ledger_cost() if as_replace_one else None,
-            rho_split=fields.pop("rho_split", None), details=fields,
+            rho_split=fields.pop("rho_split", None), guarantee=fields.pop("guarantee", None),
+            details=fields,
             types_from_data=self.schema.types_from_data or None,  # see _fit's warning
             # drafted under DP: the sum only where both protect one unit (and one notion)
             draft=units.drafted_record(

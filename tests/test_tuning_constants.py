@@ -19,6 +19,7 @@ from conftest import SMALL_SCHEMA_PATH, correlated_frame
 from test_unit_shape import PANEL_SCHEMA, K, panel
 
 from dp_dask.data.schema import load_schema
+from dp_dask.data.units import UnitConfig
 from dp_dask.methods.marginals.config import PASSES, MarginalsConfig
 from dp_dask.postprocess.config import RakingConfig, RowUpdateConfig
 from dp_dask.privacy.accounting import DISCRETE_VARIANCE_SHIFT
@@ -70,22 +71,14 @@ def tuning_entries() -> dict[str, dict[str, str]]:
     return sections
 
 
-# Tuned constants of modules other open changes rewrite (joint.py, unit_shape.py, the draft that
-# reads units.AUTO_SHARE), each under "Not yet configuration" in docs/tuning.md: drop a name
-# here when its change makes it configuration.
-NOT_YET_CONFIGURATION = {"AUTO_SHARE", "UNIT_LEVEL_SHARE", "UNIT_LEVEL_THRESHOLD"}
-
-
 def test_item5_every_constant_on_the_default_path_is_configuration_or_not_tuned():
     """A constant is listed under "Not tuned" (with a reason), or is the default of the
-    marginals method's parameter of its name, or waits under "Not yet configuration"; every
-    other tuned number is a config field."""
+    marginals method's parameter of its name; every other tuned number is a config field."""
     entries = tuning_entries()
     parameters = inspect.signature(Synthesizer.methods["marginals"].__init__).parameters
-    found, unplaced = {}, []
+    unplaced = []
     for path in DEFAULT_PATH:
         for name, value in numeric_constants(path).items():
-            found[name] = value
             parameter = parameters.get(name.lower())
             if entries["Not tuned"].get(name):  # an entry with its reason
                 continue
@@ -94,20 +87,19 @@ def test_item5_every_constant_on_the_default_path_is_configuration_or_not_tuned(
                     f"{name} = {value!r} is listed as the default of a parameter "
                     f"{name.lower()!r} of the marginals method, which has none of that default")
                 continue
-            if name in NOT_YET_CONFIGURATION and name in entries["Not yet configuration"]:
-                continue
             unplaced.append(f"{path.relative_to(ROOT)}: {name} = {value!r}")
     assert not unplaced, ("tuned numbers on the default path that are no config field: make each "
                           "a field of MarginalsConfig (or a nested config), or list it under "
                           "'Not tuned' in docs/tuning.md with why: " + "; ".join(unplaced))
-    assert NOT_YET_CONFIGURATION <= set(found), "moved: drop it from NOT_YET_CONFIGURATION"
 
 
 def test_item5_every_config_field_has_its_entry_in_tuning_md():
     """Each MarginalsConfig field and each field of its nested configs has a ``### field``
-    entry under the config's section (the nested configs': their own)."""
+    entry under the config's section (the nested configs': their own), and so has each field
+    of the privacy unit's UnitConfig under its section."""
     entries = tuning_entries()
-    sections = {MarginalsConfig: next(h for h in entries if h.startswith("marginals"))}
+    sections = {MarginalsConfig: next(h for h in entries if h.startswith("marginals")),
+                UnitConfig: next(h for h in entries if "(`UnitConfig`" in h)}
     sections |= {kind: kind.__name__ for kind in PASSES.values()}
     missing = [f"{kind.__name__}.{f.name}" for kind, heading in sections.items()
                for f in dataclasses.fields(kind) if not entries.get(heading, {}).get(f.name)]

@@ -19,9 +19,7 @@ from dp_dask.cli import main
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import load_schema
 from dp_dask.data.units import (
-    AUTO_SHARE,
-    UNIT_LEVEL_SHARE,
-    UNIT_LEVEL_THRESHOLD,
+    UNIT_DEFAULTS,
     _with_unit_text,
     varying_units_graph,
 )
@@ -74,7 +72,7 @@ def test_item2_constant_attribute_found_without_declaring_it(client):
     # (ε, δ)'s
     plan = rho_budget(EPSILON, privacy["delta"])
     split = privacy["rho_split"]
-    assert split["unit_level_search"] == pytest.approx(UNIT_LEVEL_SHARE * plan)
+    assert split["unit_level_search"] == pytest.approx(UNIT_DEFAULTS.unit_level_share * plan)
     assert search["rho"] == pytest.approx(split["unit_level_search"], rel=1e-9)
     assert privacy["rho"] == pytest.approx(plan, rel=1e-9)
     assert split["measurements"] == pytest.approx(plan - split["unit_level_search"], rel=1e-9)
@@ -136,13 +134,13 @@ def test_item2_cli_unit_level_auto(tmp_path, client):
     assert (release.groupby("uid")[["gender", "region"]].nunique() == 1).all(axis=None)
     record = json.loads((tmp_path / "out" / "metadata.json").read_text())
     found = record["privacy"]["privacy_unit"]["unit_level"]["found"]
-    assert found == ["gender", "region"] and UNIT_LEVEL_THRESHOLD == 0.05
+    assert found == ["gender", "region"] and UNIT_DEFAULTS.unit_level_threshold == 0.05
 
 
 def test_item2_both_searches_share_the_budget_once(client):
     # max_rows "auto" and unit_level "auto" together: each search charged its own share, the
     # measurements the rest, the total the release's ρ (a first version charged the K choice
-    # both shares: ρ over the plan by UNIT_LEVEL_SHARE).
+    # both shares: ρ over the plan by UNIT_DEFAULTS.unit_level_share).
     fitted = Synthesizer.create(
         "marginals", load_schema(UNDECLARED), epsilon=EPSILON, noise_sampler="numpy",
         noise_seed=5, ledger=False,
@@ -151,8 +149,8 @@ def test_item2_both_searches_share_the_budget_once(client):
     privacy = fitted.model.metadata["privacy"]
     plan = rho_budget(EPSILON, privacy["delta"])
     split = privacy["rho_split"]
-    assert split["max_rows_choice"] == pytest.approx(AUTO_SHARE * plan)
-    assert split["unit_level_search"] == pytest.approx(UNIT_LEVEL_SHARE * plan)
+    assert split["max_rows_choice"] == pytest.approx(UNIT_DEFAULTS.auto_share * plan)
+    assert split["unit_level_search"] == pytest.approx(UNIT_DEFAULTS.unit_level_share * plan)
     assert privacy["privacy_unit"]["auto"]["rho"] <= split["max_rows_choice"]
     assert privacy["privacy_unit"]["unit_level"]["rho"] == pytest.approx(
         split["unit_level_search"], rel=1e-9)

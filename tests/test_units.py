@@ -23,8 +23,8 @@ from dp_dask.data.units import (
     AUTO_CANDIDATES,
     AUTO_QUANTILE,
     AUTO_RULE,
-    AUTO_SHARE,
     AUTO_TIE_ODDS,
+    UNIT_DEFAULTS,
     PrivacyUnit,
     _bounded,
     auto_scores,
@@ -40,6 +40,7 @@ from dp_dask.privacy.selection import calibrate_selection
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
 
+AUTO_SHARE = UNIT_DEFAULTS.auto_share  # the unit's default share of a choice of K "auto"
 SEED = 20261127
 
 

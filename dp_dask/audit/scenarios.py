@@ -216,7 +216,7 @@ class Scenario:
         return drafted
 
     def _unit_choices(self) -> Release:
-        rho = rho_budget(self.epsilon, self.delta) * units.AUTO_SHARE
+        rho = rho_budget(self.epsilon, self.delta) * units.UNIT_DEFAULTS.auto_share
         with dask.config.set(scheduler="synchronous"):
             sizes = [compute(units.rows_per_unit_graph(read_table(f, load_schema(
                 {"attributes": [{"name": UNIT, "categories": ["_"]}]})), UNIT))[0]

@@ -23,6 +23,7 @@ from dp_dask.checks import (
 from dp_dask.cluster import CLUSTER_KINDS
 from dp_dask.copula.sample import SAMPLING_DEVICES
 from dp_dask.data.dtypes import DECODINGS
+from dp_dask.data.units import UNIT_DEFAULTS, UnitConfig
 from dp_dask.evaluate.queries import DEFAULT_Q3_SAMPLE
 from dp_dask.privacy.ledger import LEDGER_ENV
 from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
@@ -206,8 +207,9 @@ def noise_options(group: argparse._ActionsContainer) -> None:
 
 
 def unit_options(group: argparse._ActionsContainer, release: bool = True) -> None:
-    """--privacy-unit and --max-rows-per-unit (read together by :func:`privacy_unit`), and for
-    a ``release`` (not a schema draft) --accept-row-level-draft."""
+    """--privacy-unit, --max-rows-per-unit and --unit-config (read together by
+    :func:`privacy_unit`), and for a ``release`` (not a schema draft) --unit-level and
+    --accept-row-level-draft."""
     group.add_argument("--privacy-unit", default=None, metavar="COLUMN",
                        help="protect all rows of one value of COLUMN together (a person), not "
                        "one row; needs --max-rows-per-unit (default: the schema's "
@@ -215,15 +217,22 @@ def unit_options(group: argparse._ActionsContainer, release: bool = True) -> Non
     group.add_argument("--max-rows-per-unit", default=None, metavar="K",
                        help="keep at most K rows of each unit (chosen per unit by a keyed "
                        "hash); the noise grows with K. 'auto': the smallest candidate K "
-                       "covering the 0.9 quantile of rows per unit, chosen under DP with 5%% "
-                       "of the budget (the default method; stats takes an integer K)")
+                       "covering the 0.9 quantile of rows per unit, chosen under DP with "
+                       "auto_share (--unit-config, default 5%%) of the budget (the default "
+                       "method; stats takes an integer K)")
+    group.add_argument("--unit-config", type=json_object, default=None, metavar="JSON",
+                       help="with a privacy unit, its tuned numbers (docs/tuning.md, "
+                       "UnitConfig): some of "
+                       + ", ".join(f"{f.name}={getattr(UNIT_DEFAULTS, f.name):g}"
+                                   for f in dataclasses.fields(UnitConfig))
+                       + ", e.g. '{\"auto_share\": 0.1}' (default: none)")
     if release:
         group.add_argument("--unit-level", choices=["declared", "auto"], default=None,
                            help="with a privacy unit, the unit-level attributes (constant "
                            "within each synthetic unit) of a unit-shaped release: those the "
                            "schema declares (default), or 'auto': also those found under DP "
-                           "from a noisy count of units in which each varies (5%% of the "
-                           "budget, Laplace)")
+                           "from a noisy count of units in which each varies "
+                           "(unit_level_share of the budget, default 5%%, Laplace)")
         group.add_argument("--accept-row-level-draft", action="store_true",
                            help="with a privacy unit, use a schema drafted under DP at row "
                            "level (refused otherwise, exit 2): its guarantee covers one row, "
@@ -235,16 +244,18 @@ def privacy_unit(args: argparse.Namespace) -> dict[str, Any] | None:
     """The unit the options give (None: none given); ValueError naming the column where one of
     the two is missing (K itself is checked by dp_dask.data.units.PrivacyUnit)."""
     column, k = getattr(args, "privacy_unit", None), getattr(args, "max_rows_per_unit", None)
-    level = getattr(args, "unit_level", None)
+    level, config = getattr(args, "unit_level", None), getattr(args, "unit_config", None)
     if column is None and k is None:
-        if level is not None:
-            raise ValueError(f"--unit-level {level!r} needs a privacy unit (--privacy-unit "
-                             "COLUMN --max-rows-per-unit K)")
+        for flag, given in (("--unit-level", level), ("--unit-config", config)):
+            if given is not None:
+                raise ValueError(f"{flag} {given!r} needs a privacy unit (--privacy-unit "
+                                 "COLUMN --max-rows-per-unit K)")
         return None
     if column is None or k is None:
         raise ValueError(f"--privacy-unit {column!r} and --max-rows-per-unit {k!r} go together")
     return {"column": column, "max_rows": int(k) if str(k).strip().lstrip("-").isdigit() else k,
-            **({"unit_level": level} if level is not None else {})}
+            **({"unit_level": level} if level is not None else {}),
+            **({"config": config} if config is not None else {})}
 
 
 LEDGER_HELP = (f"privacy ledger: a SQLite file (a path or sqlite:///PATH) or a team's "

@@ -16,8 +16,8 @@ the text split's floor, whether a table is large enough to search), it reads a n
 (:data:`ROWS_SHARE` of ε). Every mechanism is calibrated to the sensitivity of a replaced row
 (or unit), at least that of an added or removed one, so the draft's (ε, δ) holds under both.
 With a privacy unit (:mod:`dp_dask.data.units`) each unit's rows are first bounded to K, chosen
-by a keyed hash of their values (K "auto": chosen under DP with ``units.AUTO_SHARE`` of ε), and
-every mechanism takes that contribution bound K (1 for a row).
+by a keyed hash of their values (K "auto": chosen under DP with the unit's ``config.auto_share``
+of ε), and every mechanism takes that contribution bound K (1 for a row).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
 from dp_dask.data.units import (
     AUTO,
-    AUTO_SHARE,
+    UNIT_DEFAULTS,
     PrivacyUnit,
     bound_contributions,
     choose_max_rows,
@@ -243,12 +243,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     (the storage types declared public), :data:`.draft_types.TYPE_SHARE` decides every column's
     type but a timestamp's (:mod:`.draft_types`: numbers or text, integer or float, nullable or
     not; ``kinds``, the storage's, only propose the candidates); with a ``unit`` of K "auto",
-    ``units.AUTO_SHARE`` chooses K. The rest is split over the columns by
-    :func:`.draft_split.split_epsilon`, in proportion to what their kinds' searches need
-    (decided or public kinds, their number, δ and K); the text columns' shares and δ are split
-    among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first
-    (module docstring) and every mechanism, the type step's included, takes its contribution
-    bound K. Exact counts are reduced on Dask to the driver, noised once there
+    the unit's ``config.auto_share`` (:class:`~.units.UnitConfig`) chooses K. The rest is split
+    over the columns by :func:`.draft_split.split_epsilon`, in proportion to what their kinds'
+    searches need (decided or public kinds, their number, δ and K); the text columns' shares and
+    δ are split among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are
+    bounded first (module docstring) and every mechanism, the type step's included, takes its
+    contribution bound K. Exact counts are reduced on Dask to the driver, noised once there
     (dp_dask.privacy.selection) and dropped; only the selected values and quantiles enter the
     schema.
 
@@ -339,7 +339,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     rows_epsilon = (ROWS_SHARE * epsilon if any(not isinstance(candidates[c], np.ndarray)
                                                 for c in columns) else 0.0)
     type_epsilon = TYPE_SHARE * epsilon if typed else 0.0
-    auto_epsilon = AUTO_SHARE * epsilon if unit is not None and unit.max_rows == AUTO else 0.0
+    auto_share = (UNIT_DEFAULTS if unit is None else unit.config).auto_share
+    auto_epsilon = auto_share * epsilon if unit is not None and unit.max_rows == AUTO else 0.0
     rest_epsilon = epsilon - rows_epsilon - type_epsilon - auto_epsilon
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
     # text columns give each the least ε and δ, at the unit's bound (K "auto": at K = 1, the
@@ -571,7 +572,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "
             f"column reads them (all but a public grid's), {TYPE_SHARE:g} to decide the types "
-            f"unless they are public, {AUTO_SHARE:g} to choose K \"auto\"; the rest over the "
+            f"unless they are public, {auto_share:g} to choose K \"auto\"; the rest over the "
             "columns in proportion to their needs (\"by_need\"), from the columns' kinds: "
             "decided under DP (\"types\") or public"),
                   "by_need": by_need},

@@ -79,38 +79,70 @@ from dp_dask.privacy.selection import (
     pure_charge,
     pure_epsilon,
 )
+from dp_dask.tuning import as_config, changed, check_fields
 
 ROW_UNIT: dict[str, Any] = {"unit": "row"}
 AUTO = "auto"  # max_rows chosen under DP (choose_max_rows)
 # max_rows "auto": the candidates (public), the quantile (level / levels) of the rows per unit
-# the chosen one covers, the share of the release's ρ the choice spends, its rule in words, and
-# the prior's odds of each candidate against the next larger one (ties prefer the smaller).
+# the chosen one covers, its rule in words, and the prior's odds of each candidate against the
+# next larger one (ties prefer the smaller); the share of ρ it spends: UnitConfig.auto_share.
 AUTO_CANDIDATES = (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
 AUTO_QUANTILE = (9, 10)
-AUTO_SHARE = 0.05
 AUTO_RULE = "the smallest candidate covering the quantile of rows per unit"
 AUTO_TIE_ODDS = 2
 NULL_RULE = "rows whose unit is null form one unit, bounded to max_rows like any other"
-# unit_level "auto": attributes not declared unit-level are found so under DP (find_unit_level):
-# the share of the release's ρ the search spends (pure ε-DP, Laplace), and the public threshold
-# on the noisy share of varying units (among units of two rows or more) below which an
-# attribute is taken as unit-level
+# unit_level "auto": attributes not declared unit-level are found so under DP (find_unit_level),
+# with UnitConfig.unit_level_share and unit_level_threshold
 UNIT_LEVEL_MODES = ("declared", AUTO)
-UNIT_LEVEL_SHARE = 0.05
-UNIT_LEVEL_THRESHOLD = 0.05
 _SEED_STREAM = 0x0B0D  # the bounding seed's stream of noise_seed (the order's is 0x0DE5)
 _MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
+class UnitConfig:
+    """The privacy unit's tuned numbers (docs/tuning.md, by field name), read by every method's
+    fit and by the draft under DP: the shares of the budget its two searches spend and the
+    threshold of the second. Set as the unit's ``config`` (``privacy_unit={..., "config":
+    {"auto_share": 0.1}}``, ``--unit-config '{"auto_share": 0.1}'``, a job's
+    ``privacy.unit_config``); a release records the fields that differ from their defaults in
+    its unit's record (``privacy_unit.config``). Never tuned on the data being released."""
+
+    # max_rows "auto" (choose_max_rows): the share of the release's ρ (of a draft's ε) it spends
+    auto_share: float = 0.05
+    # unit_level "auto" (find_unit_level): the share of the release's ρ the search spends (pure
+    # ε-DP, Laplace), and the public threshold on the noisy share of varying units (among units
+    # of two rows or more) below which an attribute is taken as unit-level
+    unit_level_share: float = 0.05
+    unit_level_threshold: float = 0.05
+
+    def __post_init__(self) -> None:
+        """ValueError naming the field where a share or the threshold is not in (0, 1), or the
+        two shares leave the measurements nothing."""
+        check_fields(self, positive=("auto_share", "unit_level_share", "unit_level_threshold"))
+        for name in ("auto_share", "unit_level_share", "unit_level_threshold"):
+            if getattr(self, name) >= 1:
+                raise ValueError(f"UnitConfig.{name} must be below 1, not "
+                                 f"{getattr(self, name)!r}")
+        if self.auto_share + self.unit_level_share >= 1:
+            raise ValueError("UnitConfig.auto_share + unit_level_share must be below 1 (the "
+                             f"measurements spend the rest), not {self.auto_share!r} + "
+                             f"{self.unit_level_share!r}")
+
+
+UNIT_DEFAULTS = UnitConfig()
+
+
+@dataclass(frozen=True)
 class PrivacyUnit:
-    """The column whose value identifies a unit (a person), and the most rows one keeps."""
+    """The column whose value identifies a unit (a person), the most rows one keeps, and the
+    unit's tuned numbers (:class:`UnitConfig`)."""
 
     column: str
     max_rows: int | str  # an integer >= 1, or AUTO
     # which attributes are unit-level (constant within a unit) in a unit-shaped release: those
     # the schema declares, or AUTO: those too that find_unit_level finds under DP
     unit_level: str = "declared"
+    config: UnitConfig = UNIT_DEFAULTS
 
     def __post_init__(self) -> None:
         """ValueError naming the column where K is neither an integer >= 1 nor "auto", or
@@ -125,21 +157,26 @@ class PrivacyUnit:
         if self.unit_level not in UNIT_LEVEL_MODES:
             raise ValueError(f"privacy unit {self.column!r}: unit_level must be one of "
                              f"{list(UNIT_LEVEL_MODES)}, got {self.unit_level!r}")
+        try:  # a dict (from YAML, JSON or a schema) as its config
+            object.__setattr__(self, "config", as_config(UnitConfig, self.config))
+        except ValueError as exc:
+            raise ValueError(f"privacy unit {self.column!r}: config: {exc}") from None
 
     @classmethod
     def of(cls, spec: PrivacyUnit | dict[str, Any] | None) -> PrivacyUnit | None:
-        """A unit from ``{"column": ..., "max_rows": K}`` and optionally ``"unit_level"``
-        (None: the unit is a row); ValueError naming the column where K is neither an integer
-        >= 1 nor "auto"."""
+        """A unit from ``{"column": ..., "max_rows": K}`` and optionally ``"unit_level"`` and
+        ``"config"`` (a :class:`UnitConfig` or a dict of some of its fields; None: the unit is
+        a row); ValueError naming the column where K is neither an integer >= 1 nor "auto"."""
         if spec is None or isinstance(spec, PrivacyUnit):
             return spec
         if not isinstance(spec, dict) or not ({"column", "max_rows"} <= set(spec) <= {
-                "column", "max_rows", "unit_level"}):
+                "column", "max_rows", "unit_level", "config"}):
             raise ValueError("privacy_unit must be {'column': ..., 'max_rows': K} (and "
-                             f"optionally 'unit_level': 'declared' or 'auto'), got {spec!r}")
+                             "optionally 'unit_level': 'declared' or 'auto', 'config': "
+                             f"{{...}}), got {spec!r}")
         k = spec["max_rows"]
         return cls(spec["column"], k if k == AUTO or not isinstance(k, np.integer) else int(k),
-                   spec.get("unit_level", "declared"))
+                   spec.get("unit_level", "declared"), spec.get("config") or UNIT_DEFAULTS)
 
     @property
     def unit_level_auto(self) -> bool:
@@ -155,8 +192,10 @@ class PrivacyUnit:
                              "drop it from the schema")
 
     def to_json(self) -> dict[str, Any]:
+        tuned = changed(self.config)
         return {"column": self.column, "max_rows": self.max_rows,
-                **({"unit_level": self.unit_level} if self.unit_level_auto else {})}
+                **({"unit_level": self.unit_level} if self.unit_level_auto else {}),
+                **({"config": tuned} if tuned else {})}
 
 
 def unit_record(unit: PrivacyUnit | None, seeded: bool,
@@ -167,10 +206,11 @@ def unit_record(unit: PrivacyUnit | None, seeded: bool,
     if unit is None:
         return dict(ROW_UNIT)
     seed = "a seed derived from noise_seed" if seeded else "a secret seed"
+    tuned = changed(unit.config)  # none by default: such records stay as they were
     return {"unit": unit.column, "max_rows": unit.max_rows, "null_units": NULL_RULE,
             "bounding": f"at most {unit.max_rows} rows per unit, the smallest by a keyed hash "
                         f"of {hashed} under {seed} (dp_dask.data.units); counts and n are "
-                        "of the bounded rows"}
+                        "of the bounded rows", **({"config": tuned} if tuned else {})}
 
 
 def neighbouring(notion: str, unit: PrivacyUnit | None) -> str:
@@ -296,14 +336,15 @@ def varying_units_graph(ddf: dd.DataFrame, schema: Schema, column: str,
 
 
 def find_unit_level(counts: np.ndarray, names: list[str], rho: float, accountant: str, *,
-                    sampler: str, rng: np.random.Generator | None
+                    sampler: str, rng: np.random.Generator | None, threshold: float
                     ) -> tuple[list[str], dict[str, Any]]:
     """The attributes ``names`` (not declared unit-level) found unit-level, and the record of
     the search: Laplace noise on ``counts`` (:func:`varying_units_graph`: per attribute the
     units in which it varies, then the units of two rows or more), pure ε-DP charged ``rho``
     under ``accountant`` (:func:`~dp_dask.privacy.selection.pure_epsilon`), L1 sensitivity
     len(names) + 1 (one unit, replaced, added or removed, moves each count by at most 1). An
-    attribute whose noisy count of varying units is below :data:`UNIT_LEVEL_THRESHOLD` of the
+    attribute whose noisy count of varying units is below ``threshold`` (the unit's
+    :attr:`UnitConfig.unit_level_threshold`) of the
     noisy count of units of two rows is found unit-level; where that count is not above 3
     noise scales (too few units of two rows to tell) none is: a tie keeps the declared
     schema, as a release without the search has it. Post-processing of the noisy counts."""
@@ -316,14 +357,14 @@ def find_unit_level(counts: np.ndarray, names: list[str], rho: float, accountant
     enough = several > 3 * scale
     shares = varying / several if enough else np.full(len(names), np.nan)
     found = [name for name, share in zip(names, shares, strict=True)
-             if enough and share < UNIT_LEVEL_THRESHOLD]
+             if enough and share < threshold]
     spent = pure_charge(sensitivity / scale, accountant)
     note = (f"found unit-level under DP (constant within every synthetic unit): "
             f"{', '.join(found)}" if found else "no attribute found unit-level under DP"
             + ("" if enough else " (too few units of two rows or more to tell)"))
     return found, {
         "unit_level": AUTO, "candidates": list(names), "found": found, "note": note,
-        "threshold": UNIT_LEVEL_THRESHOLD, "rho": spent, "epsilon": sensitivity / scale,
+        "threshold": threshold, "rho": spent, "epsilon": sensitivity / scale,
         "scale": scale, "l1_sensitivity": sensitivity,
         "noisy_varying_units": {name: float(v) for name, v in zip(names, noisy[:-1],
                                                                   strict=True)},
@@ -333,7 +374,7 @@ def find_unit_level(counts: np.ndarray, names: list[str], rho: float, accountant
                      "value, and the count of units of two rows or more, over all of each "
                      "unit's rows (before bounding); one unit moves each count by at most 1. "
                      "An attribute whose noisy share of varying units (of the units of two "
-                     f"rows or more) is below {UNIT_LEVEL_THRESHOLD:g} is unit-level"}
+                     f"rows or more) is below {threshold:g} is unit-level"}
 
 
 def unit_seed(noise_seed: int | None) -> int:

@@ -11,6 +11,12 @@ mechanism, accountant, budget split: docs/privacy.md) and the method's own field
 measurements, each with its ρ or ε, its selection, post-processing), and
 :meth:`PrivacyRecord.to_metadata` renders it: the only place a release's ``privacy`` metadata is
 written, the claim (DP or not, and why) and the split's prefix for a choice of K included.
+
+A model fitted inside a release (a unit-shaped release's unit model) keeps a record of its own
+measurements, rendered by :meth:`PrivacyRecord.part_metadata` as a *part* of the release's: its
+own charge and mechanism, the release's unit and neighbours, and how it composes into the
+release's guarantee; never a claim of its own (a part alone guarantees nothing, and a row-level
+claim inside a unit-level release would misstate what it protects).
 """
 
 from __future__ import annotations
@@ -69,7 +75,11 @@ class PrivacyRecord:
     columns whose types came from the data; ``label``: a notion's own label for a release
     that is not a synthesizer's (dp-dask stats), None for the synthesizers' claim;
     ``with_rho``: whether the metadata holds ``rho`` even when it is None (a synthesizer's
-    does; dp-dask stats' never did, and its releases stay as they were)."""
+    does; dp-dask stats' never did, and its releases stay as they were); ``guarantee``: what
+    the whole release is charged and given, in words (the ledger's replace-one charge where
+    the release's notion is another, and the (ε, δ) its accountant gives), closing the budget
+    split (None: the method's split states it itself), which a part's record
+    (:meth:`part_metadata`) leaves to the release's."""
 
     cost: Cost
     neighbouring: str
@@ -83,6 +93,7 @@ class PrivacyRecord:
     types_from_data: Any = None
     label: str | None = None
     with_rho: bool = True
+    guarantee: str | None = None
 
     @property
     def ledger_cost(self) -> Cost:
@@ -94,8 +105,11 @@ class PrivacyRecord:
         return self.ledger_cost if notion == "replace" else self.cost
 
     def budget_split(self) -> str | None:
-        """The split in words: the method's, after the choice of K's share where there was one."""
+        """The split in words: the method's, after the choice of K's share where there was one,
+        closed by the :attr:`guarantee` where there is one."""
         split = self.details.get("budget_split")
+        if split is not None and self.guarantee:
+            split = f"{split}; {self.guarantee}"
         if split is None or "max_rows_choice" not in (self.rho_split or {}):
             return split
         return (f"rho {self.rho_split['max_rows_choice']:.6g} to choosing max_rows "
@@ -124,6 +138,36 @@ class PrivacyRecord:
         if self.draft:
             rendered["schema_drafted_under_dp"] = self.draft
         return rendered | self._claim(rendered)
+
+    def part_metadata(self, part: str, release: PrivacyRecord) -> dict[str, Any]:
+        """This record as the ``privacy`` metadata of ``part``, a model fitted inside
+        ``release`` (whose record it is one term of): its own charge (ρ and its share of the
+        release's, or ε where it has no ρ), mechanism and measurements, under the release's
+        neighbours and unit, and how it composes into the release's guarantee. No claim of its
+        own (no ``differentially_private``, no (ε, δ) of its own): the part's charge is one
+        term of the release's, which alone holds, and only for the release's unit."""
+        cost, whole = self.cost, release.cost
+        charge = ({"rho": cost.rho, "rho_share": cost.rho / whole.rho}
+                  if cost.rho is not None and whole.rho else {"epsilon": cost.epsilon})
+        term = (f"rho {cost.rho:.6g} is one term of the release's rho {whole.rho:.6g}"
+                if "rho" in charge else f"epsilon {cost.epsilon:g} is one term of the "
+                f"release's epsilon {whole.epsilon:g}")
+        held = (f"({whole.epsilon:g}, {whole.delta:g})-DP" if self.noise_sampler
+                in PRIVATE_SAMPLERS else f"the noise scale of a nominal ({whole.epsilon:g}, "
+                f"{whole.delta:g}) (seeded noise: no guarantee)")
+        composes = (f"one part of the release, no guarantee on its own: its {term} (the "
+                    f"release's rho_split), which the {whole.accountant} accountant turns into "
+                    f"{held} for the whole release under its neighbours ({release.neighbouring})"
+                    "; the release's own privacy record states it")
+        rendered: dict[str, Any] = {"part": part, **charge, "mechanism": cost.mechanism,
+                                    "accountant": cost.accountant, **self.details}
+        if "budget_split" in self.details:
+            rendered["budget_split"] = (f"{self.details['budget_split']}; one part of the "
+                                        "release: see composes_into")
+        return rendered | {"noise_sampler": self.noise_sampler,
+                           "noise_seeded": self.noise_seeded,
+                           "neighbouring": release.neighbouring, "privacy_unit": release.unit,
+                           "composes_into": composes}
 
     def _claim(self, rendered: dict[str, Any]) -> dict[str, Any]:
         """Whether the release is DP, and why (not): a synthesizer's claim

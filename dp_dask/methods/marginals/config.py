@@ -38,7 +38,8 @@ class MarginalsConfig:
     cells_exponent: float = 1.0 / 3.0  # ρ_t ∝ cells^cells_exponent within histograms and tables
     one_way_share: float = 0.25  # the 1-way histograms' share of the coarse ρ
     tree_one_way_share: float = 0.4  # theirs in a tree plan (topped up after the choice)
-    # a unit-shaped release's (synthesizer.fit_unit_shaped): of the measurements' ρ
+    # a unit-shaped release's (unit_fit, MarginalSynthesizer._fit_unit_shaped): of the
+    # measurements' ρ
     unit_share: float = 0.2  # the unit model's (the rest: the row model's)
     lag_share: float = 0.1  # the lag-1 table's, where unit_lag asks for one
     # which tables (select_pairs)

@@ -122,12 +122,12 @@ class BudgetPlan:
 
     def budget_split(self, schema: Schema, *, k: int, sensitivity: float,
                      tree: TreeChoice | None, fine: dict[int, Any],
-                     replace_one_rho: float | None, tree_possible: bool,
                      dense: str | None = None) -> str:
         """The metadata's account of the split: ``k`` one-shot 1-/2-way measurements of L2
         ``sensitivity``, the ``tree`` chosen (None: all pairs), the ``fine`` histograms by
-        attribute, the ledger's ``replace_one_rho`` (None: replace-one neighbours); ``dense``:
-        the one-shot measurements' account instead, on the dense-joint path (joint.py)."""
+        attribute; ``dense``: the one-shot measurements' account instead, on the dense-joint
+        path (joint.py). The ledger's replace-one charge, where the notion is another, is
+        :func:`replace_one_text`'s."""
         config = self.config
         which = "every 1-way histogram and 2-way table"
         histograms = f"{config.one_way_share:g} to the histograms"
@@ -168,13 +168,19 @@ class BudgetPlan:
                       f"{rounds.rho_select:.6g} to an exponential-mechanism selection and "
                       f"{rounds.rho_measure:.6g} to a Gaussian measurement of the marginal "
                       "selected (privacy.adaptive)")
-        if replace_one_rho is not None:
-            split += (f"; rho {replace_one_rho:.6g} as replace one row (the ledger's notion): the "
-                      "Gaussian measurements at twice their rho, each exponential-mechanism "
-                      "selection at twice its score sensitivity (4 times its rho in zCDP)"
-                      + ("; a tree's selections included, which tables='auto' may choose after "
-                         "the noisy n" if tree is None and tree_possible else ""))
         return split
+
+
+def replace_one_text(replace_one_rho: float, replaced: str, tree: TreeChoice | None,
+                     tree_possible: bool) -> str:
+    """An add/remove release's charge as the ledger counts it, ``replace_one_rho`` under
+    replace-``replaced`` neighbours ("one row", or a privacy unit's rows), in words: what the
+    release's account of its split closes with, beside its guarantee."""
+    return (f"rho {replace_one_rho:.6g} as replace {replaced} (the ledger's notion): the "
+            "Gaussian measurements at twice their rho, each exponential-mechanism "
+            "selection at twice its score sensitivity (4 times its rho in zCDP)"
+            + ("; a tree's selections included, which tables='auto' may choose after "
+               "the noisy n" if tree is None and tree_possible else ""))
 
 
 def shares_text(tree: bool, fine_share: float | None, config: MarginalsConfig = DEFAULTS) -> str:

@@ -17,9 +17,9 @@ level (:mod:`dp_dask.postprocess.noise_level`). Only :mod:`.measurements`, :mod:
 :mod:`.adaptive` read exact counts, drawing the noise in this order; the candidate rows'
 estimate runs at sampling time (:meth:`~.sampler.MarginalSampler.for_release`).
 
-Size: the three models' top functions came to 600 lines; main's release accountant and unit
-shares brought the file past 600. The unit-shaped path (:func:`fit_unit_shaped`,
-:func:`measure_lag`) moves to unit_shape.py once it no longer needs :func:`fit_model`.
+A unit-shaped release (:mod:`.unit_shape`) fits a unit model and the row model with
+:func:`fit_model` (:meth:`MarginalSynthesizer._fit_unit_shaped`); what serves units alone, its
+shares, its lag-1 table and its record, is :mod:`.unit_fit`'s.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dp_dask.data.units import neighbouring
 from dp_dask.exceptions import DpDaskWarning
 from dp_dask.methods.marginals import adaptive, cliques
 from dp_dask.methods.marginals.choice import ModelChoice
-from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.config import MarginalsConfig
 from dp_dask.methods.marginals.joint import (
     DENSE_POST_PROCESSING,
     dense_budget_split,
@@ -69,17 +69,20 @@ from dp_dask.methods.marginals.plan import (
     BudgetPlan,
     check_fine_share,
     check_neighbours,
+    replace_one_text,
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
+from dp_dask.methods.marginals.unit_fit import (
+    measure_lag,
+    unit_model_seed,
+    unit_shape_share,
+    unit_shaped_model,
+)
 from dp_dask.methods.marginals.unit_shape import (
-    LAG_WEIGHT,
     UNIT_KEY,
     UnitShapedModel,
     lag_count_graph,
-    ordinal,
-    release_schema,
     unit_count_graph,
-    unit_level,
     unit_schema,
 )
 from dp_dask.postprocess.consistency import Measurement, estimated_rows
@@ -88,11 +91,8 @@ from dp_dask.postprocess.reweight import check_iterations
 from dp_dask.privacy import rho_budget
 from dp_dask.privacy.accounting import (
     epsilon_spent,
-    gaussian_rho,
-    gaussian_sigma,
     table_sensitivity,
 )
-from dp_dask.privacy.noise import gaussian_noise
 from dp_dask.privacy.selection import replace_one_rho
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
@@ -327,9 +327,44 @@ class MarginalSynthesizer(Synthesizer):
     def _fit_counts(self, exact: tuple[Any, ...], n_rows: int,
                     metadata: dict[str, Any]) -> MarginalModel | UnitShapedModel:
         if self.unit_shape_:
-            rows, *units = exact
-            return fit_unit_shaped(self, self._exact_counts(rows), *units, n_rows, metadata)
+            rows, unit_counts, *lag_counts = exact
+            return self._fit_unit_shaped(self._exact_counts(rows), unit_counts, lag_counts,
+                                         n_rows, metadata)
         return fit_model(self, self._exact_counts(exact), n_rows, metadata)
+
+    def _fit_unit_shaped(self, exact: ExactCounts, unit_counts: np.ndarray,
+                         lag_counts: list[np.ndarray], n_rows: int,
+                         metadata: dict[str, Any]) -> UnitShapedModel:
+        """A unit-shaped release's model (:mod:`.unit_fit`): the unit model fitted to the unit
+        table's counts ``unit_counts`` with ``config.unit_share`` of the measurements' ρ (its
+        noise drawn first, from its own seed stream), the lag-1 table's counts (``lag_counts``,
+        with a sequence) measured with ``config.lag_share``, then the row model to the rows'
+        ``exact`` counts with the rest; the privacy record states each and their sum."""
+        units_schema = self.units_schema
+        inner = MarginalSynthesizer(
+            units_schema, epsilon=self.epsilon, delta=self.delta,
+            accountant=self.release_accountant, neighbours=self.neighbours, tables="all",
+            fit_iterations=self.fit_iterations, config=self.config,
+            noise_sampler=self.noise_sampler, ledger=False,
+            noise_seed=unit_model_seed(self.noise_seed))
+        inner._load_params()
+        plan_rho = self._privacy_plan()["rho"]
+        inner._rho_share = self.config.unit_share * (plan_rho - self.unit_rho) / plan_rho
+        units = fit_model(inner, ExactCounts(unit_counts, np.zeros(0, dtype=np.int64)),
+                          rows_counted(unit_counts, units_schema),
+                          {"schema": {"name": units_schema.name,
+                                      "sha256": units_schema.sha256()}})
+        lag = (measure_lag(lag_counts[0], self.schema, self.sequence,
+                           self.config.lag_share * (plan_rho - self.unit_rho), self.max_rows,
+                           neighbours=self.neighbours, accountant=self.release_accountant,
+                           sampler=self.noise_sampler, noise_seed=self.noise_seed)
+               if lag_counts else None)
+        rows = fit_model(self, exact, n_rows, metadata)
+        model, self.privacy_record_ = unit_shaped_model(
+            rows, units, self.privacy_record_, inner.privacy_record_, self.budget_plan().rho,
+            lag, unit_share=self.config.unit_share, neighbours=self.neighbours,
+            column=self.privacy_unit.column, max_rows=self.max_rows)
+        return model
 
     def _exact_counts(self, counts: tuple[Any, ...]) -> ExactCounts:
         """The rows' pass (:meth:`_row_count_graph`) by name: a third part is the sparse joint
@@ -346,106 +381,6 @@ class MarginalSynthesizer(Synthesizer):
         if "unit_shape" in document.get("metadata", {}):
             return UnitShapedModel.from_files(path, document, storage_options)
         return MarginalModel.from_files(path, document, storage_options)
-
-
-def unit_shape_share(unit_shape: bool, lag: bool = False,
-                     config: MarginalsConfig = DEFAULTS) -> float:
-    """The share of the measurements' ρ a unit model and a lag-1 table spend (``config``'s
-    ``unit_share`` and ``lag_share``; none without them)."""
-    return (config.unit_share if unit_shape else 0.0) + (config.lag_share if lag else 0.0)
-
-
-def measure_lag(method: MarginalSynthesizer, counts: np.ndarray
-                ) -> tuple[np.ndarray | None, dict[str, Any]]:
-    """The lag-1 table's Gaussian measurement, ``config.lag_share`` of the measurements' ρ: one
-    unit's pairs weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the
-    table moves as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = 1 no unit
-    holds a pair: nothing measured or spent."""
-    order, lag = method.sequence
-    size = int(method.schema.sizes[lag])
-    record: dict[str, Any] = {"order": method.schema.names[order],
-                              "attribute": method.schema.names[lag]}
-    if method.max_rows < 2:
-        return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
-    rho = method.config.lag_share * (method._privacy_plan()["rho"] - method.unit_rho)
-    sensitivity = table_sensitivity(method.neighbours, "l2") * LAG_WEIGHT
-    sigma = gaussian_sigma(rho, sensitivity, method.release_accountant)
-    rng = None if method.noise_seed is None else np.random.default_rng([method.noise_seed, 671])
-    noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity,
-                           sampler=method.noise_sampler, rng=rng)
-    steps = ordinal(method.schema.attributes[lag])
-    return (noisy if steps else noisy.reshape(size, size)) / LAG_WEIGHT, record | {
-        "kind": "steps (this code - previous code)" if steps else "table (previous x this)",
-        "rho": gaussian_rho(sigma, sensitivity, method.release_accountant),
-        "sigma_per_unit": sigma / LAG_WEIGHT,
-        "l2_sensitivity": sensitivity,
-        "measured": "the (previous, this) codes of consecutive rows within each unit, ordered "
-                    "by the order attribute (ties by the lag code), each unit's p pairs "
-                    f"weighing {LAG_WEIGHT} // p (a unit counted once), Gaussian noise"}
-
-
-def fit_unit_shaped(method: MarginalSynthesizer, exact: ExactCounts,
-                    unit_counts: np.ndarray, *rest: Any) -> UnitShapedModel:
-    """A unit-shaped release's model (:mod:`.unit_shape`): the unit model fitted to the unit
-    table's counts ``unit_counts`` with ``config.unit_share`` of the measurements' ρ (its noise
-    drawn first, from its own seed stream), the lag-1 table's counts (``rest``'s first, with a
-    sequence) measured with ``config.lag_share``, then the row model to the rows' ``exact``
-    counts with the rest (``rest``: the lag-1 counts if any, n_rows, metadata); the privacy
-    record states each and their sum."""
-    *lag_counts, n_rows, metadata = rest
-    units_schema = method.units_schema
-    inner = MarginalSynthesizer(
-        units_schema, epsilon=method.epsilon, delta=method.delta,
-        accountant=method.release_accountant,
-        neighbours=method.neighbours, tables="all", fit_iterations=method.fit_iterations,
-        config=method.config, noise_sampler=method.noise_sampler, ledger=False,
-        noise_seed=None if method.noise_seed is None else int(np.random.SeedSequence(
-            [method.noise_seed, 67]).generate_state(1)[0]))
-    inner._load_params()
-    plan_rho = method._privacy_plan()["rho"]
-    inner._rho_share = method.config.unit_share * (plan_rho - method.unit_rho) / plan_rho
-    n_units = rows_counted(unit_counts, units_schema)
-    units = fit_model(inner, ExactCounts(unit_counts, np.zeros(0, dtype=np.int64)), n_units,
-                      {"schema": {"name": units_schema.name, "sha256": units_schema.sha256()}})
-    lag_table, lag_record = (measure_lag(method, *lag_counts) if lag_counts
-                             else (None, None))
-    rows = fit_model(method, exact, n_rows, metadata)
-    unit_rho, row_rho = inner.budget_plan().rho, method.budget_plan().rho
-    lag_rho = lag_record["rho"] if lag_record else 0.0
-    lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
-                f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
-    # the record the row model's fit made (privacy_record_, which the metadata renders) with
-    # the unit model's and the lag table's charges: the one record of the release
-    record = method.privacy_record_
-    split = {**(record.rho_split or {}), "unit_model": unit_rho,
-             **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
-    if "measurements" in split:  # after a choice of K: every measurement's ρ
-        split["measurements"] += unit_rho + lag_rho
-    record = replace(
-        record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
-        rho_split=split, details={**record.details, "budget_split": (
-            f"rho {unit_rho:.6g} ({method.config.unit_share:g} of the measurements') to the "
-            "unit model, 1-/2-way tables of the unit table (one row per unit: a row's "
-            "sensitivity, L2 "
-            f"{table_sensitivity(method.neighbours, 'l2'):g}), {lag_text}then the row model: "
-            + record.details["budget_split"])})
-    method.privacy_record_ = record
-    rows.metadata["privacy"] = record.to_metadata()
-    column = method.privacy_unit.column
-    rows.metadata["unit_shape"] = {
-        "unit": column, "max_rows": method.max_rows,
-        "unit_level": [method.schema.names[i] for i in unit_level(method.schema)],
-        "unit_model": {"attributes": units_schema.names, "rho": unit_rho,
-                       "units": units.n_rows,
-                       "noise_sigma": units.metadata["model"]["noise_sigma"]},
-        "unit_value": "per unit, the smallest combination of its unit-level codes among its "
-                      "kept rows",
-        "dealing": "units drawn from the unit model, rows from the row model, each row dealt "
-                   "to a unit of its unit-level codes (the rest to the rooms left), the unit's "
-                   "values and id then written on its rows",
-        **({"lag": lag_record} if lag_record else {})}
-    return UnitShapedModel(rows, units, release_schema(method.schema, column), column,
-                           lag_table)
 
 
 def fit_model(method: MarginalSynthesizer, exact: ExactCounts, n_rows: int,
@@ -589,9 +524,13 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
     as_replace_one = method.neighbours != "replace"
     split = plan.budget_split(
         schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
-        tree=tree, fine=fine,
-        replace_one_rho=method.ledger_cost().rho if as_replace_one else None,
-        tree_possible=method.tree_possible, dense=dense_split)
+        tree=tree, fine=fine, dense=dense_split)
+    unit = method.privacy_unit
+    # the ledger's charge and the guarantee close the split: the release's, which a part of
+    # one (a unit-shaped release's unit model) leaves to the release's record
+    replaced = "one row" if unit is None else f"all rows of one {unit.column!r}"
+    charge = (replace_one_text(method.ledger_cost().rho, replaced, tree, method.tree_possible)
+              + "; " if as_replace_one else "")
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
@@ -605,8 +544,8 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
             as_replace_one=as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
-            budget_split=f"{split}; the {method.release_accountant} accountant gives "
-            f"({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
+            budget_split=split, guarantee=f"{charge}the {method.release_accountant} accountant "
+            f"gives ({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
             **({"model_choice": choice.record(method.config)} if choice is not None else {}),

@@ -1,0 +1,121 @@
+"""A unit-shaped release's fit, what in it serves units alone (issue 67; the model and its
+sampler: :mod:`.unit_shape`): the budget share its unit model and lag-1 table take, the lag-1
+table's measurement, and the release's one privacy record of its parts.
+
+:meth:`~.synthesizer.MarginalSynthesizer._fit_unit_shaped` runs the steps in this order: the
+unit model (the marginals method on the unit table, ``MarginalsConfig.unit_share`` of the
+measurements' ρ, its noise from its own seed stream, :func:`unit_model_seed`), the lag-1 table
+(:func:`measure_lag`, ``lag_share``), the row model (the rest), then :func:`unit_shaped_model`
+adds the parts' charges to the row model's record: the one record of the release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.model import MarginalModel
+from dp_dask.methods.marginals.unit_shape import (
+    LAG_WEIGHT,
+    UnitShapedModel,
+    ordinal,
+    release_schema,
+    unit_level,
+)
+from dp_dask.privacy.accounting import gaussian_rho, gaussian_sigma, table_sensitivity
+from dp_dask.privacy.noise import gaussian_noise
+from dp_dask.privacy.record import PrivacyRecord
+
+
+def unit_shape_share(unit_shape: bool, lag: bool = False,
+                     config: MarginalsConfig = DEFAULTS) -> float:
+    """The share of the measurements' ρ a unit model and a lag-1 table spend (``config``'s
+    ``unit_share`` and ``lag_share``; none without them)."""
+    return (config.unit_share if unit_shape else 0.0) + (config.lag_share if lag else 0.0)
+
+
+def unit_model_seed(noise_seed: int | None) -> int | None:
+    """The unit model's noise seed: its own stream of ``noise_seed`` (None: OS entropy)."""
+    if noise_seed is None:
+        return None
+    return int(np.random.SeedSequence([noise_seed, 67]).generate_state(1)[0])
+
+
+def measure_lag(counts: np.ndarray, schema: Schema, sequence: tuple[int, int], rho: float,
+                max_rows: int, *, neighbours: str, accountant: str, sampler: str,
+                noise_seed: int | None) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """The lag-1 table's Gaussian measurement of ``counts`` (the ``sequence``'s order and lag
+    attributes), charged ``rho`` (``config.lag_share`` of the measurements'): one unit's pairs
+    weigh LAG_WEIGHT in all (:func:`.unit_shape.lag_pairs`), non-negative, so the table moves
+    as one row's times LAG_WEIGHT (table_sensitivity of a row). At K = ``max_rows`` = 1 no unit
+    holds a pair: nothing measured or spent."""
+    order, lag = sequence
+    size = int(schema.sizes[lag])
+    record: dict[str, Any] = {"order": schema.names[order], "attribute": schema.names[lag]}
+    if max_rows < 2:
+        return None, record | {"rho": 0.0, "measured": "no: at K = 1 no unit holds two rows"}
+    sensitivity = table_sensitivity(neighbours, "l2") * LAG_WEIGHT
+    sigma = gaussian_sigma(rho, sensitivity, accountant)
+    rng = None if noise_seed is None else np.random.default_rng([noise_seed, 671])
+    noisy = gaussian_noise(counts, sigma, sensitivity=sensitivity, sampler=sampler, rng=rng)
+    steps = ordinal(schema.attributes[lag])
+    return (noisy if steps else noisy.reshape(size, size)) / LAG_WEIGHT, record | {
+        "kind": "steps (this code - previous code)" if steps else "table (previous x this)",
+        "rho": gaussian_rho(sigma, sensitivity, accountant),
+        "sigma_per_unit": sigma / LAG_WEIGHT,
+        "l2_sensitivity": sensitivity,
+        "measured": "the (previous, this) codes of consecutive rows within each unit, ordered "
+                    "by the order attribute (ties by the lag code), each unit's p pairs "
+                    f"weighing {LAG_WEIGHT} // p (a unit counted once), Gaussian noise"}
+
+
+def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: PrivacyRecord,
+                      unit_record: PrivacyRecord, row_rho: float,
+                      lag: tuple[np.ndarray | None, dict[str, Any]] | None, *,
+                      unit_share: float, neighbours: str, column: str, max_rows: int
+                      ) -> tuple[UnitShapedModel, PrivacyRecord]:
+    """The release's model and its one privacy record: ``record``, the one the row model's fit
+    made (of ``row_rho``), with the unit model's charge (``unit_record``'s ρ, ``unit_share`` of
+    the measurements') and the ``lag`` table's (its noisy table and record; None: no sequence)
+    added, rendered into the ``rows`` model's metadata beside the ``unit_shape`` record of the
+    ``column``'s units of at most ``max_rows`` rows. The ``units`` model's own record becomes
+    a part of the release's (:meth:`~dp_dask.privacy.record.PrivacyRecord.part_metadata`): its
+    fit saw a table of one row per unit and would otherwise claim the release's (ε, δ) for
+    itself, per row."""
+    unit_rho = unit_record.cost.rho
+    lag_table, lag_record = lag if lag is not None else (None, None)
+    lag_rho = lag_record["rho"] if lag_record else 0.0
+    lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
+                f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
+    split = {**(record.rho_split or {}), "unit_model": unit_rho,
+             **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
+    if "measurements" in split:  # after a choice of K: every measurement's ρ
+        split["measurements"] += unit_rho + lag_rho
+    record = replace(
+        record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
+        rho_split=split, details={**record.details, "budget_split": (
+            f"rho {unit_rho:.6g} ({unit_share:g} of the measurements') to the "
+            "unit model, 1-/2-way tables of the unit table (one row per unit: a row's "
+            "sensitivity, L2 "
+            f"{table_sensitivity(neighbours, 'l2'):g}), {lag_text}then the row model: "
+            + record.details["budget_split"])})
+    rows.metadata["privacy"] = record.to_metadata()
+    units.metadata["privacy"] = unit_record.part_metadata("the unit model", record)
+    rows.metadata["unit_shape"] = {
+        "unit": column, "max_rows": max_rows,
+        "unit_level": [rows.schema.names[i] for i in unit_level(rows.schema)],
+        "unit_model": {"attributes": units.schema.names, "rho": unit_rho,
+                       "units": units.n_rows,
+                       "noise_sigma": units.metadata["model"]["noise_sigma"]},
+        "unit_value": "per unit, the smallest combination of its unit-level codes among its "
+                      "kept rows",
+        "dealing": "units drawn from the unit model, rows from the row model, each row dealt "
+                   "to a unit of its unit-level codes (the rest to the rooms left), the unit's "
+                   "values and id then written on its rows",
+        **({"lag": lag_record} if lag_record else {})}
+    return (UnitShapedModel(rows, units, release_schema(rows.schema, column), column, lag_table),
+            record)
