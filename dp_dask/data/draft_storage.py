@@ -103,8 +103,10 @@ def stored_timestamp_types(source: TableSource) -> dict[str, str]:
     instant; the zone only says how every instant is shown); the unit is not read, as pandas
     infers it from the values (one time with nanoseconds makes a column of times parsed from
     text ``ns``): the release keeps the default, nanoseconds, which hold any stored instant.
-    A naive timestamp stays naive. A CSV stores none: every CSV column is ``unknown`` to the
-    draft, never a timestamp, so no row's offset can set a zone (docs/privacy.md)."""
+    A naive timestamp stays naive, and so does one whose zone no schema dtype names (neither
+    UTC, an IANA zone nor a fixed offset): its instants come back in UTC. A CSV stores none:
+    every CSV column is ``unknown`` to the draft, never a timestamp, so no row's offset can set a
+    zone (docs/privacy.md, "Drafting a schema under DP": time zones)."""
     if is_csv(source):
         return {}
     if isinstance(source, pd.DataFrame | dd.DataFrame):
