@@ -121,7 +121,8 @@ def test_item_a_timestamp_stays_a_timestamp_nullable_by_its_noisy_null_count():
 def test_item_the_drafted_timestamp_type_has_the_stored_zone(client, tmp_path, zone, stored):
     """Without public storage types the zone alone is read (the column's, set by no row), in
     nanoseconds, the default unit (pandas infers the unit from the values); with them, the
-    stored type whole. An IANA zone and a fixed offset, from a Parquet file and a frame."""
+    stored type whole. An IANA zone and a fixed offset, from a Parquet file and a frame, drafted
+    under DP and from public years."""
     frame = stamped(6_000, zone=zone)
     frame["when"] = frame["when"].astype(f"datetime64[ms, {frame['when'].dt.tz}]")
     source = frame
@@ -130,7 +131,10 @@ def test_item_the_drafted_timestamp_type_has_the_stored_zone(client, tmp_path, z
         frame.to_parquet(source)
     for public_types, dtype in ((False, f"timestamp[ns, tz={zone}]"),
                                 (True, f"timestamp[ms, tz={zone}]")):
-        draft = draft_schema(source, dp_epsilon=1.0, dp_delta=1e-6, ledger=False,
-                             noise_sampler="numpy", noise_seed=1, public_types=public_types)
-        year = next(a for a in draft.schema["attributes"] if a["name"] == "when_year")
-        assert year["dtype"] == dtype
+        under_dp = draft_schema(source, dp_epsilon=1.0, dp_delta=1e-6, ledger=False,
+                                noise_sampler="numpy", noise_seed=1, public_types=public_types)
+        public = draft_schema(source, ranges={"when": {"start": 2013, "stop": 2014, "step": 1}},
+                              public_types=public_types)
+        for draft in (under_dp, public):
+            year = next(a for a in draft.schema["attributes"] if a["name"] == "when_year")
+            assert year["dtype"] == dtype
