@@ -138,3 +138,14 @@ def test_item_the_drafted_timestamp_type_has_the_stored_zone(client, tmp_path, z
         for draft in (under_dp, public):
             year = next(a for a in draft.schema["attributes"] if a["name"] == "when_year")
             assert year["dtype"] == dtype
+
+
+def test_item_a_timestamp_whose_years_are_not_found_keeps_its_timestamp_placeholder(client):
+    """Decided at the type step, a timestamp stays a timestamp where its years are not searched
+    (a table too small by n̂): its placeholder asks for public years, not for categories."""
+    frame = stamped(60)
+    draft = draft_schema(frame[["when"]], dp_epsilon=0.1, dp_delta=1e-9, ledger=False,
+                         noise_sampler="numpy", noise_seed=1)
+    (spec,) = draft.schema["attributes"]
+    assert spec["type"] == "datetime" and spec["unit"] == "year" and "todo" in spec
+    assert "years" in draft.todo["when"]

@@ -244,8 +244,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     type (:mod:`.draft_types`: numbers or text, integer or float, nullable or not; a timestamp
     stays one, nullable or not; ``kinds``, the storage's, only propose the candidates), equal
     over the columns (all of it to one timestamp's nullability where that is the only column
-    drafted); with a ``unit`` of K "auto",
-    ``units.AUTO_SHARE`` chooses K. The rest is split over the columns by
+    drafted); with a ``unit`` of K "auto", ``units.AUTO_SHARE`` chooses K. The rest is split
+    over the columns by
     :func:`.draft_split.split_epsilon`, in proportion to what their kinds' searches need
     (decided or public kinds, their number, δ and K); the text columns' shares and δ are split
     among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first
@@ -539,8 +539,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                    "their noisy count, count as missing"
                    + ("" if d.nullable else ", in its middle bin as it has no missing one")
                    + ")" if d.from_text else "") for c, d in decisions.items()))
-    # a search that found nothing leaves its placeholder, of the kind decided under DP
-    for column in [c for c, d in decisions.items() if d.kind != TEXT and c not in specs]:
+    # a search that found nothing leaves its placeholder, of the kind decided under DP (a
+    # timestamp's, its years to give, is the public draft's)
+    for column in [c for c, d in decisions.items()
+                   if d.kind not in (TEXT, TIMESTAMP) and c not in specs]:
         specs[column], draft.todo[column] = placeholder(column, decisions[column].kind)
         specs[column]["dtype_source"] = typed_by[column]
     draft.schema["attributes"] = [
