@@ -21,6 +21,8 @@ unit and zone) and kind (integer or float) come from them, recorded as ``"dtype_
 type says "may be null" (the attribute keeps a missing bin), a non-nullable one (a Parquet
 ``required`` column) "never null" (no missing bin, so the release's column is not nullable
 either). A public codebook (``--public``) overrides both per column (its ``dtype`` is declared).
+A timestamp's time zone is read either way: one zone holds for all of a column's values, so no row
+sets it (:func:`.draft_storage.stored_timestamp_types`); without public types its unit is not.
 
 Only when asked (``dp_epsilon``, ``--dp-epsilon``) does :func:`dp_dask.data.draft_dp.draft_under_dp`
 read values, under DP with the user's budget: each column's type, unless the storage types are
@@ -88,6 +90,7 @@ from dp_dask.data.draft_storage import (
     storage_dtypes,
     storage_required,
     storage_types,
+    stored_timestamp_types,
 )
 from dp_dask.data.dtypes import FLOAT_DTYPES, INTEGER_DTYPES
 from dp_dask.data.encode import domain_codes
@@ -369,6 +372,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
     kinds = storage_types(source)
     storage = PUBLIC_STORAGE if public_types else FROM_DATA
     dtypes = storage_dtypes(source) if public_types else {}
+    # a timestamp's output type: the stored one if public, else its zone alone (the column's)
+    stamps = dtypes if public_types else stored_timestamp_types(source)
     if not public_types:  # one null makes a pandas int64 column float64: one kind for both
         kinds = {c: "number" if k in NUMBER_KINDS else k for c, k in kinds.items()}
     ranges = dict(ranges or {})
@@ -425,8 +430,8 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
         if column in codebook:
             spec, why = codebook[column], "from the public codebook"
         elif column in ranges and kind == "datetime":
-            stored = dtypes.get(column)
-            source_of_type = storage if stored else DECLARED
+            stored = stamps.get(column)
+            source_of_type = storage if column in dtypes else DECLARED
             draft.schema["attributes"] += [
                 {**feature, "dtype_source": source_of_type}
                 for feature in calendar_features(column, ranges[column], stored)]
@@ -444,7 +449,7 @@ def draft_schema(source: TableSource, *, public: str | Path | None = None,
                     "calendar features released as one timestamp")
             spec = {"name": column, "type": "datetime", "unit": "year",
                     "edges": {"start": None, "stop": None, "step": None}, TODO: what,
-                    **({"dtype": dtypes[column]} if column in dtypes else {})}
+                    **({"dtype": stamps[column]} if column in stamps else {})}
             draft.todo[column] = what
             draft.schema["attributes"].append({**spec, "dtype_source": storage})
             continue

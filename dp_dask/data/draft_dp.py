@@ -34,7 +34,6 @@ import numpy as np
 from dp_dask.cluster import compute
 from dp_dask.data.attribute import (
     DECLARED,
-    FROM_DATA,
     PUBLIC_STORAGE,
     TODO,
     UNDER_DP,
@@ -45,7 +44,6 @@ from dp_dask.data.draft_kinds import (
     FORM_COUNTS,
     ROWS,
     VALUE_COUNTS,
-    YEARS,
     Noise,
     merge_counts,
     partition_counts,
@@ -82,7 +80,9 @@ from dp_dask.data.draft_types import (
     MAX_DECIMALS,
     NUMBER_TYPES,
     TEXT,
+    TIMESTAMP,
     TYPE_SHARE,
+    YEARS,
     Decision,
     Undecided,
     decide_types,
@@ -241,14 +241,16 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     composition), in this order: :data:`ROWS_SHARE` buys the noisy row count n̂ (Laplace,
     sensitivity K) where a text column or a numeric search reads it; unless ``public_types``
     (the storage types declared public), :data:`.draft_types.TYPE_SHARE` decides every column's
-    type but a timestamp's (:mod:`.draft_types`: numbers or text, integer or float, nullable or
-    not; ``kinds``, the storage's, only propose the candidates); with a ``unit`` of K "auto",
-    the unit's ``config.auto_share`` (:class:`~.units.UnitConfig`) chooses K. The rest is split
-    over the columns by :func:`.draft_split.split_epsilon`, in proportion to what their kinds'
-    searches need (decided or public kinds, their number, δ and K); the text columns' shares and
-    δ are split among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are
-    bounded first (module docstring) and every mechanism, the type step's included, takes its
-    contribution bound K. Exact counts are reduced on Dask to the driver, noised once there
+    type (:mod:`.draft_types`: numbers or text, integer or float, nullable or not; a timestamp
+    stays one, nullable or not; ``kinds``, the storage's, only propose the candidates), equal
+    over the columns (all of it to one timestamp's nullability where that is the only column
+    drafted); with a ``unit`` of K "auto", the unit's ``config.auto_share``
+    (:class:`~.units.UnitConfig`) chooses K. The rest is split over the columns by
+    :func:`.draft_split.split_epsilon`, in proportion to what their kinds' searches need
+    (decided or public kinds, their number, δ and K); the text columns' shares and δ are split
+    among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first
+    (module docstring) and every mechanism, the type step's included, takes its contribution
+    bound K. Exact counts are reduced on Dask to the driver, noised once there
     (dp_dask.privacy.selection) and dropped; only the selected values and quantiles enter the
     schema.
 
@@ -276,7 +278,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
       a report-noisy-min over the grid's candidates with ε_col / (bins − 1); edges sorted and
       deduplicated, open at both ends, closed by the grid's ends where they lie outside.
     * A timestamp column: its years by thresholded noisy counts per year, drafted as calendar
-      features released as one timestamp of the stored type.
+      features released as one timestamp of the stored type (its zone kept even where the
+      storage types are not public: :func:`.draft_storage.stored_timestamp_types`), with a
+      missing bin only where the type step decided it nullable.
 
     δ is recorded as stated even when no text column uses it. The ledger entry is reserved
     (checked against the dataset's budget) before any data is read, cancelled if the work fails
@@ -329,8 +333,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             candidates[c] = search_cells(kinds[c], dtypes[c])
         else:
             candidates[c] = None
-    # Timestamps keep the storage's kind (a null leaves pandas' datetime64 one), missing bin too.
-    typed = [] if public_types else [c for c in columns if kinds[c] != "datetime"]
+    # Every drafted column's type is decided, a timestamp's nullability alone (a null leaves
+    # pandas' datetime64 kind): nullable only where its noisy count of nulls says so.
+    typed = [] if public_types else list(columns)
     texts = [c for c in columns if candidates[c] is None]
     maybe = [c for c in columns if isinstance(candidates[c], Undecided) and candidates[c].text]
     # The budget, from public facts alone, in one order (basic composition): n̂ where a column
@@ -499,7 +504,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                     specs[column] = spec
     for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
         dtype = dtypes[column]
-        if column in decisions:  # int64 only where the bins hold integers
+        if column in decisions and decisions[column].kind != TIMESTAMP:
+            # int64 only where the bins hold integers
             grid = candidates[column]
             integral = not isinstance(grid, np.ndarray) or np.array_equal(grid, np.round(grid))
             dtype = decisions[column].dtype if integral else NUMBER_TYPES["float"]
@@ -520,7 +526,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             specs[column] = [{**f, **(found if f["unit"] == "year" else {}),
                               "dtype_source": typed_by[column]} for f in features]
     for column in [c for c in specs if c in decisions and not decisions[c].nullable]:
-        specs[column] = never_null(specs[column])
+        # a timestamp's calendar features: none has a missing bin, so none decodes a null
+        specs[column] = ([never_null(f) for f in specs[column]]
+                         if isinstance(specs[column], list) else never_null(specs[column]))
     by_need = split_record(columns, texts, times, delta=text_delta, bound=bound)
     draft.notes.append(split_note(shares, by_need["kinds"]))
     if decisions:
@@ -532,8 +540,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                    "their noisy count, count as missing"
                    + ("" if d.nullable else ", in its middle bin as it has no missing one")
                    + ")" if d.from_text else "") for c, d in decisions.items()))
-    # a search that found nothing leaves its placeholder, of the kind decided under DP
-    for column in [c for c, d in decisions.items() if d.kind != TEXT and c not in specs]:
+    # a search that found nothing leaves its placeholder, of the kind decided under DP (a
+    # timestamp's, its years to give, is the public draft's)
+    for column in [c for c, d in decisions.items()
+                   if d.kind not in (TEXT, TIMESTAMP) and c not in specs]:
         specs[column], draft.todo[column] = placeholder(column, decisions[column].kind)
         specs[column]["dtype_source"] = typed_by[column]
     draft.schema["attributes"] = [
@@ -577,11 +587,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             "decided under DP (\"types\") or public"),
                   "by_need": by_need},
         **({"rows": rows_record} if rows_record else {}),
-        "types": types or (
-            {"source": PUBLIC_STORAGE, "rule": "the storage types, declared public "
-                                               "(--public-types)"} if public_types else
-            {"source": FROM_DATA, "rule": "timestamps keep the storage's kind, and a missing "
-                                          "bin"}),
+        "types": types or {"source": PUBLIC_STORAGE,
+                           "rule": "the storage types, declared public (--public-types)"},
         "mechanisms": mechanisms, **({"text": text.record} if texts else {}),
         "noise_sampler": sampler,
         "differentially_private": sampler in PRIVATE_SAMPLERS,

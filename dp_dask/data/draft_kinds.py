@@ -41,12 +41,11 @@ from dp_dask.data.draft_points import (
 )
 from dp_dask.data.draft_specs import MISSING, OTHER, free_label, round_value, with_missing_bin
 from dp_dask.data.draft_text import TextDraft
-from dp_dask.data.draft_types import TEXT, Undecided, value_forms
+from dp_dask.data.draft_types import TEXT, YEARS, Undecided, timestamp_forms, value_forms
 from dp_dask.data.text import category_text
 from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
 
 ROWS = "__rows__"  # the reduction's row count: private, read only as its noisy count n̂
-YEARS = "years"  # a timestamp column's candidates: its years
 FORM_COUNTS = "__forms__"  # the reduction's counts of each typed column's value forms
 VALUE_COUNTS = "__values__"  # the reduction's counts per value of each searchable column
 
@@ -94,7 +93,8 @@ def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
     """Exact counts of one partition: per text column, rows per value text (category_text);
     per numeric column given a grid, values below and above each candidate (shape (2,
     candidates)); per searched numeric column its cells' counts, per timestamp its years'
-    (:mod:`dp_dask.data.draft_numeric`); per column whose type is decided under DP
+    (:mod:`dp_dask.data.draft_numeric`; ``typed``, its forms too: missing or not, by
+    :func:`~dp_dask.data.draft_types.timestamp_forms`); per column whose type is decided under DP
     (:class:`~dp_dask.data.draft_types.Undecided`) the cells of both numeric kinds and, stored as
     text, its texts' counts; per ``typed`` column the counts of its values' forms
     (:func:`~dp_dask.data.draft_types.value_forms`) under :data:`FORM_COUNTS`; per column that
@@ -103,8 +103,10 @@ def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
     counts: dict[str, Any] = {ROWS: len(frame), FORM_COUNTS: {}, VALUE_COUNTS: {}}
     for column, grid in grids.items():
         values = frame[column]
-        if isinstance(grid, str):  # YEARS
+        if isinstance(grid, str) and grid == YEARS:
             counts[column] = year_counts(values)
+            if column in typed:  # a null only: a timestamp column holds no text to list
+                counts[FORM_COUNTS][column] = timestamp_forms(values.isna().to_numpy(bool))
             continue
         texts, inverse = (category_text(values) if missing_values or grid is None or (
             isinstance(grid, Undecided) and grid.text) else (None, None))

@@ -1,9 +1,10 @@
 """What a table says about itself, read without any value: its columns' storage kinds, output
-types, never-null fields and stored text types (the Parquet schema, the CSV header, a frame's
-dtypes). Whether the draft may read them as public is :mod:`dp_dask.data.draft`'s rule (its
-module docstring): the kinds only propose a column's candidates, the output types only with
-``public_types``; a text column's stored type (and an ordered dictionary's order among the
-levels released under DP) is read as the writer's, not the rows'.
+types, never-null fields, stored text types and time zones (the Parquet schema, the CSV
+header, a frame's dtypes). Whether the draft may read them as public is
+:mod:`dp_dask.data.draft`'s rule (its module docstring): the kinds only propose a column's
+candidates, the output types only with ``public_types``; a text column's stored type (and an
+ordered dictionary's order among the levels released under DP) is read as the writer's, not the
+rows', and a timestamp column's time zone as the column's, not its values'.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as pds
 
+from dp_dask.data.dtypes import dtype_problem, timestamp_dtype
 from dp_dask.data.io import TableSource
 
 
@@ -93,6 +95,29 @@ def stored_text_types(source: TableSource) -> dict[str, tuple[str, list[str] | N
     return named
 
 
+def stored_timestamp_types(source: TableSource) -> dict[str, str]:
+    """Column → the output type of a timestamp column stored with a time zone: nanoseconds in
+    its zone (``timestamp[ns, tz=ZONE]``, dp_dask.data.dtypes). Read for a timestamp even when
+    the storage types are not public: an Arrow or pandas timestamp column has one zone for all
+    its values, the writer's choice for the column, which no row can change (a row holds an
+    instant; the zone only says how every instant is shown); the unit is not read, as pandas
+    infers it from the values (one time with nanoseconds makes a column of times parsed from
+    text ``ns``): the release keeps the default, nanoseconds, which hold any stored instant.
+    A naive timestamp stays naive, and so does one whose zone no schema dtype names (neither
+    UTC, an IANA zone nor a fixed offset): its instants come back in UTC. A CSV stores none:
+    every CSV column is ``unknown`` to the draft, never a timestamp, so no row's offset can set a
+    zone (docs/privacy.md, "Drafting a schema under DP": time zones)."""
+    if is_csv(source):
+        return {}
+    if isinstance(source, pd.DataFrame | dd.DataFrame):
+        types = {str(name): _arrow_of(dtype) for name, dtype in source.dtypes.items()}
+    else:
+        types = {f.name: f.type for f in pds.dataset(Path(source), format="parquet").schema}
+    zoned = {name: timestamp_dtype("ns", kind.tz) for name, kind in types.items()
+             if kind is not None and pa.types.is_timestamp(kind) and kind.tz}
+    return {name: dtype for name, dtype in zoned.items() if dtype_problem(dtype) is None}
+
+
 def _is_text(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
@@ -116,6 +141,8 @@ def storage_required(source: TableSource) -> set[str]:
 
 
 def _arrow_of(dtype: Any) -> pa.DataType | None:
+    if isinstance(dtype, pd.DatetimeTZDtype):  # its unit and zone, as Arrow names them
+        return pa.array(pd.Series([], dtype=dtype)).type
     try:  # pandas' nullable Int64/Float64 store the NumPy type they hold
         return pa.from_numpy_dtype(getattr(dtype, "numpy_dtype", dtype))
     except (TypeError, NotImplementedError, pa.ArrowNotImplementedError):
@@ -126,7 +153,7 @@ def _output_dtype(kind: pa.DataType) -> str | None:
     if pa.types.is_dictionary(kind):
         return "category"
     if pa.types.is_timestamp(kind):  # a recombined timestamp's type (calendar_features)
-        return f"timestamp[{kind.unit}" + (f", tz={kind.tz}" if kind.tz else "") + "]"
+        return timestamp_dtype(kind.unit, kind.tz)
     if pa.types.is_integer(kind):
         return "int32" if kind.bit_width <= 32 and pa.types.is_signed_integer(kind) else "int64"
     if pa.types.is_floating(kind):

@@ -9,7 +9,11 @@ decides among them from noisy counts (:func:`decide_types`):
 * a column stored as numbers is an integer or a float (``int64``/``float64``);
 * a column stored as text (or a CSV column, which stores no type) is text, an integer or a float:
   searched as a number (:mod:`dp_dask.data.draft_numeric`) when its values are numbers;
-* either is nullable, with a missing bin, or never null, without one.
+* either is nullable, with a missing bin, or never null, without one;
+* a timestamp (its candidates :data:`YEARS`) stays a timestamp: only whether it is nullable is
+  decided, from the same histogram (its values count as integers: a timestamp is stored as an
+  integer count of its unit), so a never-null timestamp gets no missing bin in any of its
+  calendar features.
 
 The counts come from the draft's one pass over the data (:func:`value_forms`): per column, its
 values' forms, a histogram over :data:`FORMS` (missing: a null or a listed missing value; no
@@ -92,6 +96,8 @@ SENSITIVITY = 2  # L1 of a column's forms when one row is replaced by another
 LARGEST_SCALES = 5
 NUMBER_TYPES = {"integer": "int64", "float": "float64"}
 TEXT = "text"
+TIMESTAMP = "timestamp"  # a timestamp's kind: never changed by the type step
+YEARS = "years"  # a timestamp column's candidates: its years
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,8 @@ class Undecided:
 
 @dataclass(frozen=True)
 class Decision:
-    """A column's decided type: ``kind`` text, integer or float, and whether it is nullable."""
+    """A column's decided type: ``kind`` text, integer, float or (kept) timestamp, and whether
+    it is nullable."""
 
     kind: str
     nullable: bool
@@ -120,7 +127,7 @@ class Decision:
 
     @property
     def dtype(self) -> str:
-        return NUMBER_TYPES.get(self.kind, "string")
+        return TIMESTAMP if self.kind == TIMESTAMP else NUMBER_TYPES.get(self.kind, "string")
 
 
 def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
@@ -141,13 +148,23 @@ def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
                      left.sum()], dtype=np.int64)
 
 
+def timestamp_forms(missing: np.ndarray) -> np.ndarray:
+    """Exact counts of one partition's timestamps per form (:data:`FORMS`): ``missing`` per
+    row, every other value an integer (its count of the storage unit since 1970)."""
+    forms = np.zeros(len(FORMS), dtype=np.int64)
+    forms[FORMS.index("missing")] = missing.sum()
+    forms[FORMS.index("integer")] = (~missing).sum()
+    return forms
+
+
 def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, epsilon: float,
                  contributions: int = 1, sampler: str, rng: np.random.Generator | None,
                  rows: float | dict[str, float] | None = None
                  ) -> tuple[dict[str, Decision], dict[str, Any]]:
     """Each column's type from its exact ``forms`` (:func:`value_forms`, summed), under
     ``epsilon``-DP in all (the module docstring); ``candidates``: per column an
-    :class:`Undecided`, or anything else for a column declared numeric (a public grid).
+    :class:`Undecided`, :data:`YEARS` for a timestamp (whose nullability alone is decided), or
+    anything else for a column declared numeric (a public grid).
     ``contributions``: the rows K one privacy unit holds after the draft bounded it (1: a row),
     which every sensitivity is K times. ``rows``: the draft's noisy row count n̂ (None: not
     drawn; per column: the noisy rows its forms count, n̂ less its point masses' noisy
@@ -166,6 +183,10 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     decisions: dict[str, Decision] = {}
     for column, row in zip(columns, noisy):
         missing, no_number, integer, *places = present = row > threshold
+        grid = candidates[column]
+        if isinstance(grid, str) and grid == YEARS:  # stays a timestamp, nullable or not
+            decisions[column] = Decision(TIMESTAMP, bool(missing))
+            continue
         fractions = float(row[3:].sum())  # the noisy count of values that are no integer
         counted = rows.get(column) if isinstance(rows, dict) else rows
         if not present[1:].any() and counted is not None and counted >= LARGEST_SCALES * scale:
@@ -176,7 +197,6 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
             places = [largest == 3 + d for d in range(len(FRACTIONS))]
         # fractions spread over several decimal places, none passing alone, are fractions too
         fraction = any(places) or fractions > fraction_threshold
-        grid = candidates[column]
         # words among numbers: a few (a noisy share of at most STRAY_SHARE) are strays
         words = no_number and row[1] > STRAY_SHARE * max(row[1:].sum(), 1.0)
         stored_text = isinstance(grid, Undecided) and grid.text
@@ -203,7 +223,8 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
                  "unrounded if more are); a column stored as text is a number if numbers are "
                  "present and values that are no number are not, or are at most "
                  f"{STRAY_SHARE:g} of the noisy non-missing values (counted as missing); else "
-                 "text; a column stored as numbers is one; where no non-missing form is "
+                 "text; a column stored as numbers is one, a timestamp stays one (nullable "
+                 "if missing values are present); where no non-missing form is "
                  f"present, the largest noisy one stands for the values if n̂ is at least "
                  f"{LARGEST_SCALES} noise scales"),
         "noisy": {c: dict(zip(FORMS, (round(float(v)) for v in row)))

@@ -35,6 +35,8 @@ OUTPUT_DTYPES = (*INTEGER_DTYPES, *FLOAT_DTYPES, "bool", *TEXT_DTYPES)
 TIMESTAMP_UNITS = ("s", "ms", "us", "ns")
 TIMESTAMPS = "timestamp[UNIT] or timestamp[UNIT, tz=ZONE] (UNIT s, ms, us or ns)"
 _TIMESTAMP = re.compile(r"timestamp\[(s|ms|us|ns)(?:, tz=([^\]]+))?\]")
+# Arrow's fixed-offset zones ("+01:00"), as pandas writes a column parsed from times with offsets
+_FIXED_OFFSET = re.compile(r"[+-](?:[01]\d|2[0-3]):[0-5]\d")
 # uniform: a seeded draw within the bin; midpoint: its centre; label: the bin's label as before.
 DECODINGS = ("uniform", "midpoint", "label")
 _INT32 = (-(2**31), 2**31 - 1)
@@ -52,17 +54,23 @@ def is_timestamp(dtype: str) -> bool:
     return timestamp_type(dtype) is not None
 
 
-def _dtype_problem(dtype: str) -> str | None:
+def timestamp_dtype(unit: str, zone: str | None) -> str:
+    """The dtype of timestamps of ``unit`` in ``zone`` (None: naive), Arrow's name."""
+    return f"timestamp[{unit}" + (f", tz={zone}" if zone else "") + "]"
+
+
+def dtype_problem(dtype: str) -> str | None:
     """Why ``dtype`` names no output type, or None."""
     stamp = timestamp_type(dtype)
     if stamp is None:
         return None if dtype in OUTPUT_DTYPES else (
             f"dtype must be one of {', '.join(OUTPUT_DTYPES)} or {TIMESTAMPS}, got {dtype!r}")
-    if stamp[1] is not None and stamp[1] != "UTC":
+    if stamp[1] is not None and stamp[1] != "UTC" and not _FIXED_OFFSET.fullmatch(stamp[1]):
         try:
             zoneinfo.ZoneInfo(stamp[1])
         except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-            return f"dtype {dtype!r}: {stamp[1]!r} is no IANA time zone"
+            return (f"dtype {dtype!r}: {stamp[1]!r} is no IANA time zone (nor UTC, nor a "
+                    "fixed offset such as +01:00)")
     return None
 
 
@@ -113,7 +121,7 @@ def output_problem(attribute: Any) -> str | None:
     dtype, kind, source = attribute.dtype, attribute.kind, attribute.source
     if attribute.decode and attribute.decode not in DECODINGS:
         return f"decode must be one of {', '.join(DECODINGS)}, got {attribute.decode!r}"
-    problem = dtype and _dtype_problem(dtype)
+    problem = dtype and dtype_problem(dtype)
     if problem:
         return problem
     allowed = allowed_dtypes(kind, attribute.unit, source)
