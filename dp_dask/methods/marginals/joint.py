@@ -364,11 +364,15 @@ class JointSampler:
 
     def for_release(self, rows: int, seed: np.random.SeedSequence,
                     release_rows: int | None = None) -> JointSampler:
-        """This sampler with the rows of a release of ``release_rows`` rows (None: ``rows``)
-        in partitions of ``rows`` (the last fewer) laid out from ``seed``: per class, its rows
-        in the release (:func:`class_rows`), a systematic sample of them
-        (:func:`systematic_counts`, its own offset) with its 1-way counts moved to the class's
-        distribution's, rounded (:func:`balanced_counts`)."""
+        """This sampler with the rows of a release of ``release_rows`` rows in partitions of
+        ``rows`` (the last fewer) laid out from ``seed``: per class, its rows in the release
+        (:func:`class_rows`), a systematic sample of them (:func:`systematic_counts`, its own
+        offset) with its 1-way counts moved to the class's distribution's, rounded
+        (:func:`balanced_counts`). ``release_rows`` None: the draws are no one release's rows
+        (a unit-shaped release's units, as many as fill each partition), each laid out alone
+        (:meth:`draw_codes`)."""
+        if release_rows is None:
+            return self
         rng = np.random.default_rng(seed)
         distributions = self.distributions or (self.joint.ravel(),)
         shape = self.joint.shape
@@ -376,7 +380,7 @@ class JointSampler:
             balanced_counts(systematic_counts(p, int(total), rng.random()).reshape(shape),
                             (p * (total / p.sum())).reshape(shape)).ravel()
             for p, total in zip(distributions,
-                                class_rows(release_rows or rows, len(distributions))))
+                                class_rows(release_rows, len(distributions))))
         return replace(self, partition_rows=rows, counts=counts)
 
     def draw_codes(self, rows: int, seed: np.random.SeedSequence,
@@ -388,7 +392,7 @@ class JointSampler:
         same rows, whatever the workers. Unbound (no :meth:`for_release`): ``rows`` rows laid
         out alone from ``seed``."""
         if not self.counts:
-            return self.for_release(rows, seed).rows_from(0, rows, seed)
+            return self.for_release(rows, seed, rows).rows_from(0, rows, seed)
         index = seed.spawn_key[0] if seed.spawn_key else 0
         return self.rows_from(index * self.partition_rows, rows, seed)
 
