@@ -22,8 +22,9 @@ joint is fitted to them all and the release samples its rows from it.
               (private-pgm's estimate with one clique), the schema's structural zeros held at
               0; post-processing
     sample    :class:`JointSampler`: the release's rows laid out once from its seed, a
-              systematic sample of the fitted joint whose 1-way counts are then moved to the
-              joint's, rounded; each partition takes its share of them, placed by its index
+              systematic sample of the fitted joint whose 1-, 2- and 3-way tables are then
+              moved towards the joint's (:func:`balanced_counts`); each partition takes its
+              share of them, placed by its index; post-processing
 
 The exact triples are summed from the sparse joint the count pass collects (:mod:`.cliques`).
 The joint's dense arrays are ``max_clique_cells`` cells at most (``dp-dask plan``,
@@ -105,8 +106,8 @@ def measure_dense(measurer: Measurer, one_way: list[Measurement],
 
 DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 1/sigma^2) by "
                          "mirror descent on the simplex, the schema's structural zeros held "
-                         "at 0; the release's rows a systematic sample of it, their 1-way "
-                         "counts moved to its own, rounded, and shared out to the partitions")
+                         "at 0; the release's rows a systematic sample of it, moved towards "
+                         "its 1-, 2- and 3-way tables, shared out to the partitions")
 
 
 def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Measurement],
@@ -266,8 +267,7 @@ def balanced_counts(counts: np.ndarray, expected: np.ndarray) -> np.ndarray:
     (:data:`BALANCED_ORDERS`), each by :func:`balance_table`.
 
     A systematic sample rounds each cell, but a table's cell holds many cells of the joint
-    and their roundings add up (planted, ε = 5: the rows' 1-way counts 2–4 off the joint's,
-    docs/model-choice.md). A move on k attributes changes the rows of the 2^k cells that take
+    and their roundings add up. A move on k attributes changes the rows of the 2^k cells that take
     one of two values of each, the other attributes' values fixed, by ±1 alternately: every
     table of fewer of those attributes, and every table lacking one, keeps its counts. So one
     pass leaves each table where its own moves left it: the 1-way counts within 1 of
@@ -349,12 +349,12 @@ class JointSampler:
     one, in each partition and in the release.
 
     A release lays its rows out once (:meth:`for_release`): per class, every cell's count, a
-    systematic sample whose 1-way counts are the joint's rounded (:func:`balanced_counts`);
-    its partitions take their rows from that layout (:meth:`draw_codes`). Each partition
-    drawing its own systematic sample instead rounded every cell once per partition, and those
-    roundings added up over the many cells of one attribute value: on the planted table at
-    ε = 5 the rows' 1-way counts were 2.7–2.9 off the joint's, now 0.2–0.3
-    (docs/model-choice.md)."""
+    systematic sample moved towards the joint's 1-, 2- and 3-way tables, its 1-way counts the
+    joint's rounded (:func:`balanced_counts`); its partitions take their rows from that layout
+    (:meth:`draw_codes`). Each partition drawing its own systematic sample instead rounded
+    every cell once per partition, and those roundings added up over the many cells of one
+    attribute value: on the planted tables at ε = 5 the rows' 1-way counts were 2.2–4.8 off
+    the joint's, now 0.2–0.3, and their Q1 the fitted joint's (docs/model-choice.md)."""
 
     schema: Schema
     joint: np.ndarray  # counts, shape the schema's sizes
@@ -396,7 +396,7 @@ class JointSampler:
         """This sampler with the rows of a release of ``release_rows`` rows in partitions of
         ``rows`` (the last fewer) laid out from ``seed``: per class, its rows in the release
         (:func:`class_rows`), a systematic sample of them (:func:`systematic_counts`, its own
-        offset) with its 1-way counts moved to the class's distribution's, rounded
+        offset) with its 1-, 2- and 3-way tables moved towards the class's distribution's
         (:func:`balanced_counts`). ``release_rows`` None: the draws are no one release's rows
         (a unit-shaped release's units, as many as fill each partition), each laid out alone
         (:meth:`draw_codes`)."""
