@@ -267,10 +267,10 @@ def balanced_counts(counts: np.ndarray, expected: np.ndarray) -> np.ndarray:
     (:data:`BALANCED_ORDERS`), each by :func:`balance_table`.
 
     A systematic sample rounds each cell, but a table's cell holds many cells of the joint
-    and their roundings add up. A move on k attributes changes the rows of the 2^k cells that take
-    one of two values of each, the other attributes' values fixed, by ±1 alternately: every
-    table of fewer of those attributes, and every table lacking one, keeps its counts. So one
-    pass leaves each table where its own moves left it: the 1-way counts within 1 of
+    and their roundings add up. A move on k attributes changes the rows of the 2^k cells that
+    take one of two values of each, the other attributes' values fixed, by ±1 alternately:
+    every table of fewer of those attributes, and every table lacking one, keeps its counts.
+    So one pass leaves each table where its own moves left it: the 1-way counts within 1 of
     expected's, the 2- and 3-way tables as near as single moves bring them."""
     counts = counts.astype(np.int64)
     for order in BALANCED_ORDERS:
@@ -284,9 +284,10 @@ def balance_table(counts: np.ndarray, expected: np.ndarray,
     """Moves (:func:`balanced_counts`) on ``attributes`` while they lower the squared error
     of their table, in place. A move's corners are the table's cell of most excess and the
     cells that make the alternating sum G of the corners' excesses largest; it lowers the
-    squared error by 2·G − 2^k and G by 2^k, so ⌈(G − 2^(k−1))/2^k⌉ of them are made at once,
-    at the other attributes' values where the corners' own excesses add up most. A corner losing a
-    row holds one; one gaining a row is expected more than 0 (structural zeros stay empty)."""
+    squared error by 2·G − 2^k and G by 2^k, so ⌈(G − 2^(k−1))/2^k⌉ of them are made at
+    once, at the other attributes' values where the corners' own excesses add up most. A
+    corner losing a row holds one; one gaining a row is expected more than 0 (structural zeros
+    stay empty)."""
     k = len(attributes)
     view = np.moveaxis(counts, attributes, range(k))
     held = view.reshape(view.shape[:k] + (-1,))  # a copy where the axes moved: written back
