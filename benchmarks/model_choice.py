@@ -22,7 +22,9 @@ for byte, so it is not run again: the rule's pick is read from the joint release
 (``privacy.model_choice``), which holds the expected errors of both.
 
 Scored by the project's scorer (Q1/Q2/Q3: mean error over the best 95 % of queries, and the
-worst 2-way query; evaluate.queries), with fit + sample seconds, seeded numpy noise, δ = 1e-9.
+worst 2-way query; evaluate.queries), with fit + sample seconds (a joint release also its fitted
+joint's own Q1 and its rows' mean 1-way distance from the joint's: :func:`joint_one_way`),
+seeded numpy noise, δ = 1e-9.
 Compares with the raw data: an evaluation for the data owner, not a release.
 """
 
@@ -33,6 +35,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,8 +47,9 @@ from benchmarks.peers import DEFAULT_DATA, DELTA, error_summary, fitted, read_da
 from benchmarks.raw_tables import write_table
 from benchmarks.shapes import FixedShape, partition_frame, schema_for
 from dp_dask.data.demo import generate_census
+from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import Schema, load_schema
-from dp_dask.evaluate.queries import evaluate_release
+from dp_dask.evaluate.queries import alpha_beta, evaluate_release
 from dp_dask.methods.marginals.adaptive import rounds_for
 from dp_dask.methods.marginals.choice import family_weights, weighted_ratio
 from dp_dask.methods.marginals.cliques import cliques_possible
@@ -108,10 +112,28 @@ def run(table: str, schema: Schema, frame: pd.DataFrame, neighbours: str, model:
             "epsilon": epsilon, "seed": seed,
             "Q1": summary["Q1"]["avg95"], "Q2": summary["Q2"]["avg95"],
             "worst2": summary["Q2"]["max"], "Q3": summary["Q3"]["avg95"],
-            "seconds": round(seconds, 1),
+            "seconds": round(seconds, 1), **joint_one_way(synthesizer.model_, frame, synthetic),
             "model_choice": synthesizer.model_.metadata["privacy"].get("model_choice"),
             "rounds": [r["marginal"] for r in synthesizer.model_.metadata["privacy"]
                        .get("adaptive", {}).get("measured", [])]}
+
+
+def joint_one_way(model: Any, frame: pd.DataFrame, synthetic: pd.DataFrame) -> dict:
+    """A dense-joint release's 1-way counts beside its fitted joint's (none for pairs):
+    "joint_Q1", the joint's own Q1 (its 1-way counts scaled to the n rows, as the scorer's),
+    and "rows_off_joint", the mean |released − joint| 1-way count: what drawing the rows adds."""
+    if getattr(model, "joint", None) is None:
+        return {}
+    schema, joint = model.schema, model.joint
+    expected = np.concatenate([joint.sum(axis=tuple(b for b in range(schema.m) if b != a))
+                               for a in range(schema.m)]) * (len(frame) / joint.sum())
+
+    def one_way(rows: pd.DataFrame) -> np.ndarray:
+        codes = encode_partition(rows[schema.names], schema)
+        return np.concatenate([np.bincount(c, minlength=s) for c, s in zip(codes, schema.sizes)])
+
+    return {"joint_Q1": round(alpha_beta(np.abs(one_way(frame) - expected))[0.95][0], 2),
+            "rows_off_joint": round(float(np.abs(one_way(synthetic) - expected).mean()), 2)}
 
 
 def summary_rows(lines: list[dict]) -> list[str]:

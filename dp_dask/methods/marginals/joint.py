@@ -21,8 +21,10 @@ joint is fitted to them all and the release samples its rows from it.
               Σ ‖A_c x − y_c‖²/σ_c² over the noisy tables by mirror descent with backtracking
               (private-pgm's estimate with one clique), the schema's structural zeros held at
               0; post-processing
-    sample    :class:`JointSampler`: each partition's rows by systematic sampling from the
-              fitted joint, seeded by the partition's seed (the release seed and its index)
+    sample    :class:`JointSampler`: the release's rows laid out once from its seed, a
+              systematic sample of the fitted joint whose 1-, 2- and 3-way tables are then
+              moved towards the joint's (:func:`balanced_counts`); each partition takes its
+              share of them, placed by its index; post-processing
 
 The exact triples are summed from the sparse joint the count pass collects (:mod:`.cliques`).
 The joint's dense arrays are ``max_clique_cells`` cells at most (``dp-dask plan``,
@@ -32,7 +34,8 @@ The joint's dense arrays are ``max_clique_cells`` cells at most (``dp-dask plan`
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -103,7 +106,8 @@ def measure_dense(measurer: Measurer, one_way: list[Measurement],
 
 DENSE_POST_PROCESSING = ("the dense joint fitted to every noisy table (weighted 1/sigma^2) by "
                          "mirror descent on the simplex, the schema's structural zeros held "
-                         "at 0; each partition's rows drawn from it by systematic sampling")
+                         "at 0; the release's rows a systematic sample of it, moved towards "
+                         "its 1-, 2- and 3-way tables, shared out to the partitions")
 
 
 def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Measurement],
@@ -240,22 +244,118 @@ def joint_marginals(joint: np.ndarray) -> Marginals:
          for a, b in itertools.combinations(range(m), 2)})
 
 
-def systematic_cells(p: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """``rows`` cells of the flat distribution ``p`` (≥ 0) by systematic sampling: each cell
-    ⌊rows·p⌋ or ⌈rows·p⌉ times, a cell of p = 0 never; in random order."""
-    cumulative = np.cumsum(p)
+def systematic_counts(p: np.ndarray, rows: int, offset: float) -> np.ndarray:
+    """How often each cell of the flat distribution ``p`` (≥ 0) holds one of the ``rows``
+    points (``offset`` + k)/rows, k < rows, of a systematic sample (``offset`` in [0, 1)): each
+    cell ⌊rows·p⌋ or ⌈rows·p⌉ times, a cell of p = 0 never. Work of the cells, not the rows."""
+    cumulative = np.cumsum(p, dtype=np.float64)
     cumulative /= cumulative[-1]
-    # side="right": a u on a boundary moves past the cells of probability 0 ending there
-    cells = np.searchsorted(cumulative, (rng.random() + np.arange(rows)) / rows, side="right")
-    return rng.permutation(np.minimum(cells, len(p) - 1))
+    # the points below F number ⌈rows·F − offset⌉: cell c holds those in [F_{c−1}, F_c)
+    below = np.clip(np.ceil(rows * cumulative - offset), 0, rows).astype(np.int64)
+    below[-1] = rows  # F = 1 up to rounding
+    return np.diff(below, prepend=0)
+
+
+# The orders of the tables :func:`balanced_counts` moves the rows' counts to: the workload's
+# Q1, Q2 and Q3 (the joint is fitted to the 1-way histograms and every triple).
+BALANCED_ORDERS = (1, 2, 3)
+
+
+def balanced_counts(counts: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """``counts`` (integers, the joint's shape) moved towards ``expected`` (floats of the same
+    total) table by table: every 1-way table, then every 2-way and every 3-way one
+    (:data:`BALANCED_ORDERS`), each by :func:`balance_table`.
+
+    A systematic sample rounds each cell, but a table's cell holds many cells of the joint
+    and their roundings add up. A move on k attributes changes the rows of the 2^k cells that
+    take one of two values of each, the other attributes' values fixed, by ±1 alternately:
+    every table of fewer of those attributes, and every table lacking one, keeps its counts.
+    So one pass leaves each table where its own moves left it: the 1-way counts within 1 of
+    expected's, the 2- and 3-way tables as near as single moves bring them."""
+    counts = counts.astype(np.int64)
+    for order in BALANCED_ORDERS:
+        for attributes in itertools.combinations(range(counts.ndim), order):
+            balance_table(counts, expected, attributes)
+    return counts
+
+
+def balance_table(counts: np.ndarray, expected: np.ndarray,
+                  attributes: tuple[int, ...]) -> None:
+    """Moves (:func:`balanced_counts`) on ``attributes`` while they lower the squared error
+    of their table, in place. A move's corners are the table's cell of most excess and the
+    cells that make the alternating sum G of the corners' excesses largest; it lowers the
+    squared error by 2·G − 2^k and G by 2^k, so ⌈(G − 2^(k−1))/2^k⌉ of them are made at
+    once, at the other attributes' values where the corners' own excesses add up most. A
+    corner losing a row holds one; one gaining a row is expected more than 0 (structural zeros
+    stay empty)."""
+    k = len(attributes)
+    view = np.moveaxis(counts, attributes, range(k))
+    held = view.reshape(view.shape[:k] + (-1,))  # a copy where the axes moved: written back
+    want = np.moveaxis(expected, attributes, range(k)).reshape(held.shape)
+    excess = held.sum(axis=-1) - want.sum(axis=-1)
+    while True:  # a move lowers the squared error: it ends
+        first = np.unravel_index(int(excess.argmax()), excess.shape)
+        gain = excess
+        for axis, value in enumerate(first):  # alternating sums, the first corner fixed
+            gain = np.take(gain, [value], axis=axis) - gain
+        second = np.unravel_index(int(gain.argmax()), gain.shape)
+        moves = math.ceil((float(gain[second]) - 2 ** (k - 1)) / 2**k)
+        if moves < 1:
+            break
+        corners = [(tuple(np.where(bits, second, first)), (-1) ** sum(bits))
+                   for bits in itertools.product((0, 1), repeat=k)]
+        possible = np.logical_and.reduce([held[c] > 0 if sign > 0 else want[c] > 0
+                                          for c, sign in corners])
+        own = sum(sign * (held[c] - want[c]) for c, sign in corners)
+        where = np.argsort(np.where(possible, -own, np.inf), kind="stable")[:moves]
+        where = where[possible[where]]
+        if not len(where):
+            break
+        for corner, sign in corners:
+            held[corner + (where,)] -= sign
+            excess[corner] -= sign * len(where)
+    view[...] = held.reshape(view.shape)
+
+
+# (√5 − 1)/2: the stride whose multiples mod 1 fall most evenly (three-gap theorem)
+GOLDEN_STRIDE = (math.sqrt(5) - 1) / 2
+
+
+def release_positions(start: int, rows: int, total: int) -> np.ndarray:
+    """Positions j·g mod ``total``, j in [``start``, ``start`` + ``rows``), in a release of
+    ``total`` rows laid out in cell order: g the integer nearest total·(√5 − 1)/2 prime to
+    total, so j ↦ j·g mod total is a bijection of [0, total) (partitions of consecutive j never
+    share a row and together take every one), and consecutive j fall evenly over the layout
+    (the three-gap theorem): each partition holds every cell's rows in proportion."""
+    stride = max(1, round(total * GOLDEN_STRIDE))
+    while math.gcd(stride, total) != 1:
+        stride += 1
+    # Python integers: j·g passes int64's range from about 3·10⁹ rows
+    return (np.arange(start, start + rows, dtype=object) * stride % max(total, 1)
+            ).astype(np.int64)
+
+
+def class_rows(rows: int, classes: int) -> np.ndarray:
+    """Of a release's first ``rows`` rows, dealt to ``classes`` in turn (row t to class
+    t mod classes), how many each class holds: a partition's are the difference at its ends,
+    equal up to one, and so are the release's."""
+    return (rows + classes - 1 - np.arange(classes)) // classes
 
 
 @dataclass(frozen=True)
 class JointSampler:
-    """A partition's rows drawn from the fitted joint (:func:`systematic_cells`), from the
-    partition's seed alone; with a condition, from the joint restricted to it (each cell
-    weighted by the share of its values that holds the condition, :meth:`Condition.fraction`),
-    and with classes (a balance) equal rows of each class up to one per partition."""
+    """Rows drawn from the fitted joint; with a condition, from the joint restricted to it
+    (each cell weighted by the share of its values that holds the condition,
+    :meth:`Condition.fraction`), and with classes (a balance) equal rows of each class up to
+    one, in each partition and in the release.
+
+    A release lays its rows out once (:meth:`for_release`): per class, every cell's count, a
+    systematic sample moved towards the joint's 1-, 2- and 3-way tables, its 1-way counts the
+    joint's rounded (:func:`balanced_counts`); its partitions take their rows from that layout
+    (:meth:`draw_codes`). Each partition drawing its own systematic sample instead rounded
+    every cell once per partition, and those roundings added up over the many cells of one
+    attribute value: on the planted tables at ε = 5 the rows' 1-way counts were 2.2–4.8 off
+    the joint's, now 0.2–0.3, and their Q1 the fitted joint's (docs/model-choice.md)."""
 
     schema: Schema
     joint: np.ndarray  # counts, shape the schema's sizes
@@ -264,6 +364,8 @@ class JointSampler:
     classes: tuple[Condition, ...] = ()
     balance: int | None = None  # the balanced attribute
     distributions: tuple[np.ndarray, ...] = ()  # per class, its weights over the cells
+    partition_rows: int = 0  # the release's rows per partition (its last fewer); 0: unbound
+    counts: tuple[np.ndarray, ...] = ()  # per class, its cells' rows in the release (flat)
 
     def conditioned(self, condition: Condition, classes: tuple[Condition, ...],
                     balance: int | None = None) -> JointSampler:
@@ -286,17 +388,56 @@ class JointSampler:
             return None
         return condition_record(self.condition, self.classes, self.balance, rows)
 
-    def draw_codes(self, rows: int, seed: np.random.SeedSequence,
-                   cpu: dict[str, float] | None = None) -> np.ndarray:
-        """The codes (rows, m) of one partition."""
+    def estimates(self, sizes: list[int]) -> int:
+        """One layout of the release's rows, whatever its partitions."""
+        return 1
+
+    def for_release(self, rows: int, seed: np.random.SeedSequence,
+                    release_rows: int | None = None) -> JointSampler:
+        """This sampler with the rows of a release of ``release_rows`` rows in partitions of
+        ``rows`` (the last fewer) laid out from ``seed``: per class, its rows in the release
+        (:func:`class_rows`), a systematic sample of them (:func:`systematic_counts`, its own
+        offset) with its 1-, 2- and 3-way tables moved towards the class's distribution's
+        (:func:`balanced_counts`). ``release_rows`` None: the draws are no one release's rows
+        (a unit-shaped release's units, as many as fill each partition), each laid out alone
+        (:meth:`draw_codes`)."""
+        if release_rows is None:
+            return self
         rng = np.random.default_rng(seed)
         distributions = self.distributions or (self.joint.ravel(),)
-        share, extra = divmod(rows, len(distributions))
-        cells = np.concatenate([systematic_cells(p, share + (k < extra), rng)
-                                for k, p in enumerate(distributions)])
-        if len(distributions) > 1:
-            cells = cells[rng.permutation(rows)]
-        return np.column_stack(np.unravel_index(cells, self.joint.shape)).astype(np.int16)
+        shape = self.joint.shape
+        counts = tuple(
+            balanced_counts(systematic_counts(p, int(total), rng.random()).reshape(shape),
+                            (p * (total / p.sum())).reshape(shape)).ravel()
+            for p, total in zip(distributions,
+                                class_rows(release_rows, len(distributions))))
+        return replace(self, partition_rows=rows, counts=counts)
+
+    def draw_codes(self, rows: int, seed: np.random.SeedSequence,
+                   cpu: dict[str, float] | None = None) -> np.ndarray:
+        """The codes (rows, m) of one partition, in random order: the release's rows from
+        p · ``partition_rows`` on, p the partition's index, its seed's first spawn key (the
+        release seed's p-th child, :func:`~dp_dask.copula.sample._seeded_partitions`, or a
+        child of that: a unit-shaped release's row draws), so a partition retried draws the
+        same rows, whatever the workers. Unbound (no :meth:`for_release`): ``rows`` rows laid
+        out alone from ``seed``."""
+        if not self.counts:
+            return self.for_release(rows, seed, rows).rows_from(0, rows, seed)
+        index = seed.spawn_key[0] if seed.spawn_key else 0
+        return self.rows_from(index * self.partition_rows, rows, seed)
+
+    def rows_from(self, start: int, rows: int, seed: np.random.SeedSequence) -> np.ndarray:
+        """The codes of the laid-out release's rows ``start`` to ``start`` + ``rows``, in an
+        order drawn from ``seed``: of each class, the positions :func:`release_positions`
+        after those of the rows before, in its cells' layout."""
+        classes = len(self.counts)
+        before, through = class_rows(start, classes), class_rows(start + rows, classes)
+        cells = [np.searchsorted(np.cumsum(counts), side="right",
+                                 v=release_positions(int(first), int(last - first),
+                                                     int(counts.sum())))
+                 for counts, first, last in zip(self.counts, before, through)]
+        drawn = np.concatenate(cells)[np.random.default_rng(seed).permutation(rows)]
+        return np.column_stack(np.unravel_index(drawn, self.joint.shape)).astype(np.int16)
 
     def draw(self, rows: int, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         codes = self.draw_codes(rows, seed)
