@@ -49,6 +49,7 @@ from dp_dask.data.draft_kinds import (
     Noise,
     merge_counts,
     partition_counts,
+    partition_weighted,
     release_quantiles,
     release_searched,
     release_text,
@@ -352,13 +353,16 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
     times = [c for c in columns if isinstance(candidates[c], str)]  # YEARS
 
-    def split(text_columns: list[str], contributions: int) -> dict[str, float]:
+    def split(text_columns: list[str], contributions: int,
+              noisy_rows: float | None) -> dict[str, float]:
         return split_epsilon(rest_epsilon, columns, text_columns, times, delta=text_delta,
-                             bound=contributions)
+                             bound=contributions, rows=noisy_rows)
 
-    # every number of the columns stored as text that may turn out text
-    splits = [split([*texts, *maybe[:k]], least_bound) for k in range(len(maybe) + 1)]
-    for k, proposed in enumerate(splits):
+    # every number of the columns stored as text that may turn out text; the text columns'
+    # least share (before n̂) and their most (n̂ of one row) bound the others' from below
+    splits = [split([*texts, *maybe[:k]], least_bound, noisy_rows)
+              for k in range(len(maybe) + 1) for noisy_rows in (None, 1.0)]
+    for k, proposed in enumerate(splits[::2]):
         if texts or maybe[:k]:
             check_text_budget(sum(proposed[c] for c in [*texts, *maybe[:k]]), text_delta,
                               len(texts) + k, least_bound)
@@ -411,7 +415,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # types are decided on the forms of the rest: a rainfall's fractions, hidden beside
         # its zeros, decide a float (the types' histogram of the rest, given the released
         # points, moves by L1 2K as any does)
-        least = {c: min(split([*texts, *maybe[:k]], bound)[c] for k in range(len(maybe) + 1))
+        least = {c: min(split([*texts, *maybe[:k]], bound, rows)[c]
+                     for k in range(len(maybe) + 1))
                  for c in columns}
         # Only where the full search still fits beside them (by n̂): a small table's search
         # takes the whole share (point masses given up, said in its record)
@@ -440,7 +445,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                                       candidates[column].cells[decision.kind])
                 exact[column] = exact[column][decision.kind]
         texts = [c for c in columns if candidates[c] is None]
-        shares = split(texts, bound)
+        shares = split(texts, bound, rows)
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
         # a numeric column's search gets its share less its point masses' (POINT_SHARE)
@@ -459,9 +464,15 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                                                               bound, coarse=True)
                   for c, n in needed.items()}
         noise = Noise(sampler, rng, bound)
+        def weighted(first: dict[str, set[str]]) -> dict[str, Any]:  # read again, after round 1
+            (found,) = compute(partition_reduction(frame, partition_weighted, first,
+                                                   missing_values, combine=merge_counts),
+                               show_progress=show_progress)
+            return found
+
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
-                           text_delta, rows_scale=rows_record["scale"],
-                           sampler=sampler, rng=rng, bound=bound) if texts else TextDraft()
+                           text_delta, rows_scale=rows_record["scale"], sampler=sampler,
+                           rng=rng, bound=bound, weighted=weighted) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:

@@ -40,7 +40,7 @@ from dp_dask.data.draft_points import (
     without_points,
 )
 from dp_dask.data.draft_specs import MISSING, OTHER, free_label, round_value, with_missing_bin
-from dp_dask.data.draft_text import TextDraft
+from dp_dask.data.draft_text import TextDraft, row_weights
 from dp_dask.data.draft_types import TEXT, Undecided, value_forms
 from dp_dask.data.text import category_text
 from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
@@ -132,6 +132,31 @@ def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
                 np.searchsorted(numbers, grid, side="left"),
                 len(numbers) - np.searchsorted(numbers, grid, side="right")]).astype(np.int64)
     return counts
+
+
+def partition_weighted(frame: pd.DataFrame, released: dict[str, set[str]],
+                       missing_values: tuple[str, ...]) -> dict[str, pd.Series]:
+    """The second text round's counts of one partition (:mod:`.draft_text`): per text column of
+    ``released`` (the first round's levels, public), the weights
+    (:func:`~.draft_text.row_weights`) of the rows per value text not released, missing ones
+    left out."""
+    columns = list(released)
+    texts: list[np.ndarray] = []
+    unreleased = np.zeros((len(frame), len(columns)), dtype=bool)
+    for j, column in enumerate(columns):
+        values = frame[column]
+        distinct, inverse = category_text(values)
+        missing = _missing_mask(values, missing_values, distinct, inverse)
+        distinct = np.asarray(distinct, dtype=object)
+        per_row = distinct if inverse is None else (
+            distinct[np.where(inverse >= 0, inverse, 0)] if len(distinct)
+            else np.full(len(values), "", dtype=object))
+        texts.append(per_row)
+        unreleased[:, j] = ~missing & ~pd.Index(per_row, dtype=object).isin(released[column])
+    weights = row_weights(unreleased)
+    return {column: pd.Series(weights[unreleased[:, j]], dtype=np.int64).groupby(
+                texts[j][unreleased[:, j]]).sum()
+            for j, column in enumerate(columns)}
 
 
 def merge_counts(blocks: list[Any]) -> Any:
