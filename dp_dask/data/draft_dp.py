@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,11 @@ from dp_dask.data.draft_kinds import (
     Noise,
     merge_counts,
     partition_counts,
-    partition_weighted,
     release_quantiles,
     release_searched,
     release_text,
     release_years,
+    weighted_text_counts,
 )
 from dp_dask.data.draft_numeric import (
     Cells,
@@ -246,10 +247,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     not; ``kinds``, the storage's, only propose the candidates); with a ``unit`` of K "auto",
     ``units.AUTO_SHARE`` chooses K. The rest is split over the columns by
     :func:`.draft_split.split_epsilon`, in proportion to what their kinds' searches need
-    (decided or public kinds, their number, δ and K); the text columns' shares and δ are split
-    among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first
-    (module docstring) and every mechanism, the type step's included, takes its contribution
-    bound K. Exact counts are reduced on Dask to the driver, noised once there
+    (decided or public kinds, their number, δ, K and n̂); the text columns' shares and δ go to
+    one mechanism over all of them (:func:`.draft_text.draft_texts`). With a ``unit`` its rows
+    are bounded first (module docstring) and every mechanism, the type step's included, takes
+    its contribution bound K. Exact counts are reduced on Dask to the driver, noised once there
     (dp_dask.privacy.selection) and dropped; only the selected values and quantiles enter the
     schema.
 
@@ -257,7 +258,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
       distinct values nears n̂ (released as synthetic ids, or dropped with ``ids``
       "drop"); else its categories are the value texts
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
-      count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
+      count passes (OpenDP's Laplace threshold for one text column, Gaussian thresholds over
+      all of them at once for several: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
       ``missing`` (to ``other`` where the column is decided never null); where the released
       levels cover the column by their noisy counts (:mod:`.draft_text`, step 4) there is no
@@ -464,15 +466,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                                                               bound, coarse=True)
                   for c, n in needed.items()}
         noise = Noise(sampler, rng, bound)
-        def weighted(first: dict[str, set[str]]) -> dict[str, Any]:  # read again, after round 1
-            (found,) = compute(partition_reduction(frame, partition_weighted, first,
-                                                   missing_values, combine=merge_counts),
-                               show_progress=show_progress)
-            return found
-
+        reread = partial(weighted_text_counts, frame, missing_values, show_progress)
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            text_delta, rows_scale=rows_record["scale"], sampler=sampler,
-                           rng=rng, bound=bound, weighted=weighted) if texts else TextDraft()
+                           rng=rng, bound=bound, weighted=reread) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -569,8 +566,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         "composition": "basic: " + ", ".join([*first, ("the rest" if first else "ε")
                                                + f" split over {len(columns)} column(s) as "
                                                "split.epsilon"])
-                       + f"; δ {text_delta:.3g} to the {len(texts)} text column(s), split among "
-                       "them with their shares by \"text\", and "
+                       + f"; δ {text_delta:.3g} to the {len(texts)} text column(s), spent by "
+                       "their one mechanism (\"text\"), and "
                        f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
                        f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
                        "for its point masses (of its least share, whichever columns stored as "

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.cluster import compute
+from dp_dask.data.counts import partition_reduction
 from dp_dask.data.draft_numeric import (
     Cells,
     numeric_counts,
@@ -157,6 +159,16 @@ def partition_weighted(frame: pd.DataFrame, released: dict[str, set[str]],
     return {column: pd.Series(weights[unreleased[:, j]], dtype=np.int64).groupby(
                 texts[j][unreleased[:, j]]).sum()
             for j, column in enumerate(columns)}
+
+
+def weighted_text_counts(frame: Any, missing_values: tuple[str, ...], show_progress: bool,
+                         released: dict[str, set[str]]) -> dict[str, pd.Series]:
+    """The second text round's counts of the Dask ``frame`` (:func:`partition_weighted`, summed
+    over its partitions): the data read again, once the first round's ``released`` levels are
+    drawn."""
+    (found,) = compute(partition_reduction(frame, partition_weighted, released, missing_values,
+                                           combine=merge_counts), show_progress=show_progress)
+    return found
 
 
 def merge_counts(blocks: list[Any]) -> Any:

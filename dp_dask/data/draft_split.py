@@ -7,10 +7,11 @@ proportional to 1/(its ε · n̂), n̂ the rows. So each column kind has a *need
 row, n̂ = 1) at which its search finds the feature a release is judged by, with
 :data:`MARGIN_SCALES` noise scales to spare (found with probability 93 %):
 
-* a text column: a level holding :data:`TEXT_LEVEL` of the rows, released by the round of
-  :mod:`.draft_text` that thresholds the small levels (the second of two with several text
-  columns, at its share of the column's ε and its share of δ; the only one with one text
-  column): OpenDP's Laplace threshold, about ln(1/δ) scales;
+* a text column: a level holding :data:`TEXT_LEVEL` of the rows (at weight 1), released by the
+  round of :mod:`.draft_text` that thresholds the small levels: with one text column OpenDP's
+  Laplace threshold, about ln(1/δ) scales; with several the second of the Gaussian rounds over
+  all of them at once, whose need (the text step's, :func:`.draft_text.text_plan`) they share
+  equally;
 * a numeric column searched for its domain (:mod:`.draft_numeric`): a tail holding
   :data:`TAIL_LEVEL` of the rows in the octave beyond the range, found by the octave step's grow
   threshold (ln(1/(2·GROW_MISS)) scales) at its share of the column's ε (what the point masses
@@ -21,15 +22,14 @@ row, n̂ = 1) at which its search finds the feature a release is judged by, with
 The needs are per row, so n̂ cancels out of their ratios: each column gets ε in proportion to its
 need (:func:`split_epsilon`), which puts every column's smallest found feature at the same
 multiple of its target (where the draft's ε exceeds the needs at n̂, every column finds features
-smaller than its target alike). Except that the text columns together keep at least
-:data:`TEXT_FLOOR` of it beside columns of other kinds: a level is released whole or not at all.
-The rule reads public facts alone: the columns' kinds (stored, declared public, or decided under
-DP by the type step), their number, the text columns' δ and the privacy unit's bound K. The
-shares sum to the ε split (basic composition).
-
-Measured at total ε = 1 on three public tables (docs/from-raw.md, "The draft's share"): beside
-the one command's larger share, text columns of levels of 1–3 % get 1.2 times a numeric
-column's ε (equal before), a timestamp 0.73 times.
+smaller than its target alike). Except that beside columns of other kinds the text columns
+together get what their need asks at the noisy rows n̂ (:func:`text_total`): a level is
+released whole or not at all, so text gains nothing short of its need and nothing beyond it,
+where a numeric search's tails shrink by degrees; at least their proportional share and
+:data:`TEXT_FLOOR` of the ε, at most their columns' equal share. The rule reads public facts and
+DP outputs alone: the columns' kinds (stored, declared public, or decided under DP by the type
+step), their number, the text columns' δ, the privacy unit's bound K and n̂. The shares sum to
+the ε split (basic composition).
 """
 
 from __future__ import annotations
@@ -151,9 +151,11 @@ def split_record(columns: Sequence[str], texts: Sequence[str], times: Sequence[s
             "rule": "each column's ε in proportion to its need: the ε at which its search "
                     "finds its target at one row with " + f"{MARGIN_SCALES} noise scales to "
                     "spare (n̂ cancels): every column's smallest found feature at the same "
-                    "multiple of its target; but the text columns together at least "
-                    f"{TEXT_FLOOR:.3g} of it while columns of other kinds are drafted too "
-                    "(those share the rest in proportion to their needs)"}
+                    "multiple of its target; but while columns of other kinds are drafted too, "
+                    "the text columns together what their need asks at the noisy rows n̂, "
+                    f"at least that proportional share and {TEXT_FLOOR:.3g} of it, at most "
+                    "their columns' equal share (those others share the rest in proportion to "
+                    "their needs)"}
 
 
 def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
@@ -163,7 +165,7 @@ def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
         groups.setdefault((kinds[column], share), []).append(column)
     return ("the draft's ε over the columns, in proportion to what each kind's search needs "
             f"(a text level of {TEXT_LEVEL:g} of the rows, a numeric tail of {TAIL_LEVEL:g}, a "
-            f"year of {YEAR_LEVEL:g}; the text columns at least {TEXT_FLOOR:.3g} of it: "
-            "drafted_under_dp.split.by_need): " + "; ".join(
+            f"year of {YEAR_LEVEL:g}; the text columns together what their need asks at the "
+            "noisy rows, within bounds: drafted_under_dp.split.by_need): " + "; ".join(
                 f"{kind} ε {share:.3g} each: {', '.join(columns)}"
                 for (kind, share), columns in groups.items()))
