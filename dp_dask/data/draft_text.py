@@ -272,7 +272,8 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                 "mechanism": "gaussian-threshold over all text columns at once (two rounds): "
                              "drafted_under_dp.text.levels",
                 "epsilon": plan.levels_epsilon, "delta": levels["delta"],
-                "shared_by": len(left), "released": len(noisy[column])}
+                "shared_by": len(left), "released": len(noisy[column]),
+                "threshold": smallest}  # in rows, at weight 1: what a level needs to pass
     for column, released in noisy.items():  # in noisy order, largest first
         result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
         if _covered(released, rows, smallest):
