@@ -202,8 +202,11 @@ def release_text(column: str, text: TextDraft, stored: str | None, order: list[s
             **({"dtype": stored} if stored else {}), "dtype_source": dtype_source}
     mechanism = {**text.mechanisms[column],
                  "rest": f"values below the threshold go to {other!r}"}
+    shared = mechanism.get("shared_by")  # one mechanism over several text columns
     note = (f"{column}: {len(released)} categories released under DP "
-            f"(ε {mechanism['epsilon']:.3g}), in noisy order; "
+            f"(ε {mechanism['epsilon']:.3g}"
+            + (f", one mechanism over {shared} text columns" if shared else "")
+            + "), in noisy order; "
             + (f"a constant: any other value counts as {other!r}"
                if column in text.constants else
                f"no 'other' bin (its levels hold about all rows): any other value counts as "
