@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 from dp_dask.data.draft import draft_schema
+from dp_dask.data.draft_split import split_epsilon, text_total
+from dp_dask.data.draft_text import WEIGHT_SCALE
 from dp_dask.one_command import DRAFT_SHARE, split_budget
 from dp_dask.synthesizer import DEFAULT_DELTA
 
@@ -74,20 +76,27 @@ def test_item_gain_price_tail_is_not_clamped_at_one_command_epsilon(drafts):
 
 
 def test_item_gain_text_levels_get_their_need_beside_numeric_columns(drafts):
-    """Three text columns beside ten numeric ones get ε in proportion to their need (a level of
-    1 % of the rows at their δ), more than a numeric column's: each one's second round, which
-    releases its small level, has a threshold two noise scales below that level's 2,600 rows
-    (at a draft share of 0.3 with equal shares: 3,300), so every small level is released."""
+    """Three text columns beside ten numeric ones get ε together by their need at the noisy
+    rows n̂ (a level of 1 % of n̂ passing the round that releases the small levels), within
+    their proportional share and their columns' equal share (draft_split.text_total); the
+    numeric columns share the rest in proportion to their needs. One mechanism over the three
+    releases each column's 2,600-row level (draft_text): the first round where it passes, else
+    the second with two noise scales to spare at the level's least weight, a row of three
+    unreleased values (1/√3)."""
     for schema in drafts:
         drafted = schema["drafted_under_dp"]
         shares = drafted["split"]["epsilon"]
-        for column in [f"t{i}" for i in range(TEXTS)]:
-            second = drafted["mechanisms"][column]["rounds"][-1]
-            assert second["threshold"] + 2 * second["scale"] <= SMALL_LEVEL, second
-            assert "small" in _attribute(schema, column)["categories"]
-            assert shares[column] > shares["price"]
         needs = drafted["split"]["by_need"]["needs"]
-        assert shares["t0"] / shares["price"] == pytest.approx(needs["t0"] / needs["price"])
+        texts = [f"t{i}" for i in range(TEXTS)]
+        assert math.fsum(shares[c] for c in texts) == pytest.approx(text_total(
+            math.fsum(shares.values()), needs, texts, len(shares), drafted["rows"]["noisy"]))
+        second = drafted["text"]["levels"]["rounds"][1]
+        for column in texts:
+            assert "small" in _attribute(schema, column)["categories"]
+        # missed by the first round, a small level passes the second with two scales to spare
+        assert second["threshold"] + 2 * second["scale"] <= \
+            SMALL_LEVEL * WEIGHT_SCALE / math.sqrt(TEXTS), second
+        assert shares["n0"] / shares["price"] == pytest.approx(needs["n0"] / needs["price"])
         # basic composition: the parts sum to the draft's ε
         split = drafted["split"]
         spent = split["rows"] + split["types"] + split["max_rows"] + sum(shares.values())
@@ -106,10 +115,8 @@ def test_item_gain_the_notes_say_each_columns_share(drafted):
 
 
 def test_item_gain_split_sums_to_at_most_the_draft_epsilon():
-    """For random column mixes (texts, timestamps, numbers; δ; a unit's bound K) the shares
+    """For random column mixes (texts, timestamps, numbers; δ; a unit's bound K; n̂) the shares
     are positive, sum to at most ε, and are equal within a kind."""
-    from dp_dask.data.draft_split import split_epsilon
-
     rng = np.random.default_rng(65)
     for _ in range(200):
         width = int(rng.integers(1, 40))
@@ -119,8 +126,9 @@ def test_item_gain_split_sums_to_at_most_the_draft_epsilon():
         times = [c for c, k in zip(columns, kinds) if k == "time"]
         epsilon = float(rng.uniform(0.01, 5.0))
         delta = float(10 ** rng.uniform(-12, -4))
+        rows = None if rng.random() < 0.3 else float(10 ** rng.uniform(0, 7))  # n̂
         shares = split_epsilon(epsilon, columns, texts, times, delta=delta,
-                               bound=int(rng.integers(1, 6)))
+                               bound=int(rng.integers(1, 6)), rows=rows)
         assert set(shares) == set(columns)
         assert all(s > 0 for s in shares.values())
         assert math.fsum(shares.values()) <= epsilon * (1 + 1e-12)

@@ -10,8 +10,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from scipy.stats import norm
 
 from dp_dask.data.draft import draft_schema
+from dp_dask.data.draft_text import WEIGHT_SCALE
 from dp_dask.data.schema import load_schema
 from dp_dask.one_command import DRAFT_SHARE
 from dp_dask.synthesizer import Synthesizer
@@ -31,6 +33,15 @@ def _column(shares: list[float], rows: int, rng: np.random.Generator, name: str)
     return values
 
 
+def _missed(levels: dict, rows: int, columns: int) -> float:
+    """The chance that a level of ``rows`` rows misses the second of the text columns' joint
+    Gaussian rounds (draft_text; the first may release it too), at its least weight there: a
+    row whose values are unreleased in all ``columns`` text columns (1/√columns)."""
+    second = levels["rounds"][1]
+    weighted = rows * WEIGHT_SCALE / math.sqrt(columns)
+    return float(norm.cdf((second["threshold"] - weighted) / second["scale"]))
+
+
 def _draft(frame: pd.DataFrame, path, epsilon: float, seed: int = 0):
     frame.to_parquet(path)
     return draft_schema(path, dp_epsilon=epsilon, dp_delta=DELTA, ledger=False,
@@ -39,17 +50,13 @@ def _draft(frame: pd.DataFrame, path, epsilon: float, seed: int = 0):
 
 def test_issue65_text_levels_of_one_percent_kept_on_25k_rows(tmp_path):
     """25,000 rows, three text columns with levels of 1-10 % (and larger): every level, down
-    to the 250-row ones, is kept, in noisy order (largest first). At δ = 1e-6 three text
-    columns need 0.7-0.8 of a total ε = 1 for that (thresholds of 211 and 182 rows): drafted at
-    0.8.
+    to the 250-row ones, is kept, in noisy order (largest first), drafted at ε 0.8, δ = 1e-6.
 
-    Failure probability: a 250-row level is lost only if its second-round noisy count falls
-    below the threshold T, P = ½·exp(−(250 − T)/b) at the second round's Laplace scale b,
-    computed from the record below (< 2 % over the five 1 % levels); a column judged covered
-    by the first round when its 250-row level is outside needs its noisy rows outside to fall
-    2.5 noise scales (4 %); the seed is fixed. The old split (a fifth of the text budget in an equal
-    first round, the second in proportion to the rows left outside) gave grade's and clarity's
-    1 % levels thresholds of 600-1,400 rows, so both were lost."""
+    Failure probability: a 250-row level missed by the first of the joint Gaussian rounds is
+    lost only if its weighted count (at least 250/√3 rows) falls below the second round's
+    threshold, Φ((T − w)/σ) computed from the record (T ≈ 61 rows, σ ≈ 11: below 1e-12 over
+    the five 1 % levels); the seed is fixed. Laplace thresholds per column (652615b) needed
+    0.7-0.8 for this (a second-round threshold of 211 rows at 0.7)."""
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({k: _column(v, 25_000, rng, k) for k, v in SHAPES.items()})
     draft = _draft(frame, tmp_path / "levels.parquet", 0.8)
@@ -59,8 +66,7 @@ def test_issue65_text_levels_of_one_percent_kept_on_25k_rows(tmp_path):
     for column, shares in SHAPES.items():
         assert set(schema[column].categories) == {f"{column}{i}" for i in range(len(shares))}
         assert schema[column].categories[0] == f"{column}0"  # the largest level first
-        last = record["mechanisms"][column]["rounds"][-1]
-        lost += sum(0.5 * math.exp(-(s * 25_000 - last["threshold"]) / last["scale"])
+        lost += sum(_missed(record["text"]["levels"], s * 25_000, len(SHAPES))
                     for s in shares if s == 0.01)
     assert lost < 0.02
 
@@ -86,13 +92,13 @@ def test_issue65_constant_column_is_drafted_as_a_constant(tmp_path):
 def test_issue65_971_row_level_of_a_3000_row_table_kept(tmp_path):
     """A 3,000-row table from Python: a constant column, a level of 971 rows among three, two
     columns of ten levels and two numeric columns, drafted at the one command's share of a total
-    ε = 1 (DRAFT_SHARE, 0.45). Of it 0.45 x 0.85 x 0.63 reaches the four text columns (by their
-    needs at δ = 1e-6, 0.84 times a numeric column's each: draft_split), and the second round,
-    equal over them, thresholds at about 710 rows: the 971-row level is lost with probability
-    ½·exp(−(971 − T)/b), computed from the record below (< 1 %); the seed is fixed. The
-    constant column is one level without 'other'. The old
-    code kept an 'other' bin in the constant column (and, at 0.3, thresholded this column's second
-    round near 1,060 rows, losing the 971-row level)."""
+    ε = 1 (DRAFT_SHARE, 0.45). Of it 0.45 x 0.85 reaches the columns, the four text columns
+    their equal share of it (their need at so few rows n̂ is more: draft_split.text_total), and
+    the joint rounds release the 971-row level in the first, or else in the second at a weight
+    of at least 1/√4: it is lost with probability below Φ((T − w)/σ) from the record (< 1 %);
+    the seed is fixed. The constant column is one level without 'other'. The old code kept an
+    'other' bin in the constant column (and, at 0.3, thresholded this column's second round
+    near 1,060 rows, losing the 971-row level)."""
     rng = np.random.default_rng(2)
     frame = pd.DataFrame({
         "site": ["main"] * 3_000,
@@ -102,8 +108,7 @@ def test_issue65_971_row_level_of_a_3000_row_table_kept(tmp_path):
     draft = _draft(frame, tmp_path / "small.parquet", DRAFT_SHARE)
     drafted = {a["name"]: a for a in draft.schema["attributes"]}  # x, y: too small to search
     assert set(drafted["level"]["categories"]) == {"L0", "L1", "L2"}
-    last = draft.schema["drafted_under_dp"]["mechanisms"]["level"]["rounds"][-1]
-    assert 0.5 * math.exp(-(971 - last["threshold"]) / last["scale"]) < 0.01
+    assert _missed(draft.schema["drafted_under_dp"]["text"]["levels"], 971, 4) < 0.01
     assert drafted["site"]["categories"] == ["main"]
     assert "other" not in drafted["site"].get("extra", [])  # never null: no missing bin either
 

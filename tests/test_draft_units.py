@@ -17,12 +17,7 @@ from dp_dask.data.draft import draft_schema
 from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_numeric import search_cells, smallest_table
 from dp_dask.data.draft_points import POINT_SHARE
-from dp_dask.data.draft_text import (
-    DISTINCT_SHARE,
-    FIRST_SHARE,
-    ID_DISTINCT,
-    MASS_SHARE,
-)
+from dp_dask.data.draft_text import DISTINCT_SHARE, ID_DISTINCT
 from dp_dask.data.draft_types import FRACTIONS, TYPE_SHARE
 from dp_dask.data.schema import load_schema
 from dp_dask.data.units import _bounded, _with_unit_text
@@ -248,7 +243,7 @@ def test_item4_draft_add_remove_reads_the_noisy_rows_not_n(tmp_path):
     identifier rule's two sides are within noise: over 20 seeds its decision always follows the
     recorded n̂ and, in some seed, differs from what the exact n would give. A numeric column on
     a table just large enough for its search is searched coarsely whenever n̂ falls below (never
-    on n). The text split's second round goes, equally, to the columns the record names."""
+    on n). Two text columns' levels are released by one mechanism over both."""
     _ids_frame(2_000, 1_155).to_parquet(tmp_path / "codes.parquet")
     options = {"dp_epsilon": 1.0, "dp_delta": DELTA, "ledger": False, "noise_sampler": "numpy"}
     against_n = []
@@ -299,14 +294,13 @@ def test_item4_draft_add_remove_reads_the_noisy_rows_not_n(tmp_path):
     record = draft_schema(tmp_path / "two.parquet", noise_seed=0,
                           **options).schema["drafted_under_dp"]
     text, rows = record["text"], record["rows"]["noisy"]
-    outside = text["rows_outside_first_round"]
     texts = 1 - ROWS_SHARE - TYPE_SHARE  # both columns text: all that n̂ and the types leave
-    second = texts * (1 - DISTINCT_SHARE - FIRST_SHARE - MASS_SHARE)
-    first = texts * FIRST_SHARE / len(outside["noisy"])
-    assert text["split"]["epsilon"] == pytest.approx(
-        {c: first + (second / len(outside["second_round"]) if c in outside["second_round"]
-                     else 0.0) for c in outside["noisy"]}, rel=1e-12)
-    assert rows > 0  # n̂ read by the identifiers' and the constants' rules
+    assert text["epsilon"] == pytest.approx(texts)
+    assert text["distinct_values"]["epsilon"] == pytest.approx(DISTINCT_SHARE * texts)
+    # their levels by one mechanism over both (draft_text), within the rest
+    assert text["levels"]["columns"] == ["answer", "city"]
+    assert text["levels"]["epsilon"] <= texts * (1 - DISTINCT_SHARE) * (1 + 1e-12)
+    assert text["identifiers"]["rows"] == rows > 0  # n̂ read by the identifiers' rule
 
 
 def test_draft_bounding_keeps_a_uniform_subset_whatever_the_file_order():

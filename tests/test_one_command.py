@@ -107,9 +107,14 @@ def test_item3_a_5000_row_table_releases_its_numbers_with_a_noise_warning(client
     from dp_dask.data.demo import generate_census
 
     raw = generate_census(5000, seed=1).compute()
-    with pytest.warns(DpDaskWarning, match="noise is comparable to the counts"):
+    # No warning is required here any more: it came from a text column in which the draft found
+    # no level; the joint text thresholds (draft_text) find levels in every column of this
+    # table, and the release's own figure (postprocess.noise_level) stays below WARN_RATIO
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DpDaskWarning)
         released = synthesize(raw, epsilon=1.0, ledger=False, noise_sampler="numpy",
                               noise_seed=1)
+    assert not released.attrs["dp_dask"]["privacy"]["one_command"]["left_out"]
     # the numbers searched coarsely, not left out: the notes say what was given up (a text
     # column's levels may all fall below their threshold at this ε: that one may be left out)
     numbers = {"age", "hours_per_week", "household_size"}

@@ -86,7 +86,9 @@ def test_draft_under_dp_records_the_budget_once(client, parquet, tmp_path):
     assert record["types"]["decided"] == {"answer": {"dtype": "string", "nullable": False},
                                           "age": {"dtype": "int64", "nullable": False}}
     rest = 1.0 - ROWS_SHARE - TYPE_SHARE
-    shares = split_epsilon(rest, ["answer", "age"], ["answer"], delta=1e-6)
+    # the text column's share by its need at the noisy rows n̂ (draft_split.text_total)
+    shares = split_epsilon(rest, ["answer", "age"], ["answer"], delta=1e-6,
+                           rows=record["rows"]["noisy"])
     assert record["split"]["epsilon"] == pytest.approx(shares)
     assert shares["answer"] + shares["age"] == pytest.approx(rest)
     assert record["mechanisms"]["answer"]["epsilon"] == pytest.approx(shares["answer"] * 0.95)
@@ -281,12 +283,13 @@ def flights(rows: int = 60_000, seed: int = 0) -> pd.DataFrame:
 
 def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(client,
                                                                               tmp_path):
-    """At ε = 0.1 over four text columns an equal split thresholds at about 1,200 rows and
-    releases none of dest's 600-row levels; a first round covers origin and carrier (the rows
-    it leaves outside are within noise of none), and the second round goes to dest alone. The
-    unique column is found by its noisy count of distinct values, tail_id by its name: both are
-    released as synthetic ids of a public format, never thresholded, never read into the
-    release."""
+    """At ε = 0.1 over four text columns, Laplace thresholds composed over the columns would
+    threshold at about 1,200 rows and release none of dest's 600-row levels. The joint
+    Gaussian rounds (draft_text): the first releases origin's and carrier's large levels, so
+    every row's second-round weight goes to dest alone (u = 1: a whole row), where a 600-row
+    level passes a threshold of ~434 rows (σ ~80). The unique column is found by its noisy count
+    of distinct values, tail_id by its name: both are released as synthetic ids of a public
+    format, never thresholded, never read into the release."""
     frame = flights()
     frame.to_parquet(tmp_path / "flights.parquet")
     draft = draft_schema(tmp_path / "flights.parquet", dp_epsilon=0.1, dp_delta=1e-6,
@@ -298,13 +301,16 @@ def test_text_budget_favours_many_levels_and_identifiers_become_synthetic_ids(cl
     assert len(schema["dest"].categories) >= 90
     record = draft.schema["drafted_under_dp"]["text"]
     assert record["identifiers"]["columns"] == ["code"]
-    split = record["split"]["epsilon"]
-    assert split["dest"] > 5 * split["origin"] and split["dest"] > 5 * split["carrier"]
-    spent = (sum(split.values()) + record["distinct_values"]["epsilon"]
-             + record["rows_outside_first_round"]["epsilon"]
-             + draft.schema["drafted_under_dp"]["types"]["epsilon"]
-             + draft.schema["drafted_under_dp"]["rows"]["epsilon"])
-    assert spent == pytest.approx(0.1)
+    first, second = record["levels"]["rounds"]
+    assert first["released"] == {"origin": 3, "carrier": 5, "dest": 0}
+    assert second["released"]["dest"] == len(schema["dest"].categories)
+    # basic composition: the distinct counts and the levels within the text columns' ε, which
+    # with n̂'s and the types' shares is the draft's
+    assert record["distinct_values"]["epsilon"] + record["levels"]["epsilon"] <= \
+        record["epsilon"] * (1 + 1e-12)
+    split = draft.schema["drafted_under_dp"]["split"]
+    assert sum(split["epsilon"].values()) == pytest.approx(record["epsilon"])
+    assert split["rows"] + split["types"] + record["epsilon"] == pytest.approx(0.1)
     assert draft.schema["ids"] == [  # each at its input's place among the release's columns
         {"name": "tail_id", "dtype": "int64", "format": "#" * 12, "position": 4},
         {"name": "code", "dtype": "string", "format": "#" * 12, "position": 3}]

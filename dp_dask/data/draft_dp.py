@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ from dp_dask.data.draft_kinds import (
     release_searched,
     release_text,
     release_years,
+    weighted_text_counts,
 )
 from dp_dask.data.draft_numeric import (
     Cells,
@@ -247,10 +249,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     drafted); with a ``unit`` of K "auto", the unit's ``config.auto_share``
     (:class:`~.units.UnitConfig`) chooses K. The rest is split over the columns by
     :func:`.draft_split.split_epsilon`, in proportion to what their kinds' searches need
-    (decided or public kinds, their number, δ and K); the text columns' shares and δ are split
-    among them by :func:`.draft_text.draft_texts`. With a ``unit`` its rows are bounded first
-    (module docstring) and every mechanism, the type step's included, takes its contribution
-    bound K. Exact counts are reduced on Dask to the driver, noised once there
+    (decided or public kinds, their number, δ, K and n̂); the text columns' shares and δ go to
+    one mechanism over all of them (:func:`.draft_text.draft_texts`). With a ``unit`` its rows
+    are bounded first (module docstring) and every mechanism, the type step's included, takes
+    its contribution bound K. Exact counts are reduced on Dask to the driver, noised once there
     (dp_dask.privacy.selection) and dropped; only the selected values and quantiles enter the
     schema.
 
@@ -258,7 +260,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
       distinct values nears n̂ (released as synthetic ids, or dropped with ``ids``
       "drop"); else its categories are the value texts
       (:func:`~dp_dask.data.text.category_text`, missing values excluded) whose thresholded noisy
-      count passes (OpenDP's Laplace threshold, in one or two rounds: :mod:`.draft_text`). Values
+      count passes (OpenDP's Laplace threshold for one text column, Gaussian thresholds over
+      all of them at once for several: :mod:`.draft_text`). Values
       below the threshold go to a public ``other`` bin (``on_unknown``), missing ones to
       ``missing`` (to ``other`` where the column is decided never null); where the released
       levels cover the column by their noisy counts (:mod:`.draft_text`, step 4) there is no
@@ -358,13 +361,16 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
     times = [c for c in columns if isinstance(candidates[c], str)]  # YEARS
 
-    def split(text_columns: list[str], contributions: int) -> dict[str, float]:
+    def split(text_columns: list[str], contributions: int,
+              noisy_rows: float | None) -> dict[str, float]:
         return split_epsilon(rest_epsilon, columns, text_columns, times, delta=text_delta,
-                             bound=contributions)
+                             bound=contributions, rows=noisy_rows)
 
-    # every number of the columns stored as text that may turn out text
-    splits = [split([*texts, *maybe[:k]], least_bound) for k in range(len(maybe) + 1)]
-    for k, proposed in enumerate(splits):
+    # every number of the columns stored as text that may turn out text; the text columns'
+    # least share (before n̂) and their most (n̂ of one row) bound the others' from below
+    splits = [split([*texts, *maybe[:k]], least_bound, noisy_rows)
+              for k in range(len(maybe) + 1) for noisy_rows in (None, 1.0)]
+    for k, proposed in enumerate(splits[::2]):
         if texts or maybe[:k]:
             check_text_budget(sum(proposed[c] for c in [*texts, *maybe[:k]]), text_delta,
                               len(texts) + k, least_bound)
@@ -417,7 +423,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # types are decided on the forms of the rest: a rainfall's fractions, hidden beside
         # its zeros, decide a float (the types' histogram of the rest, given the released
         # points, moves by L1 2K as any does)
-        least = {c: min(split([*texts, *maybe[:k]], bound)[c] for k in range(len(maybe) + 1))
+        least = {c: min(split([*texts, *maybe[:k]], bound, rows)[c]
+                     for k in range(len(maybe) + 1))
                  for c in columns}
         # Only where the full search still fits beside them (by n̂): a small table's search
         # takes the whole share (point masses given up, said in its record)
@@ -446,7 +453,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                                       candidates[column].cells[decision.kind])
                 exact[column] = exact[column][decision.kind]
         texts = [c for c in columns if candidates[c] is None]
-        shares = split(texts, bound)
+        shares = split(texts, bound, rows)
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
         # not searched (a column stored as text that turned out numeric included).
         # a numeric column's search gets its share less its point masses' (POINT_SHARE)
@@ -465,9 +472,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                                                               bound, coarse=True)
                   for c, n in needed.items()}
         noise = Noise(sampler, rng, bound)
+        reread = partial(weighted_text_counts, frame, missing_values, show_progress)
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
-                           text_delta, rows_scale=rows_record["scale"],
-                           sampler=sampler, rng=rng, bound=bound) if texts else TextDraft()
+                           text_delta, rows_scale=rows_record["scale"], sampler=sampler,
+                           rng=rng, bound=bound, weighted=reread) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -569,8 +577,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         "composition": "basic: " + ", ".join([*first, ("the rest" if first else "ε")
                                                + f" split over {len(columns)} column(s) as "
                                                "split.epsilon"])
-                       + f"; δ {text_delta:.3g} to the {len(texts)} text column(s), split among "
-                       "them with their shares by \"text\", and "
+                       + f"; δ {text_delta:.3g} to the {len(texts)} text column(s), spent by "
+                       "their one mechanism (\"text\"), and "
                        f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
                        f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
                        "for its point masses (of its least share, whichever columns stored as "

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dp_dask.cluster import compute
+from dp_dask.data.counts import partition_reduction
 from dp_dask.data.draft_numeric import (
     Cells,
     numeric_counts,
@@ -40,7 +42,7 @@ from dp_dask.data.draft_points import (
     without_points,
 )
 from dp_dask.data.draft_specs import MISSING, OTHER, free_label, round_value, with_missing_bin
-from dp_dask.data.draft_text import TextDraft
+from dp_dask.data.draft_text import TextDraft, row_weights
 from dp_dask.data.draft_types import TEXT, YEARS, Undecided, timestamp_forms, value_forms
 from dp_dask.data.text import category_text
 from dp_dask.privacy.selection import noisy_min_index, noisy_min_scale, quantile_scores
@@ -136,6 +138,41 @@ def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
     return counts
 
 
+def partition_weighted(frame: pd.DataFrame, released: dict[str, set[str]],
+                       missing_values: tuple[str, ...]) -> dict[str, pd.Series]:
+    """The second text round's counts of one partition (:mod:`.draft_text`): per text column of
+    ``released`` (the first round's levels, public), the weights
+    (:func:`~.draft_text.row_weights`) of the rows per value text not released, missing ones
+    left out."""
+    columns = list(released)
+    texts: list[np.ndarray] = []
+    unreleased = np.zeros((len(frame), len(columns)), dtype=bool)
+    for j, column in enumerate(columns):
+        values = frame[column]
+        distinct, inverse = category_text(values)
+        missing = _missing_mask(values, missing_values, distinct, inverse)
+        distinct = np.asarray(distinct, dtype=object)
+        per_row = distinct if inverse is None else (
+            distinct[np.where(inverse >= 0, inverse, 0)] if len(distinct)
+            else np.full(len(values), "", dtype=object))
+        texts.append(per_row)
+        unreleased[:, j] = ~missing & ~pd.Index(per_row, dtype=object).isin(released[column])
+    weights = row_weights(unreleased)
+    return {column: pd.Series(weights[unreleased[:, j]], dtype=np.int64).groupby(
+                texts[j][unreleased[:, j]]).sum()
+            for j, column in enumerate(columns)}
+
+
+def weighted_text_counts(frame: Any, missing_values: tuple[str, ...], show_progress: bool,
+                         released: dict[str, set[str]]) -> dict[str, pd.Series]:
+    """The second text round's counts of the Dask ``frame`` (:func:`partition_weighted`, summed
+    over its partitions): the data read again, once the first round's ``released`` levels are
+    drawn."""
+    (found,) = compute(partition_reduction(frame, partition_weighted, released, missing_values,
+                                           combine=merge_counts), show_progress=show_progress)
+    return found
+
+
 def merge_counts(blocks: list[Any]) -> Any:
     """The partitions' counts summed: per key of a dict (a searched column's cells, the forms),
     per text of a Series, elementwise for arrays and row counts."""
@@ -167,8 +204,11 @@ def release_text(column: str, text: TextDraft, stored: str | None, order: list[s
             **({"dtype": stored} if stored else {}), "dtype_source": dtype_source}
     mechanism = {**text.mechanisms[column],
                  "rest": f"values below the threshold go to {other!r}"}
+    shared = mechanism.get("shared_by")  # one mechanism over several text columns
     note = (f"{column}: {len(released)} categories released under DP "
-            f"(ε {mechanism['epsilon']:.3g}), in noisy order; "
+            f"(ε {mechanism['epsilon']:.3g}"
+            + (f", one mechanism over {shared} text columns" if shared else "")
+            + "), in noisy order; "
             + (f"a constant: any other value counts as {other!r}"
                if column in text.constants else
                f"no 'other' bin (its levels hold about all rows): any other value counts as "

@@ -7,10 +7,11 @@ proportional to 1/(its ε · n̂), n̂ the rows. So each column kind has a *need
 row, n̂ = 1) at which its search finds the feature a release is judged by, with
 :data:`MARGIN_SCALES` noise scales to spare (found with probability 93 %):
 
-* a text column: a level holding :data:`TEXT_LEVEL` of the rows, released by the round of
-  :mod:`.draft_text` that thresholds the small levels (the second of two with several text
-  columns, at its share of the column's ε and its share of δ; the only one with one text
-  column): OpenDP's Laplace threshold, about ln(1/δ) scales;
+* a text column: a level holding :data:`TEXT_LEVEL` of the rows (at weight 1), released by the
+  round of :mod:`.draft_text` that thresholds the small levels: with one text column OpenDP's
+  Laplace threshold, about ln(1/δ) scales; with several the second of the Gaussian rounds over
+  all of them at once, whose need (the text step's, :func:`.draft_text.text_plan`) they share
+  equally;
 * a numeric column searched for its domain (:mod:`.draft_numeric`): a tail holding
   :data:`TAIL_LEVEL` of the rows in the octave beyond the range, found by the octave step's grow
   threshold (ln(1/(2·GROW_MISS)) scales) at its share of the column's ε (what the point masses
@@ -21,15 +22,14 @@ row, n̂ = 1) at which its search finds the feature a release is judged by, with
 The needs are per row, so n̂ cancels out of their ratios: each column gets ε in proportion to its
 need (:func:`split_epsilon`), which puts every column's smallest found feature at the same
 multiple of its target (where the draft's ε exceeds the needs at n̂, every column finds features
-smaller than its target alike). Except that the text columns together keep at least
-:data:`TEXT_FLOOR` of it beside columns of other kinds: a level is released whole or not at all.
-The rule reads public facts alone: the columns' kinds (stored, declared public, or decided under
-DP by the type step), their number, the text columns' δ and the privacy unit's bound K. The
-shares sum to the ε split (basic composition).
-
-Measured at total ε = 1 on three public tables (docs/from-raw.md, "The draft's share"): beside
-the one command's larger share, text columns of levels of 1–3 % get 1.2 times a numeric
-column's ε (equal before), a timestamp 0.73 times.
+smaller than its target alike). Except that beside columns of other kinds the text columns
+together get what their need asks at the noisy rows n̂ (:func:`text_total`): a level is
+released whole or not at all, so text gains nothing short of its need and nothing beyond it,
+where a numeric search's tails shrink by degrees; at least their proportional share and
+:data:`TEXT_FLOOR` of the ε, at most their columns' equal share. The rule reads public facts and
+DP outputs alone: the columns' kinds (stored, declared public, or decided under DP by the type
+step), their number, the text columns' δ, the privacy unit's bound K and n̂. The shares sum to
+the ε split (basic composition).
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ from dp_dask.data.draft_numeric import (
     year_cells,
 )
 from dp_dask.data.draft_points import POINT_SHARE
-from dp_dask.data.draft_text import DISTINCT_SHARE, FIRST_SHARE, MASS_SHARE
-from dp_dask.privacy.selection import calibrate_threshold
+from dp_dask.data.draft_text import text_plan
 
 TEXT_LEVEL = 0.01  # a text level holding this share of the rows is to be released
 TAIL_LEVEL = 0.005  # a numeric tail holding this share of the rows is to be kept, not clamped
@@ -61,23 +60,14 @@ OCTAVE_SHARE = (1 - POINT_SHARE) / 2  # of a searched column's ε: its octave st
 TEXT_FLOOR = 1 / 4
 
 
-def text_round(texts: int, delta: float) -> tuple[float, float]:
-    """The share of a text column's ε and the δ of the round of :mod:`.draft_text` that releases
-    its small levels, with ``texts`` text columns sharing ``delta``: one column, all but the
-    distinct count's share in one round; several, the second round's share (all of them
-    gaining a level) at δ / (2 · texts)."""
-    if texts <= 1:
-        return 1 - DISTINCT_SHARE, delta
-    return 1 - DISTINCT_SHARE - FIRST_SHARE - MASS_SHARE, delta / (2 * texts)
-
-
 def text_need(texts: int, delta: float, bound: int = 1) -> float:
-    """A text column's need (module docstring): the ε at which a level holding
-    :data:`TEXT_LEVEL` of one row passes its round's threshold by :data:`MARGIN_SCALES` scales;
-    the threshold at ε = 1, over ε (its noise scale and its ln(1/δ) scales both are)."""
-    share, round_delta = text_round(texts, delta)
-    at_one = calibrate_threshold(1.0, round_delta, bound)
-    return (at_one.threshold + MARGIN_SCALES * at_one.scale) / (TEXT_LEVEL * share)
+    """A text column's need (module docstring): the ε (at one row) at which the text step
+    (:func:`.draft_text.text_plan`: one Laplace threshold, or the Gaussian rounds over all text
+    columns at once) passes a level of :data:`TEXT_LEVEL` (at weight 1) in the round that
+    releases the small levels by :data:`MARGIN_SCALES` scales; with several columns the step's
+    need shared equally (one mechanism serves them all)."""
+    plan = text_plan(1.0, delta, texts, bound)
+    return plan.smallest_level(MARGIN_SCALES) / TEXT_LEVEL / max(texts, 1)
 
 
 def number_need(bound: int = 1) -> float:
@@ -113,22 +103,40 @@ def column_kinds(columns: Sequence[str], texts: Sequence[str],
 
 
 def split_epsilon(epsilon: float, columns: Sequence[str], texts: Sequence[str],
-                  times: Sequence[str] = (), *, delta: float, bound: int = 1
-                  ) -> dict[str, float]:
+                  times: Sequence[str] = (), *, delta: float, bound: int = 1,
+                  rows: float | None = None) -> dict[str, float]:
     """Each column's ε (basic composition: they sum to ``epsilon``), in proportion to its need
     (:func:`column_needs`; ``delta``: the text columns' δ, ``bound``: the rows K one unit
-    contributes at most), except that the ``texts`` together get at least :data:`TEXT_FLOOR`
-    of ``epsilon`` while columns of other kinds are drafted too (those share the rest in
-    proportion to their needs)."""
+    contributes at most), except that while columns of other kinds are drafted too the
+    ``texts`` together get (:func:`text_total`) what their need asks at the noisy rows n̂
+    ``rows``, at least that proportional share and :data:`TEXT_FLOOR` of ``epsilon``, at most
+    their columns' equal share (those others share the rest in proportion to their needs)."""
     needs = column_needs(columns, texts, times, delta=delta, bound=bound)
     total = sum(needs.values())
     shares = {c: epsilon * need / total for c, need in needs.items()}
     others = [c for c in columns if c not in texts]
-    if not texts or not others or sum(shares[c] for c in texts) >= TEXT_FLOOR * epsilon:
+    if not texts or not others:
         return shares
+    text = text_total(epsilon, needs, texts, len(columns), rows)
     rest = sum(needs[c] for c in others)
-    return {c: TEXT_FLOOR * epsilon / len(texts) if c in texts
-            else (1 - TEXT_FLOOR) * epsilon * needs[c] / rest for c in columns}
+    return {c: text / len(texts) if c in texts else (epsilon - text) * needs[c] / rest
+            for c in columns}
+
+
+def text_total(epsilon: float, needs: dict[str, float], texts: Sequence[str], columns: int,
+               rows: float | None) -> float:
+    """The text columns' ε together beside other kinds (budget by expected gain: a level is
+    released whole or not at all, so a text column gains nothing short of its need and
+    nothing beyond it, where a number's search finds more by degrees): their need at the noisy
+    rows n̂ ``rows`` (the ε their target passes at), within [their proportional share, at least
+    :data:`TEXT_FLOOR` of ``epsilon``; their columns' equal share, if more]; the least, before
+    n̂ is drawn (``rows`` None)."""
+    text_need_total = sum(needs[c] for c in texts)
+    least = max(epsilon * text_need_total / sum(needs.values()), TEXT_FLOOR * epsilon)
+    if rows is None:
+        return least
+    most = max(least, epsilon * len(texts) / columns)
+    return min(max(text_need_total / rows, least), most)
 
 
 def split_record(columns: Sequence[str], texts: Sequence[str], times: Sequence[str] = (), *,
@@ -143,9 +151,11 @@ def split_record(columns: Sequence[str], texts: Sequence[str], times: Sequence[s
             "rule": "each column's ε in proportion to its need: the ε at which its search "
                     "finds its target at one row with " + f"{MARGIN_SCALES} noise scales to "
                     "spare (n̂ cancels): every column's smallest found feature at the same "
-                    "multiple of its target; but the text columns together at least "
-                    f"{TEXT_FLOOR:.3g} of it while columns of other kinds are drafted too "
-                    "(those share the rest in proportion to their needs)"}
+                    "multiple of its target; but while columns of other kinds are drafted too, "
+                    "the text columns together what their need asks at the noisy rows n̂, "
+                    f"at least that proportional share and {TEXT_FLOOR:.3g} of it, at most "
+                    "their columns' equal share (those others share the rest in proportion to "
+                    "their needs)"}
 
 
 def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
@@ -155,7 +165,7 @@ def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
         groups.setdefault((kinds[column], share), []).append(column)
     return ("the draft's ε over the columns, in proportion to what each kind's search needs "
             f"(a text level of {TEXT_LEVEL:g} of the rows, a numeric tail of {TAIL_LEVEL:g}, a "
-            f"year of {YEAR_LEVEL:g}; the text columns at least {TEXT_FLOOR:.3g} of it: "
-            "drafted_under_dp.split.by_need): " + "; ".join(
+            f"year of {YEAR_LEVEL:g}; the text columns together what their need asks at the "
+            "noisy rows, within bounds: drafted_under_dp.split.by_need): " + "; ".join(
                 f"{kind} ε {share:.3g} each: {', '.join(columns)}"
                 for (kind, share), columns in groups.items()))

@@ -138,6 +138,114 @@ def threshold_keys(counts: Mapping[str, int], calibration: Threshold, *,
     return sorted(threshold_counts(counts, calibration, sampler=sampler, rng=rng))
 
 
+# --- one Gaussian threshold over the counts of several columns (the draft's text levels) -----
+
+
+@dataclass(frozen=True)
+class GaussianThreshold:
+    """A calibrated Gaussian thresholded-count measurement (OpenDP's ``make_gaussian_threshold``,
+    approximate zCDP): noise of standard deviation ``scale``, integer ``threshold``, its zCDP
+    charge ``rho`` and the threshold's ``delta`` at ``distance``, the (L0, L2, L∞) distance of
+    the counts between neighbours it is calibrated to."""
+
+    rho: float
+    delta: float
+    scale: float
+    threshold: int
+    distance: tuple[int, int, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mechanism": "gaussian-threshold", "rho": self.rho, "delta": self.delta,
+                "scale": self.scale, "threshold": self.threshold,
+                "opendp": "make_gaussian_threshold over L02InfDistance, d_in (L0, L2, Linf) = "
+                          f"{self.distance}: approximate zCDP (rho, delta)"}
+
+
+def _gaussian_threshold_measurement(scale: float, threshold: int) -> Any:
+    dp = _opendp()
+    domain = dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T=dp.i64))
+    metric = dp.l02inf_distance(dp.absolute_distance(T=dp.i64))
+    return dp.m.make_gaussian_threshold(domain, metric, scale=scale, threshold=threshold)
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_gaussian_threshold(rho: float, delta: float,
+                                 distance: tuple[int, int, int]) -> GaussianThreshold:
+    """The noise scale whose zCDP charge at ``distance`` (L0, L2, L∞; OpenDP reads the L2
+    distance as at most √L0 · L∞) is ``rho``, and the least threshold whose δ (the chance that a
+    count only one neighbour holds passes, OpenDP's map) is at most ``delta``."""
+    _check_scale("rho", rho)
+    if not 0 < delta < 1:
+        raise ValueError(f"thresholding needs a delta in (0, 1), got {delta!r}")
+    l0, l2, linf = distance
+    sensitivity = min(float(l2), math.sqrt(l0) * linf)
+    scale = sensitivity / math.sqrt(2 * rho) * (1 + 1e-12)  # ρ = Δ₂² / (2σ²), towards more noise
+
+    def meets(threshold: int) -> bool:
+        return _gaussian_threshold_measurement(scale, threshold).map(distance)[1] <= delta
+
+    threshold = linf if meets(linf) else _opendp().binary_search(meets, bounds=(linf, None),
+                                                                   T=int)
+    charge, loss = _gaussian_threshold_measurement(scale, threshold).map(distance)
+    if charge > rho * (1 + 1e-9) or loss > delta:
+        raise RuntimeError(f"OpenDP's map gives (rho, delta) = ({charge!r}, {loss!r}) above "
+                           f"({rho!r}, {delta!r}); refusing")
+    return GaussianThreshold(float(rho), float(delta), scale, int(threshold), distance)
+
+
+def gaussian_threshold_counts(counts: Mapping[str, int], calibration: GaussianThreshold, *,
+                              sampler: str = "opendp", rng: np.random.Generator | None = None
+                              ) -> dict[str, float]:
+    """The keys whose noisy count is at least the threshold, with those noisy counts, largest
+    first (ties by key); the exact counts are dropped. ``sampler="numpy"``: seeded normal noise
+    of the same scale (tests only, not private)."""
+    _check_sampler(sampler, rng)
+    counts = {str(k): int(v) for k, v in counts.items() if int(v) > 0}
+    if sampler == "numpy":
+        keys = sorted(counts)  # a fixed order: the seeded draws don't depend on dict order
+        noisy = np.array([counts[k] for k in keys], dtype=np.float64) + rng.normal(
+            0.0, calibration.scale, size=len(keys))
+        passed = {k: float(v) for k, v in zip(keys, noisy) if v >= calibration.threshold}
+    else:
+        meas = _gaussian_threshold_measurement(calibration.scale, calibration.threshold)
+        charge, loss = meas.map(calibration.distance)
+        if charge > calibration.rho * (1 + 1e-9) or loss > calibration.delta:
+            raise RuntimeError("OpenDP's map of the Gaussian threshold exceeds its calibration; "
+                               "refusing to release")
+        passed = {k: float(v) for k, v in meas(counts).items()} if counts else {}
+    return dict(sorted(passed.items(), key=lambda item: (-item[1], item[0])))
+
+
+@functools.lru_cache(maxsize=1)
+def _unit_gaussian_to_approx() -> Any:
+    dp = _opendp()
+    gaussian = dp.m.make_gaussian(dp.atom_domain(T=float, nan=False),
+                                  dp.absolute_distance(T=float), scale=1.0)
+    return dp.c.make_zCDP_to_approxDP(gaussian)
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """The ε of (ε, ``delta``)-DP that ρ-zCDP implies (OpenDP's ``make_zCDP_to_approxDP``, the
+    optimal conversion of Canonne, Kamath & Steinke 2020), read off a Gaussian of that ρ."""
+    curve = _unit_gaussian_to_approx().map(math.sqrt(2 * rho))  # ρ = d² / (2 · 1²)
+    return float(curve.epsilon(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def zcdp_rho(epsilon: float, delta: float) -> float:
+    """The largest ρ (to a relative 1e-6, rounded down) whose ρ-zCDP implies (``epsilon``,
+    ``delta``)-DP by :func:`zcdp_epsilon`."""
+    _check_scale("epsilon", epsilon)
+    # ε = ρ + 2√(ρ ln(1/δ)) is a looser conversion (Bun & Steinke 2016): its ρ is a lower bound
+    root = math.sqrt(math.log(1 / delta))
+    low = (math.sqrt(root**2 + epsilon) - root) ** 2
+    high = epsilon  # ρ ≤ ε: the conversion's ε is at least ρ
+    while high - low > 1e-6 * low:
+        middle = (low + high) / 2
+        low, high = (middle, high) if zcdp_epsilon(middle, delta) <= epsilon else (low, middle)
+    return low
+
+
 def quantile_scores(below: np.ndarray, above: np.ndarray, level: int, levels: int) -> np.ndarray:
     """OpenDP's quantile score of each candidate c for the quantile ``level / levels``.
 
