@@ -16,7 +16,9 @@ fields its mechanism releases, by the most one row (or one unit) may:
 * the schema draft under DP (``dp_dask.data.draft_dp``): under a privacy unit, a unit holding
   more than K rows of a city nobody else has, present on D' and absent from D
   (:func:`draft_unit_pair`); a text column whose replaced row takes a label near the threshold
-  away and brings a lone "SECRET" (:func:`text_pair`); a column of
+  away and brings a lone "SECRET" (:func:`text_pair`); several text columns, whose replaced row
+  takes a value near the joint mechanism's second-round threshold away in each and brings a
+  lone "SECRET" to each (:func:`joint_text_pair`); a column of
   distinct values, one of them duplicated on D' (:func:`identifier_pair`); and, for the
   searches that threshold noisy counts of public cells (a timestamp's years, a number's
   octaves), one row moved from a cell just above the threshold at the low end of the data to
@@ -40,9 +42,9 @@ import pandas as pd
 
 from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, threshold, year_cells
-from dp_dask.data.draft_points import POINT_SHARE
+from dp_dask.data.draft_points import POINT_DELTA, POINT_SHARE
 from dp_dask.data.draft_split import split_epsilon
-from dp_dask.data.draft_text import DISTINCT_SHARE
+from dp_dask.data.draft_text import DISTINCT_SHARE, TextPlan, row_weights, text_plan
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.privacy.selection import calibrate_threshold
@@ -106,6 +108,12 @@ _ROW_THRESHOLD = calibrate_threshold(
 DRAFT_UNIT_K = _ROW_THRESHOLD.threshold + math.ceil(3 * _ROW_THRESHOLD.scale)
 DRAFT_UNIT_ROWS = 2 * DRAFT_UNIT_K  # the canary unit's rows: more than K, bounding keeps K
 DRAFT_UNIT_CITY = "zz-rare-city"  # the canary unit's value, held by no other unit
+# The joint text mechanism (two or more text columns, draft_text's Gaussian rounds): the columns,
+# their two large levels each (far above the first round's threshold: released there) and the
+# rows of each large level
+JOINT_TEXT_COLUMNS = ("colour", "city")
+JOINT_TEXT_LARGE = (("red", "blue"), ("a", "b"))
+JOINT_TEXT_LARGE_ROWS = 150
 IDENTIFIER_COLUMN = "code"  # not an identifier by its name: the DP rule decides
 IDENTIFIER_ROWS = 121
 YEARS_COLUMN, YEARS_CORE = "when", (2019, 2022)
@@ -234,6 +242,34 @@ def text_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
                          + [TEXT_NEAR] * (near - 1)})
     return (with_row(base, {TEXT_COLUMN: TEXT_NEAR}),
             with_row(base, {TEXT_COLUMN: TEXT_CANARY}))
+
+
+def joint_text_plan(delta: float = DELTA) -> TextPlan:
+    """The joint text mechanism's calibration in a draft of :data:`JOINT_TEXT_COLUMNS` alone at
+    (:data:`EPSILON`, ``delta``), from public facts as the draft computes it: ε less n̂'s and the
+    type step's shares (every column is text, so the text columns take all the rest), δ less
+    the point masses' share (their types are decided under DP: each may be searched)."""
+    return text_plan(EPSILON * (1 - ROWS_SHARE - TYPE_SHARE), (1 - POINT_DELTA) * delta,
+                     len(JOINT_TEXT_COLUMNS))
+
+
+def joint_text_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Text columns :data:`JOINT_TEXT_COLUMNS`: two large levels each (released by the first
+    round), and rows holding :data:`TEXT_NEAR` in every column, as many as put its weighted
+    count on the second round's threshold (rounded up) on D; their weight is a row's with all
+    m values unreleased, ⌊1000/√m⌋, the most a replaced row moves each of its keys. The replaced
+    row holds TEXT_NEAR in every column on D, a lone :data:`TEXT_CANARY` in every column on D'
+    (the full L2 distance √2 · 1000 of the second round; √(2m) of the first). ``copies`` > 1
+    replaces that many such rows (TEXT_NEAR's rows on D the same)."""
+    columns = len(JOINT_TEXT_COLUMNS)
+    weight = int(row_weights(np.ones((1, columns), dtype=bool))[0])
+    near = math.ceil(joint_text_plan().second.threshold / weight)
+    large = JOINT_TEXT_LARGE_ROWS * len(JOINT_TEXT_LARGE[0])
+    base = pd.DataFrame({
+        column: [levels[i % len(levels)] for i in range(large)] + [TEXT_NEAR] * (near - copies)
+        for column, levels in zip(JOINT_TEXT_COLUMNS, JOINT_TEXT_LARGE)})
+    return (with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_NEAR), copies),
+            with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_CANARY), copies))
 
 
 def identifier_pair() -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -125,6 +125,9 @@ def _plants() -> list[Plant]:
         Plant("text-threshold-without-delta", "draft-text", "the text threshold calibrated "
               "for δ = 0.3, not the draft's 1e-6 (threshold 2 for 15): a lone value passes",
               {"options": {"dp_delta": 0.3}}),
+        Plant("joint-text-threshold-without-delta", "draft-text-joint", "the joint text "
+              "mechanism's two Gaussian thresholds calibrated for δ = 0.3, not the draft's "
+              "1e-6: a lone value passes either round", {"options": {"dp_delta": 0.3}}),
         Plant("identifier-count-unnoised", "draft-identifier", "the distinct-value count behind "
               "the identifier rule (released in the draft's record) with 1/60 of its noise",
               {"noise_divisor": IDENTIFIER_NOISE_DIVISOR}),
