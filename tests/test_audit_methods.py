@@ -26,15 +26,20 @@ from dp_dask.audit.canaries import (
     DRAFT_UNIT_CITY,
     DRAFT_UNIT_K,
     DRAFT_UNIT_ROWS,
+    JOINT_TEXT_COLUMNS,
     OCTAVE_COLUMN,
+    TEXT_CANARY,
+    TEXT_NEAR,
     UNIT,
     YEARS_COLUMN,
+    joint_text_plan,
 )
-from dp_dask.audit.plants import PLANTS
+from dp_dask.audit.plants import JOINT_TEXT_ROWS, PLANTS
 from dp_dask.audit.report import DEFAULT_TRIALS, PLANT_TRIALS, TRIALS, format_table, run_audit
 from dp_dask.audit.runner import REFERENCE_SEED, published
 from dp_dask.audit.scenarios import Scenario, scenarios
 from dp_dask.data.draft_numeric import search_cells, year_cells
+from dp_dask.data.draft_text import row_weights
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.data.units import _bounded, _with_unit_text
 
@@ -348,4 +353,50 @@ def test_item1_lag_pairs_unweighted_is_caught() -> None:
     # ε̂ 0.661, 0.736, 0.638 against the claim 0.426 at its 500 trials (seeds 0, 100,000,
     # 200,000); before, the scenario and the plant did not exist (KeyError)
     result = _planted("lag-pairs-unweighted", PLANT_TRIALS["lag-pairs-unweighted"])
+    assert not result.passed, result
+
+
+# --- issue 65: the draft's joint text mechanism (several text columns), audited ----------------
+
+def test_issue65_joint_text_canaries_sit_on_the_second_round_threshold() -> None:
+    # D' replaces a row holding TEXT_NEAR in every text column by one holding a lone SECRET in
+    # each: TEXT_NEAR's weighted count sits on the second round's threshold (rounded up) on D,
+    # a row's weight below it on D'; SECRET's weight lies far below it; the large levels pass
+    # the first round, TEXT_NEAR's rows almost never. The thresholds are the draft's own, read
+    # from its record. Before, dp-dask audit had no scenario of the joint mechanism (KeyError).
+    scenario = scenarios()["draft-text-joint"]
+    d0, d1 = scenario.frames
+    rounds = scenario.prepare()(0, 1).schema["drafted_under_dp"]["text"]["levels"]["rounds"]
+    plan = joint_text_plan()
+    assert [r["threshold"] for r in rounds] == [plan.first.threshold, plan.second.threshold]
+    assert [r["scale"] for r in rounds] == pytest.approx([plan.first.scale, plan.second.scale])
+    first, second = plan.first, plan.second
+    weight = int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0])
+    assert len(d0) == len(d1) and list(d0) == list(d1) == list(JOINT_TEXT_COLUMNS)
+    moved = (d0 != d1).any(axis=1)
+    assert moved.sum() == 1 and (d0[moved] != d1[moved]).all(axis=None)  # every text column
+    for column in JOINT_TEXT_COLUMNS:
+        near = [int((d[column] == TEXT_NEAR).sum()) for d in (d0, d1)]
+        assert near[1] == near[0] - 1
+        assert near[0] * weight >= second.threshold > near[1] * weight
+        assert first.threshold - near[0] > 2.5 * first.scale  # TEXT_NEAR rarely in round 1
+        assert int((d1[column] == TEXT_CANARY).sum()) == 1 and TEXT_CANARY not in set(d0[column])
+        assert second.threshold - weight > 5 * second.scale  # SECRET: at most δ
+        large = d0[column].value_counts().drop(TEXT_NEAR)
+        assert large.min() >= first.threshold + 5 * first.scale
+
+
+def test_issue65_joint_text_scenario_passes() -> None:
+    result = _one("draft-text-joint", 30)
+    assert result.passed, result
+    assert result.claimed_epsilon == pytest.approx(1.9416, abs=1e-3)
+
+
+def test_issue65_joint_text_rows_undercounted_is_caught() -> None:
+    # ε̂ 2.17, 2.20, 2.43 against the claim 1.94 at seeds 0, 100,000, 200,000 (300 trials,
+    # ~17 s); 16 replaced rows where the calibration is a row's
+    planted = PLANTS["joint-text-rows-undercounted"].apply(scenarios()["draft-text-joint"])
+    assert (planted.frames[0] != planted.frames[1]).any(axis=1).sum() == JOINT_TEXT_ROWS
+    result = _planted("joint-text-rows-undercounted",
+                      PLANT_TRIALS["joint-text-rows-undercounted"])
     assert not result.passed, result
