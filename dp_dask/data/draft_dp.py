@@ -78,18 +78,16 @@ from dp_dask.data.draft_split import split_epsilon, split_note, split_record
 from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
-    FORMS,
-    MAX_DECIMALS,
     NUMBER_TYPES,
     TEXT,
     TIMESTAMP,
     TYPE_SHARE,
     YEARS,
-    Decision,
     Undecided,
     decide_types,
     never_null,
-    value_forms,
+    point_forms,
+    with_points_places,
 )
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
@@ -127,31 +125,10 @@ def _typed_grid(column: str, spec: dict[str, float], kind: str,
     return grid
 
 
-def _point_forms(values: Any, points: list[float]) -> np.ndarray:
-    """The exact counts per value form (:func:`~.draft_types.value_forms`) of the rows that
-    hold one of the ``points``, from the column's exact counts per value ``values``."""
-    forms = [value_forms(np.array([point]), np.array([False])) * int(values.get(point, 0))
-             for point in points]
-    return np.sum(forms, axis=0) if forms else 0
-
-
 # The least table is one whose rows all lie in two octaves; a column spread over more needs more
 # (600 ages uniform on 0..99, five octaves, found no octave beside point masses taking 30 % at
 # 1.25 times the least table)
 POINT_FIT = 1.5
-
-
-def _with_points_places(decision: Decision, points: list[float]) -> Decision:
-    """A number's decision decided on the rest of its column, with its released ``points``'
-    forms (public, post-processing): a float where a point is a fraction, at the most decimal
-    places of the rest and the points (unrounded where either is)."""
-    forms = [int(np.argmax(value_forms(np.array([p]), np.array([False])))) for p in points]
-    places = [form - FRACTION_FORM + 1 for form in forms if form >= FRACTION_FORM]
-    if decision.kind == TEXT or not places:
-        return decision
-    more = max(places) > MAX_DECIMALS or (decision.kind == "float" and decision.decimals is None)
-    return replace(decision, kind="float", decimals=None if more else max(
-        places + ([decision.decimals] if decision.kind == "float" else [])))
 
 
 def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
@@ -162,7 +139,6 @@ def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
     return rows >= POINT_FIT * smallest_table((1 - POINT_SHARE) * epsilon, cells, bound)
 
 
-FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
@@ -435,14 +411,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                  and not candidates[c].text
                  and _points_fit(rows, least[c], candidates[c].cells["float"], bound)}
         decisions, types = (decide_types(
-            {c: exact[FORM_COUNTS][c] - _point_forms(exact[VALUE_COUNTS][c], early[c][0])
+            {c: exact[FORM_COUNTS][c] - point_forms(exact[VALUE_COUNTS][c], early[c][0])
              if c in early else exact[FORM_COUNTS][c] for c in typed},
             candidates, epsilon=type_epsilon,
             contributions=bound, sampler=sampler, rng=rng,
             rows={c: rows - sum(early[c][1]["noisy"].values()) if c in early else rows
                   for c in typed}) if typed else ({}, {}))
         for column, (points, _) in early.items():  # a fractional point makes a float
-            decisions[column] = _with_points_places(decisions[column], points)
+            decisions[column] = with_points_places(decisions[column], points)
             types["decided"][column] = {
                 "dtype": decisions[column].dtype, "nullable": decisions[column].nullable,
                 **({} if decisions[column].decimals is None

@@ -68,7 +68,7 @@ for that.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -250,3 +250,26 @@ def never_null(spec: dict[str, Any]) -> dict[str, Any]:
     attribute = Attribute.from_json(kept)
     return {**kept, "on_missing": attribute.labels[(attribute.bins - 1) // 2]}
 
+
+FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
+
+
+def point_forms(values: Any, points: list[float]) -> np.ndarray:
+    """The exact counts per value form (:func:`value_forms`) of the rows that
+    hold one of the ``points``, from the column's exact counts per value ``values``."""
+    forms = [value_forms(np.array([point]), np.array([False])) * int(values.get(point, 0))
+             for point in points]
+    return np.sum(forms, axis=0) if forms else 0
+
+
+def with_points_places(decision: Decision, points: list[float]) -> Decision:
+    """A number's decision decided on the rest of its column, with its released ``points``'
+    forms (public, post-processing): a float where a point is a fraction, at the most decimal
+    places of the rest and the points (unrounded where either is)."""
+    forms = [int(np.argmax(value_forms(np.array([p]), np.array([False])))) for p in points]
+    places = [form - FRACTION_FORM + 1 for form in forms if form >= FRACTION_FORM]
+    if decision.kind == TEXT or not places:
+        return decision
+    more = max(places) > MAX_DECIMALS or (decision.kind == "float" and decision.decimals is None)
+    return replace(decision, kind="float", decimals=None if more else max(
+        places + ([decision.decimals] if decision.kind == "float" else [])))
