@@ -122,8 +122,8 @@ OCTAVE_COLUMN = "amount"
 
 def _column_epsilon(column: str, typed: bool) -> float:
     """The ε a one-column draft at :data:`EPSILON` gives ``column``, in draft_under_dp's budget
-    order: n̂'s share, the type step's where the column's type is decided under DP (a number's,
-    not a timestamp's), then the rest split over the columns."""
+    order: n̂'s share, the type step's where the column's type is decided under DP (every drafted
+    column's, a timestamp's nullability included), then the rest split over the columns."""
     rest = EPSILON * (1 - ROWS_SHARE - (TYPE_SHARE if typed else 0.0))
     return split_epsilon(rest, [column], [], delta=DELTA)[column]
 
@@ -131,7 +131,7 @@ def _column_epsilon(column: str, typed: bool) -> float:
 # The ε of one step of the numeric searches (draft_numeric): a timestamp's year counts take its
 # column's whole ε; an integer's octaves half of what its point masses leave
 # (draft_points.POINT_SHARE), the cells inside the other half.
-YEARS_STEP_EPSILON = _column_epsilon(YEARS_COLUMN, typed=False)
+YEARS_STEP_EPSILON = _column_epsilon(YEARS_COLUMN, typed=True)
 OCTAVE_STEP_EPSILON = _column_epsilon(OCTAVE_COLUMN, typed=True) * (1 - POINT_SHARE) / 2
 # Where the planted bugs of the numeric searches put their thresholds (dp_dask.audit.plants):
 # the year counts at sensitivity 1 instead of 2; the octave steps at sensitivity 1 and each at
