@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -79,11 +79,15 @@ class Threshold:
                           + "; covers adding or removing it)"}
 
 
-def _threshold_measurement(scale: float, threshold: int) -> Any:
+def _threshold_measurement(scale: float, threshold: int, gaussian: bool = False) -> Any:
+    """OpenDP's thresholded counts: Laplace noise over (L0, L1, L∞) distances, or Gaussian
+    noise over (L0, L2, L∞) ones (approximate zCDP)."""
     dp = _opendp()
     domain = dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T=dp.i64))
-    metric = dp.l01inf_distance(dp.absolute_distance(T=dp.i64))
-    return dp.m.make_laplace_threshold(domain, metric, scale=scale, threshold=threshold)
+    distance = dp.l02inf_distance if gaussian else dp.l01inf_distance
+    make = dp.m.make_gaussian_threshold if gaussian else dp.m.make_laplace_threshold
+    return make(domain, distance(dp.absolute_distance(T=dp.i64)), scale=scale,
+                threshold=threshold)
 
 
 @functools.lru_cache(maxsize=256)
@@ -119,16 +123,27 @@ def threshold_counts(counts: Mapping[str, int], calibration: Threshold, *,
     """The keys whose noisy count is at least the threshold, with those noisy counts (the
     measurement's own output), largest first (ties by key); the exact counts are dropped."""
     _check_sampler(sampler, rng)
-    counts = {str(k): int(v) for k, v in counts.items() if int(v) > 0}
     if sampler == "numpy":
-        keys = sorted(counts)  # a fixed order: the seeded draws don't depend on dict order
-        noisy = np.array([counts[k] for k in keys], dtype=np.float64) + rng.laplace(
-            0.0, calibration.scale, size=len(keys))
-        passed = {k: float(v) for k, v in zip(keys, noisy) if v >= calibration.threshold}
+        return _passed(counts, calibration.threshold, lambda size: rng.laplace(
+            0.0, calibration.scale, size=size))
+    meas = _threshold_measurement(calibration.scale, calibration.threshold)
+    _check_map(meas.map(calibration.distance)[0], calibration.epsilon, "epsilon")
+    return _passed(counts, calibration.threshold, measurement=meas)
+
+
+def _passed(counts: Mapping[str, int], threshold: float,
+            numpy_noise: Callable[[int], np.ndarray] | None = None,
+            measurement: Any = None) -> dict[str, float]:
+    """The keys of the positive ``counts`` whose noisy count (``numpy_noise``'s seeded draws,
+    in key order so that they don't depend on dict order; else OpenDP's ``measurement``) is at
+    least ``threshold``, with those noisy counts, largest first (ties by key)."""
+    counts = {str(k): int(v) for k, v in counts.items() if int(v) > 0}
+    if numpy_noise is not None:
+        keys = sorted(counts)
+        noisy = np.array([counts[k] for k in keys], dtype=np.float64) + numpy_noise(len(keys))
+        passed = {k: float(v) for k, v in zip(keys, noisy) if v >= threshold}
     else:
-        meas = _threshold_measurement(calibration.scale, calibration.threshold)
-        _check_map(meas.map(calibration.distance)[0], calibration.epsilon, "epsilon")
-        passed = {k: float(v) for k, v in meas(counts).items()} if counts else {}
+        passed = {k: float(v) for k, v in measurement(counts).items()} if counts else {}
     return dict(sorted(passed.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -161,13 +176,6 @@ class GaussianThreshold:
                           f"{self.distance}: approximate zCDP (rho, delta)"}
 
 
-def _gaussian_threshold_measurement(scale: float, threshold: int) -> Any:
-    dp = _opendp()
-    domain = dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T=dp.i64))
-    metric = dp.l02inf_distance(dp.absolute_distance(T=dp.i64))
-    return dp.m.make_gaussian_threshold(domain, metric, scale=scale, threshold=threshold)
-
-
 @functools.lru_cache(maxsize=256)
 def calibrate_gaussian_threshold(rho: float, delta: float,
                                  distance: tuple[int, int, int]) -> GaussianThreshold:
@@ -182,11 +190,11 @@ def calibrate_gaussian_threshold(rho: float, delta: float,
     scale = sensitivity / math.sqrt(2 * rho) * (1 + 1e-12)  # ρ = Δ₂² / (2σ²), towards more noise
 
     def meets(threshold: int) -> bool:
-        return _gaussian_threshold_measurement(scale, threshold).map(distance)[1] <= delta
+        return _threshold_measurement(scale, threshold, gaussian=True).map(distance)[1] <= delta
 
     threshold = linf if meets(linf) else _opendp().binary_search(meets, bounds=(linf, None),
                                                                    T=int)
-    charge, loss = _gaussian_threshold_measurement(scale, threshold).map(distance)
+    charge, loss = _threshold_measurement(scale, threshold, gaussian=True).map(distance)
     if charge > rho * (1 + 1e-9) or loss > delta:
         raise RuntimeError(f"OpenDP's map gives (rho, delta) = ({charge!r}, {loss!r}) above "
                            f"({rho!r}, {delta!r}); refusing")
@@ -200,20 +208,16 @@ def gaussian_threshold_counts(counts: Mapping[str, int], calibration: GaussianTh
     first (ties by key); the exact counts are dropped. ``sampler="numpy"``: seeded normal noise
     of the same scale (tests only, not private)."""
     _check_sampler(sampler, rng)
-    counts = {str(k): int(v) for k, v in counts.items() if int(v) > 0}
     if sampler == "numpy":
-        keys = sorted(counts)  # a fixed order: the seeded draws don't depend on dict order
-        noisy = np.array([counts[k] for k in keys], dtype=np.float64) + rng.normal(
-            0.0, calibration.scale, size=len(keys))
-        passed = {k: float(v) for k, v in zip(keys, noisy) if v >= calibration.threshold}
-    else:
-        meas = _gaussian_threshold_measurement(calibration.scale, calibration.threshold)
-        charge, loss = meas.map(calibration.distance)
-        if charge > calibration.rho * (1 + 1e-9) or loss > calibration.delta:
-            raise RuntimeError("OpenDP's map of the Gaussian threshold exceeds its calibration; "
-                               "refusing to release")
-        passed = {k: float(v) for k, v in meas(counts).items()} if counts else {}
-    return dict(sorted(passed.items(), key=lambda item: (-item[1], item[0])))
+        return _passed(counts, calibration.threshold, lambda size: rng.normal(
+            0.0, calibration.scale, size=size))
+    meas = _threshold_measurement(calibration.scale, calibration.threshold,
+                                  gaussian=True)
+    charge, loss = meas.map(calibration.distance)
+    if charge > calibration.rho * (1 + 1e-9) or loss > calibration.delta:
+        raise RuntimeError("OpenDP's map of the Gaussian threshold exceeds its calibration; "
+                           "refusing to release")
+    return _passed(counts, calibration.threshold, measurement=meas)
 
 
 @functools.lru_cache(maxsize=1)
