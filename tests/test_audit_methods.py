@@ -29,6 +29,7 @@ from dp_dask.audit.canaries import (
     JOINT_TEXT_COLUMNS,
     OCTAVE_COLUMN,
     TEXT_CANARY,
+    TEXT_COLUMN,
     TEXT_NEAR,
     UNIT,
     YEARS_COLUMN,
@@ -384,6 +385,17 @@ def test_issue65_joint_text_canaries_sit_on_the_second_round_threshold() -> None
         assert second.threshold - weight > 5 * second.scale  # SECRET: at most δ
         large = d0[column].value_counts().drop(TEXT_NEAR)
         assert large.min() >= first.threshold + 5 * first.scale
+
+
+def test_one_text_columns_canary_sits_on_the_drafts_own_threshold() -> None:
+    # draft-text: TEXT_NEAR's rows on D are the draft's recorded Laplace threshold, one fewer
+    # on D'. Before, text_pair calibrated them at ε 1.9 and δ 1e-6 (15 rows), not at the
+    # draft's own ε and δ after n̂'s, the type step's and the point masses' shares (18).
+    d0, d1 = scenarios()["draft-text"].frames
+    drafted = scenarios()["draft-text"].prepare()(0, 1).schema["drafted_under_dp"]
+    threshold = drafted["mechanisms"][TEXT_COLUMN]["threshold"]
+    assert [int((d[TEXT_COLUMN] == TEXT_NEAR).sum()) for d in (d0, d1)] == [threshold,
+                                                                          threshold - 1]
 
 
 def test_issue65_joint_text_scenario_passes() -> None:

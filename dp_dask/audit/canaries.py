@@ -235,22 +235,23 @@ def draft_unit_pair(split: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def text_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     """One text column: three labels far above the threshold, :data:`TEXT_NEAR` on it (the
-    draft's one text column thresholds with all of ε less the distinct count's share); the
+    draft's Laplace threshold of one text column, :func:`joint_text_plan` at one column: ε less
+    n̂'s, the type step's and the distinct count's shares, δ less the point masses'); the
     replaced row is one of TEXT_NEAR's on D, a lone :data:`TEXT_CANARY` on D'."""
-    near = calibrate_threshold(EPSILON * (1 - DISTINCT_SHARE), DELTA).threshold
+    near = joint_text_plan(columns=1).single.threshold
     base = pd.DataFrame({TEXT_COLUMN: ["red"] * 40 + ["green"] * 40 + ["blue"] * 40
                          + [TEXT_NEAR] * (near - 1)})
     return (with_row(base, {TEXT_COLUMN: TEXT_NEAR}),
             with_row(base, {TEXT_COLUMN: TEXT_CANARY}))
 
 
-def joint_text_plan(delta: float = DELTA) -> TextPlan:
-    """The joint text mechanism's calibration in a draft of :data:`JOINT_TEXT_COLUMNS` alone at
-    (:data:`EPSILON`, ``delta``), from public facts as the draft computes it: ε less n̂'s and the
-    type step's shares (every column is text, so the text columns take all the rest), δ less
-    the point masses' share (their types are decided under DP: each may be searched)."""
-    return text_plan(EPSILON * (1 - ROWS_SHARE - TYPE_SHARE), (1 - POINT_DELTA) * delta,
-                     len(JOINT_TEXT_COLUMNS))
+def joint_text_plan(delta: float = DELTA, columns: int = len(JOINT_TEXT_COLUMNS)) -> TextPlan:
+    """The text mechanism's calibration in a draft of ``columns`` text columns alone at
+    (:data:`EPSILON`, ``delta``) (:data:`JOINT_TEXT_COLUMNS`' by default; one column's is the
+    Laplace threshold), from public facts as the draft computes it: ε less n̂'s and the type
+    step's shares (every column is text, so the text columns take all the rest), δ less the
+    point masses' share (their types are decided under DP: each may be searched)."""
+    return text_plan(EPSILON * (1 - ROWS_SHARE - TYPE_SHARE), (1 - POINT_DELTA) * delta, columns)
 
 
 def joint_text_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
