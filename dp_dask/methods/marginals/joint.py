@@ -365,7 +365,9 @@ class JointSampler:
     balance: int | None = None  # the balanced attribute
     distributions: tuple[np.ndarray, ...] = ()  # per class, its weights over the cells
     partition_rows: int = 0  # the release's rows per partition (its last fewer); 0: unbound
-    counts: tuple[np.ndarray, ...] = ()  # per class, its cells' rows in the release (flat)
+    # per class, its cells' rows in the release, cumulated over the flat cells (each partition
+    # finds its rows' cells in it: cumulated once per release, not per partition)
+    layout: tuple[np.ndarray, ...] = ()
 
     def conditioned(self, condition: Condition, classes: tuple[Condition, ...],
                     balance: int | None = None) -> JointSampler:
@@ -406,12 +408,12 @@ class JointSampler:
         rng = np.random.default_rng(seed)
         distributions = self.distributions or (self.joint.ravel(),)
         shape = self.joint.shape
-        counts = tuple(
+        layout = tuple(np.cumsum(
             balanced_counts(systematic_counts(p, int(total), rng.random()).reshape(shape),
-                            (p * (total / p.sum())).reshape(shape)).ravel()
+                            (p * (total / p.sum())).reshape(shape)))
             for p, total in zip(distributions,
                                 class_rows(release_rows, len(distributions))))
-        return replace(self, partition_rows=rows, counts=counts)
+        return replace(self, partition_rows=rows, layout=layout)
 
     def draw_codes(self, rows: int, seed: np.random.SeedSequence,
                    cpu: dict[str, float] | None = None) -> np.ndarray:
@@ -421,7 +423,7 @@ class JointSampler:
         child of that: a unit-shaped release's row draws), so a partition retried draws the
         same rows, whatever the workers. Unbound (no :meth:`for_release`): ``rows`` rows laid
         out alone from ``seed``."""
-        if not self.counts:
+        if not self.layout:
             return self.for_release(rows, seed, rows).rows_from(0, rows, seed)
         index = seed.spawn_key[0] if seed.spawn_key else 0
         return self.rows_from(index * self.partition_rows, rows, seed)
@@ -430,12 +432,12 @@ class JointSampler:
         """The codes of the laid-out release's rows ``start`` to ``start`` + ``rows``, in an
         order drawn from ``seed``: of each class, the positions :func:`release_positions`
         after those of the rows before, in its cells' layout."""
-        classes = len(self.counts)
+        classes = len(self.layout)
         before, through = class_rows(start, classes), class_rows(start + rows, classes)
-        cells = [np.searchsorted(np.cumsum(counts), side="right",
+        cells = [np.searchsorted(cumulative, side="right",
                                  v=release_positions(int(first), int(last - first),
-                                                     int(counts.sum())))
-                 for counts, first, last in zip(self.counts, before, through)]
+                                                     int(cumulative[-1])))
+                 for cumulative, first, last in zip(self.layout, before, through)]
         drawn = np.concatenate(cells)[np.random.default_rng(seed).permutation(rows)]
         return np.column_stack(np.unravel_index(drawn, self.joint.shape)).astype(np.int16)
 
