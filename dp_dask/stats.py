@@ -95,6 +95,7 @@ from dp_dask.privacy.ledger import (
 from dp_dask.privacy.record import Cost, PrivacyRecord
 from dp_dask.synthesizer import EmptyInputError
 from dp_dask.timing import timed
+from dp_dask.tuning import changed
 
 MECHANISMS = ("laplace", "tabular-ddp")
 DEFAULT_K = 10  # the paper's default chunk size
@@ -307,6 +308,10 @@ def release_stats(data: TableSource, schema: Schema | str | Path, *, epsilon: fl
             raise ValueError(f"privacy unit {unit.column!r}: unit_level 'auto' finds the "
                              "attributes constant within a unit for a unit-shaped release; "
                              "stats releases statistics, not units")
+        if changed(unit.config):
+            raise ValueError(f"privacy unit {unit.column!r}: config {changed(unit.config)} "
+                             "tunes the searches of a fit (max_rows 'auto', unit_level "
+                             "'auto'), which stats never runs: leave it out")
         if mechanism != "laplace":
             raise ValueError(f"privacy unit {unit.column!r}: --mechanism {mechanism} does not "
                              "support a privacy unit (its dependent sensitivity is a row's); "
