@@ -21,6 +21,7 @@ from dp_dask.data.draft_numeric import (
     search_cells,
     search_numeric,
     search_years,
+    threshold,
     year_counts,
 )
 from dp_dask.keywords import as_flags
@@ -230,3 +231,26 @@ def test_item3_search_notes_name_keyword_arguments_from_python():
         assert "--" not in note and "ranges=" in note
         assert "--range" in as_flags(note)
     assert "dp_epsilon=" in numeric and "--dp-epsilon" in as_flags(numeric)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_item_small_table_a_column_spread_over_octaves_is_found_by_their_runs(seed):
+    """5,000 carat-like values over 0.1-10 at a small table's per-column ε (0.036, diamonds' at
+    total ε = 1): about a third per octave, each octave below its threshold, so before issue
+    65's small-table fix the column was left out (spec None: carat and price of a 5,000-row
+    diamonds). The shortest runs of octaves above their noise find it, within the octaves
+    around the data; an empty column still finds nothing."""
+    rng = np.random.default_rng(seed)
+    carats = np.round(rng.lognormal(np.log(0.7), 0.8, 5_000), 2)
+    cells = search_cells("float", "float64")
+    counts = numeric_counts(np.sort(carats), cells)
+    options = {"epsilon": 0.036, "bins": 10, "sampler": "numpy", "rng": rng}
+    scale = SENSITIVITY / (options["epsilon"] / 2)
+    assert counts["octaves"].max() < threshold(scale, len(cells.octaves) - 1, 1e-6) - 2 * scale
+    spec, record, _ = search_numeric("carat", counts, cells, **options)
+    assert spec is not None and "runs" in record["steps"][0]
+    # within the data's octaves; what an end clamps is below what two noise scales hide
+    assert carats.min() / 2 <= spec["min"] and spec["max"] <= 2 * carats.max()
+    assert ((carats < spec["min"]) | (carats > spec["max"])).sum() <= 2 * scale
+    empty, _, _ = search_numeric("carat", numeric_counts(np.zeros(0), cells), cells, **options)
+    assert empty is None
