@@ -22,7 +22,7 @@ claim inside a unit-level release would misstate what it protects).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dp_dask.privacy.accounting import ACCOUNTANTS, BASIC_COMPOSITION, epsilon_spent
@@ -168,10 +168,10 @@ class PrivacyRecord:
                     "; the release's own privacy record states it")
         rendered: dict[str, Any] = {"part": part, **charge, "mechanism": cost.mechanism,
                                     "accountant": cost.accountant, **self.details}
-        if self.split is not None:
-            rendered |= {"budget_split": f"{render_split(self.split, closed=False)}; one part "
-                                         "of the release: see composes_into",
-                         "budget_parts": self.split.to_json()}
+        if self.split is not None:  # the release's charge and guarantee are the release's
+            split = replace(self.split, epsilon=None, delta=None, replace_one=None)
+            rendered |= {"budget_split": f"{render_split(split)}; one part of the release: "
+                                         "see composes_into", "budget_parts": split.to_json()}
         return rendered | {"noise_sampler": self.noise_sampler,
                            "noise_seeded": self.noise_seeded,
                            "neighbouring": release.neighbouring, "privacy_unit": release.unit,

@@ -113,16 +113,15 @@ class BudgetSplit:
                    None if replace_one is None else ReplaceOne(**replace_one))
 
 
-def render_split(split: BudgetSplit, *, closed: bool = True) -> str:
-    """The split in words: every part, the parameters and, where ``closed``, the ledger's
-    replace-one charge and the guarantee (a part of a release leaves both to the release's
-    record). The one place budget-split prose is written."""
+def render_split(split: BudgetSplit) -> str:
+    """The split in words: every part, the parameters, the ledger's replace-one charge and the
+    guarantee, where the split has them. The one place budget-split prose is written."""
     words = [_part(p, "the budget") for p in split.parts]
     if split.parameters:
         words.append(", ".join(f"{name} = {value:g}" for name, value in split.parameters.items()))
-    if closed and split.replace_one is not None:
+    if split.replace_one is not None:
         words.append(_replace_one(split.replace_one))
-    if closed and split.epsilon is not None:
+    if split.epsilon is not None:
         words.append(f"{_accountant(split.accountant)} gives ({split.epsilon:g}, "
                      f"{split.delta or 0.0:g})-DP")
     return "; ".join(words)
