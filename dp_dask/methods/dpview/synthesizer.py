@@ -168,9 +168,10 @@ class DPViewSynthesizer(Synthesizer):
     def _budget_split(self, shares: np.ndarray) -> BudgetSplit:
         """The split: the noisy n's share where the guideline needed it, then the views,
         view i at epsilon_v·P_i."""
+        noisy_n = self.view_size == AUTO and self.rows is None and not self.rows_public
         rows = (BudgetPart("noisy n for the guideline", share=self.config.rows_share,
-                           epsilon=self.rows_noise_["epsilon"], mechanism="Laplace", norm="L1",
-                           sensitivity=1.0),) if self.rows_noise_ else ()
+                           epsilon=self.epsilon * self.config.rows_share, mechanism="Laplace",
+                           norm="L1", sensitivity=1.0),) if noisy_n else ()
         upper = sum(v is not None for v in self.upper[0])
         views = BudgetPart(
             "views", count=len(shares), symbol="epsilon_v", epsilon=self.views_epsilon,
