@@ -189,9 +189,8 @@ def draft_and_fit(data: TableSource, *, epsilon: float, delta: float = DEFAULT_D
             delta=split["release"]["delta"], noise_sampler=noise_sampler,
             noise_seed=noise_seed, show_progress=show_progress, ledger=False,
             dataset_name=dataset_name, **method_options)
+        synthesizer.one_command = {**split, "left_out": dropped}  # in the record it renders
         synthesizer.fit(data, storage_options=storage_options)
-    privacy = synthesizer.model.metadata["privacy"]
-    privacy["one_command"] = {**split, "left_out": dropped}
     if entry is not None:
         synthesizer.model.metadata["ledger"] = {"dataset_name": entry.dataset_name,
                                                 "run_id": entry.run_id}

@@ -93,6 +93,7 @@ from dp_dask.privacy.ledger import (
     reserving,
 )
 from dp_dask.privacy.record import Cost, PrivacyRecord
+from dp_dask.privacy.split import BudgetPart, BudgetSplit
 from dp_dask.synthesizer import EmptyInputError
 from dp_dask.timing import timed
 from dp_dask.tuning import changed
@@ -452,20 +453,17 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
         accountant, notion = BASIC_COMPOSITION, "differential privacy"
         details: dict[str, Any] = {
             "notion": notion, "ledger_notion": APPROX_DP, "statement": dp_statement(unit),
-            "differentially_private": private,
-            "budget_split": f"ε={epsilon:g} over {schema.m} histograms: Laplace scale "
-                            + ("2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε")
-                            + f" = {plan[0].scale:.6g} per count"}
+            "differentially_private": private}
+        split = BudgetSplit((BudgetPart(
+            "histograms", count=schema.m, epsilon=epsilon, mechanism="Laplace",
+            scale=plan[0].scale,
+            scale_rule="2m/ε" if unit is None else f"2·{unit.max_rows}·m/ε"),), accountant)
     else:
         accountant, notion = DDP_ACCOUNTANT, "dependent differential privacy"
         fallen = [[schema.names[a] for a in c.columns] for c in plan if c.fallback]
         details = {
             "notion": notion, "ledger_notion": DEPENDENT_DP,
             "statement": DDP_STATEMENT, "differentially_private": False,
-            "budget_split": (f"{tables_epsilon:g} of ε (pure DP, Laplace) on noisy histograms "
-                             "and within-chunk 2-way tables to learn the network; "
-                             if tables_epsilon else "")
-                            + f"ε={hist_epsilon:g} on the histograms, ε·k_c/m per chunk",
             "scale_formula": "b = 2·m·DS/(k_c·ε) per chunk (replace-one: twice the paper's "
                              "add/remove m·DS/(k·ε)); the plain-DP 2m/ε when DS ≥ k_c",
             "dp_without_assumption": {
@@ -484,9 +482,14 @@ def stats_metadata(schema: Schema, n_rows: int, epsilon: float, mechanism: str, 
                         "dependent_sensitivity": c.dependent_sensitivity, "rho": c.rho,
                         "laplace_scale": c.scale, "fallback": c.fallback} for c in plan],
         }
+        network_part = (BudgetPart("noisy histograms and within-chunk 2-way tables to learn "
+                                   "the network", epsilon=tables_epsilon,
+                                   mechanism="Laplace, pure DP"),) if tables_epsilon else ()
+        split = BudgetSplit((*network_part, BudgetPart(
+            "histograms", epsilon=hist_epsilon, rule="ε·k_c/m per chunk")), accountant)
     record = PrivacyRecord(
         Cost(epsilon, 0.0, mechanism, accountant), neighbouring("replace", unit),
-        unit_record(unit, seeded), sampler, seeded, details=details,
+        unit_record(unit, seeded), sampler, seeded, details=details, split=split,
         # Tabular-DDP is no DP notion: never summed with the draft
         draft=drafted_record(schema.drafted_under_dp, epsilon=epsilon, delta=0.0, unit=unit,
                              notion="replace" if mechanism == "laplace" else "dependent")

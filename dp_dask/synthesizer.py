@@ -172,6 +172,9 @@ class Synthesizer:
         self.budget_epsilon = budget_epsilon
         self.force = force
         self.accept_row_level_draft = accept_row_level_draft
+        # set by dp_dask.one_command before its fit: the one command's split of (ε, δ) between
+        # the draft and this release, recorded in the release's privacy record
+        self.one_command: dict[str, Any] | None = None
         # loaded from the parameters by each fit (and by from_model)
         self.schema_: Schema | None = None
         self.privacy_unit_: units.PrivacyUnit | None = None
@@ -566,7 +569,8 @@ class Synthesizer:
     def _privacy_record(self, *, neighbouring: str = NEIGHBOURING["replace"],
                         as_replace_one: bool = False, **fields: Any) -> dict[str, Any]:
         """The :class:`PrivacyRecord` (``privacy_record_``) rendered. ``fields``: the cost's (ε, δ:
-        the synthesizer's by default), ``rho_split``, ``guarantee``, the method's own;
+        the synthesizer's by default), ``rho_split``, ``split`` (the budget split, a
+        :class:`~dp_dask.privacy.split.BudgetSplit`), the method's own;
         ``as_replace_one``: it holds the ledger's replace-one-row cost too (the release's notion
         is another)."""
         cost = {"epsilon": self.epsilon, "delta": self.delta, "rho": None,
@@ -580,8 +584,8 @@ class Synthesizer:
                               if self.unit_level_choice_ else {})},
             self.noise_sampler, self.noise_seed is not None,
             charge=self.ledger_cost() if as_replace_one else None,
-            rho_split=fields.pop("rho_split", None), guarantee=fields.pop("guarantee", None),
-            details=fields,
+            rho_split=fields.pop("rho_split", None), split=fields.pop("split", None),
+            details=fields, one_command=self.one_command,
             types_from_data=self.schema.types_from_data or None,  # see _fit's warning
             # drafted under DP: the sum only where both protect one unit (and one notion)
             draft=units.drafted_record(

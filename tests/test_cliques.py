@@ -268,7 +268,7 @@ def test_item2_joint_measures_the_histograms_again_where_it_pays(client, neighbo
     one_way = synthesizer.model_.measurements[:schema.m]
     assert all(m.sigma < s for m, s in zip(one_way, first))
     assert spent(synthesizer) == pytest.approx(plan.rho, rel=1e-9)
-    assert "to the 1-way histograms again" in synthesizer.model_.metadata["privacy"][
+    assert "to 1-way histograms again" in synthesizer.model_.metadata["privacy"][
         "budget_split"]
 
 

@@ -205,7 +205,7 @@ def test_cli_synth_with_opendp_noise_is_recorded(client, data, tmp_path, capsys)
     assert code == 0
     assert "method dpcopula-hybrid" in capsys.readouterr().out
     model = load_model(out / "model")
-    assert "epsilon0 = 0.05 to the 6 stratum counts" in model.metadata["privacy"]["budget_split"]
+    assert "epsilon0 = 0.05 to 6 stratum counts" in model.metadata["privacy"]["budget_split"]
     assert model.method == "dpcopula-hybrid"
     assert model.metadata["privacy"]["differentially_private"] is True
     assert model.metadata["model"]["min_rows"] == 50

@@ -25,6 +25,7 @@ from dp_dask.privacy import (
     zcdp_delta,
     zcdp_rho_for,
 )
+from dp_dask.privacy.split import render_split
 
 dp.enable_features("contrib")
 
@@ -168,7 +169,7 @@ def test_zcdp_delta_matches_opendp(rho: float, epsilon: float) -> None:
 def test_gaussian_plan_is_within_budget_per_opendp(epsilon: float, delta: float) -> None:
     plan = plan_noise("gaussian", epsilon, delta, ADULT_M, accountant="zcdp")
     assert plan.accountant == "zcdp"
-    assert ZCDP_CONVERSION in plan.budget_split()
+    assert ZCDP_CONVERSION in render_split(plan.split())
     assert plan.sensitivity == pytest.approx(math.sqrt(2 * 105), rel=1e-15)
     assert plan.scale == pytest.approx(plan.sensitivity / math.sqrt(2 * plan.rho), rel=1e-15)
     gauss = dp.m.make_gaussian(
@@ -311,9 +312,10 @@ def test_plan_to_json_and_frozen() -> None:
     for mechanism in ("laplace", "gaussian"):
         plan = plan_noise(mechanism, 1.0, 1e-9, ADULT_M)
         record = json.loads(json.dumps(plan.to_json()))
-        assert {f.name for f in dataclasses.fields(NoisePlan)} | {"budget_split"} == set(record)
+        assert {f.name for f in dataclasses.fields(NoisePlan)} == set(record)
         assert record["scale"] == plan.scale
-        assert str(plan.k) in record["budget_split"]
+        assert plan.split().parts[0].count == plan.k
+        assert f"{plan.k} queries" in render_split(plan.split())
         with pytest.raises(dataclasses.FrozenInstanceError):
             plan.scale = 1.0  # type: ignore[misc]
 

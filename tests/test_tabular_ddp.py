@@ -120,7 +120,7 @@ def test_end_to_end_tabular_ddp_from_noisy_tables_on_the_cluster(client, data, t
     assert privacy["statement"] == DDP_STATEMENT
     assert "Pufferfish" in privacy["statement"] and privacy["differentially_private"] is False
     assert privacy["ledger_notion"] == DEPENDENT_DP
-    assert "0.3 of ε" in privacy["budget_split"]
+    assert "epsilon 0.3 to" in privacy["budget_split"]
     assert [c["columns"] for c in privacy["chunks"]] == [["colour", "size"], ["flag", "city"]]
     # the network is the Chow–Liu tree of each chunk: one edge each
     assert len(privacy["network"]["edges"]) == 2

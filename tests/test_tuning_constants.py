@@ -186,7 +186,7 @@ def test_item5_a_budget_share_in_config_keeps_its_accounting(client):
         split = privacy["rho_split"]
         assert split["unit_model"] == pytest.approx(share * privacy["rho"], rel=1e-12)
         assert split["row_model"] == pytest.approx((1 - share) * privacy["rho"], rel=1e-12)
-        assert f"({share:g} of the measurements') to the unit model" in privacy["budget_split"]
+        assert f"({share:g} of the budget) to the unit model" in privacy["budget_split"]
     assert records[0]["rho"] == records[1]["rho"]
     assert records[1]["epsilon"] == records[0]["epsilon"] == 1.0
     assert tuned.model.metadata["config"] == {"unit_share": 0.4}

@@ -174,7 +174,7 @@ def test_wide_release_beats_independent_marginals(client, tmp_path):
     assert privacy["tables"]["tables"] == "spanning tree"
     assert privacy["k"] == 3 * m - 1 + CONFIG.refine_rounds
     # the record states the tree plan's shares, not the all-pairs plan's
-    assert f"{CONFIG.tree_one_way_share:g} to the histograms" in privacy["budget_split"]
+    assert f"{CONFIG.tree_one_way_share:g} of it to histograms" in privacy["budget_split"]
     assert synthesizer.model.metadata["model"]["budget_shares"].startswith(
         f"{CONFIG.tree_one_way_share:g} of rho to the histograms, "
         f"{CONFIG.selection_share:.6g} to the tree's")

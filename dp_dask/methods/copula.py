@@ -60,7 +60,7 @@ class GaussianCopulaSynthesizer(Synthesizer):
         metadata |= {
             "method": "dp-gaussian-copula (Asghar et al.)",
             "privacy": self._privacy_record(
-                **plan.to_json(), negatives="clamped to 0",
+                **plan.to_json(), split=plan.split(), negatives="clamped to 0",
                 post_processing="histograms and tables projected onto the public total n; "
                                 "noise-sized dependence shrunk (see model)"),
         }

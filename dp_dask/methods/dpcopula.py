@@ -41,7 +41,7 @@ data, like its single coefficient per pair (benchmarks/SESSIONS.md, "DPCopula").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -58,6 +58,7 @@ from dp_dask.model_io import model_schema, read_model_arrays, write_model_files
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.efpa import efpa_histogram
 from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.split import BudgetPart, BudgetSplit
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
 
@@ -272,10 +273,8 @@ class DPCopulaKendallSynthesizer(Synthesizer):
         if self.histograms not in HISTOGRAM_MECHANISMS:
             raise ValueError(f"unknown histogram mechanism {self.histograms!r}; expected one of "
                              f"{HISTOGRAM_MECHANISMS}")
-        epsilon1, epsilon2 = split_budget(self.epsilon, self.k, self.schema.m)
         return {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
-                "accountant": BASIC_COMPOSITION, "rho": None,
-                "budget_split": self._budget_split(epsilon1, epsilon2)}
+                "accountant": BASIC_COMPOSITION, "rho": None}
 
     def _histogram_mechanism(self, epsilon1: float) -> str:
         """The marginals' mechanism and its budget parts, for the release record."""
@@ -287,18 +286,39 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                     f"Laplace noise (L1 sensitivity of the kept coefficients)")
         return f"Laplace, L1 sensitivity 2 each, epsilon1/m = {share:.6g} each"
 
-    def _budget_split(self, epsilon1: float, epsilon2: float) -> str:
+    def _budget_split(self, epsilon1: float, epsilon2: float) -> BudgetSplit:
+        """The split: ε1 to the m histograms, ε2 to the C(m, 2) correlations, k = ε1/ε2."""
         m = self.schema.m
-        return (f"epsilon1 = {epsilon1:.6g} to the {m} histograms "
-                f"({self._histogram_mechanism(epsilon1)}), epsilon2 = {epsilon2:.6g} to the "
-                f"{m * (m - 1) // 2} "
-                f"{self._correlations_measured()}, epsilon2/C(m,2) each); "
-                f"k = epsilon1/epsilon2 = {self.k:g}; basic composition gives "
-                f"({self.epsilon:g}, 0)-DP")
+        share = epsilon1 / m
+        if self.histograms == "efpa":
+            histograms = BudgetPart(
+                "histograms", count=m, symbol="epsilon1", epsilon=epsilon1, epsilon_each=share,
+                mechanism="EFPA (Acs, Castelluccia & Chen 2012)", rule="epsilon1/m",
+                parts=(BudgetPart("Fourier coefficients kept, chosen", epsilon_each=share / 2,
+                                  mechanism="report noisy max", norm="score",
+                                  sensitivity_rule="sqrt(2)"),
+                       BudgetPart("kept coefficients' noise", epsilon_each=share / 2,
+                                  mechanism="Laplace", norm="L1",
+                                  sensitivity_rule="of the kept coefficients")))
+        else:
+            histograms = BudgetPart("histograms", count=m, symbol="epsilon1", epsilon=epsilon1,
+                                    epsilon_each=share, mechanism="Laplace", norm="L1",
+                                    sensitivity=2.0, rule="epsilon1/m")
+        pairs = m * (m - 1) // 2
+        correlations = replace(self._correlations_measured(), count=pairs, symbol="epsilon2",
+                               epsilon=epsilon2, rule="epsilon2/C(m,2)",
+                               epsilon_each=epsilon2 / pairs if pairs else None)
+        return BudgetSplit((histograms, correlations), BASIC_COMPOSITION, self.epsilon, 0.0,
+                           {"k = epsilon1/epsilon2": self.k, **self._split_parameters()})
 
-    def _correlations_measured(self) -> str:
+    def _correlations_measured(self) -> BudgetPart:
         """What ε2 buys, for the budget split: the coefficients and their noise's sensitivity."""
-        return "Kendall tau-a coefficients (Laplace, sensitivity 4/n each"
+        return BudgetPart("Kendall tau-a coefficients", mechanism="Laplace",
+                          sensitivity_rule="4/n each")
+
+    def _split_parameters(self) -> dict[str, float]:
+        """The budget split's parameters beside k (DPCopula-MLE's l)."""
+        return {}
 
     def _parameters(self) -> dict[str, Any]:
         return {"k": self.k, "histograms": self.histograms}
@@ -315,7 +335,7 @@ class DPCopulaKendallSynthesizer(Synthesizer):
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
                 epsilon1=epsilon1, epsilon2=epsilon2, k=self.k,
                 histogram_mechanism=self._histogram_mechanism(epsilon1),
-                budget_split=plan["budget_split"], post_processing=self.post_processing,
+                split=self._budget_split(epsilon1, epsilon2), post_processing=self.post_processing,
                 **privacy),
         }
 

@@ -90,6 +90,7 @@ from dp_dask.methods.dpview import integer_table
 from dp_dask.model_io import model_schema, read_model_arrays, write_model_files
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.split import BudgetPart, BudgetSplit
 from dp_dask.synthesizer import EmptyInputError, Synthesizer
 from dp_dask.timing import timed
 
@@ -464,22 +465,28 @@ class DPCopulaHybridSynthesizer(Synthesizer):
         epsilon0, epsilon1, epsilon2 = self._budget()
         self._min_rows(epsilon2)
         return {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
-                "accountant": BASIC_COMPOSITION, "rho": None,
-                "budget_split": self._budget_split(epsilon0, epsilon1, epsilon2)}
+                "accountant": BASIC_COMPOSITION, "rho": None}
 
-    def _budget_split(self, epsilon0: float, epsilon1: float, epsilon2: float) -> str:
+    def _budget_split(self, epsilon0: float, epsilon1: float, epsilon2: float) -> BudgetSplit:
+        """The split: ε0 to the stratum counts, ε1 to every stratum's histograms, ε2 to the
+        Kendall numerators of the strata with a copula."""
         strata = self._strata()
         large = len(strata.large)
-        return (f"epsilon0 = {epsilon0:.6g} to the {strata.cells} stratum counts (Laplace, "
-                f"L1 sensitivity 2), epsilon1 = {epsilon1:.6g} to the {large} histograms of "
-                f"every stratum (one Laplace measurement, L1 sensitivity {2 * large}), "
-                f"epsilon2 = {epsilon2:.6g} to the Kendall tau-a numerators of the "
-                f"{len(strata.pairs)} pairs in each stratum with a copula, on its first N_p "
-                f"rows in a uniformly random order (Laplace, L1 sensitivity 2(N_p - 1)·C(k,2) "
-                f"per stratum, at most two strata move: epsilon2/2 each); counts_share = "
-                f"{self.counts_share:g}, k = "
-                f"epsilon1/epsilon2 = {self.k:g}; basic composition gives "
-                f"({self.epsilon:g}, 0)-DP")
+        return BudgetSplit((
+            BudgetPart("stratum counts", count=strata.cells, symbol="epsilon0",
+                       epsilon=epsilon0, mechanism="Laplace", norm="L1",
+                       sensitivity=float(HISTOGRAM_L1_SENSITIVITY)),
+            BudgetPart("histograms of every stratum", count=large, symbol="epsilon1",
+                       epsilon=epsilon1, mechanism="Laplace, one measurement", norm="L1",
+                       sensitivity=float(HISTOGRAM_L1_SENSITIVITY * large)),
+            BudgetPart("pairs' Kendall tau-a numerators in each stratum with a copula",
+                       count=len(strata.pairs), symbol="epsilon2", epsilon=epsilon2,
+                       mechanism="Laplace", norm="L1",
+                       sensitivity_rule="2(N_p - 1)·C(k,2) per stratum",
+                       note="on its first N_p rows in a uniformly random order; at most two "
+                            "strata move: epsilon2/2 each")),
+            BASIC_COMPOSITION, self.epsilon, 0.0,
+            {"counts_share": self.counts_share, "k = epsilon1/epsilon2": self.k})
 
     def _parameters(self) -> dict[str, Any]:
         return {"small_domain": self.small_domain, "max_partitions": self.max_partitions,
@@ -543,7 +550,8 @@ class DPCopulaHybridSynthesizer(Synthesizer):
             "privacy": self._privacy_record(
                 delta=0.0, mechanism="laplace", accountant=plan["accountant"], rho=None,
                 epsilon0=epsilon0, epsilon1=epsilon1, epsilon2=epsilon2, k=self.k,
-                budget_split=plan["budget_split"], post_processing=self.post_processing),
+                split=self._budget_split(epsilon0, epsilon1, epsilon2),
+                post_processing=self.post_processing),
             "model": {
                 "method": HYBRID, "epsilon0": epsilon0, "epsilon1": epsilon1,
                 "epsilon2": epsilon2,

@@ -100,6 +100,7 @@ from dp_dask.methods.dpcopula import (
     split_budget,
 )
 from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.split import BudgetPart
 from dp_dask.timing import timed
 
 MLE = "dpcopula-mle"
@@ -308,13 +309,19 @@ class DPCopulaMLESynthesizer(DPCopulaKendallSynthesizer):
             raise ValueError(f"blocks must be an integer >= 1, got {self.blocks!r}")
         return super()._privacy_plan()
 
-    def _correlations_measured(self) -> str:
-        blocks = (f"l = {self.blocks_}" if self.blocks_ is not None else
-                  f"l = {self.blocks}" if self.blocks is not None else
-                  "l from n, m and epsilon2 by the public rule of dp_dask.methods.dpcopula_mle")
-        return (f"block-averaged copula correlations (subsample and aggregate over blocks of "
-                f"consecutive rows in a uniformly random order, {blocks}; Laplace, "
-                f"sensitivity 2/l each")
+    def _correlations_measured(self) -> BudgetPart:
+        blocks = self.blocks_ if self.blocks_ is not None else self.blocks
+        return BudgetPart(
+            "block-averaged copula correlations", mechanism="Laplace",
+            sensitivity_rule="2/l each",
+            note="subsample and aggregate over blocks of consecutive rows in a uniformly random "
+                 "order" + ("" if blocks is not None else
+                            "; l from n, m and epsilon2 by the public rule of "
+                            "dp_dask.methods.dpcopula_mle"))
+
+    def _split_parameters(self) -> dict[str, float]:
+        blocks = self.blocks_ if self.blocks_ is not None else self.blocks
+        return {} if blocks is None else {"l": blocks}
 
     def _parameters(self) -> dict[str, Any]:
         return {**super()._parameters(), "blocks": self.blocks}

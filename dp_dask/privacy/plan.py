@@ -38,6 +38,7 @@ from dp_dask.privacy.accounting import (
     rho_budget,
 )
 from dp_dask.privacy.noise import SAMPLERS, gaussian_noise, laplace_noise
+from dp_dask.privacy.split import BudgetPart, BudgetSplit
 
 MECHANISMS = ("laplace", "gaussian")
 _PLAN_RTOL = 1e-9
@@ -63,28 +64,24 @@ class NoisePlan:
     accountant: str
     sensitivity: float
 
-    def budget_split(self) -> str:
-        """One sentence saying how (ε, δ) is spent across the k queries."""
+    def split(self) -> BudgetSplit:
+        """How (ε, δ) is spent across the k queries, as a value (rendered by
+        :func:`~dp_dask.privacy.split.render_split`)."""
         if self.mechanism == "laplace":
             total_delta = 0.0 if self.accountant == BASIC_COMPOSITION else self.delta
-            return (
-                f"each of {self.k} queries is {self.per_query_epsilon:.6g}-DP (Laplace b = "
-                f"{self.scale:.6g} per cell, L1 sensitivity {self.sensitivity:g}); "
-                f"{self.accountant} gives ({self.epsilon:g}, {total_delta:g})-DP overall"
-            )
-        head = (
-            f"one Gaussian mechanism on all {self.k} queries concatenated (sigma = "
-            f"{self.scale:.6g} per cell, L2 sensitivity sqrt(2k) = {self.sensitivity:.6g})"
-        )
-        if self.accountant == "exact":
-            return (
-                f"{head} is {math.sqrt(2 * self.rho):.6g}-GDP (rho = mu^2/2 = {self.rho:.6g}); "
-                f"the {_ACCOUNTANT_TEXT['exact']} gives ({self.epsilon:g}, {self.delta:g})-DP"
-            )
-        return (
-            f"{head} is {self.rho:.6g}-zCDP; the {_ACCOUNTANT_TEXT['zcdp']} gives "
-            f"({self.epsilon:g}, {self.delta:g})-DP"
-        )
+            return BudgetSplit((BudgetPart(
+                "queries", count=self.k, epsilon_each=self.per_query_epsilon,
+                mechanism="Laplace", norm="L1", sensitivity=self.sensitivity,
+                scale=self.scale),), self.accountant, self.epsilon, total_delta)
+        zcdp = self.accountant == "zcdp"
+        return BudgetSplit(
+            (BudgetPart("queries concatenated, one Gaussian mechanism", count=self.k,
+                        rho=self.rho, mechanism="Gaussian", norm="L2",
+                        sensitivity_rule=f"sqrt(2k) = {self.sensitivity:.6g}",
+                        scale=self.scale, scale_rule="sigma",
+                        note="rho-zCDP" if zcdp else "sqrt(2 rho)-GDP, rho = mu^2/2"),),
+            _ACCOUNTANT_TEXT[self.accountant], self.epsilon, self.delta,
+            {} if zcdp else {"mu": math.sqrt(2 * self.rho)})
 
     @property
     def cell_std(self) -> float:
@@ -92,8 +89,8 @@ class NoisePlan:
         return math.sqrt(2.0) * self.scale if self.mechanism == "laplace" else self.scale
 
     def to_json(self) -> dict[str, Any]:
-        """All fields plus the budget split, as JSON-serialisable values."""
-        return {**asdict(self), "budget_split": self.budget_split()}
+        """All fields, as JSON-serialisable values (the split: :meth:`split`)."""
+        return asdict(self)
 
 
 def plan_noise(mechanism: str, epsilon: float, delta: float, m: int, *,

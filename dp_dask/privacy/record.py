@@ -22,12 +22,13 @@ claim inside a unit-level release would misstate what it protects).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dp_dask.privacy.accounting import ACCOUNTANTS, BASIC_COMPOSITION, epsilon_spent
 from dp_dask.privacy.audit import epsilon_at_delta
 from dp_dask.privacy.labels import NON_PRIVATE_LABEL, PRIVATE_SAMPLERS, privacy_claim
+from dp_dask.privacy.split import BudgetSplit, render_split
 
 # The fields of a Cost, as metadata and the ledger name them.
 COST_FIELDS = ("epsilon", "delta", "mechanism", "accountant", "rho")
@@ -70,15 +71,17 @@ class PrivacyRecord:
     replace-one rows, what the ledger counts, where it differs (an add/remove release);
     ``unit``: the privacy unit's record (dp_dask.data.units.unit_record); ``rho_split``: ρ by
     part where a choice of K spent a share first; ``details``: the method's own fields, in
-    order (its measurements with their ρ or ε, selection, ``budget_split`` in words,
-    post-processing); ``draft``: the schema's drafting under DP; ``types_from_data``: the
+    order (its measurements with their ρ or ε, selection, post-processing); ``split``: the
+    budget split as a value (dp_dask.privacy.split), rendered as ``budget_parts`` and, in
+    words, ``budget_split``; ``draft``: the schema's drafting under DP; ``one_command``: the
+    one command's split of its (ε, δ) between the draft and the release, and the columns it
+    left out (dp_dask.one_command; None for a release of its own); ``types_from_data``: the
     columns whose types came from the data; ``label``: a notion's own label for a release
     that is not a synthesizer's (dp-dask stats), None for the synthesizers' claim;
     ``with_rho``: whether the metadata holds ``rho`` even when it is None (a synthesizer's
-    does; dp-dask stats' never did, and its releases stay as they were); ``guarantee``: what
-    the whole release is charged and given, in words (the ledger's replace-one charge where
-    the release's notion is another, and the (ε, δ) its accountant gives), closing the budget
-    split (None: the method's split states it itself), which a part's record
+    does; dp-dask stats' never did, and its releases stay as they were). What the whole
+    release is charged and given (the ledger's replace-one charge where the release's notion
+    is another, the (ε, δ) its accountant gives) closes the split, which a part's record
     (:meth:`part_metadata`) leaves to the release's."""
 
     cost: Cost
@@ -89,11 +92,12 @@ class PrivacyRecord:
     charge: Cost | None = None
     rho_split: dict[str, float] | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    split: BudgetSplit | None = None
     draft: dict[str, Any] | None = None
+    one_command: dict[str, Any] | None = None
     types_from_data: Any = None
     label: str | None = None
     with_rho: bool = True
-    guarantee: str | None = None
 
     @property
     def ledger_cost(self) -> Cost:
@@ -105,12 +109,12 @@ class PrivacyRecord:
         return self.ledger_cost if notion == "replace" else self.cost
 
     def budget_split(self) -> str | None:
-        """The split in words: the method's, after the choice of K's share where there was one,
-        closed by the :attr:`guarantee` where there is one."""
-        split = self.details.get("budget_split")
-        if split is not None and self.guarantee:
-            split = f"{split}; {self.guarantee}"
-        if split is None or "max_rows_choice" not in (self.rho_split or {}):
+        """The split in words (:func:`~dp_dask.privacy.split.render_split`), after the choice
+        of K's share where there was one."""
+        if self.split is None:
+            return None
+        split = render_split(self.split)
+        if "max_rows_choice" not in (self.rho_split or {}):
             return split
         return (f"rho {self.rho_split['max_rows_choice']:.6g} to choosing max_rows "
                 f"(privacy_unit.auto), then rho {self.rho_split['measurements']:.6g} to the "
@@ -129,14 +133,17 @@ class PrivacyRecord:
             rendered["replace_one_row"] = {"epsilon": self.charge.epsilon,
                                            "rho": self.charge.rho}
         rendered |= self.details
-        if "budget_split" in self.details:
-            rendered["budget_split"] = self.budget_split()
+        if self.split is not None:
+            rendered |= {"budget_split": self.budget_split(),
+                         "budget_parts": self.split.to_json()}
         rendered |= {"noise_sampler": self.noise_sampler, "noise_seeded": self.noise_seeded,
                      "neighbouring": self.neighbouring, "privacy_unit": self.unit}
         if self.types_from_data:
             rendered["schema_types_from_data"] = self.types_from_data
         if self.draft:
             rendered["schema_drafted_under_dp"] = self.draft
+        if self.one_command is not None:
+            rendered["one_command"] = self.one_command
         return rendered | self._claim(rendered)
 
     def part_metadata(self, part: str, release: PrivacyRecord) -> dict[str, Any]:
@@ -161,9 +168,10 @@ class PrivacyRecord:
                     "; the release's own privacy record states it")
         rendered: dict[str, Any] = {"part": part, **charge, "mechanism": cost.mechanism,
                                     "accountant": cost.accountant, **self.details}
-        if "budget_split" in self.details:
-            rendered["budget_split"] = (f"{self.details['budget_split']}; one part of the "
-                                        "release: see composes_into")
+        if self.split is not None:  # the release's charge and guarantee are the release's
+            split = replace(self.split, epsilon=None, delta=None, replace_one=None)
+            rendered |= {"budget_split": f"{render_split(split)}; one part of the release: "
+                                         "see composes_into", "budget_parts": split.to_json()}
         return rendered | {"noise_sampler": self.noise_sampler,
                            "noise_seeded": self.noise_seeded,
                            "neighbouring": release.neighbouring, "privacy_unit": release.unit,
@@ -181,15 +189,19 @@ class PrivacyRecord:
 
     @classmethod
     def from_metadata(cls, privacy: Mapping[str, Any]) -> PrivacyRecord:
-        """The record a release's ``privacy`` metadata renders, as far as the audit reads it:
-        the costs, notion and unit as values; the rest (claim included) as rendered."""
+        """The record a release's ``privacy`` metadata renders (:meth:`to_metadata`'s inverse):
+        the costs, notion, unit, budget split and one command's split as values; the method's
+        own fields (the claim included) as rendered. A release whose claim has no ``reason``
+        is a notion's own label (dp-dask stats'); one without ``rho``, without it."""
         cost = Cost(float(privacy["epsilon"]), float(privacy.get("delta", 0.0)),
                     privacy.get("mechanism", ""), privacy.get("accountant", ""),
                     privacy.get("rho"))
         charge = privacy.get("replace_one_row")
         known = {*COST_FIELDS, "rho_split", "replace_one_row", "noise_sampler", "noise_seeded",
                  "neighbouring", "privacy_unit", "schema_types_from_data",
-                 "schema_drafted_under_dp"}
+                 "schema_drafted_under_dp", "one_command",
+                 *(("budget_parts", "budget_split") if "budget_parts" in privacy else ())}
+        parts = privacy.get("budget_parts")
         return cls(cost, privacy.get("neighbouring", ""), privacy.get("privacy_unit") or {},
                    privacy.get("noise_sampler", ""), bool(privacy.get("noise_seeded")),
                    charge=None if charge is None else Cost(
@@ -197,5 +209,9 @@ class PrivacyRecord:
                        charge.get("rho")),
                    rho_split=privacy.get("rho_split"),
                    details={k: v for k, v in privacy.items() if k not in known},
+                   split=None if parts is None else BudgetSplit.from_json(parts),
                    draft=privacy.get("schema_drafted_under_dp"),
-                   types_from_data=privacy.get("schema_types_from_data"))
+                   one_command=privacy.get("one_command"),
+                   types_from_data=privacy.get("schema_types_from_data"),
+                   label=None if "reason" in privacy else privacy.get("label"),
+                   with_rho="rho" in privacy)

@@ -28,17 +28,17 @@ from dp_dask.methods.dpview.layout import (
     check_tries,
     check_view_cells,
     check_view_size,
-    domain,
     guideline_view_size,
     upper_views,
     view_layout,
 )
-from dp_dask.methods.dpview.measure import budget_shares, split_views
+from dp_dask.methods.dpview.measure import split_views
 from dp_dask.methods.dpview.model import DPViewModel, dpview
 from dp_dask.methods.marginals import check_neighbours
 from dp_dask.privacy.accounting import BASIC_COMPOSITION
 from dp_dask.privacy.labels import NEIGHBOURING
 from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.split import BudgetPart, BudgetSplit
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
 from dp_dask.tuning import as_config, changed
@@ -153,14 +153,10 @@ class DPViewSynthesizer(Synthesizer):
         return self.layout_.views + tuple(v for v in self.upper[0] if v is not None)
 
     def _privacy_plan(self) -> dict[str, Any]:
-        plan = {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
+        if self.layout_ is not None:  # else the guideline picks the layout once n is known
+            check_view_cells(self.measured_views, self.schema)  # before the views are counted
+        return {"epsilon": self.epsilon, "delta": 0.0, "mechanism": "laplace",
                 "accountant": BASIC_COMPOSITION, "rho": None}
-        if self.layout_ is None:  # the guideline picks d once n is known
-            return plan | {"budget_split": f"views of the size Section IV-C7's guideline picks "
-                           f"from the public domain sizes, n and epsilon{self._rows_split()}"}
-        check_view_cells(self.measured_views, self.schema)  # before the views are counted
-        shares = budget_shares([domain(v, self.schema.sizes) for v in self.measured_views])
-        return plan | {"budget_split": self._budget_split(shares)}
 
     def _ledger_plan(self) -> dict[str, Any]:
         """The plan as replace-one-row DP: under add/remove every view's Laplace noise meets a
@@ -169,20 +165,22 @@ class DPViewSynthesizer(Synthesizer):
         plan = self._privacy_plan()
         return plan if self.rows_public else {**plan, "epsilon": 2 * plan["epsilon"]}
 
-    def _rows_split(self) -> str:
-        if self.view_size == AUTO and self.rows is None and not self.rows_public:
-            return (f"; first {self.config.rows_share:g} of epsilon on a noisy n (Laplace, L1 "
-                    "sensitivity 1) for the guideline, the rest on the views")
-        return ""
-
-    def _budget_split(self, shares: np.ndarray) -> str:
-        parts = ", ".join(f"{p:.4g}" for p in shares)
+    def _budget_split(self, shares: np.ndarray) -> BudgetSplit:
+        """The split: the noisy n's share where the guideline needed it, then the views,
+        view i at epsilon_v·P_i."""
+        noisy_n = self.view_size == AUTO and self.rows is None and not self.rows_public
+        rows = (BudgetPart("noisy n for the guideline", share=self.config.rows_share,
+                           epsilon=self.epsilon * self.config.rows_share, mechanism="Laplace",
+                           norm="L1", sensitivity=1.0),) if noisy_n else ()
         upper = sum(v is not None for v in self.upper[0])
-        what = f" (the chain, then {upper} upper cross views)" if self.plus else ""
-        return (f"{len(shares)} views{what} (Laplace, L1 sensitivity {self.sensitivity} each), "
-                f"view i gets epsilon_v*P_i with P_i = s_i^(1/3)/sum_j s_j^(1/3) (s = domain "
-                f"size): P = [{parts}], epsilon_v = {self.views_epsilon:g}{self._rows_split()};"
-                f" basic composition gives ({self.epsilon:g}, 0)-DP")
+        views = BudgetPart(
+            "views", count=len(shares), symbol="epsilon_v", epsilon=self.views_epsilon,
+            mechanism="Laplace", norm="L1", sensitivity=float(self.sensitivity),
+            rule="view i gets epsilon_v*P_i with P_i = s_i^(1/3)/sum_j s_j^(1/3) (s = domain "
+                 "size)", shares=tuple(float(p) for p in shares),
+            parts=(BudgetPart("views of the chain", count=len(self.layout_.views)),
+                   BudgetPart("upper cross views", count=upper)) if self.plus else ())
+        return BudgetSplit((*rows, views), BASIC_COMPOSITION, self.epsilon, 0.0)
 
     def _count_graph(self, ddf: dd.DataFrame) -> Delayed:
         self._resolve_layout(ddf)
@@ -226,7 +224,8 @@ class DPViewSynthesizer(Synthesizer):
                 neighbouring=NEIGHBOURING[self.neighbours],
                 as_replace_one=not self.rows_public, **rows_noise,
                 budget_shares=details["budget_shares"],
-                laplace_scales=details["laplace_scales"], budget_split=plan["budget_split"],
+                laplace_scales=details["laplace_scales"],
+                split=self._budget_split(np.asarray(details["budget_shares"])),
                 post_processing="totals set to n; weighted consistency on shared attributes "
                 f"{'(upper views included) ' if self.plus else ''}and projection of the "
                 "chain's tables onto {x >= 0, sum x = n}, alternated; largest-remainder "

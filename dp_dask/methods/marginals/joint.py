@@ -51,6 +51,7 @@ from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.postprocess.consistency import Marginals, Measurement
 from dp_dask.privacy.accounting import gaussian_sigma
 from dp_dask.privacy.noise import gaussian_measurements
+from dp_dask.privacy.split import BudgetPart
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,25 +132,33 @@ def dense_record(schema: Schema, measured: list[Measurement], fine: dict[int, Me
 
 def dense_budget_split(schema: Schema, measured: list[Measurement],
                        fine: dict[int, Measurement], plan: BudgetPlan, rho: float,
-                       sensitivity: float, one_way_share: float = 0.0) -> str:
-    """A dense-joint release's measurements in words (as :func:`dense_record`'s arguments), for
-    the budget split of :func:`~.synthesizer.release_record`."""
+                       sensitivity: float, one_way_share: float = 0.0) -> tuple[BudgetPart, ...]:
+    """A dense-joint release's one-shot measurements as budget parts (as
+    :func:`dense_record`'s arguments), for the split of :func:`~.synthesizer.release_record`."""
     config, m = plan.config, schema.m
     queries = measured[m:]
-    grids = (f"{plan.fine_share:g} of it to the fine histograms of "
-             f"{', '.join(schema.names[a] for a in sorted(fine))} (L2 sensitivity "
-             f"{sensitivity:.6g} each), in proportion to cells^{config.cells_exponent:.4g}; of "
-             "the rest " if fine else "")
-    again = (f"{one_way_share:g} of it to the 1-way histograms again (split as their first "
-             "draws, the two merged by inverse variance), the rest " if one_way_share else "")
-    return (f"{dense_measurements(measured, fine, m, one_way_share)} Gaussian "
-            "measurements (every 1-way histogram and every 3-way table, L2 "
-            f"sensitivity {sensitivity:.6g} each) sharing rho = "
-            f"{plan.one_shot:.6g}: {grids}{config.one_way_share:g} to the "
-            f"histograms, the rest (rho = {rho:.6g}): {again}to the "
-            f"{len(queries)} 3-way tables, each in proportion to "
-            f"cells^{config.cells_exponent:.4g}; no 2-way table, as the public rule "
-            "picked the dense joint (privacy.model_choice)")
+    rule = f"each in proportion to cells^{config.cells_exponent:.4g}"
+    again = (BudgetPart("1-way histograms again", share=one_way_share,
+                        note="split as their first draws, the two merged by inverse "
+                             "variance"),) if one_way_share else ()
+    coarse = BudgetPart(
+        "1-way histograms and 3-way tables (every one)",
+        count=dense_measurements(measured, {}, m, one_way_share), mechanism="Gaussian",
+        norm="L2", sensitivity=sensitivity, rule=rule,
+        note="no 2-way table, as the public rule picked the dense joint "
+             "(privacy.model_choice)",
+        parts=(BudgetPart("histograms", share=config.one_way_share),
+               BudgetPart("the rest", rho=rho, share=1 - config.one_way_share, parts=(
+                   *again, BudgetPart("3-way tables", count=len(queries),
+                                      share=1 - one_way_share)))))
+    if not fine:
+        return (replace(coarse, rho=plan.one_shot),)
+    names = ", ".join(schema.names[a] for a in sorted(fine))
+    return (BudgetPart("Gaussian measurements", rho=plan.one_shot,
+                       count=dense_measurements(measured, fine, m, one_way_share), parts=(
+        BudgetPart(f"fine histograms of {names}", share=plan.fine_share, norm="L2",
+                   sensitivity=sensitivity, rule=rule),
+        replace(coarse, share=1 - plan.fine_share))),)
 
 
 def dense_measurements(measured: list[Measurement], fine: dict[int, Measurement], m: int,

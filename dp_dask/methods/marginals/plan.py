@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from dp_dask.methods.marginals.select_pairs import (
 )
 from dp_dask.privacy.accounting import TABLE_L1_SENSITIVITY, TABLE_L2_SENSITIVITY
 from dp_dask.privacy.selection import Selection
+from dp_dask.privacy.split import BudgetPart
 
 # The ``fine_share`` option's default: the fine histograms' share of ρ (docs/tuning.md).
 FINE_SHARE = 0.03
@@ -122,65 +123,64 @@ class BudgetPlan:
 
     def budget_split(self, schema: Schema, *, k: int, sensitivity: float,
                      tree: TreeChoice | None, fine: dict[int, Any],
-                     dense: str | None = None) -> str:
-        """The metadata's account of the split: ``k`` one-shot 1-/2-way measurements of L2
-        ``sensitivity``, the ``tree`` chosen (None: all pairs), the ``fine`` histograms by
-        attribute; ``dense``: the one-shot measurements' account instead, on the dense-joint
-        path (joint.py). The ledger's replace-one charge, where the notion is another, is
-        :func:`replace_one_text`'s."""
+                     dense: tuple[BudgetPart, ...] | None = None) -> tuple[BudgetPart, ...]:
+        """The split's parts (:mod:`dp_dask.privacy.split`): ``k`` one-shot 1-/2-way
+        measurements of L2 ``sensitivity``, the ``tree`` chosen (None: all pairs), the ``fine``
+        histograms by attribute; ``dense``: the one-shot measurements' parts instead, on the
+        dense-joint path (joint.dense_budget_split); then the adaptive rounds'. The ledger's
+        replace-one charge and the guarantee close it (synthesizer.release_record)."""
         config = self.config
-        which = "every 1-way histogram and 2-way table"
-        histograms = f"{config.one_way_share:g} to the histograms"
-        tables = "the rest to the tables"
-        if tree is not None:
-            refined = tree.refinement
-            which = (f"every 1-way histogram twice, the {len(tree.pairs)} 2-way tables of a "
-                     f"tree and {len(refined.pairs)} more chosen against it")
-            histograms = (f"{config.tree_one_way_share:g} to the histograms "
-                          f"({config.one_way_share:g} before the plan was chosen, the rest "
-                          "after; the two averaged by inverse variance)")
-            tables = (f"{config.selection_share:.6g} to the tree's selection ({tree.rounds} "
-                      f"exponential-mechanism rounds of rho {tree.selection.rho:.6g}), "
-                      f"{config.refine_share:.6g} to {len(refined.pairs)} refinement rounds "
-                      "(each an exponential-mechanism selection of rho "
-                      f"{refined.selection.rho:.6g} and a table measured with rho "
-                      f"{refined.rho_measure:.6g}), the rest to the "
-                      "tree's tables")
-        split = (f"{k} Gaussian measurements ({which}, L2 "
-                 f"sensitivity {sensitivity:.6g} each) sharing rho = {self.one_shot:.6g}: "
-                 f"{histograms}, {tables}, each in "
-                 f"proportion to cells^(1/3)")
-        if fine:
-            names = [schema.names[a] for a in sorted(fine)]
-            split = (f"{k + len(fine)} Gaussian measurements sharing rho = "
-                     f"{self.one_shot:.6g}: "
-                     f"{self.fine_share:g} of it to the fine histograms of {', '.join(names)} "
-                     f"(L2 sensitivity {sensitivity:.6g} each), in proportion to cells^(1/3); "
-                     f"the rest to {k} measurements ({which}, "
-                     f"L2 sensitivity {sensitivity:.6g} each), of it {histograms}, {tables}, "
-                     "each in proportion to cells^(1/3)")
-        if dense is not None:
-            split = dense
+        rule = f"each in proportion to cells^{config.cells_exponent:.4g}"
+        one_shot = dense or (self._one_shot(schema, k, sensitivity, tree, fine, rule),)
         rounds = self.rounds
-        if rounds.rounds:
-            split += (f"; then {rounds.rounds} adaptive rounds sharing rho = "
-                      f"{self.adaptive:.6g} ({rounds.share:g} of the budget), each "
-                      f"{rounds.rho_select:.6g} to an exponential-mechanism selection and "
-                      f"{rounds.rho_measure:.6g} to a Gaussian measurement of the marginal "
-                      "selected (privacy.adaptive)")
-        return split
+        if not rounds.rounds:
+            return one_shot
+        return (*one_shot, BudgetPart(
+            "adaptive rounds (privacy.adaptive)", count=rounds.rounds, rho=self.adaptive,
+            share=rounds.share, parts=(
+                BudgetPart("selection of a marginal", rho_each=rounds.rho_select,
+                           mechanism="exponential mechanism"),
+                BudgetPart("measurement of the marginal selected", rho_each=rounds.rho_measure,
+                           mechanism="Gaussian"))))
 
-
-def replace_one_text(replace_one_rho: float, replaced: str, tree: TreeChoice | None,
-                     tree_possible: bool) -> str:
-    """An add/remove release's charge as the ledger counts it, ``replace_one_rho`` under
-    replace-``replaced`` neighbours ("one row", or a privacy unit's rows), in words: what the
-    release's account of its split closes with, beside its guarantee."""
-    return (f"rho {replace_one_rho:.6g} as replace {replaced} (the ledger's notion): the "
-            "Gaussian measurements at twice their rho, each exponential-mechanism "
-            "selection at twice its score sensitivity (4 times its rho in zCDP)"
-            + ("; a tree's selections included, which tables='auto' may choose after "
-               "the noisy n" if tree is None and tree_possible else ""))
+    def _one_shot(self, schema: Schema, k: int, sensitivity: float, tree: TreeChoice | None,
+                  fine: dict[int, Any], rule: str) -> BudgetPart:
+        """The one-shot measurements' part: the histograms', the tables' (a tree's selection
+        and refinement included) and the fine histograms'."""
+        config = self.config
+        if tree is None:
+            measures = "1-way histograms and 2-way tables (every one)"
+            histograms = BudgetPart("histograms", share=config.one_way_share)
+            tables = (BudgetPart("tables", share=1 - config.one_way_share),)
+        else:
+            refined = tree.refinement
+            measures = (f"1-way histograms (each twice) and 2-way tables ({len(tree.pairs)} of "
+                        f"a tree, {len(refined.pairs)} more chosen against it)")
+            histograms = BudgetPart(
+                "histograms", share=config.tree_one_way_share,
+                note=f"{config.one_way_share:g} of it before the plan was chosen, the rest "
+                     "after; the two averaged by inverse variance")
+            tables = (BudgetPart("tree's selection rounds", count=tree.rounds,
+                                 share=config.selection_share, rho_each=tree.selection.rho,
+                                 mechanism="exponential mechanism"),
+                      BudgetPart("refinement rounds", count=len(refined.pairs),
+                                 share=config.refine_share, parts=(
+                                     BudgetPart("selection", rho_each=refined.selection.rho,
+                                                mechanism="exponential mechanism"),
+                                     BudgetPart("table measured",
+                                                rho_each=refined.rho_measure))),
+                      BudgetPart("tree's tables", share=1 - config.tree_one_way_share
+                                 - config.selection_share - config.refine_share))
+        coarse = BudgetPart(measures, count=k, mechanism="Gaussian", norm="L2",
+                            sensitivity=sensitivity, rule=rule, parts=(histograms, *tables))
+        if not fine:
+            return replace(coarse, rho=self.one_shot)
+        names = ", ".join(schema.names[a] for a in sorted(fine))
+        return BudgetPart(
+            "Gaussian measurements", count=k + len(fine), rho=self.one_shot, parts=(
+                BudgetPart(f"fine histograms of {names}", share=self.fine_share, norm="L2",
+                           sensitivity=sensitivity, rule=rule),
+                replace(coarse, share=1 - self.fine_share)))
 
 
 def shares_text(tree: bool, fine_share: float | None, config: MarginalsConfig = DEFAULTS) -> str:

@@ -69,7 +69,6 @@ from dp_dask.methods.marginals.plan import (
     BudgetPlan,
     check_fine_share,
     check_neighbours,
-    replace_one_text,
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
 from dp_dask.methods.marginals.unit_fit import (
@@ -94,6 +93,7 @@ from dp_dask.privacy.accounting import (
     table_sensitivity,
 )
 from dp_dask.privacy.selection import replace_one_rho
+from dp_dask.privacy.split import BudgetPart, BudgetSplit, ReplaceOne
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.timing import timed
 from dp_dask.tuning import as_config, changed
@@ -513,24 +513,26 @@ def measurer_for(method: MarginalSynthesizer, exact: ExactCounts, plan: BudgetPl
 def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
                    tree: TreeChoice | None, fine: dict[int, Measurement],
                    rounds: dict[str, Any], cliques: dict[str, Any],
-                   dense_split: str | None = None,
+                   dense_split: tuple[BudgetPart, ...] | None = None,
                    choice: ModelChoice | None = None) -> dict[str, Any]:
     """The release metadata's method and privacy record: ``k`` one-shot measurements, the
     ``tree`` chosen (None: all pairs), the ``fine`` histograms, the ``rounds``' and the
-    ``cliques``' records (empty: none); ``dense_split``: a dense-joint release's measurements
-    in words (joint.dense_budget_split); the public rule's ``choice`` (None: the joint could
-    not be chosen, by the schema's sizes, the config or adaptive rounds)."""
+    ``cliques``' records (empty: none); ``dense_split``: a dense-joint release's one-shot
+    budget parts (joint.dense_budget_split); the public rule's ``choice`` (None: the joint
+    could not be chosen, by the schema's sizes, the config or adaptive rounds)."""
     schema: Schema = method.schema
     as_replace_one = method.neighbours != "replace"
-    split = plan.budget_split(
-        schema, k=k, sensitivity=table_sensitivity(method.neighbours, "l2", method.max_rows),
-        tree=tree, fine=fine, dense=dense_split)
     unit = method.privacy_unit
     # the ledger's charge and the guarantee close the split: the release's, which a part of
     # one (a unit-shaped release's unit model) leaves to the release's record
     replaced = "one row" if unit is None else f"all rows of one {unit.column!r}"
-    charge = (replace_one_text(method.ledger_cost().rho, replaced, tree, method.tree_possible)
-              + "; " if as_replace_one else "")
+    split = BudgetSplit(
+        plan.budget_split(schema, k=k, sensitivity=table_sensitivity(
+            method.neighbours, "l2", method.max_rows), tree=tree, fine=fine, dense=dense_split),
+        method.release_accountant, method.epsilon, method.delta,
+        replace_one=ReplaceOne(method.ledger_cost().rho, replaced,
+                               tree is None and method.tree_possible)
+        if as_replace_one else None)
     fine_record = {"fine_share": method.fine_share, "fine_histograms": {
         schema.names[a]: {"cells": len(m.values), "sigma": m.sigma}
         for a, m in sorted(fine.items())}} if fine else {}
@@ -544,8 +546,7 @@ def release_record(method: MarginalSynthesizer, plan: BudgetPlan, k: int,
             k=k, neighbouring=neighbouring(method.neighbours, method.bound_unit),
             as_replace_one=as_replace_one,
             **({"tables": tree.to_json(schema)} if tree is not None else {}),
-            budget_split=split, guarantee=f"{charge}the {method.release_accountant} accountant "
-            f"gives ({method.epsilon:g}, {method.delta:g})-DP", **fine_record,
+            split=split, **fine_record,
             **({"adaptive": rounds} if rounds else {}),
             **({"cliques": cliques} if cliques else {}),
             **({"model_choice": choice.record(method.config)} if choice is not None else {}),

@@ -29,6 +29,7 @@ from dp_dask.methods.marginals.unit_shape import (
 from dp_dask.privacy.accounting import gaussian_rho, gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_noise
 from dp_dask.privacy.record import PrivacyRecord
+from dp_dask.privacy.split import BudgetPart
 
 
 def unit_shape_share(unit_shape: bool, lag: bool = False,
@@ -89,20 +90,22 @@ def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: Privacy
     unit_rho = unit_record.cost.rho
     lag_table, lag_record = lag if lag is not None else (None, None)
     lag_rho = lag_record["rho"] if lag_record else 0.0
-    lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
-                f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
+    lag_part = (BudgetPart(f"the lag-1 table of {lag_record['attribute']!r}", rho=lag_rho,
+                           norm="L2", sensitivity=lag_record.get("l2_sensitivity", 0.0)),
+                ) if lag_record else ()
     split = {**(record.rho_split or {}), "unit_model": unit_rho,
              **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
     if "measurements" in split:  # after a choice of K: every measurement's ρ
         split["measurements"] += unit_rho + lag_rho
+    unit_part = BudgetPart("the unit model (1-/2-way tables of the unit table)", rho=unit_rho,
+                           share=unit_share, norm="L2",
+                           sensitivity=table_sensitivity(neighbours, "l2"),
+                           note="one row per unit: a row's sensitivity")
     record = replace(
         record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
-        rho_split=split, details={**record.details, "budget_split": (
-            f"rho {unit_rho:.6g} ({unit_share:g} of the measurements') to the "
-            "unit model, 1-/2-way tables of the unit table (one row per unit: a row's "
-            "sensitivity, L2 "
-            f"{table_sensitivity(neighbours, 'l2'):g}), {lag_text}then the row model: "
-            + record.details["budget_split"])})
+        rho_split=split, split=replace(record.split, parts=(
+            unit_part, *lag_part,
+            BudgetPart("the row model", rho=row_rho, parts=record.split.parts))))
     rows.metadata["privacy"] = record.to_metadata()
     units.metadata["privacy"] = unit_record.part_metadata("the unit model", record)
     rows.metadata["unit_shape"] = {
