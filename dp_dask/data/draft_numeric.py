@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.data.attribute import Attribute
+from dp_dask.data.draft_points import point_key, points_octaves, rest_is_searched
 from dp_dask.data.draft_specs import round_value as _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
@@ -74,7 +75,10 @@ TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells be
 TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
 TRIM_MISS = 0.2  # chance that noise hides more than half of it in the cells an end cuts off
 FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
-INTEGER_LOW = 4  # integers: the zero cell [−16, 16) keeps small codes (months, hours) whole
+INTEGER_LOW = 4  # integers: the zero cells [−16, 0), [0, 16) keep small codes (months) whole
+# chance that noise alone makes a column's real point masses, beside its rest, look like more
+# rows than the noisy row count n̂ holds (and so drops a public one)
+POINTS_MISS = 1e-3
 
 
 @dataclass(frozen=True)
@@ -87,13 +91,26 @@ class Cells:
     units: np.ndarray | None  # integers: edges of the unit cells within ±UNIT_SPAN
 
 
+@dataclass(frozen=True)
+class PointMasses:
+    """A column's released point masses, as the search of the rest of the column reads them:
+    their ``values``, :func:`~dp_dask.data.draft_points.find_points`' record ``found`` (their
+    noisy counts and Laplace scale, which were public candidates) and the noisy rows n̂
+    (``rows``) with its Laplace scale ``rows_scale``."""
+
+    values: list[float]
+    found: dict[str, Any]
+    rows: float
+    rows_scale: float
+
+
 def search_cells(kind: str, dtype: str | None) -> Cells:
     """The cells of a storage ``kind`` (integer/float/number) and output ``dtype``."""
     integer = kind == "integer"
     top = 30 if dtype == "int32" else 62
     low = INTEGER_LOW if integer else FLOAT_LOW
     powers = 2.0 ** np.arange(low, top + 2)
-    octaves = np.concatenate([-powers[::-1], powers])
+    octaves = np.concatenate([-powers[::-1], [0.0], powers])
     fine = _split(octaves, np.full(len(octaves) - 1, OCTAVE_CELLS), integer)
     units = np.arange(-UNIT_SPAN, UNIT_SPAN + 1, dtype=np.float64) if integer else None
     return Cells(integer, octaves, fine, units)
@@ -185,32 +202,49 @@ def _tail_end(outward: np.ndarray, scale: float) -> tuple[int, float]:
     return farthest, tail_threshold(scale, 1, miss)
 
 
+def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, int]:
+    """The run of cells first..last grown outwards through neighbours whose ``noisy`` count is
+    at least ``grow``: its first and last cell."""
+    while first > 0 and noisy[first - 1] >= grow:
+        first -= 1
+    while last < len(noisy) - 1 and noisy[last + 1] >= grow:
+        last += 1
+    return first, last
+
+
 def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, high: float,
                 total: float) -> tuple[int, int, dict[str, Any]]:
     """The first and last cell of the learned range among the noisy ``cell`` counts over
     ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
-    post-processing. Each end starts at the outermost cell passing the cell threshold
-    (:data:`CELL_MISS`), moved out over the cells beyond it as far as their noisy counts hold
-    more than noise (:func:`_tail_end`): there are rows at or beyond it. Where the passing
-    cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants,
-    integer grids, a compact column), those are the ends; otherwise each end is trimmed there
-    only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
-    (:func:`tail_threshold` at :data:`TRIM_MISS`), hold at most half that share, and stays at
-    the octaves' range otherwise: a few over-extended cells cost a release less than a
-    clamped tail. No cell passing: the octaves' range, its ends moved out likewise."""
+    post-processing. The cells passing the cell threshold (:data:`CELL_MISS`), or where none
+    does the fullest cell of the octaves' range, are grown outwards through neighbours passing
+    the lower threshold (an empty cell joins with probability :data:`GROW_MISS`, as an empty
+    octave does: months of 1,740 rows, 8 noise scales, beside a threshold of 10); each end is
+    then moved out over the cells beyond as far as their noisy counts hold more than noise
+    (:func:`_tail_end`): there are rows at or beyond it. Where the grown cells hold all but
+    :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants, integer grids, a compact
+    column), those are the ends; otherwise each end is trimmed there only if the cells it cuts
+    off (up to the octaves' range), plus what noise may hide in them (:func:`tail_threshold` at
+    :data:`TRIM_MISS`), hold at most half that share, and stays at the octaves' range
+    otherwise: a few over-extended cells cost a release less than a clamped tail. No cell
+    passing and the fullest one's run not holding all but that share: the octaves' range, its
+    ends moved out likewise."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
-    kept = _passing(cell, scale, CELL_MISS)
-    if not len(kept):  # the octaves' range, its ends moved out as a passing cell's would be
+    passing = _passing(cell, scale, CELL_MISS)
+    fullest = inner[0] + int(np.argmax(cell[inner[0]:inner[1] + 1]))
+    first, last = _grown(cell, *((int(passing[0]), int(passing[-1])) if len(passing)
+                                 else (fullest, fullest)), threshold(scale, 1, GROW_MISS))
+    compact = cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+    if not len(passing) and not compact:  # the octaves' range, moved out as a run's would be
         below, _ = _tail_end(cell[:inner[0]][::-1], scale)
         above, limit = _tail_end(cell[inner[1] + 1:], scale)
         return inner[0] - below, inner[1] + above, {
             "rule": "no cell passed: the octaves' range, moved out over the runs of cells "
                     f"beyond whose noisy sum is above noise's (miss {TAIL_MISS:g} per end)",
             "tail_cells": [below, above], "tail_threshold": limit}
-    below, _ = _tail_end(cell[:kept[0]][::-1], scale)
-    above, limit = _tail_end(cell[kept[-1] + 1:], scale)
-    first, last = int(kept[0]) - below, int(kept[-1]) + above
-    compact = cell[kept].sum() >= (1 - TRIM_SHARE) * total
+    below, _ = _tail_end(cell[:first][::-1], scale)
+    above, limit = _tail_end(cell[last + 1:], scale)
+    first, last = first - below, last + above
     if not compact:  # trimmed only where even noise's bound leaves the cut-off mass small
         def small(cut: np.ndarray) -> bool:
             return cut.sum() + tail_threshold(scale, len(cut), TRIM_MISS) <= (
@@ -221,13 +255,50 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
         if last < inner[1] and not small(cell[last + 1:inner[1] + 1]):
             last = inner[1]
     return first, last, {
-        "rule": "outermost passing cells, moved out over the runs of cells beyond whose noisy "
-                f"sum is above noise's (miss {TAIL_MISS:g} per end); "
-                + ("the passing cells hold all but the trim share: those ends" if compact else
+        "rule": ("outermost passing cells" if len(passing) else "no cell passed: the fullest")
+                + f" grown through neighbours above the grow threshold (miss {GROW_MISS:g}), "
+                "moved out over the runs of cells beyond whose noisy sum is above noise's "
+                f"(miss {TAIL_MISS:g} per end); "
+                + ("the grown cells hold all but the trim share: those ends" if compact else
                    "each end trimmed to them only where the cells cut off hold at most half "
                    f"the trim share of the noisy mass, noise's bound (miss {TRIM_MISS:g}) "
                    "included"),
         "tail_cells": [below, above], "tail_threshold": limit}
+
+
+def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
+                       octaves: np.ndarray, passed: np.ndarray) -> tuple[list[float], dict]:
+    """The released points that the noisy rows n̂ leave room for beside the rest, by
+    post-processing: the points' noisy counts plus the rest's noisy ``octaves`` counts
+    (``noisy``, of Laplace ``scale``) that pass alone (``passed``: rows, not noise) hold at
+    most n̂ and what the three noises may add (:func:`tail_threshold`, :data:`POINTS_MISS`
+    in all). Where they hold more, the public candidates that passed outside the octaves the
+    rest passed in are dropped, least noisy count first, until they fit: an empty candidate
+    passes its threshold (at least 11 of the points' noise scales) by noise alone, so it holds
+    rows that the table does not have (a pressure's point at 4,000,000 beside 20,920 rows at
+    983..1,042 hPa), while real points and rest add up to n̂ (or less: its missing values)."""
+    mass = {p: float(points.found["noisy"][point_key(p)]) for p in points.values}
+    rest = float(noisy[passed].sum())
+    part = POINTS_MISS / 3
+    slack = (tail_threshold(points.found["scale"], len(mass), part)
+             + (tail_threshold(scale, len(passed), part) if len(passed) else 0.0)
+             + threshold(points.rows_scale, 1, part))
+    public = {float(k) for k in points.found.get("public_points", [])}
+    low, high = ((octaves[passed[0]], octaves[passed[-1] + 1]) if len(passed)
+                 else (math.inf, -math.inf))
+    kept = dict(mass)
+    for point in sorted((p for p in mass if p in public and not low <= p < high), key=mass.get):
+        if rest + sum(kept.values()) <= points.rows + slack:
+            break
+        del kept[point]
+    return sorted(kept), {
+        "rule": "the points' noisy counts and the rest's octaves that pass alone hold at most "
+                "n̂ and the noises' bound (miss "
+                f"{POINTS_MISS:g}); else the public points outside the rest's octaves are "
+                "dropped, least noisy count first, until they do",
+        "points": round(sum(mass.values()), 1), "rest": round(rest, 1),
+        "rows": round(points.rows, 1), "slack": round(slack, 1),
+        "dropped": [point_key(p) for p in sorted(set(mass) - set(kept))]}
 
 
 def split_cells(edges: np.ndarray, noisy: np.ndarray, integer: bool) -> np.ndarray:
@@ -278,15 +349,18 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
                    bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
-                   coarse: bool = False, beside: np.ndarray | None = None
+                   coarse: bool = False, points: PointMasses | None = None
                    ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
     contributes at most. ``coarse`` (a table too small for both steps, by its noisy n̂): all of
     ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges; the
-    cells inside, and so finer bins and small integer grids, are given up. ``beside``: noisy
-    counts per octave already released (a column's point masses), added to the octaves' own
-    where none of those passes alone (post-processing), so the range is found around them."""
+    cells inside, and so finer bins and small integer grids, are given up. ``points``: the
+    column's released point masses (their rows taken out of ``counts``); those the noisy rows
+    n̂ leave room for (:func:`_consistent_points`; the others are listed in the octaves' step
+    as ``points_check.dropped``) have their noisy counts added to their octaves where no octave
+    of the rest passes alone (post-processing), so the range is found around them, if the rest
+    is searched at all (:func:`~dp_dask.data.draft_points.rest_is_searched`)."""
     half = epsilon if coarse else epsilon / 2.0
     sensitivity = SENSITIVITY * bound
     scale = sensitivity / half
@@ -295,6 +369,12 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
               "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
+    beside = None
+    if points is not None and points.values:
+        kept, record["steps"][0]["points_check"] = _consistent_points(
+            points, noisy, scale, cells.octaves, passed)
+        if kept and rest_is_searched(points.rows, points.found, kept):
+            beside = points_octaves(cells.octaves, points.found, kept)
     if not len(passed) and beside is not None:
         noisy = noisy + beside
         passed = _passing(noisy, scale, OCTAVE_MISS)
@@ -305,17 +385,13 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
     grow = threshold(scale, 1, GROW_MISS)
     record["steps"][0]["grow_threshold"] = grow
-    first, last = int(passed[0]), int(passed[-1])
-    while first > 0 and noisy[first - 1] >= grow:
-        first -= 1
-    while last < len(noisy) - 1 and noisy[last + 1] >= grow:
-        last += 1
+    first, last = _grown(noisy, int(passed[0]), int(passed[-1]), grow)
     # The zero cell passing the lower threshold joins across empty octaves between: zeros (or
     # small codes) beside values far from them (calm hours among wind directions of 10..360).
-    zero = len(cells.octaves) // 2 - 1
-    if noisy[zero] >= grow and not first <= zero <= last:
-        first, last = min(first, zero), max(last, zero)
-        record["steps"][0]["zero_cell_joined"] = True
+    for zero in (len(cells.octaves) // 2 - 1, len(cells.octaves) // 2):  # [-2^low, 0), [0, 2^low)
+        if noisy[zero] >= grow and not first <= zero <= last:
+            first, last = min(first, zero), max(last, zero)
+            record["steps"][0]["zero_cell_joined"] = True
     # Beyond, runs of 1, 2, 4... octaves whose noisy sum is above what noise alone reaches (the
     # tails' rule, on the octaves): the rest of a column spread thinly over octaves none of
     # which passes alone (the values beside a point mass at 0, a long tail). Post-processing.

@@ -121,11 +121,13 @@ def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float,
                                  sampler=sampler, rng=rng)
     public_threshold = calibration.scale * math.log(len(public) / (2.0 * PUBLIC_MISS))
     floor = POINT_FLOOR * rows
-    found = {float(k): c for k, c in noisy.items() if c >= floor} | {
-        float(k): c for k, c in zip(public, noisy_public) if c >= max(floor, public_threshold)}
+    passed = {float(k): c for k, c in zip(public, noisy_public)
+              if c >= max(floor, public_threshold)}
+    found = {float(k): c for k, c in noisy.items() if c >= floor} | passed
     points = sorted(found)
     return points, {"step": "point masses", **calibration.to_json(), "floor": floor,
                     "noisy": {point_key(p): round(float(found[p]), 1) for p in points},
+                    "public_points": [point_key(p) for p in sorted(passed)],
                     "public": {"candidates": len(public), "threshold": public_threshold,
                                "miss": PUBLIC_MISS,
                                "values": "0 and ±d·10^j, d 1..9, j "
