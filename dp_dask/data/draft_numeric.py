@@ -267,36 +267,43 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
 
 
 def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
-                       octaves: np.ndarray, passed: np.ndarray) -> tuple[list[float], dict]:
-    """The released points that the noisy rows n̂ leave room for beside the rest, by
-    post-processing: the points' noisy counts plus the rest's noisy ``octaves`` counts
-    (``noisy``, of Laplace ``scale``) that pass alone (``passed``: rows, not noise) hold at
-    most n̂ and what the three noises may add (:func:`tail_threshold`, :data:`POINTS_MISS`
-    in all). Where they hold more, the public candidates that passed outside the octaves the
-    rest passed in are dropped, least noisy count first, until they fit: an empty candidate
-    passes its threshold (at least 11 of the points' noise scales) by noise alone, so it holds
-    rows that the table does not have (a pressure's point at 4,000,000 beside 20,920 rows at
-    983..1,042 hPa), while real points and rest add up to n̂ (or less: its missing values)."""
+                       octaves: np.ndarray, rest: tuple[int, int] | None
+                       ) -> tuple[list[float], dict[str, Any]]:
+    """The released points that the noisy rows n̂ leave room for beside the rest of the
+    column, by post-processing: the points' noisy counts plus the rest's noisy ``octaves``
+    counts (``noisy``, of Laplace ``scale``) over the octaves ``rest`` (first, last: those that
+    pass alone, grown through neighbours; None where none passes) hold at most n̂ and what the
+    three noises may add (one Laplace's tail, :func:`tail_threshold` for a sum; a third of
+    :data:`POINTS_MISS` each). Where they hold more, the public candidates that passed outside
+    the rest's octaves are dropped, least noisy count first, until they fit: an empty candidate
+    passes its threshold (11 of the points' noise scales and more) by noise alone, holding rows
+    that the table does not have (a pressure's point at 4,000,000 beside 20,920 rows at
+    983..1,042 hPa), while real points and the rest add up to n̂ (or less: missing values,
+    rows in octaves beyond the rest's)."""
     mass = {p: float(points.found["noisy"][point_key(p)]) for p in points.values}
-    rest = float(noisy[passed].sum())
-    part = POINTS_MISS / 3
-    slack = (tail_threshold(points.found["scale"], len(mass), part)
-             + (tail_threshold(scale, len(passed), part) if len(passed) else 0.0)
-             + threshold(points.rows_scale, 1, part))
+    cells = 0 if rest is None else rest[1] - rest[0] + 1
+    held = 0.0 if rest is None else float(noisy[rest[0]:rest[1] + 1].sum())
+
+    def bound(noise_scale: float, noises: int) -> float:
+        if noises <= 1:  # one Laplace noise: its exact tail
+            return noises * threshold(noise_scale, 1, POINTS_MISS / 3)
+        return tail_threshold(noise_scale, noises, POINTS_MISS / 3)
+
+    slack = (bound(points.found["scale"], len(mass)) + bound(scale, cells)
+             + bound(points.rows_scale, 1))
     public = {float(k) for k in points.found.get("public_points", [])}
-    low, high = ((octaves[passed[0]], octaves[passed[-1] + 1]) if len(passed)
-                 else (math.inf, -math.inf))
+    low, high = (math.inf, -math.inf) if rest is None else (octaves[rest[0]],
+                                                             octaves[rest[1] + 1])
     kept = dict(mass)
     for point in sorted((p for p in mass if p in public and not low <= p < high), key=mass.get):
-        if rest + sum(kept.values()) <= points.rows + slack:
+        if held + sum(kept.values()) <= points.rows + slack:
             break
         del kept[point]
     return sorted(kept), {
-        "rule": "the points' noisy counts and the rest's octaves that pass alone hold at most "
-                "n̂ and the noises' bound (miss "
-                f"{POINTS_MISS:g}); else the public points outside the rest's octaves are "
-                "dropped, least noisy count first, until they do",
-        "points": round(sum(mass.values()), 1), "rest": round(rest, 1),
+        "rule": "the points' noisy counts and the rest's octaves (passing alone, grown) hold at "
+                f"most n̂ and the noises' bound (miss {POINTS_MISS:g}); else the public points "
+                "outside the rest's octaves are dropped, least noisy count first, until they do",
+        "points": round(sum(mass.values()), 1), "rest": round(held, 1), "rest_octaves": cells,
         "rows": round(points.rows, 1), "slack": round(slack, 1),
         "dropped": [point_key(p) for p in sorted(set(mass) - set(kept))]}
 
@@ -369,10 +376,12 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
               "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
+    grow = threshold(scale, 1, GROW_MISS)
     beside = None
     if points is not None and points.values:
         kept, record["steps"][0]["points_check"] = _consistent_points(
-            points, noisy, scale, cells.octaves, passed)
+            points, noisy, scale, cells.octaves,
+            _grown(noisy, int(passed[0]), int(passed[-1]), grow) if len(passed) else None)
         if kept and rest_is_searched(points.rows, points.found, kept):
             beside = points_octaves(cells.octaves, points.found, kept)
     if not len(passed) and beside is not None:
@@ -383,7 +392,6 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
                               "give its public range (ranges=) or more dp_epsilon=")
     # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
-    grow = threshold(scale, 1, GROW_MISS)
     record["steps"][0]["grow_threshold"] = grow
     first, last = _grown(noisy, int(passed[0]), int(passed[-1]), grow)
     # The zero cell passing the lower threshold joins across empty octaves between: zeros (or
