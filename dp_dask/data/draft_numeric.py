@@ -4,27 +4,33 @@ A numeric column's domain is searched coarse to fine over public cells that depe
 storage type, never on the data:
 
 1. **Octaves.** Signed powers of two cover the type's plausible range (±2⁶³ for int64 and
-   floats, ±2³¹ for int32; floats down to ±2⁻¹⁰ around a zero cell). Noisy counts per octave
-   (Laplace, half the column's ε) are thresholded so that an empty octave passes with
-   probability below :data:`OCTAVE_MISS` in all (a zero cell around 0, ±16 for integers, keeps
-   small codes together). The passing octaves, grown outwards through neighbours whose noisy
-   count passes a lower threshold (an empty one joins with probability :data:`GROW_MISS`), bound
-   the range [L, H). No edge can land in an empty far octave, and values beyond the range (at
-   most a lower threshold's rows per octave) are clamped into the outer bins.
-   A zero cell whose noisy count passes the lower threshold joins the range across empty
-   octaves between (zeros beside values far from them: calm hours among wind directions).
+   floats, ±2³¹ for int32; floats down to ±2⁻¹⁰). Noisy counts per octave (Laplace, half the
+   column's ε) are thresholded so that an empty octave passes with probability below
+   :data:`OCTAVE_MISS` in all. Two zero cells split at 0, [−2⁻¹⁰, 0) and [0, 2⁻¹⁰) for floats,
+   [−16, 0) and [0, 16) for integers, keep small codes together without inventing negative
+   ones (one cell [−16, 16) drafted months as −16..15). The passing octaves, grown outwards
+   through neighbours whose noisy count passes a lower threshold (an empty one joins with
+   probability :data:`GROW_MISS`), bound the range [L, H). No edge can land in an empty far
+   octave, and values beyond the range (at most a lower threshold's rows per octave) are
+   clamped into the outer bins. A zero cell whose noisy count passes the lower threshold joins
+   the range across empty octaves between (zeros beside values far from them: calm hours among
+   wind directions). A column's released point masses are checked first against the noisy
+   rows n̂ (:func:`_consistent_points`): a public point that n̂ leaves no room for beside the
+   rest's octaves passed by noise alone and is dropped.
 2. **Cells inside [L, H)**, and one octave more on each side (a tail octave that missed the
    grow threshold). Integer columns whose range lies within ±:data:`UNIT_SPAN` get one cell per
    integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other half of
-   ε) are thresholded the same way (:data:`CELL_MISS`); each end starts at the outermost passing
-   cell, moved out over the cells beyond it as far as a run of them sums above what noise alone
-   reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a tail spread thinly over many cells is
-   kept. Where the passing cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass
-   (constants, small integer grids, a compact column) those are the ends, within a cell of the
-   data but with probability TAIL_MISS; otherwise an end is trimmed there only if the cells it
-   cuts off hold at most half that share, noise's bound (:data:`TRIM_MISS`) included, else it
-   stays at the octaves' range: at a small ε a few empty cells cost a release less than a
-   clamped tail.
+   ε) are thresholded the same way (:data:`CELL_MISS`); the passing cells (none passing: the
+   fullest) grow through neighbours above the lower threshold, as the octaves do; each end
+   starts at the outermost grown cell, moved out over the cells beyond it as far as a run of
+   them sums above what noise alone reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a
+   tail spread thinly over many cells is kept. Where the grown cells hold all but
+   :data:`TRIM_SHARE` of the octaves' noisy mass (constants, small integer grids, a compact
+   column) those are the ends, within a cell of the data but with probability TAIL_MISS;
+   otherwise an end is trimmed there only if the cells it cuts off hold at most half that
+   share, noise's bound (:data:`TRIM_MISS`) included, else it stays at the octaves' range: at
+   a small ε a few empty cells cost a release less than a clamped tail (hours 0..23, 4 noise
+   scales a value at the one command's ε = 1 on the weather table, stay 0..31).
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
 :data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
