@@ -308,7 +308,7 @@ def years_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def octave_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Integers: 100 rows in each of the octaves [16, 32) and [32, 64), spread thinly over
-    their values (no cell passes, so nothing trims the range), and the zero cell [−16, 16) and
+    their values (no cell passes, so nothing trims the range), and the zero cell [0, 16) and
     [64, 128) around the grow threshold of the octave search at :data:`OCTAVE_NOISE_DIVISOR`
     times its ε (:data:`OCTAVE_STEP_EPSILON`). D' moves a row from the zero cell (5) to
     [64, 128) (100): the found range's ends move both ways."""

@@ -474,9 +474,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                 elif isinstance(grid, Cells):  # point masses first, then the rest searched
                     spec, mechanisms[column], note = release_searched(
                         column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
-                        epsilon=share, search_epsilon=search_share[column],
-                        delta=points_delta, bins=bins, coarse=column in coarse,
-                        found=early.get(column), points=column in early or column in late)
+                        rows_scale=rows_record["scale"], epsilon=share,
+                        search_epsilon=search_share[column], delta=points_delta, bins=bins,
+                        coarse=column in coarse, found=early.get(column),
+                        points=column in early or column in late)
                 elif isinstance(grid, str):
                     spec, mechanisms[column], note = release_years(column, counts, noise,
                                                                    epsilon=share)

@@ -28,6 +28,7 @@ from dp_dask.cluster import compute
 from dp_dask.data.counts import partition_reduction
 from dp_dask.data.draft_numeric import (
     Cells,
+    PointMasses,
     numeric_counts,
     search_numeric,
     search_years,
@@ -35,8 +36,7 @@ from dp_dask.data.draft_numeric import (
 )
 from dp_dask.data.draft_points import (
     find_points,
-    points_octaves,
-    rest_is_searched,
+    point_key,
     value_counts,
     with_points,
     without_points,
@@ -219,15 +219,16 @@ def release_text(column: str, text: TextDraft, stored: str | None, order: list[s
 
 
 def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Series,
-                     cells: Cells, noise: Noise, *, rows: float, epsilon: float,
-                     search_epsilon: float, delta: float, bins: int, coarse: bool,
-                     found: tuple[list[float], dict[str, Any]] | None = None,
+                     cells: Cells, noise: Noise, *, rows: float, rows_scale: float,
+                     epsilon: float, search_epsilon: float, delta: float, bins: int,
+                     coarse: bool, found: tuple[list[float], dict[str, Any]] | None = None,
                      points: bool = True) -> Released:
     """A numeric column's point masses (``epsilon`` less ``search_epsilon``, and ``delta``: its
     exact ``values``' counts thresholded; ``found``: those found before its type was decided,
     with their record, of which an integer column keeps its integers), then the rest's domain
     search at ``search_epsilon`` over its ``cells``' ``counts`` (``coarse``: the octaves only,
-    a small table by n̂; no ``points``: a table too small for both, the search takes it all)."""
+    a small table by n̂; no ``points``: a table too small for both, the search takes it all);
+    ``rows``: the noisy row count n̂, of Laplace scale ``rows_scale``."""
     if not points:
         points, found = [], {"step": "point masses", "epsilon": 0.0, "points": 0,
                              "rule": "not searched: the noisy rows n̂ hold the full search only "
@@ -239,12 +240,14 @@ def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Seri
     else:  # post-processing of the released points
         points = [p for p in found[0] if not cells.integer or float(p).is_integer()]
         found = {**found[1], "points": len(points)}
-    beside = (points_octaves(cells.octaves, found, points)
-              if points and rest_is_searched(rows, found, points) else None)
     spec, mechanism, note = search_numeric(
         column, without_points(counts, values, cells, points), cells, epsilon=search_epsilon,
         bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse,
-        beside=beside)
+        points=PointMasses(points, found, rows, rows_scale))
+    dropped = set(mechanism["steps"][0].get("points_check", {}).get("dropped", []))
+    if dropped:  # more rows than n̂ holds: a public candidate passed by noise alone
+        points = [p for p in points if point_key(p) not in dropped]
+        found = {**found, "points": len(points)}
     spec = with_points(spec, points, cells.integer)
     mechanism |= {"epsilon": epsilon, "delta": delta, "steps": [found, *mechanism["steps"]]}
     return spec, mechanism, note + (f"; {len(points)} point mass(es) released as exact values "

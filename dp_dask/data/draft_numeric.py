@@ -4,29 +4,35 @@ A numeric column's domain is searched coarse to fine over public cells that depe
 storage type, never on the data:
 
 1. **Octaves.** Signed powers of two cover the type's plausible range (±2⁶³ for int64 and
-   floats, ±2³¹ for int32; floats down to ±2⁻¹⁰ around a zero cell). Noisy counts per octave
-   (Laplace, half the column's ε) are thresholded so that an empty octave passes with
-   probability below :data:`OCTAVE_MISS` in all (a zero cell around 0, ±16 for integers, keeps
-   small codes together). The passing octaves, grown outwards through neighbours whose noisy
-   count passes a lower threshold (an empty one joins with probability :data:`GROW_MISS`), bound
-   the range [L, H); where no octave passes alone, the shortest runs of adjacent octaves whose
-   noisy sum passes bound it (:func:`_passing_runs`: a small table's column spread over a few
-   octaves). No edge can land in an empty far octave, and values beyond the range (at
-   most a lower threshold's rows per octave) are clamped into the outer bins.
-   A zero cell whose noisy count passes the lower threshold joins the range across empty
-   octaves between (zeros beside values far from them: calm hours among wind directions).
+   floats, ±2³¹ for int32; floats down to ±2⁻¹⁰). Noisy counts per octave (Laplace, half the
+   column's ε) are thresholded so that an empty octave passes with probability below
+   :data:`OCTAVE_MISS` in all. Two zero cells split at 0, [−2⁻¹⁰, 0) and [0, 2⁻¹⁰) for floats,
+   [−16, 0) and [0, 16) for integers, keep small codes together without inventing negative
+   ones (one cell [−16, 16) drafted months as −16..15). The passing octaves, grown outwards
+   through neighbours whose noisy count passes a lower threshold (an empty one joins with
+   probability :data:`GROW_MISS`), bound the range [L, H); where no octave passes alone, the
+   shortest runs of adjacent octaves whose noisy sum passes bound it (:func:`_passing_runs`: a
+   small table's column spread over a few octaves). No edge can land in an empty far octave,
+   and values beyond the range (at most a lower threshold's rows per octave) are clamped into
+   the outer bins. A zero cell whose noisy count passes the lower threshold joins
+   the range across empty octaves between (zeros beside values far from them: calm hours among
+   wind directions). A column's released point masses are checked first against the noisy
+   rows n̂ (:func:`_consistent_points`): a public point that n̂ leaves no room for beside the
+   rest's octaves passed by noise alone and is dropped.
 2. **Cells inside [L, H)**, and one octave more on each side (a tail octave that missed the
    grow threshold). Integer columns whose range lies within ±:data:`UNIT_SPAN` get one cell per
    integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other half of
-   ε) are thresholded the same way (:data:`CELL_MISS`); each end starts at the outermost passing
-   cell, moved out over the cells beyond it as far as a run of them sums above what noise alone
-   reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a tail spread thinly over many cells is
-   kept. Where the passing cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass
-   (constants, small integer grids, a compact column) those are the ends, within a cell of the
-   data but with probability TAIL_MISS; otherwise an end is trimmed there only if the cells it
-   cuts off hold at most half that share, noise's bound (:data:`TRIM_MISS`) included, else it
-   stays at the octaves' range: at a small ε a few empty cells cost a release less than a
-   clamped tail.
+   ε) are thresholded the same way (:data:`CELL_MISS`); the passing cells (none passing: the
+   fullest) grow through neighbours above the lower threshold, as the octaves do; each end
+   starts at the outermost grown cell, moved out over the cells beyond it as far as a run of
+   them sums above what noise alone reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a
+   tail spread thinly over many cells is kept. Where the grown cells hold all but
+   :data:`TRIM_SHARE` of the octaves' noisy mass (constants, small integer grids, a compact
+   column) those are the ends, within a cell of the data but with probability TAIL_MISS;
+   otherwise an end is trimmed there only if the cells it cuts off hold at most half that
+   share, noise's bound (:data:`TRIM_MISS`) included, else it stays at the octaves' range: at
+   a small ε a few empty cells cost a release less than a clamped tail (hours 0..23, 4 noise
+   scales a value at the one command's ε = 1 on the weather table, stay 0..31).
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
 :data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
@@ -55,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.data.attribute import Attribute
+from dp_dask.data.draft_points import point_key, points_octaves, rest_is_searched
 from dp_dask.data.draft_specs import round_value as _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
@@ -76,7 +83,13 @@ TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells be
 TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
 TRIM_MISS = 0.2  # chance that noise hides more than half of it in the cells an end cuts off
 FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
-INTEGER_LOW = 4  # integers: the zero cell [−16, 16) keeps small codes (months, hours) whole
+INTEGER_LOW = 4  # integers: the zero cells [−16, 0), [0, 16) keep small codes (months) whole
+# chance that noise alone makes a column's real point masses, beside its rest, look like more
+# rows than the noisy row count n̂ holds (and so may drop a public one). At 1e-3 the slack (the
+# points' noise 7.3 scales, the rest's octaves' and n̂'s) let the weather table's false point
+# at 4,000,000 (11,439 rows beside 18,397, of n̂ 20,934 with 2,231 missing) through; at 1e-2
+# its excess of 8,902 rows is above the slack of 7,076
+POINTS_MISS = 1e-2
 
 
 @dataclass(frozen=True)
@@ -89,13 +102,26 @@ class Cells:
     units: np.ndarray | None  # integers: edges of the unit cells within ±UNIT_SPAN
 
 
+@dataclass(frozen=True)
+class PointMasses:
+    """A column's released point masses, as the search of the rest of the column reads them:
+    their ``values``, :func:`~dp_dask.data.draft_points.find_points`' record ``found`` (their
+    noisy counts and Laplace scale, which were public candidates) and the noisy rows n̂
+    (``rows``) with its Laplace scale ``rows_scale``."""
+
+    values: list[float]
+    found: dict[str, Any]
+    rows: float
+    rows_scale: float
+
+
 def search_cells(kind: str, dtype: str | None) -> Cells:
     """The cells of a storage ``kind`` (integer/float/number) and output ``dtype``."""
     integer = kind == "integer"
     top = 30 if dtype == "int32" else 62
     low = INTEGER_LOW if integer else FLOAT_LOW
     powers = 2.0 ** np.arange(low, top + 2)
-    octaves = np.concatenate([-powers[::-1], powers])
+    octaves = np.concatenate([-powers[::-1], [0.0], powers])
     fine = _split(octaves, np.full(len(octaves) - 1, OCTAVE_CELLS), integer)
     units = np.arange(-UNIT_SPAN, UNIT_SPAN + 1, dtype=np.float64) if integer else None
     return Cells(integer, octaves, fine, units)
@@ -206,32 +232,49 @@ def _passing_runs(noisy: np.ndarray, scale: float) -> np.ndarray:
     return np.array([], dtype=np.int64)
 
 
+def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, int]:
+    """The run of cells first..last grown outwards through neighbours whose ``noisy`` count is
+    at least ``grow``: its first and last cell."""
+    while first > 0 and noisy[first - 1] >= grow:
+        first -= 1
+    while last < len(noisy) - 1 and noisy[last + 1] >= grow:
+        last += 1
+    return first, last
+
+
 def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, high: float,
                 total: float) -> tuple[int, int, dict[str, Any]]:
     """The first and last cell of the learned range among the noisy ``cell`` counts over
     ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
-    post-processing. Each end starts at the outermost cell passing the cell threshold
-    (:data:`CELL_MISS`), moved out over the cells beyond it as far as their noisy counts hold
-    more than noise (:func:`_tail_end`): there are rows at or beyond it. Where the passing
-    cells hold all but :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants,
-    integer grids, a compact column), those are the ends; otherwise each end is trimmed there
-    only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
-    (:func:`tail_threshold` at :data:`TRIM_MISS`), hold at most half that share, and stays at
-    the octaves' range otherwise: a few over-extended cells cost a release less than a
-    clamped tail. No cell passing: the octaves' range, its ends moved out likewise."""
+    post-processing. The cells passing the cell threshold (:data:`CELL_MISS`), or where none
+    does the fullest cell of the octaves' range, are grown outwards through neighbours passing
+    the lower threshold (an empty cell joins with probability :data:`GROW_MISS`, as an empty
+    octave does: months of 1,740 rows, 8 noise scales, beside a threshold of 10); each end is
+    then moved out over the cells beyond as far as their noisy counts hold more than noise
+    (:func:`_tail_end`): there are rows at or beyond it. Where the grown cells hold all but
+    :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants, integer grids, a compact
+    column), those are the ends; otherwise each end is trimmed there only if the cells it cuts
+    off (up to the octaves' range), plus what noise may hide in them (:func:`tail_threshold` at
+    :data:`TRIM_MISS`), hold at most half that share, and stays at the octaves' range
+    otherwise: a few over-extended cells cost a release less than a clamped tail. No cell
+    passing and the fullest one's run not holding all but that share: the octaves' range, its
+    ends moved out likewise."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
-    kept = _passing(cell, scale, CELL_MISS)
-    if not len(kept):  # the octaves' range, its ends moved out as a passing cell's would be
+    passing = _passing(cell, scale, CELL_MISS)
+    fullest = inner[0] + int(np.argmax(cell[inner[0]:inner[1] + 1]))
+    first, last = _grown(cell, *((int(passing[0]), int(passing[-1])) if len(passing)
+                                 else (fullest, fullest)), threshold(scale, 1, GROW_MISS))
+    compact = cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+    if not len(passing) and not compact:  # the octaves' range, moved out as a run's would be
         below, _ = _tail_end(cell[:inner[0]][::-1], scale)
         above, limit = _tail_end(cell[inner[1] + 1:], scale)
         return inner[0] - below, inner[1] + above, {
             "rule": "no cell passed: the octaves' range, moved out over the runs of cells "
                     f"beyond whose noisy sum is above noise's (miss {TAIL_MISS:g} per end)",
             "tail_cells": [below, above], "tail_threshold": limit}
-    below, _ = _tail_end(cell[:kept[0]][::-1], scale)
-    above, limit = _tail_end(cell[kept[-1] + 1:], scale)
-    first, last = int(kept[0]) - below, int(kept[-1]) + above
-    compact = cell[kept].sum() >= (1 - TRIM_SHARE) * total
+    below, _ = _tail_end(cell[:first][::-1], scale)
+    above, limit = _tail_end(cell[last + 1:], scale)
+    first, last = first - below, last + above
     if not compact:  # trimmed only where even noise's bound leaves the cut-off mass small
         def small(cut: np.ndarray) -> bool:
             return cut.sum() + tail_threshold(scale, len(cut), TRIM_MISS) <= (
@@ -242,13 +285,57 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
         if last < inner[1] and not small(cell[last + 1:inner[1] + 1]):
             last = inner[1]
     return first, last, {
-        "rule": "outermost passing cells, moved out over the runs of cells beyond whose noisy "
-                f"sum is above noise's (miss {TAIL_MISS:g} per end); "
-                + ("the passing cells hold all but the trim share: those ends" if compact else
+        "rule": ("outermost passing cells" if len(passing) else "no cell passed: the fullest")
+                + f" grown through neighbours above the grow threshold (miss {GROW_MISS:g}), "
+                "moved out over the runs of cells beyond whose noisy sum is above noise's "
+                f"(miss {TAIL_MISS:g} per end); "
+                + ("the grown cells hold all but the trim share: those ends" if compact else
                    "each end trimmed to them only where the cells cut off hold at most half "
                    f"the trim share of the noisy mass, noise's bound (miss {TRIM_MISS:g}) "
                    "included"),
         "tail_cells": [below, above], "tail_threshold": limit}
+
+
+def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
+                       octaves: np.ndarray, rest: tuple[int, int] | None
+                       ) -> tuple[list[float], dict[str, Any]]:
+    """The released points that the noisy rows n̂ leave room for beside the rest of the
+    column, by post-processing: the points' noisy counts plus the rest's noisy ``octaves``
+    counts (``noisy``, of Laplace ``scale``) over the octaves ``rest`` (first, last: those that
+    pass alone, grown through neighbours; None where none passes) hold at most n̂ and what the
+    three noises may add (one Laplace's tail, :func:`tail_threshold` for a sum; a third of
+    :data:`POINTS_MISS` each). Where they hold more, the public candidates that passed outside
+    the rest's octaves are dropped, least noisy count first, until they fit: an empty candidate
+    passes its threshold (11 of the points' noise scales and more) by noise alone, holding rows
+    that the table does not have (a pressure's point at 4,000,000 beside 20,920 rows at
+    983..1,042 hPa), while real points and the rest add up to n̂ (or less: missing values,
+    rows in octaves beyond the rest's)."""
+    mass = {p: float(points.found["noisy"][point_key(p)]) for p in points.values}
+    cells = 0 if rest is None else rest[1] - rest[0] + 1
+    held = 0.0 if rest is None else float(noisy[rest[0]:rest[1] + 1].sum())
+
+    def bound(noise_scale: float, noises: int) -> float:
+        if noises <= 1:  # one Laplace noise: its exact tail
+            return noises * threshold(noise_scale, 1, POINTS_MISS / 3)
+        return tail_threshold(noise_scale, noises, POINTS_MISS / 3)
+
+    slack = (bound(points.found["scale"], len(mass)) + bound(scale, cells)
+             + bound(points.rows_scale, 1))
+    public = {float(k) for k in points.found.get("public_points", [])}
+    low, high = (math.inf, -math.inf) if rest is None else (octaves[rest[0]],
+                                                             octaves[rest[1] + 1])
+    kept = dict(mass)
+    for point in sorted((p for p in mass if p in public and not low <= p < high), key=mass.get):
+        if held + sum(kept.values()) <= points.rows + slack:
+            break
+        del kept[point]
+    return sorted(kept), {
+        "rule": "the points' noisy counts and the rest's octaves (passing alone, grown) hold at "
+                f"most n̂ and the noises' bound (miss {POINTS_MISS:g}); else the public points "
+                "outside the rest's octaves are dropped, least noisy count first, until they do",
+        "points": round(sum(mass.values()), 1), "rest": round(held, 1), "rest_octaves": cells,
+        "rows": round(points.rows, 1), "slack": round(slack, 1),
+        "dropped": [point_key(p) for p in sorted(set(mass) - set(kept))]}
 
 
 def split_cells(edges: np.ndarray, noisy: np.ndarray, integer: bool) -> np.ndarray:
@@ -299,15 +386,18 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
                    bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
-                   coarse: bool = False, beside: np.ndarray | None = None
+                   coarse: bool = False, points: PointMasses | None = None
                    ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
     contributes at most. ``coarse`` (a table too small for both steps, by its noisy n̂): all of
     ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges; the
-    cells inside, and so finer bins and small integer grids, are given up. ``beside``: noisy
-    counts per octave already released (a column's point masses), added to the octaves' own
-    where none of those passes alone (post-processing), so the range is found around them."""
+    cells inside, and so finer bins and small integer grids, are given up. ``points``: the
+    column's released point masses (their rows taken out of ``counts``); those the noisy rows
+    n̂ leave room for (:func:`_consistent_points`; the others are listed in the octaves' step
+    as ``points_check.dropped``) have their noisy counts added to their octaves where no octave
+    of the rest passes alone (post-processing), so the range is found around them, if the rest
+    is searched at all (:func:`~dp_dask.data.draft_points.rest_is_searched`)."""
     half = epsilon if coarse else epsilon / 2.0
     sensitivity = SENSITIVITY * bound
     scale = sensitivity / half
@@ -316,6 +406,14 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
               "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
+    grow = threshold(scale, 1, GROW_MISS)
+    beside = None
+    if points is not None and points.values:
+        kept, record["steps"][0]["points_check"] = _consistent_points(
+            points, noisy, scale, cells.octaves,
+            _grown(noisy, int(passed[0]), int(passed[-1]), grow) if len(passed) else None)
+        if kept and rest_is_searched(points.rows, points.found, kept):
+            beside = points_octaves(cells.octaves, points.found, kept)
     if not len(passed) and beside is not None:
         noisy = noisy + beside
         passed = _passing(noisy, scale, OCTAVE_MISS)
@@ -328,19 +426,14 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         return None, record, (f"{column}: no octave held enough rows to be found under DP; "
                               "give its public range (ranges=) or more dp_epsilon=")
     # Grown through neighbours that pass the lower threshold: a far empty octave cannot join.
-    grow = threshold(scale, 1, GROW_MISS)
     record["steps"][0]["grow_threshold"] = grow
-    first, last = int(passed[0]), int(passed[-1])
-    while first > 0 and noisy[first - 1] >= grow:
-        first -= 1
-    while last < len(noisy) - 1 and noisy[last + 1] >= grow:
-        last += 1
+    first, last = _grown(noisy, int(passed[0]), int(passed[-1]), grow)
     # The zero cell passing the lower threshold joins across empty octaves between: zeros (or
     # small codes) beside values far from them (calm hours among wind directions of 10..360).
-    zero = len(cells.octaves) // 2 - 1
-    if noisy[zero] >= grow and not first <= zero <= last:
-        first, last = min(first, zero), max(last, zero)
-        record["steps"][0]["zero_cell_joined"] = True
+    for zero in (len(cells.octaves) // 2 - 1, len(cells.octaves) // 2):  # [-2^low, 0), [0, 2^low)
+        if noisy[zero] >= grow and not first <= zero <= last:
+            first, last = min(first, zero), max(last, zero)
+            record["steps"][0]["zero_cell_joined"] = True
     # Beyond, runs of 1, 2, 4... octaves whose noisy sum is above what noise alone reaches (the
     # tails' rule, on the octaves): the rest of a column spread thinly over octaves none of
     # which passes alone (the values beside a point mass at 0, a long tail). Post-processing.

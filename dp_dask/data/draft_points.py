@@ -31,7 +31,9 @@ the column: the points' exact rows are taken out of its exact cell counts before
 rest's histogram moves by L1 2K as any histogram does). Where no octave of the rest passes alone,
 the points' noisy counts are added to their octaves (:func:`points_octaves`, post-processing), so
 the range is found around them, if the noisy rows beside the points are at least the floor
-(:func:`rest_is_searched`); else the range is the points'. The
+(:func:`rest_is_searched`); else the range is the points'. The search first drops a public
+point that n̂ leaves no room for beside the rest's noisy octaves (a candidate passed by noise
+alone: :func:`~dp_dask.data.draft_numeric.search_numeric`, post-processing). The
 attribute declares them as ``"points"`` (:mod:`dp_dask.data.attribute`): each its own bin,
 decoded as exactly that value.
 
@@ -67,7 +69,10 @@ POINT_DELTA = 0.1
 # chance that any empty public candidate passes its threshold: a false point widens the
 # column's range to it (an age column's maximum at 4·10⁷ in 1 of 20 unseeded drafts at 0.05),
 # so rare; at 0.001 the threshold is 11.7 b (17,000 of the weather table's 26,115 rows at its
-# share of ε): rain's zeros (93 %) and visibility's 10.0 (84 %) still pass
+# share of ε): rain's zeros (93 %) and visibility's 10.0 (84 %) still pass. Per column, so
+# about one 13-column release in 200 still got one (a pressure's 4,000,000): the search of the
+# rest drops a public point that the noisy rows n̂ leave no room for (draft_numeric's
+# _consistent_points), which a false point's count (11.7 b) exceeds by more than noise
 PUBLIC_MISS = 0.001
 ROUND_DECADES = range(-3, 10)  # the public candidates ±d·10ʲ, d 1..9: from 0.001 to 9·10⁹
 # released points a lattice is read from, consecutive multiples of its step (heaps at a few
@@ -121,11 +126,13 @@ def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float,
                                  sampler=sampler, rng=rng)
     public_threshold = calibration.scale * math.log(len(public) / (2.0 * PUBLIC_MISS))
     floor = POINT_FLOOR * rows
-    found = {float(k): c for k, c in noisy.items() if c >= floor} | {
-        float(k): c for k, c in zip(public, noisy_public) if c >= max(floor, public_threshold)}
+    passed = {float(k): c for k, c in zip(public, noisy_public)
+              if c >= max(floor, public_threshold)}
+    found = {float(k): c for k, c in noisy.items() if c >= floor} | passed
     points = sorted(found)
     return points, {"step": "point masses", **calibration.to_json(), "floor": floor,
                     "noisy": {point_key(p): round(float(found[p]), 1) for p in points},
+                    "public_points": [point_key(p) for p in sorted(passed)],
                     "public": {"candidates": len(public), "threshold": public_threshold,
                                "miss": PUBLIC_MISS,
                                "values": "0 and ±d·10^j, d 1..9, j "
