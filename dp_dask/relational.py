@@ -285,6 +285,14 @@ def split_release(release: dd.DataFrame, found: Relation) -> tuple[dd.DataFrame,
     return parents, children
 
 
+def own_tables(found: Relation, parent_share: float = 0.15, child_share: float = 0.1
+               ) -> dict[str, Any]:
+    """The joined release's own tables: the parent's attributes measured again on the unit
+    table (one row per parent), the child's on the joined rows."""
+    return {"units": {"attributes": list(found.parent_schema.names), "share": parent_share},
+            "rows": {"attributes": list(found.child_schema.names), "share": child_share}}
+
+
 @dataclass
 class TablesRelease:
     """What :func:`release_tables` produced: the relation, the fitted unit-shaped synthesizer
@@ -331,6 +339,7 @@ def release_tables(tables: dict[str, Any], out: str | Path, *, epsilon: float,
     check_max_children(max_children, found)
     if "://" in str(out):  # the split writes with pathlib (an object store: not yet)
         raise ValueError(f"out=: a local directory for a parent–child release, got {out!r}")
+    method_options.setdefault("own_tables", own_tables(found))
     synthesizer = Synthesizer.create(
         "marginals", joined_schema(found), epsilon=epsilon, delta=delta,
         noise_sampler=noise_sampler, noise_seed=noise_seed, ledger=ledger,

@@ -11,14 +11,18 @@ adds the parts' charges to the row model's record: the one record of the release
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 
 from dp_dask.data.schema import Schema
+from dp_dask.methods.marginals import adaptive
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
+from dp_dask.methods.marginals.measurements import Measurer
 from dp_dask.methods.marginals.model import MarginalModel
+from dp_dask.methods.marginals.plan import budget_shares
 from dp_dask.methods.marginals.unit_shape import (
     LAG_WEIGHT,
     UnitShapedModel,
@@ -28,7 +32,85 @@ from dp_dask.methods.marginals.unit_shape import (
 )
 from dp_dask.privacy.accounting import gaussian_rho, gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_noise
+from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.record import PrivacyRecord
+
+
+@dataclass(frozen=True)
+class OwnTables:
+    """A unit-shaped release's *own tables* (``own_tables``): the 1-/2-way tables of a group of
+    unit-level attributes measured again on the unit table (one row per unit: a row's
+    sensitivity), and those of a group of row-level attributes measured again on the rows (K
+    rows' sensitivity), each group at its share of the measurements' ρ, every repeat merged with
+    its model's own measurement of the same table by inverse variance. A parent–child release
+    (:mod:`dp_dask.relational`) names the parent's attributes and the child's: each table's own
+    1-/2-way marginals then carry a budget of their own beside the models' tables."""
+
+    units: tuple[str, ...]
+    rows: tuple[str, ...]
+    units_share: float
+    rows_share: float
+
+    @property
+    def share(self) -> float:
+        return self.units_share + self.rows_share
+
+
+def check_own_tables(given: dict[str, Any] | None, schema: Schema) -> OwnTables | None:
+    """``own_tables`` (``{"units": {"attributes": [...], "share": s}, "rows": {...}}``, either
+    part optional) checked against ``schema``: attributes of the schema, unit-level ones under
+    "units", row-level ones under "rows", shares in (0, 1). Raises ValueError naming them."""
+    if given is None:
+        return None
+    if not isinstance(given, dict) or not given or set(given) - {"units", "rows"}:
+        raise ValueError("own_tables: expected a mapping with 'units' and/or 'rows', each "
+                         f"{{'attributes': [names], 'share': fraction}}, got {given!r}")
+    parts: dict[str, tuple[tuple[str, ...], float]] = {}
+    for part, unit_level_wanted in (("units", True), ("rows", False)):
+        entry = given.get(part, {"attributes": [], "share": 0.0})
+        names, share = tuple(entry.get("attributes", ())), entry.get("share")
+        if isinstance(share, bool) or not isinstance(share, int | float) or not (
+                0 < share < 1 or (share == 0 and not names)):
+            raise ValueError(f"own_tables: {part}: share must be a fraction of the "
+                             f"measurements' rho in (0, 1), got {share!r}")
+        for name in names:
+            if name not in schema.names:
+                raise ValueError(f"own_tables: {part}: schema {schema.name!r} has no "
+                                 f"attribute {name!r}")
+            if schema[name].unit_level != unit_level_wanted:
+                raise ValueError(f"own_tables: {part}: attribute {name!r} is "
+                                 f"{'not ' if unit_level_wanted else ''}unit-level")
+        parts[part] = names, float(share)
+    return OwnTables(parts["units"][0], parts["rows"][0], parts["units"][1], parts["rows"][1])
+
+
+def own_queries(schema: Schema, names: tuple[str, ...], rho: float
+                ) -> tuple[list[tuple[int, ...]], float] | None:
+    """The 1-way and 2-way queries over the attributes ``names`` of ``schema`` and their ρ
+    (None: no attribute)."""
+    if not names:
+        return None
+    indices = sorted(schema.names.index(name) for name in names)
+    return [(i,) for i in indices] + list(combinations(indices, 2)), rho
+
+
+def measure_own(measurer: Measurer, measured: list[Measurement],
+                own: tuple[list[tuple[int, ...]], float] | None
+                ) -> tuple[list[Measurement], dict[str, Any] | None]:
+    """``measured`` with the own tables' queries ``own`` (:func:`own_queries`; None: none)
+    measured again by ``measurer`` (its counts, sensitivity, accountant, noise; drawn after
+    its one-shot measurements), their ρ split as a release of those tables alone splits it
+    (:func:`~.plan.budget_shares`), each merged with its first measurement by inverse variance
+    (:func:`.adaptive.merged`); and the record of the repeats."""
+    if own is None:
+        return measured, None
+    queries, rho = own
+    shares = budget_shares(measurer.schema, queries, config=measurer.config)
+    repeats = measurer.draw(queries, shares * rho / measurer.rho)
+    names = measurer.schema.names
+    return adaptive.merged(measured + repeats), {
+        "rho": rho, "l2_sensitivity": measurer.sensitivity,
+        "sigma": {" x ".join(names[a] for a in m.attributes): m.sigma for m in repeats}}
 
 
 def unit_shape_share(unit_shape: bool, lag: bool = False,
@@ -76,7 +158,8 @@ def measure_lag(counts: np.ndarray, schema: Schema, sequence: tuple[int, int], r
 def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: PrivacyRecord,
                       unit_record: PrivacyRecord, row_rho: float,
                       lag: tuple[np.ndarray | None, dict[str, Any]] | None, *,
-                      unit_share: float, neighbours: str, column: str, max_rows: int
+                      unit_share: float, neighbours: str, column: str, max_rows: int,
+                      own: dict[str, dict[str, Any] | None] | None = None
                       ) -> tuple[UnitShapedModel, PrivacyRecord]:
     """The release's model and its one privacy record: ``record``, the one the row model's fit
     made (of ``row_rho``), with the unit model's charge (``unit_record``'s ρ, ``unit_share`` of
@@ -85,23 +168,32 @@ def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: Privacy
     ``column``'s units of at most ``max_rows`` rows. The ``units`` model's own record becomes
     a part of the release's (:meth:`~dp_dask.privacy.record.PrivacyRecord.part_metadata`): its
     fit saw a table of one row per unit and would otherwise claim the release's (ε, δ) for
-    itself, per row."""
+    itself, per row. ``own``: the own tables' records by part ("units", "rows"; None: not
+    measured; :func:`measure_own`), their ρ added too."""
+    own = {part: found for part, found in (own or {}).items() if found}
+    own_rho = sum(found["rho"] for found in own.values())
+    own_text = "".join(
+        f"rho {found['rho']:.6g} to the {part} own tables "
+        f"({', '.join(found['sigma'])}; L2 sensitivity {found['l2_sensitivity']:g}), "
+        for part, found in own.items())
     unit_rho = unit_record.cost.rho
     lag_table, lag_record = lag if lag is not None else (None, None)
     lag_rho = lag_record["rho"] if lag_record else 0.0
     lag_text = (f"rho {lag_rho:.6g} to the lag-1 table of {lag_record['attribute']!r} (L2 "
                 f"sensitivity {lag_record.get('l2_sensitivity', 0):g}), " if lag_record else "")
     split = {**(record.rho_split or {}), "unit_model": unit_rho,
-             **({"lag": lag_rho} if lag_record else {}), "row_model": row_rho}
+             **({"lag": lag_rho} if lag_record else {}),
+             **{f"own_tables_{part}": found["rho"] for part, found in own.items()},
+             "row_model": row_rho}
     if "measurements" in split:  # after a choice of K: every measurement's ρ
-        split["measurements"] += unit_rho + lag_rho
+        split["measurements"] += unit_rho + lag_rho + own_rho
     record = replace(
-        record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho),
+        record, cost=replace(record.cost, rho=record.cost.rho + unit_rho + lag_rho + own_rho),
         rho_split=split, details={**record.details, "budget_split": (
             f"rho {unit_rho:.6g} ({unit_share:g} of the measurements') to the "
             "unit model, 1-/2-way tables of the unit table (one row per unit: a row's "
             "sensitivity, L2 "
-            f"{table_sensitivity(neighbours, 'l2'):g}), {lag_text}then the row model: "
+            f"{table_sensitivity(neighbours, 'l2'):g}), {lag_text}{own_text}then the row model: "
             + record.details["budget_split"])})
     rows.metadata["privacy"] = record.to_metadata()
     units.metadata["privacy"] = unit_record.part_metadata("the unit model", record)
@@ -116,6 +208,11 @@ def unit_shaped_model(rows: MarginalModel, units: MarginalModel, record: Privacy
         "dealing": "units drawn from the unit model, rows from the row model, each row dealt "
                    "to a unit of its unit-level codes (the rest to the rooms left), the unit's "
                    "values and id then written on its rows",
-        **({"lag": lag_record} if lag_record else {})}
+        **({"lag": lag_record} if lag_record else {}),
+        **({"own_tables": own | {
+            "measured": "the units part's 1-/2-way tables again on the unit table (a row's "
+                        "sensitivity), the rows part's again on the rows (K rows'), each merged "
+                        "with its model's measurement of the table by inverse variance"}}
+           if own else {})}
     return (UnitShapedModel(rows, units, release_schema(rows.schema, column), column, lag_table),
             record)
