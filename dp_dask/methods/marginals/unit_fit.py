@@ -30,9 +30,9 @@ from dp_dask.methods.marginals.unit_shape import (
     release_schema,
     unit_level,
 )
+from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.accounting import gaussian_rho, gaussian_sigma, table_sensitivity
 from dp_dask.privacy.noise import gaussian_noise
-from dp_dask.postprocess.consistency import Measurement
 from dp_dask.privacy.record import PrivacyRecord
 
 
