@@ -290,7 +290,8 @@ def own_tables(found: Relation, parent_share: float = 0.15, child_share: float =
     """The joined release's own tables: the parent's attributes measured again on the unit
     table (one row per parent), the child's on the joined rows."""
     return {"units": {"attributes": list(found.parent_schema.names), "share": parent_share},
-            "rows": {"attributes": list(found.child_schema.names), "share": child_share}}
+            "rows": {"attributes": [HAS_CHILD, *found.child_schema.names],
+                     "share": child_share}}
 
 
 @dataclass

@@ -77,9 +77,9 @@ def check_own_tables(given: dict[str, Any] | None, schema: Schema) -> OwnTables 
             if name not in schema.names:
                 raise ValueError(f"own_tables: {part}: schema {schema.name!r} has no "
                                  f"attribute {name!r}")
-            if schema[name].unit_level != unit_level_wanted:
-                raise ValueError(f"own_tables: {part}: attribute {name!r} is "
-                                 f"{'not ' if unit_level_wanted else ''}unit-level")
+            if unit_level_wanted and not schema[name].unit_level:
+                raise ValueError(f"own_tables: {part}: attribute {name!r} is not unit-level "
+                                 "(the unit table holds the unit-level attributes alone)")
         parts[part] = names, float(share)
     return OwnTables(parts["units"][0], parts["rows"][0], parts["units"][1], parts["rows"][1])
 
