@@ -46,6 +46,11 @@ from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
 
 HAS_CHILD = "__dp_dask_has_child__"  # the joined table's marker: "no" on a childless parent's row
 CHILD_LEVELS = ("no", "yes")
+# the own tables' shares of the measurements' ρ (public constants, chosen on the generated
+# customers/orders: docs/results-units.md, "Parent–child tables"); the unit model keeps
+# config.unit_share, the row model the rest
+PARENT_SHARE = 0.15
+CHILD_SHARE = 0.3
 PARENT_KEYS = {"data", "schema", "key"}  # what a parent table's entry may give
 CHILD_KEYS = {"data", "schema", "parent", "foreign_key", "key"}  # a child table's
 
@@ -285,10 +290,13 @@ def split_release(release: dd.DataFrame, found: Relation) -> tuple[dd.DataFrame,
     return parents, children
 
 
-def own_tables(found: Relation, parent_share: float = 0.15, child_share: float = 0.1
-               ) -> dict[str, Any]:
-    """The joined release's own tables: the parent's attributes measured again on the unit
-    table (one row per parent), the child's on the joined rows."""
+def own_tables(found: Relation, parent_share: float = PARENT_SHARE,
+               child_share: float = CHILD_SHARE) -> dict[str, Any]:
+    """The joined release's own tables (:class:`~.methods.marginals.unit_fit.OwnTables`), each
+    table's 1-/2-way marginals measured again at a share of the measurements' ρ of its own:
+    the parent's attributes on the unit table (one row per parent: a row's sensitivity), the
+    child's with :data:`HAS_CHILD` on the joined rows (K rows': the marker's tables with the
+    child's attributes are what tells a child's values from a childless row's placeholders)."""
     return {"units": {"attributes": list(found.parent_schema.names), "share": parent_share},
             "rows": {"attributes": [HAS_CHILD, *found.child_schema.names],
                      "share": child_share}}
@@ -341,6 +349,9 @@ def release_tables(tables: dict[str, Any], out: str | Path, *, epsilon: float,
     if "://" in str(out):  # the split writes with pathlib (an object store: not yet)
         raise ValueError(f"out=: a local directory for a parent–child release, got {out!r}")
     method_options.setdefault("own_tables", own_tables(found))
+    # every pair of the joined table's few attributes (a tree's selection and refinement would
+    # spend a third of the row model's ρ choosing among them: docs/results-units.md)
+    method_options.setdefault("tables", "all")
     synthesizer = Synthesizer.create(
         "marginals", joined_schema(found), epsilon=epsilon, delta=delta,
         noise_sampler=noise_sampler, noise_seed=noise_seed, ledger=ledger,
