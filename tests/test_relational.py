@@ -4,6 +4,7 @@ orders as one release under the customer's key, and its relation checks (evaluat
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -210,3 +211,19 @@ def test_issue67_parent_keeps_its_own_quality(client, tmp_path):
     record = released.synthesizer.model.metadata
     assert set(record["unit_shape"]["own_tables"]) >= {"units", "rows"}
     assert {"own_tables_units", "own_tables_rows"} <= set(record["privacy"]["rho_split"])
+
+
+@pytest.mark.parametrize(("own", "says"), [
+    ({"units": {"attributes": ["amount"], "share": 0.1}},
+     "own_tables: units: attribute 'amount' is not unit-level"),
+    ({"rows": {"attributes": ["colour"], "share": 0.1}},
+     "own_tables: rows: schema 'customers+orders' has no attribute 'colour'"),
+    ({"rows": {"attributes": ["amount"], "share": 1.5}}, "own_tables: rows: share must be"),
+])
+def test_issue67_bad_own_tables_nothing_spent(client, tmp_path, own, says):
+    customers, orders = customers_orders(100)
+    ledger = tmp_path / "ledger.sqlite"
+    with pytest.raises(ValueError, match=re.escape(says)):
+        release_tables(tables_spec(tmp_path, customers, orders), tmp_path / "out", epsilon=1.0,
+                       max_children=K, ledger=ledger, own_tables=own)
+    assert not ledger.exists() or Ledger(ledger).entries() == []
