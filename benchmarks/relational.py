@@ -7,7 +7,9 @@ shipping), written as Parquet, released by :func:`dp_dask.release_tables` (K chi
 customer) and by the baseline (``released_alone``: each table by the marginals method at half
 of ε, orders' customers drawn at random), both in the same run, per ε and seed; the relation
 checks of dp_dask/evaluate/relations.py (bounded to K and unbounded), each table's own 1-/2-way
-TVD (binned by its schema), wall time."""
+TVD (binned by its schema), wall time. ``--own-shares PARENT,CHILD``: the joint release's own
+tables at those shares (``0,0``: none; several: one joint release per pair) against its default
+(:func:`dp_dask.relational.own_tables`)."""
 
 from __future__ import annotations
 

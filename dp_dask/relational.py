@@ -10,14 +10,19 @@ released unit-shaped (:mod:`dp_dask.methods.marginals.unit_shape`) under the uni
 (``max_children``: at most K children kept per parent, a random K of more): P's attributes and
 :data:`HAS_CHILD` are declared unit-level, so the unit model measures parents × children per
 parent (1..K rows per unit, and whether they are children at all), and the row model measures
-the child attributes jointly with the parent's on the joined, bounded data (parent × child
-2-way tables under K rows' sensitivity). The unit-shaped release is then split, partition by
+the child attributes jointly with the parent's on the joined, bounded data (every parent × child
+2-way table under K rows' sensitivity). Each table keeps a budget of its own (:func:`own_tables`):
+P's 1-/2-way tables measured again on the unit table (a row's sensitivity, PARENT_SHARE of the
+measurements' ρ) and C's with :data:`HAS_CHILD` again on the joined rows (K rows', CHILD_SHARE),
+so that neither table's own marginals pay for the relation (docs/results-units.md). The
+unit-shaped release is then split, partition by
 partition, with no shuffle: P' is each synthetic unit's first row (its id and parent
 attributes: one row per unit), C' the rows marked "yes" (a new child id, the unit's id as
 foreign key, the child attributes); a unit marked "no" has no children in C'.
 
-Privacy. One fit, one (ε, δ), one ledger entry (the unit-shaped fit's: unit model and row
-model, their ρ adding up under the parent key's unit); the split is post-processing. A child
+Privacy. One fit, one (ε, δ), one ledger entry (the unit-shaped fit's: unit model, own tables
+and row model, their ρ adding up under the parent key's unit, each share in the record's
+``rho_split``); the split is post-processing. A child
 whose foreign key matches no parent belongs to no unit and is left out by the join (the join
 is on P). Everything checked before the fit (:func:`relation`) reads the specification and the
 inputs' column names only, so a refusal spends nothing.

@@ -4,9 +4,11 @@ table's measurement, and the release's one privacy record of its parts.
 
 :meth:`~.synthesizer.MarginalSynthesizer._fit_unit_shaped` runs the steps in this order: the
 unit model (the marginals method on the unit table, ``MarginalsConfig.unit_share`` of the
-measurements' ρ, its noise from its own seed stream, :func:`unit_model_seed`), the lag-1 table
-(:func:`measure_lag`, ``lag_share``), the row model (the rest), then :func:`unit_shaped_model`
-adds the parts' charges to the row model's record: the one record of the release.
+measurements' ρ, its noise from its own seed stream, :func:`unit_model_seed`; with
+``own_tables`` its own tables' repeats after its one-shot measurements, :func:`measure_own`),
+the lag-1 table (:func:`measure_lag`, ``lag_share``), the row model (the rest, less the own
+tables' shares; its own tables' repeats likewise), then :func:`unit_shaped_model` adds the
+parts' charges to the row model's record: the one record of the release.
 """
 
 from __future__ import annotations
