@@ -10,14 +10,19 @@ released unit-shaped (:mod:`dp_dask.methods.marginals.unit_shape`) under the uni
 (``max_children``: at most K children kept per parent, a random K of more): P's attributes and
 :data:`HAS_CHILD` are declared unit-level, so the unit model measures parents × children per
 parent (1..K rows per unit, and whether they are children at all), and the row model measures
-the child attributes jointly with the parent's on the joined, bounded data (parent × child
-2-way tables under K rows' sensitivity). The unit-shaped release is then split, partition by
+the child attributes jointly with the parent's on the joined, bounded data (every parent × child
+2-way table under K rows' sensitivity). Each table keeps a budget of its own (:func:`own_tables`):
+P's 1-/2-way tables measured again on the unit table (a row's sensitivity, PARENT_SHARE of the
+measurements' ρ) and C's with :data:`HAS_CHILD` again on the joined rows (K rows', CHILD_SHARE),
+so that neither table's own marginals pay for the relation (docs/results-units.md). The
+unit-shaped release is then split, partition by
 partition, with no shuffle: P' is each synthetic unit's first row (its id and parent
 attributes: one row per unit), C' the rows marked "yes" (a new child id, the unit's id as
 foreign key, the child attributes); a unit marked "no" has no children in C'.
 
-Privacy. One fit, one (ε, δ), one ledger entry (the unit-shaped fit's: unit model and row
-model, their ρ adding up under the parent key's unit); the split is post-processing. A child
+Privacy. One fit, one (ε, δ), one ledger entry (the unit-shaped fit's: unit model, own tables
+and row model, their ρ adding up under the parent key's unit, each share in the record's
+``rho_split``); the split is post-processing. A child
 whose foreign key matches no parent belongs to no unit and is left out by the join (the join
 is on P). Everything checked before the fit (:func:`relation`) reads the specification and the
 inputs' column names only, so a refusal spends nothing.
@@ -46,6 +51,11 @@ from dp_dask.synthesizer import DEFAULT_DELTA, Synthesizer
 
 HAS_CHILD = "__dp_dask_has_child__"  # the joined table's marker: "no" on a childless parent's row
 CHILD_LEVELS = ("no", "yes")
+# the own tables' shares of the measurements' ρ (public constants, chosen on the generated
+# customers/orders: docs/results-units.md, "Parent–child tables"); the unit model keeps
+# config.unit_share, the row model the rest
+PARENT_SHARE = 0.15
+CHILD_SHARE = 0.3
 PARENT_KEYS = {"data", "schema", "key"}  # what a parent table's entry may give
 CHILD_KEYS = {"data", "schema", "parent", "foreign_key", "key"}  # a child table's
 
@@ -285,6 +295,18 @@ def split_release(release: dd.DataFrame, found: Relation) -> tuple[dd.DataFrame,
     return parents, children
 
 
+def own_tables(found: Relation, parent_share: float = PARENT_SHARE,
+               child_share: float = CHILD_SHARE) -> dict[str, Any]:
+    """The joined release's own tables (:class:`~.methods.marginals.unit_fit.OwnTables`), each
+    table's 1-/2-way marginals measured again at a share of the measurements' ρ of its own:
+    the parent's attributes on the unit table (one row per parent: a row's sensitivity), the
+    child's with :data:`HAS_CHILD` on the joined rows (K rows': the marker's tables with the
+    child's attributes are what tells a child's values from a childless row's placeholders)."""
+    return {"units": {"attributes": list(found.parent_schema.names), "share": parent_share},
+            "rows": {"attributes": [HAS_CHILD, *found.child_schema.names],
+                     "share": child_share}}
+
+
 @dataclass
 class TablesRelease:
     """What :func:`release_tables` produced: the relation, the fitted unit-shaped synthesizer
@@ -331,6 +353,10 @@ def release_tables(tables: dict[str, Any], out: str | Path, *, epsilon: float,
     check_max_children(max_children, found)
     if "://" in str(out):  # the split writes with pathlib (an object store: not yet)
         raise ValueError(f"out=: a local directory for a parent–child release, got {out!r}")
+    method_options.setdefault("own_tables", own_tables(found))
+    # every pair of the joined table's few attributes (a tree's selection and refinement would
+    # spend a third of the row model's ρ choosing among them: docs/results-units.md)
+    method_options.setdefault("tables", "all")
     synthesizer = Synthesizer.create(
         "marginals", joined_schema(found), epsilon=epsilon, delta=delta,
         noise_sampler=noise_sampler, noise_seed=noise_seed, ledger=ledger,

@@ -4,6 +4,7 @@ orders as one release under the customer's key, and its relation checks (evaluat
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -13,8 +14,12 @@ from customers_orders import CUSTOMERS_SCHEMA, ORDERS_SCHEMA, customers_orders, 
 from dp_dask.cli import main
 from dp_dask.data.schema import load_schema
 from dp_dask.evaluate.relations import foreign_key_integrity, relation_checks
+from dp_dask.methods.marginals.plan import budget_shares, measured_queries
+from dp_dask.privacy import rho_budget
+from dp_dask.privacy.accounting import gaussian_sigma, table_sensitivity
 from dp_dask.privacy.ledger import Ledger
 from dp_dask.relational import release_tables
+from dp_dask.synthesizer import DEFAULT_DELTA
 
 K = 8
 
@@ -162,3 +167,63 @@ def test_item4_relation_checks_on_known_tables():
     # children per parent: real {2, 1, 0} each 1/3; synthetic {1, 1, 0}: TVD 1/3
     assert checks["children_per_parent_tvd"] == pytest.approx(1 / 3)
     assert np.isclose(checks["foreign_key_integrity"], 1.0)
+
+
+def _two_way_tvd(real: pd.DataFrame, synthetic: pd.DataFrame, a: str, b: str) -> float:
+    """The TVD of two categorical columns' joint shares."""
+    shares = [frame.groupby([a, b]).size() / len(frame) for frame in (real, synthetic)]
+    return float(shares[0].sub(shares[1], fill_value=0).abs().sum() / 2)
+
+
+def test_issue67_parent_keeps_its_own_quality(client, tmp_path):
+    """The customers' own segment × region table in a joint release (seeds 0-2, ε = 1) is within
+    1.2× the error the baseline's noise gives it (the customers released alone at ε/2: its
+    2-way table's Gaussian σ, from the same budget rule, spread over the table's cells: TVD
+    ≈ cells · σ · √(2/π) / (2n)), and the customer × order relation stays 2× better than
+    random: the parent's own tables are measured again on the unit table (a row's
+    sensitivity) beside the unit model's."""
+    customers, orders = customers_orders(4_000)
+    spec = tables_spec(tmp_path, customers, orders)
+    schema = load_schema(CUSTOMERS_SCHEMA)
+    queries = measured_queries(schema)
+    shares = budget_shares(schema, queries)
+    sigma = gaussian_sigma(rho_budget(0.5, DEFAULT_DELTA, "exact") * shares[-1],
+                           table_sensitivity("replace", "l2"), "exact")
+    cells = int(np.prod(schema.sizes))
+    baseline_noise_tvd = cells * sigma * np.sqrt(2 / np.pi) / (2 * len(customers))
+    errors, relation = [], []
+    for seed in range(3):
+        released = release_tables(spec, tmp_path / f"out{seed}", epsilon=1.0, max_children=K,
+                                  ledger=False, noise_sampler="numpy", noise_seed=seed,
+                                  seed=seed)
+        parents = pd.read_parquet(released.paths["customers"])
+        children = pd.read_parquet(released.paths["orders"])
+        errors.append(_two_way_tvd(customers, parents, "segment", "region"))
+        relation.append(relation_checks(
+            customers, orders, parents, children, key="customer_id",
+            foreign_key="customer_id", max_children=K, parent_schema=schema,
+            child_schema=load_schema(ORDERS_SCHEMA))["parent_child_tvd"])
+    assert np.mean(errors) <= 1.2 * baseline_noise_tvd, (errors, baseline_noise_tvd)
+    alone = relation_checks(customers, orders, *released_alone(customers, orders, 1.0, K),
+                            key="customer_id", foreign_key="customer_id", max_children=K,
+                            parent_schema=schema, child_schema=load_schema(ORDERS_SCHEMA))
+    assert np.mean(relation) <= alone["parent_child_tvd"] / 2
+    record = released.synthesizer.model.metadata
+    assert set(record["unit_shape"]["own_tables"]) >= {"units", "rows"}
+    assert {"own_tables_units", "own_tables_rows"} <= set(record["privacy"]["rho_split"])
+
+
+@pytest.mark.parametrize(("own", "says"), [
+    ({"units": {"attributes": ["amount"], "share": 0.1}},
+     "own_tables: units: attribute 'amount' is not unit-level"),
+    ({"rows": {"attributes": ["colour"], "share": 0.1}},
+     "own_tables: rows: schema 'customers+orders' has no attribute 'colour'"),
+    ({"rows": {"attributes": ["amount"], "share": 1.5}}, "own_tables: rows: share must be"),
+])
+def test_issue67_bad_own_tables_nothing_spent(client, tmp_path, own, says):
+    customers, orders = customers_orders(100)
+    ledger = tmp_path / "ledger.sqlite"
+    with pytest.raises(ValueError, match=re.escape(says)):
+        release_tables(tables_spec(tmp_path, customers, orders), tmp_path / "out", epsilon=1.0,
+                       max_children=K, ledger=ledger, own_tables=own)
+    assert not ledger.exists() or Ledger(ledger).entries() == []

@@ -72,6 +72,7 @@ from dp_dask.data.io import read_table
 from dp_dask.data.schema import Schema, load_schema
 from dp_dask.privacy.accounting import epsilon_spent, rho_budget
 from dp_dask.privacy.record import PrivacyRecord
+from dp_dask.relational import CHILD_SHARE, PARENT_SHARE
 from dp_dask.stats import release_stats
 from dp_dask.synthesizer import Synthesizer
 
@@ -247,8 +248,14 @@ MARGINALS_UNIT = {"privacy_unit": {"column": UNIT, "max_rows": UNIT_K},
 # in all) and the row model (K rows'). K rows hold K − 1 pairs: enough that a lag table
 # counting each pair whole would move K − 1 times its calibration (plant lag-pairs-unweighted)
 UNIT_SHAPED_K = 8
+# and the own tables (a parent–child release's: the city's again on the unit table, the colour
+# and size's on the rows, at relational.PARENT_SHARE and CHILD_SHARE)
 MARGINALS_UNIT_SHAPED = {"privacy_unit": {"column": UNIT, "max_rows": UNIT_SHAPED_K},
-                         "unit_order": UNIT_ORDER, "unit_lag": UNIT_LAG}
+                         "unit_order": UNIT_ORDER, "unit_lag": UNIT_LAG,
+                         "own_tables": {"units": {"attributes": ["city"],
+                                                  "share": PARENT_SHARE},
+                                        "rows": {"attributes": ["colour", "size"],
+                                                 "share": CHILD_SHARE}}}
 
 
 def scenarios() -> dict[str, Scenario]:

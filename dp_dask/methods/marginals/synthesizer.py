@@ -72,7 +72,11 @@ from dp_dask.methods.marginals.plan import (
 )
 from dp_dask.methods.marginals.select_pairs import TreeChoice, check_tables
 from dp_dask.methods.marginals.unit_fit import (
+    OwnTables,
+    check_own_tables,
     measure_lag,
+    measure_own,
+    own_queries,
     unit_model_seed,
     unit_shape_share,
     unit_shaped_model,
@@ -132,7 +136,9 @@ class MarginalSynthesizer(Synthesizer):
     them (``unit_shape_``: the fit's choice). With it ``unit_order`` and ``unit_lag``, two
     attributes: a unit's rows ordered by the first, the lag-1 relation of the second (this
     row's code × the previous row's) measured and drawn from (default None: rows in no order;
-    either asks for units as True does).
+    either asks for units as True does); ``own_tables``, in a unit-shaped release, groups of
+    unit-level and row-level attributes whose 1-/2-way tables are measured again at shares of
+    their own (:class:`.unit_fit.OwnTables`; a parent–child release's parent and child tables).
     """
 
     name = "marginals"
@@ -150,7 +156,8 @@ class MarginalSynthesizer(Synthesizer):
                  workload: list[Any] | None = None,
                  config: MarginalsConfig | dict[str, Any] | None = None,
                  unit_shape: bool | None = None, unit_order: str | None = None,
-                 unit_lag: str | None = None, **common: Any) -> None:
+                 unit_lag: str | None = None, own_tables: dict[str, Any] | None = None,
+                 **common: Any) -> None:
         super().__init__(schema, **common)
         if unit_shape is not None and not isinstance(unit_shape, bool):
             raise ValueError(f"unit_shape must be true or false, got {unit_shape!r}")
@@ -159,6 +166,12 @@ class MarginalSynthesizer(Synthesizer):
                              "(not unit_shape=False): the attribute ordering a unit's rows and "
                              "the one whose lag-1 relation is measured")
         self.unit_shape, self.unit_order, self.unit_lag = unit_shape, unit_order, unit_lag
+        self.own_tables = own_tables
+        self.own_tables_: OwnTables | None = None  # checked by each fit (_prepare)
+        # a unit-shaped fit's own tables: the queries its model measures again and their ρ
+        # (set per model by _fit_unit_shaped), and the record of those drawn
+        self.own_queries_: tuple[list[tuple[int, ...]], float] | None = None
+        self.own_record_: dict[str, Any] | None = None
         # learned by each fit (_prepare): whether it releases units, and the share of the
         # plan's ρ (less a choice of K's) its measurements spend: a unit-shaped release's row
         # model what the unit model (config.unit_share) and the lag-1 table (lag_share) leave
@@ -204,8 +217,16 @@ class MarginalSynthesizer(Synthesizer):
         self.candidates_ = (adaptive.candidates(self.schema, self.workload_, self.config)
                             if self.rounds_ else {})
         self.unit_shape_ = self._units_released()
+        if self.own_tables is not None and not self.unit_shape_:
+            raise ValueError("own_tables: measured in a unit-shaped release only (a privacy "
+                             "unit, unit_shape not false)")
+        self.own_tables_ = check_own_tables(self.own_tables, self.schema)
+        own_share = self.own_tables_.share if self.own_tables_ else 0.0
         self._rho_share = 1.0 - unit_shape_share(self.unit_shape_, self.unit_lag is not None,
-                                                 self.config)
+                                                 self.config) - own_share
+        if self._rho_share <= 0:
+            raise ValueError(f"own_tables: shares {own_share:g} leave the row model nothing "
+                             "beside config.unit_share and lag_share")
         for option, name in (("unit_order", self.unit_order), ("unit_lag", self.unit_lag)):
             if name is not None and name not in self.schema.names:
                 raise ValueError(f"{option}: schema {self.schema.name!r} has no attribute "
@@ -350,6 +371,12 @@ class MarginalSynthesizer(Synthesizer):
         inner._load_params()
         plan_rho = self._privacy_plan()["rho"]
         inner._rho_share = self.config.unit_share * (plan_rho - self.unit_rho) / plan_rho
+        own, measurements_rho = self.own_tables_, plan_rho - self.unit_rho
+        if own is not None:
+            inner.own_queries_ = own_queries(units_schema, own.units,
+                                             own.units_share * measurements_rho)
+            self.own_queries_ = own_queries(self.schema, own.rows,
+                                            own.rows_share * measurements_rho)
         units = fit_model(inner, ExactCounts(unit_counts, np.zeros(0, dtype=np.int64)),
                           rows_counted(unit_counts, units_schema),
                           {"schema": {"name": units_schema.name,
@@ -363,7 +390,8 @@ class MarginalSynthesizer(Synthesizer):
         model, self.privacy_record_ = unit_shaped_model(
             rows, units, self.privacy_record_, inner.privacy_record_, self.budget_plan().rho,
             lag, unit_share=self.config.unit_share, neighbours=self.neighbours,
-            column=self.privacy_unit.column, max_rows=self.max_rows)
+            column=self.privacy_unit.column, max_rows=self.max_rows,
+            own={"units": inner.own_record_, "rows": self.own_record_})
         return model
 
     def _exact_counts(self, counts: tuple[Any, ...]) -> ExactCounts:
@@ -411,6 +439,7 @@ def fit_pairs(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Mea
     the rows are updated towards; ``choice``: the public rule's, where it ran (recorded)."""
     with timed(method.timings_, "noise", last_part=True):
         measured, fine, tree = measure_tables(measurer, one_way, method.tables)
+        measured, method.own_record_ = measure_own(measurer, measured, method.own_queries_)
     n_rows = noisy_n(method, measured, n_rows, metadata)
     return consistent_model(method, measured, measured, fine, tree, n_rows, metadata, {}, choice)
 
@@ -423,6 +452,7 @@ def fit_adaptive(method: MarginalSynthesizer, measurer: Measurer, one_way: list[
     schema, config, plan = method.schema, method.config, method.budget_plan().rounds
     with timed(method.timings_, "noise", last_part=True):
         one_shot, fine, tree = measure_tables(measurer, one_way, method.tables)
+        one_shot, method.own_record_ = measure_own(measurer, one_shot, method.own_queries_)
     n_rows = noisy_n(method, one_shot, n_rows, metadata)
     with timed(method.timings_, "adaptive_rounds"):
         first = fit_marginals(one_shot, schema, n_rows, fit_iterations=method.fit_iterations,
@@ -487,7 +517,8 @@ def fit_joint(method: MarginalSynthesizer, measurer: Measurer, one_way: list[Mea
     with timed(method.timings_, "noise", last_part=True):
         one_way, triples, fine = measure_dense(measurer, one_way, exact.joint, rho,
                                                choice.one_way_share)
-    measured = [*one_way, *triples]
+        measured, method.own_record_ = measure_own(measurer, [*one_way, *triples],
+                                                   method.own_queries_)
     n_rows = noisy_n(method, measured, n_rows, metadata)
     metadata |= release_record(
         method, plan, dense_measurements(measured, {}, schema.m, choice.one_way_share), None,
