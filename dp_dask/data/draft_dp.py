@@ -78,12 +78,16 @@ from dp_dask.data.draft_split import split_epsilon, split_note, split_record
 from dp_dask.data.draft_storage import stored_text_types
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
+    FORMS,
+    NULLABLE_RULE,
     NUMBER_TYPES,
     TEXT,
     TIMESTAMP,
     TYPE_SHARE,
     YEARS,
+    MissingCount,
     Undecided,
+    decide_nullable,
     decide_types,
     never_null,
     point_forms,
@@ -419,10 +423,6 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                   for c in typed}) if typed else ({}, {}))
         for column, (points, _) in early.items():  # a fractional point makes a float
             decisions[column] = with_points_places(decisions[column], points)
-            types["decided"][column] = {
-                "dtype": decisions[column].dtype, "nullable": decisions[column].nullable,
-                **({} if decisions[column].decimals is None
-                   else {"decimals": decisions[column].decimals})}
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -449,9 +449,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                   for c, n in needed.items()}
         noise = Noise(sampler, rng, bound)
         reread = partial(weighted_text_counts, frame, missing_values, show_progress)
+        # each typed column's own histogram counts its missing values too (one more cell, or a
+        # text column's public level "missing"), for its nullability beside the type step's
+        missing = {c: int(exact[FORM_COUNTS][c][FORMS.index("missing")]) for c in typed}
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            text_delta, rows_scale=rows_record["scale"], sampler=sampler,
-                           rng=rng, bound=bound, weighted=reread) if texts else TextDraft()
+                           rng=rng, bound=bound, weighted=reread,
+                           missing={c: missing[c] for c in texts if c in missing}
+                           ) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -476,16 +481,29 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                         column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
                         epsilon=share, search_epsilon=search_share[column],
                         delta=points_delta, bins=bins, coarse=column in coarse,
-                        found=early.get(column), points=column in early or column in late)
+                        found=early.get(column), points=column in early or column in late,
+                        missing=missing.get(column))
                 elif isinstance(grid, str):
-                    spec, mechanisms[column], note = release_years(column, counts, noise,
-                                                                   epsilon=share)
+                    spec, mechanisms[column], note = release_years(
+                        column, counts, noise, epsilon=share, missing=missing.get(column))
                 else:
                     spec, mechanisms[column], note = release_quantiles(
                         column, counts, grid, grids[column], noise, epsilon=share, bins=bins)
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
+    # nullable from both noisy counts of its missing values, the type step's and its own
+    # histogram's (post-processing): decided before any spec reads it
+    nulls = {}
+    for column, decision in decisions.items():
+        own = MissingCount.drawn_by(mechanisms.get(column, {}))
+        nullable, nulls[column] = decide_nullable([decision.missing, *own])
+        decisions[column] = replace(decision, nullable=nullable)
+    if types:
+        types["decided"] = {c: {"dtype": d.dtype, "nullable": d.nullable,
+                                **({} if d.decimals is None else {"decimals": d.decimals})}
+                            for c, d in decisions.items()}
+        types["nullable"] = {"columns": nulls, "rule": NULLABLE_RULE}
     for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
         dtype = dtypes[column]
         if column in decisions and decisions[column].kind != TIMESTAMP:

@@ -256,13 +256,30 @@ def _split(edges: np.ndarray, parts: np.ndarray, integer: bool) -> np.ndarray:
     return np.concatenate([*inner, edges[-1:]])
 
 
+def _noisy_cells(counts: np.ndarray, missing: int | None, scale: float, sensitivity: int,
+                 sampler: str, rng: np.random.Generator | None
+                 ) -> tuple[np.ndarray, dict[str, Any] | None]:
+    """``counts`` plus Laplace noise, with one more cell counting the column's ``missing``
+    values where it is given (None: not counted): one histogram, a row in at most one cell
+    of it, so a replaced row still moves it by L1 ``sensitivity``. The noisy cells, and the
+    missing cell's noisy count as the step records it (None where not counted)."""
+    if missing is None:
+        return laplace_noise(counts, scale, sensitivity=sensitivity, sampler=sampler,
+                             rng=rng), None
+    noisy = laplace_noise(np.append(counts, missing), scale, sensitivity=sensitivity,
+                          sampler=sampler, rng=rng)
+    return noisy[:-1], {"noisy": float(noisy[-1]), "noise": "laplace", "scale": scale}
+
+
 def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
-          bound: int) -> dict[str, Any]:
+          bound: int, missing: dict[str, Any] | None = None) -> dict[str, Any]:
     replaced = "one row" if bound == 1 else f"one unit of at most {bound} rows"
     return {"step": what, "mechanism": "laplace histogram", "epsilon": epsilon,
             "sensitivity": f"L1 {SENSITIVITY * bound} (replace {replaced})", "scale": scale,
             "cells": cells, "threshold": threshold(scale, cells, miss), "miss": miss,
-            "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
+            **({} if missing is None else {"missing": missing}),
+            "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"
+                      + ("" if missing is None else ", one more cell: the missing values")}
 
 
 def _open(inner: list[float], low: float, high: float) -> dict[str, Any]:
@@ -278,7 +295,8 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
                    bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
-                   coarse: bool = False, beside: np.ndarray | None = None
+                   coarse: bool = False, beside: np.ndarray | None = None,
+                   missing: int | None = None
                    ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
@@ -286,14 +304,17 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges; the
     cells inside, and so finer bins and small integer grids, are given up. ``beside``: noisy
     counts per octave already released (a column's point masses), added to the octaves' own
-    where none of those passes alone (post-processing), so the range is found around them."""
+    where none of those passes alone (post-processing), so the range is found around them.
+    ``missing``: the column's exact count of missing values, counted in one more cell of each
+    step's histogram (its noisy count in the step's record, ``"missing"``: the draft decides
+    nullability from it and the type step's); None: not counted."""
     half = epsilon if coarse else epsilon / 2.0
     sensitivity = SENSITIVITY * bound
     scale = sensitivity / half
-    noisy = laplace_noise(counts["octaves"], scale, sensitivity=sensitivity, sampler=sampler,
-                          rng=rng)
+    noisy, nulls = _noisy_cells(counts["octaves"], missing, scale, sensitivity, sampler, rng)
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
-              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
+              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound,
+                              nulls)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
     if not len(passed) and beside is not None:
         noisy = noisy + beside
@@ -340,11 +361,11 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         inside = slice(int(np.searchsorted(edges, max(wide_low, edges[0]))),
                        int(np.searchsorted(edges, min(wide_high, edges[-1]))))
         edges = edges[inside.start:inside.stop + 1]
-        cell = laplace_noise(counts[key][inside], scale, sensitivity=sensitivity,
-                             sampler=sampler, rng=rng)
+        cell, nulls = _noisy_cells(counts[key][inside], missing, scale, sensitivity, sampler,
+                                   rng)
         record["steps"].append(_step(f"{key} cells within [{_round(edges[0])}, "
                                      f"{_round(edges[-1])})", half, scale, len(cell), CELL_MISS,
-                                     bound))
+                                     bound, nulls))
     if coarse:
         first, last = 0, len(cell) - 1
     else:
@@ -383,15 +404,15 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
 
 
 def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: str,
-                 rng: np.random.Generator | None, bound: int = 1
+                 rng: np.random.Generator | None, bound: int = 1, missing: int | None = None
                  ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The year edges (min/max) of a timestamp column: one bin per year found under DP
-    (``bound``: the rows one unit contributes at most)."""
+    (``bound``: the rows one unit contributes at most; ``missing``: its exact count of missing
+    values, counted in one more cell as :func:`search_numeric`'s)."""
     scale = SENSITIVITY * bound / epsilon
-    noisy = laplace_noise(counts, scale, sensitivity=SENSITIVITY * bound, sampler=sampler,
-                          rng=rng)
+    noisy, nulls = _noisy_cells(counts, missing, scale, SENSITIVITY * bound, sampler, rng)
     record = {"mechanism": "year counts", "epsilon": epsilon,
-              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS, bound)]}
+              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS, bound, nulls)]}
     kept = _passing(noisy, scale, OCTAVE_MISS)
     if not len(kept):
         return None, record, (f"{column}: no year held enough rows to be found under DP; give "

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.noise import gaussian_noise, laplace_noise
 from dp_dask.privacy.selection import (
     GaussianThreshold,
     Threshold,
@@ -197,6 +197,12 @@ def _joint_round(counts: dict[str, pd.Series], calibration: GaussianThreshold, s
     return released
 
 
+def _l2(distance: tuple[int, int, int]) -> float:
+    """The L2 distance a Gaussian round is calibrated to (OpenDP reads it as at most √L0·L∞)."""
+    l0, l2, linf = distance
+    return min(float(l2), math.sqrt(l0) * linf)
+
+
 def _covered(released: dict[str, float], rows: float, threshold: float) -> bool:
     """Levels released, and the noisy rows n̂ leave fewer than a level's threshold outside
     their noisy counts: the column is drafted without an ``other`` bin (post-processing)."""
@@ -205,14 +211,18 @@ def _covered(released: dict[str, float], rows: float, threshold: float) -> bool:
 
 def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta: float, *,
                 rows_scale: float, sampler: str, rng: np.random.Generator | None,
-                bound: int = 1, weighted: WeightedCounts | None = None) -> TextDraft:
+                bound: int = 1, weighted: WeightedCounts | None = None,
+                missing: dict[str, int] | None = None) -> TextDraft:
     """Identifiers and categories of the text columns (``counts``: exact rows per value text,
     missing excluded) under (``epsilon``, ``delta``)-DP in all, as the module docstring says;
     ``rows``: the noisy number of rows n̂, of Laplace scale ``rows_scale``; ``bound``: the rows
     one unit contributes at most; ``weighted``: the second round's counts (read from the data
-    again, given the first round's levels), needed with several text columns. Noise is drawn
-    here, once per measurement."""
+    again, given the first round's levels), needed with several text columns; ``missing``: the
+    exact count of missing values of the columns whose nullability is decided under DP,
+    counted as one more level of each (step 5 of the module docstring). Noise is drawn here,
+    once per measurement."""
     columns = list(counts)
+    missing = missing or {}
     result = TextDraft()
     plan = text_plan(epsilon, delta, len(columns), bound)
     distinct_epsilon = plan.distinct_epsilon
@@ -238,11 +248,22 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                                          sampler=sampler, rng=rng)
         result.mechanisms[column] = {**plan.single.to_json(), "released": len(noisy[column])}
         record["levels"] = {**result.mechanisms[column], "columns": left}
+        if column in missing:  # the public key "missing": a plain Laplace count, no δ
+            nulls = laplace_noise(np.array([missing[column]], dtype=np.int64),
+                                  plan.single.scale, sensitivity=plan.single.distance[1],
+                                  sampler=sampler, rng=rng)[0]
+            result.mechanisms[column]["missing"] = {"noisy": float(nulls), "noise": "laplace",
+                                                    "scale": plan.single.scale}
     elif left:
         if weighted is None:
             raise ValueError("several text columns: their second round's weighted counts "
                              "(weighted=) are needed")
         noisy = _joint_round({c: counts[c] for c in left}, plan.first, sampler, rng)
+        # the public keys "missing", in the first round's histogram at its scale (no δ)
+        public = [c for c in left if c in missing]
+        nulls = gaussian_noise(np.array([missing[c] for c in public], dtype=np.int64),
+                               plan.first.scale, sensitivity=_l2(plan.first.distance),
+                               sampler=sampler, rng=rng) if public else []
         first = {c: set(noisy[c]) for c in left}
         found = _joint_round(weighted(first), plan.second, sampler, rng)
         for column in left:  # in rows: the second round counts in 1/WEIGHT_SCALE of a row
@@ -274,6 +295,9 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                 "epsilon": plan.levels_epsilon, "delta": levels["delta"],
                 "shared_by": len(left), "released": len(noisy[column]),
                 "threshold": smallest}  # in rows, at weight 1: what a level needs to pass
+        for column, count in zip(public, nulls):
+            result.mechanisms[column]["missing"] = {"noisy": float(count), "noise": "gaussian",
+                                                    "scale": plan.first.scale}
     for column, released in noisy.items():  # in noisy order, largest first
         result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
         if _covered(released, rows, smallest):
