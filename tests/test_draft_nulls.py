@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dp_dask.data.draft import draft_schema
@@ -98,3 +100,40 @@ def test_item_1_a_never_null_column_passes_the_combined_threshold_with_the_miss_
     alone, only = decide_nullable([MissingCount(5_000.0, "laplace", 667, "types")])
     assert alone is (5_000 > 667 * math.log(1 / (2 * TYPE_MISS)))
     assert only["threshold"] == pytest.approx(667 * math.log(1 / (2 * TYPE_MISS)), abs=0.1)
+
+
+def winds(rows: int = ROWS, seed: int = 1) -> pd.DataFrame:
+    """A whole-valued column with 20 % nulls as pandas holds it (float64), a never-null integer
+    column and a float one."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "wind_dir": np.where(rng.random(rows) < 0.2, np.nan, 10.0 * rng.integers(0, 36, rows)),
+        "hour": rng.integers(0, 24, rows),
+        "temp": np.round(rng.normal(15, 8, rows), 1)})
+
+
+def test_item_2_a_nullable_whole_column_from_pandas_comes_back_float64(client, tmp_path):
+    """wind_dir, decided integer and nullable under DP: from a frame, or a Parquet file pandas
+    wrote (its schema metadata's ``pandas`` key), it comes back float64 of whole values with
+    its nulls, as pandas holds it (0231366 released int64 with nulls: pandas' Int64); the
+    never-null hour stays int64. Written without pandas' metadata, it stays an integer."""
+    from dp_dask import synthesize
+
+    frame = winds()
+    frame.to_parquet(tmp_path / "pandas.parquet")
+    plain = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(plain.replace_schema_metadata(None), tmp_path / "arrow.parquet")
+    for source in (frame, tmp_path / "pandas.parquet", tmp_path / "arrow.parquet"):
+        released = synthesize(source, epsilon=1.0, rows=5_000, seed=0, ledger=False,
+                              dataset_name="winds", noise_sampler="numpy", noise_seed=0)
+        spec = {a["name"]: a for a in released.attrs["dp_dask"]["schema"]["attributes"]}
+        values = released["wind_dir"].dropna().to_numpy(dtype=float)
+        assert (values == np.round(values)).all() and len(values), source
+        assert 0.1 <= released["wind_dir"].isna().mean() <= 0.3, source
+        assert released["hour"].dtype == np.int64, source
+        if isinstance(source, pd.DataFrame) or source.stem == "pandas":
+            assert released["wind_dir"].dtype == np.float64, source
+            assert (spec["wind_dir"]["dtype"], spec["wind_dir"]["decimals"]) == ("float64", 0)
+        else:  # no writer said pandas: an integer, as the values are
+            assert str(released["wind_dir"].dtype) == "Int64"
+            assert spec["wind_dir"]["dtype"] == "int64"

@@ -75,19 +75,17 @@ from dp_dask.data.draft_specs import (
     with_missing_bin,
 )
 from dp_dask.data.draft_split import split_epsilon, split_note, split_record
-from dp_dask.data.draft_storage import stored_text_types
+from dp_dask.data.draft_storage import stored_text_types, written_by_pandas
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
     FORMS,
-    NULLABLE_RULE,
     NUMBER_TYPES,
     TEXT,
     TIMESTAMP,
     TYPE_SHARE,
     YEARS,
-    MissingCount,
     Undecided,
-    decide_nullable,
+    decide_nulls,
     decide_types,
     never_null,
     point_forms,
@@ -263,7 +261,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     * A timestamp column: its years by thresholded noisy counts per year, drafted as calendar
       features released as one timestamp of the stored type (its zone kept even where the
       storage types are not public: :func:`.draft_storage.stored_timestamp_types`), with a
-      missing bin only where the type step decided it nullable.
+      missing bin only where it is decided nullable.
+    * Nullable: by the type step's and the column's own noisy counts of missing values
+      (:func:`.draft_types.decide_nulls`); integer and nullable from a pandas writer
+      (:func:`.draft_storage.written_by_pandas`): float64 of whole values, as pandas holds it.
 
     δ is recorded as stated even when no text column uses it. The ledger entry is reserved
     (checked against the dataset's budget) before any data is read, cancelled if the work fails
@@ -358,6 +359,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         check_points_budget(min(min(proposed.values()) for proposed in splits), points_delta,
                             least_bound)
     text_types = stored_text_types(source)  # metadata: the writer's, not the rows'
+    from_pandas = written_by_pandas(source)  # likewise: pandas holds nullable integers as floats
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
 
@@ -492,18 +494,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
-    # nullable from both noisy counts of its missing values, the type step's and its own
-    # histogram's (post-processing): decided before any spec reads it
-    nulls = {}
-    for column, decision in decisions.items():
-        own = MissingCount.drawn_by(mechanisms.get(column, {}))
-        nullable, nulls[column] = decide_nullable([decision.missing, *own])
-        decisions[column] = replace(decision, nullable=nullable)
-    if types:
-        types["decided"] = {c: {"dtype": d.dtype, "nullable": d.nullable,
-                                **({} if d.decimals is None else {"decimals": d.decimals})}
-                            for c, d in decisions.items()}
-        types["nullable"] = {"columns": nulls, "rule": NULLABLE_RULE}
+    # nullable by the type step's and its own noisy counts of missing values, before any spec
+    decisions = decide_nulls(decisions, mechanisms, types)
     for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
         dtype = dtypes[column]
         if column in decisions and decisions[column].kind != TIMESTAMP:
@@ -515,6 +507,11 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         if column in decisions and dtype == NUMBER_TYPES["float"] and \
                 decisions[column].decimals is not None:  # the decimal places found
             output["decimals"] = decisions[column].decimals
+        if from_pandas and column in decisions and dtype == NUMBER_TYPES["integer"] and \
+                decisions[column].nullable:
+            # decided integer and nullable, both under DP, from a pandas writer: released as
+            # pandas holds such a column, float64 of whole values (never its storage dtype)
+            output |= {"dtype": NUMBER_TYPES["float"], "decimals": 0}
         found = specs[column]
         if "decimals" in output:  # the decimal places found decide, not the points' lattice
             found.pop("lattice", None)

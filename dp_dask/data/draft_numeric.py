@@ -37,8 +37,12 @@ thresholded; one bin per year between the first and last passing one.
 
 Replace-one neighbours: a row moves from one cell to another (or into or out of the missing
 values): L1 sensitivity 2 for every histogram, ε = 2/b; adding or removing a row moves one
-count by 1, within it. Under a privacy unit of at most K rows (the draft bounded each unit to K
-rows) every sensitivity is K times a row's: each function takes that contribution ``bound``.
+count by 1, within it. Where the draft decides the column's nullability under DP, each step's
+histogram has one more cell counting its missing values (a row in at most one cell still: the
+same L1 2, no more ε); its noisy count, in the step's record, is post-processed with the type
+step's (:func:`~dp_dask.data.draft_types.decide_nullable`).
+Under a privacy unit of at most K rows (the draft bounded each unit to K rows) every
+sensitivity is K times a row's: each function takes that contribution ``bound``.
 The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
 ones are used.
 """

@@ -38,6 +38,14 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
    input row holds (an ordered categorical's dictionary gained an unused ``other``). The few
    rows the released levels may miss (fewer than a level needs to pass) count in the largest
    level. One level covering its column is a constant (``constants``).
+5. A column whose nullability is decided under DP counts its missing values as one more level,
+   the public key "missing", counted whether present or not (as the point masses' public
+   candidates, :mod:`.draft_points`): with one column a Laplace count at the threshold's scale,
+   with several a Gaussian count at the first round's σ. A row holds one key per column either
+   way (a value or missing), so the distances above hold for the longer histogram, and a key
+   present in both neighbours needs no δ. The noisy count is in the column's mechanism record
+   (``"missing"``); the draft decides nullability from it and the type step's
+   (:func:`~dp_dask.data.draft_types.decide_nullable`). It is never a category.
 
 Every choice is made from DP outputs (noisy counts, released sets, n̂) and public facts; the
 distinct counts and the levels compose (basic composition) within ε_T and δ. Thresholds are
