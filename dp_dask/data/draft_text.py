@@ -261,7 +261,7 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                                   plan.single.scale, sensitivity=plan.single.distance[1],
                                   sampler=sampler, rng=rng)[0]
             result.mechanisms[column]["missing"] = {"noisy": float(nulls), "noise": "laplace",
-                                                    "scale": plan.single.scale}
+                                                    "scale": plan.single.scale, "by": "levels"}
     elif left:
         if weighted is None:
             raise ValueError("several text columns: their second round's weighted counts "
@@ -305,7 +305,7 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                 "threshold": smallest}  # in rows, at weight 1: what a level needs to pass
         for column, count in zip(public, nulls):
             result.mechanisms[column]["missing"] = {"noisy": float(count), "noise": "gaussian",
-                                                    "scale": plan.first.scale}
+                                                    "scale": plan.first.scale, "by": "levels"}
     for column, released in noisy.items():  # in noisy order, largest first
         result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
         if _covered(released, rows, smallest):

@@ -133,7 +133,7 @@ class MissingCount:
         parts = [mechanism, *mechanism.get("steps", [])]
         return [MissingCount(float(part["missing"]["noisy"]), part["missing"]["noise"],
                              float(part["missing"]["scale"]),
-                             part.get("step", part.get("mechanism", "own")))
+                             part["missing"].get("by", part.get("step", "own")))
                 for part in parts if "missing" in part]
 
 
