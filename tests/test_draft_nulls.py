@@ -41,7 +41,8 @@ def test_item_1_a_column_of_10_percent_nulls_is_nullable_and_never_null_ones_sta
     count of pressure's 2,000 nulls has scale 2·15/0.045 = 667 and threshold 5,680 (28 % of the
     rows), so 0231366 drafted pressure and station never null in every seed. Their own
     histograms' missing cell (pressure's octaves and cells, station's public level
-    "missing") find them; the 13 never-null columns stay never null. The combined estimate
+    "missing") find them; the 13 never-null columns stay never null, and station's levels
+    cover it once its nulls are taken off n̂ (no 'other' bin). The combined estimate
     lies within 6 of its noise's standard deviations of the true count."""
     frame = nulls_table()
     data = tmp_path / "nulls.parquet"
@@ -56,6 +57,9 @@ def test_item_1_a_column_of_10_percent_nulls_is_nullable_and_never_null_ones_sta
         assert decided == {c: c in ("pressure", "station") for c in frame}, seed
         assert spec["pressure"]["on_missing"] in spec["pressure"]["extra"], seed
         assert spec["station"]["on_missing"] in spec["station"]["extra"], seed
+        # its three levels and its missing values hold every row: no 'other' bin (0231366
+        # kept one, n̂ less the levels' counts being its 1,600 nulls)
+        assert spec["station"]["extra"] == ["missing"], seed
         for column in frame.columns.drop(["pressure", "station"]):
             assert spec[column]["on_missing"] not in spec[column].get("extra", []), (seed,
                                                                                      column)

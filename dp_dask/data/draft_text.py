@@ -35,9 +35,11 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
    each), never alphabetical. Levels whose noisy counts leave fewer than the column's lowest
    threshold of the noisy rows n̂ outside them cover the column (``covered``): drafted without
    an ``other`` bin, whose noisy share would otherwise put a value into every release that no
-   input row holds (an ordered categorical's dictionary gained an unused ``other``). The few
-   rows the released levels may miss (fewer than a level needs to pass) count in the largest
-   level. One level covering its column is a constant (``constants``).
+   input row holds (an ordered categorical's dictionary gained an unused ``other``); the
+   column's noisy count of missing values (step 5), where counted, is taken off n̂ too, as its
+   nulls are in no level (a column of three levels and 8 % nulls kept an ``other`` bin). The
+   few rows the released levels may miss (fewer than a level needs to pass) count in the
+   largest level. One level covering its column is a constant (``constants``).
 5. A column whose nullability is decided under DP counts its missing values as one more level,
    the public key "missing", counted whether present or not (as the point masses' public
    candidates, :mod:`.draft_points`): with one column a Laplace count at the threshold's scale,
@@ -308,14 +310,17 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                                                     "scale": plan.first.scale, "by": "levels"}
     for column, released in noisy.items():  # in noisy order, largest first
         result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
-        if _covered(released, rows, smallest):
+        # the rows its missing values hold, where counted, are outside its levels too
+        outside = rows - result.mechanisms[column].get("missing", {}).get("noisy", 0.0)
+        if _covered(released, outside, smallest):
             result.covered.append(column)
             if len(released) == 1:
                 result.constants.append(column)
     record["covered"] = {"columns": result.covered, "threshold": smallest, "rule": (
-        "levels released, and the noisy rows n̂ minus their noisy counts below the threshold "
-        "of the round that releases the small levels (in rows): no 'other' bin, the rest (if "
-        "any) in the largest level")}
+        "levels released, and the noisy rows n̂ minus their noisy counts (and the column's "
+        "noisy count of missing values, where counted) below the threshold of the round that "
+        "releases the small levels (in rows): no 'other' bin, the rest (if any) in the largest "
+        "level")}
     record["constants"] = {"columns": result.constants, "rule": "covered by one level"}
     record["order"] = ("each column's levels by their noisy counts, largest first (the second "
                        "round's in weighted rows)")
