@@ -49,8 +49,10 @@ def _numbers(column: pd.Series) -> pd.Series:
 
 def column_scores(raw: pd.DataFrame, released: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """Per raw column: KS and the share outside the real range (numbers, timestamps), or the
-    common levels and those kept (text)."""
-    scores: dict[str, dict[str, Any]] = {}
+    common levels and those kept (text); the null shares in and out and the dtypes (issue 65:
+    nulls and storage types)."""
+    scores: dict[str, dict[str, Any]] = {name: _nulls(raw[name], released.get(name))
+                                         for name in raw.columns}
     for name in raw.columns:
         real = raw[name]
         numeric = pd.api.types.is_numeric_dtype(real) or \
@@ -59,17 +61,24 @@ def column_scores(raw: pd.DataFrame, released: pd.DataFrame) -> dict[str, dict[s
             a = _numbers(real).dropna()
             b = _numbers(released[name]).dropna() if name in released else pd.Series([])
             if not len(b):
-                scores[name] = {"ks": 1.0, "outside": 1.0, "left_out": name not in released}
+                scores[name] |= {"ks": 1.0, "outside": 1.0, "left_out": name not in released}
                 continue
             outside = float(((b < a.min()) | (b > a.max())).mean())
-            scores[name] = {"ks": float(ks_2samp(a, b).statistic), "outside": outside}
+            scores[name] |= {"ks": float(ks_2samp(a, b).statistic), "outside": outside}
         else:
             shares = real.astype(str).where(real.notna()).value_counts(normalize=True)
             common = set(shares[shares >= LOST_SHARE].index)
             held = (set(released[name].astype(str).where(released[name].notna()).dropna())
                     if name in released else set())
-            scores[name] = {"levels_common": len(common), "levels_kept": len(common & held)}
+            scores[name] |= {"levels_common": len(common), "levels_kept": len(common & held)}
     return scores
+
+
+def _nulls(real: pd.Series, released: pd.Series | None) -> dict[str, Any]:
+    """A column's null share and dtype in the raw table and in the release (None: left out)."""
+    return {"null_in": float(real.isna().mean()), "dtype_in": str(real.dtype),
+            "null_out": None if released is None else float(released.isna().mean()),
+            "dtype_out": None if released is None else str(released.dtype)}
 
 
 def run(table: str, seed: int, draft_share: float | None = None,
@@ -146,6 +155,31 @@ def report(paths: list[Path]) -> None:
                 for c in next(iter(per.values()))["ks"]))
 
 
+def null_report(paths: list[Path]) -> None:
+    """Per table and column: the null share in, out (mean over the seeds, per file) and the
+    dtypes, where a column holds nulls in or out."""
+    runs = {str(p): [json.loads(line) for line in p.read_text().splitlines() if line]
+            for p in paths}
+    print("\n| table | column | dtype in | dtype out | null in | null out (" +
+          " / ".join(("new", "old") if len(paths) == 2 else ("seeds",)) + ") |")
+    print("|---|---|---|---|---|---|")
+    first = next(iter(runs.values()))
+    for table in dict.fromkeys(line["table"] for line in first):
+        for column, score in next(ln for ln in first if ln["table"] == table)["columns"].items():
+            if "null_in" not in score:
+                continue
+            out = [[ln["columns"][column].get("null_out") for ln in lines
+                    if ln["table"] == table] for lines in runs.values()]
+            if score["null_in"] == 0 and not any(v for o in out for v in o):
+                continue
+            shares = " / ".join(
+                "left out or not scored" if any(v is None for v in o) else
+                f"{100 * np.mean(o):.2f}% ({', '.join(f'{100 * v:.1f}' for v in o)})"
+                for o in out)
+            print(f"| {table} | {column} | {score['dtype_in']} | {score['dtype_out']} | "
+                  f"{100 * score['null_in']:.2f}% | {shares} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
@@ -158,6 +192,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.report:
         report(args.report)
+        null_report(args.report)
         return
     with dask_client(n_workers=1, threads_per_worker=2, quiet=True):
         for table in args.tables.split(","):

@@ -75,15 +75,17 @@ from dp_dask.data.draft_specs import (
     with_missing_bin,
 )
 from dp_dask.data.draft_split import split_epsilon, split_note, split_record
-from dp_dask.data.draft_storage import stored_text_types
+from dp_dask.data.draft_storage import stored_text_types, written_by_pandas
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
+    FORMS,
     NUMBER_TYPES,
     TEXT,
     TIMESTAMP,
     TYPE_SHARE,
     YEARS,
     Undecided,
+    decide_nulls,
     decide_types,
     never_null,
     point_forms,
@@ -259,7 +261,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     * A timestamp column: its years by thresholded noisy counts per year, drafted as calendar
       features released as one timestamp of the stored type (its zone kept even where the
       storage types are not public: :func:`.draft_storage.stored_timestamp_types`), with a
-      missing bin only where the type step decided it nullable.
+      missing bin only where it is decided nullable.
+    * Nullable: by the type step's and the column's own noisy counts of missing values
+      (:func:`.draft_types.decide_nulls`); integer and nullable from a pandas writer
+      (:func:`.draft_storage.written_by_pandas`): float64 of whole values, as pandas holds it.
 
     δ is recorded as stated even when no text column uses it. The ledger entry is reserved
     (checked against the dataset's budget) before any data is read, cancelled if the work fails
@@ -354,6 +359,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         check_points_budget(min(min(proposed.values()) for proposed in splits), points_delta,
                             least_bound)
     text_types = stored_text_types(source)  # metadata: the writer's, not the rows'
+    from_pandas = written_by_pandas(source)  # likewise: pandas holds nullable integers as floats
     rng = None if seed is None else np.random.default_rng(seed)
     _check_sampler(sampler, rng)
 
@@ -419,10 +425,6 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                   for c in typed}) if typed else ({}, {}))
         for column, (points, _) in early.items():  # a fractional point makes a float
             decisions[column] = with_points_places(decisions[column], points)
-            types["decided"][column] = {
-                "dtype": decisions[column].dtype, "nullable": decisions[column].nullable,
-                **({} if decisions[column].decimals is None
-                   else {"decimals": decisions[column].decimals})}
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -449,9 +451,14 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                   for c, n in needed.items()}
         noise = Noise(sampler, rng, bound)
         reread = partial(weighted_text_counts, frame, missing_values, show_progress)
+        # each typed column's own histogram counts its missing values too (one more cell, or a
+        # text column's public level "missing"), for its nullability beside the type step's
+        missing = {c: int(exact[FORM_COUNTS][c][FORMS.index("missing")]) for c in typed}
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            text_delta, rows_scale=rows_record["scale"], sampler=sampler,
-                           rng=rng, bound=bound, weighted=reread) if texts else TextDraft()
+                           rng=rng, bound=bound, weighted=reread,
+                           missing={c: missing[c] for c in texts if c in missing}
+                           ) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -477,16 +484,18 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                         rows_scale=rows_record["scale"], epsilon=share,
                         search_epsilon=search_share[column], delta=points_delta, bins=bins,
                         coarse=column in coarse, found=early.get(column),
-                        points=column in early or column in late)
+                        points=column in early or column in late, missing=missing.get(column))
                 elif isinstance(grid, str):
-                    spec, mechanisms[column], note = release_years(column, counts, noise,
-                                                                   epsilon=share)
+                    spec, mechanisms[column], note = release_years(
+                        column, counts, noise, epsilon=share, missing=missing.get(column))
                 else:
                     spec, mechanisms[column], note = release_quantiles(
                         column, counts, grid, grids[column], noise, epsilon=share, bins=bins)
                 draft.notes.append(note)
                 if spec is not None:
                     specs[column] = spec
+    # nullable by the type step's and its own noisy counts of missing values, before any spec
+    decisions = decide_nulls(decisions, mechanisms, types)
     for column in [c for c in specs if candidates[c] is not None]:  # numbers and times
         dtype = dtypes[column]
         if column in decisions and decisions[column].kind != TIMESTAMP:
@@ -498,6 +507,11 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         if column in decisions and dtype == NUMBER_TYPES["float"] and \
                 decisions[column].decimals is not None:  # the decimal places found
             output["decimals"] = decisions[column].decimals
+        if from_pandas and column in decisions and dtype == NUMBER_TYPES["integer"] and \
+                decisions[column].nullable:
+            # decided integer and nullable, both under DP, from a pandas writer: released as
+            # pandas holds such a column, float64 of whole values (never its storage dtype)
+            output |= {"dtype": NUMBER_TYPES["float"], "decimals": 0}
         found = specs[column]
         if "decimals" in output:  # the decimal places found decide, not the points' lattice
             found.pop("lattice", None)

@@ -45,8 +45,12 @@ thresholded; one bin per year between the first and last passing one.
 
 Replace-one neighbours: a row moves from one cell to another (or into or out of the missing
 values): L1 sensitivity 2 for every histogram, ε = 2/b; adding or removing a row moves one
-count by 1, within it. Under a privacy unit of at most K rows (the draft bounded each unit to K
-rows) every sensitivity is K times a row's: each function takes that contribution ``bound``.
+count by 1, within it. Where the draft decides the column's nullability under DP, each step's
+histogram has one more cell counting its missing values (a row in at most one cell still: the
+same L1 2, no more ε); its noisy count, in the step's record, is post-processed with the type
+step's (:func:`~dp_dask.data.draft_types.decide_nullable`).
+Under a privacy unit of at most K rows (the draft bounded each unit to K rows) every
+sensitivity is K times a row's: each function takes that contribution ``bound``.
 The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
 ones are used.
 """
@@ -364,13 +368,30 @@ def _split(edges: np.ndarray, parts: np.ndarray, integer: bool) -> np.ndarray:
     return np.concatenate([*inner, edges[-1:]])
 
 
+def _noisy_cells(counts: np.ndarray, missing: int | None, scale: float, sensitivity: int,
+                 sampler: str, rng: np.random.Generator | None
+                 ) -> tuple[np.ndarray, dict[str, Any] | None]:
+    """``counts`` plus Laplace noise, with one more cell counting the column's ``missing``
+    values where it is given (None: not counted): one histogram, a row in at most one cell
+    of it, so a replaced row still moves it by L1 ``sensitivity``. The noisy cells, and the
+    missing cell's noisy count as the step records it (None where not counted)."""
+    if missing is None:
+        return laplace_noise(counts, scale, sensitivity=sensitivity, sampler=sampler,
+                             rng=rng), None
+    noisy = laplace_noise(np.append(counts, missing), scale, sensitivity=sensitivity,
+                          sampler=sampler, rng=rng)
+    return noisy[:-1], {"noisy": float(noisy[-1]), "noise": "laplace", "scale": scale}
+
+
 def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
-          bound: int) -> dict[str, Any]:
+          bound: int, missing: dict[str, Any] | None = None) -> dict[str, Any]:
     replaced = "one row" if bound == 1 else f"one unit of at most {bound} rows"
     return {"step": what, "mechanism": "laplace histogram", "epsilon": epsilon,
             "sensitivity": f"L1 {SENSITIVITY * bound} (replace {replaced})", "scale": scale,
             "cells": cells, "threshold": threshold(scale, cells, miss), "miss": miss,
-            "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
+            **({} if missing is None else {"missing": missing}),
+            "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"
+                      + ("" if missing is None else ", one more cell: the missing values")}
 
 
 def _open(inner: list[float], low: float, high: float) -> dict[str, Any]:
@@ -386,7 +407,8 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
                    bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
-                   coarse: bool = False, points: PointMasses | None = None
+                   coarse: bool = False, points: PointMasses | None = None,
+                   missing: int | None = None
                    ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
@@ -397,14 +419,17 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     n̂ leave room for (:func:`_consistent_points`; the others are listed in the octaves' step
     as ``points_check.dropped``) have their noisy counts added to their octaves where no octave
     of the rest passes alone (post-processing), so the range is found around them, if the rest
-    is searched at all (:func:`~dp_dask.data.draft_points.rest_is_searched`)."""
+    is searched at all (:func:`~dp_dask.data.draft_points.rest_is_searched`).
+    ``missing``: the column's exact count of missing values, counted in one more cell of each
+    step's histogram (its noisy count in the step's record, ``"missing"``: the draft decides
+    nullability from it and the type step's); None: not counted."""
     half = epsilon if coarse else epsilon / 2.0
     sensitivity = SENSITIVITY * bound
     scale = sensitivity / half
-    noisy = laplace_noise(counts["octaves"], scale, sensitivity=sensitivity, sampler=sampler,
-                          rng=rng)
+    noisy, nulls = _noisy_cells(counts["octaves"], missing, scale, sensitivity, sampler, rng)
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
-              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound)]}
+              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound,
+                              nulls)]}
     passed = _passing(noisy, scale, OCTAVE_MISS)
     grow = threshold(scale, 1, GROW_MISS)
     beside = None
@@ -458,11 +483,11 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         inside = slice(int(np.searchsorted(edges, max(wide_low, edges[0]))),
                        int(np.searchsorted(edges, min(wide_high, edges[-1]))))
         edges = edges[inside.start:inside.stop + 1]
-        cell = laplace_noise(counts[key][inside], scale, sensitivity=sensitivity,
-                             sampler=sampler, rng=rng)
+        cell, nulls = _noisy_cells(counts[key][inside], missing, scale, sensitivity, sampler,
+                                   rng)
         record["steps"].append(_step(f"{key} cells within [{_round(edges[0])}, "
                                      f"{_round(edges[-1])})", half, scale, len(cell), CELL_MISS,
-                                     bound))
+                                     bound, nulls))
     if coarse:
         first, last = 0, len(cell) - 1
     else:
@@ -501,15 +526,15 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
 
 
 def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: str,
-                 rng: np.random.Generator | None, bound: int = 1
+                 rng: np.random.Generator | None, bound: int = 1, missing: int | None = None
                  ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The year edges (min/max) of a timestamp column: one bin per year found under DP
-    (``bound``: the rows one unit contributes at most)."""
+    (``bound``: the rows one unit contributes at most; ``missing``: its exact count of missing
+    values, counted in one more cell as :func:`search_numeric`'s)."""
     scale = SENSITIVITY * bound / epsilon
-    noisy = laplace_noise(counts, scale, sensitivity=SENSITIVITY * bound, sampler=sampler,
-                          rng=rng)
+    noisy, nulls = _noisy_cells(counts, missing, scale, SENSITIVITY * bound, sampler, rng)
     record = {"mechanism": "year counts", "epsilon": epsilon,
-              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS, bound)]}
+              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS, bound, nulls)]}
     kept = _passing(noisy, scale, OCTAVE_MISS)
     if not len(kept):
         return None, record, (f"{column}: no year held enough rows to be found under DP; give "

@@ -118,6 +118,21 @@ def stored_timestamp_types(source: TableSource) -> dict[str, str]:
     return {name: dtype for name, dtype in zoned.items() if dtype_problem(dtype) is None}
 
 
+def written_by_pandas(source: TableSource) -> bool:
+    """Whether the input comes from pandas: a frame, or a Parquet file whose schema metadata
+    carries pandas' ``pandas`` key (what ``DataFrame.to_parquet`` writes). A property of the
+    writer, the same for every neighbour written alike, not of any row: pandas stores an
+    integer column with a null as float64 and reads an Arrow int64 column with nulls back as
+    float64, so a nullable whole-valued column decided under DP is released as pandas holds it
+    (:mod:`dp_dask.data.draft_dp`). A CSV says nothing of its writer."""
+    if isinstance(source, pd.DataFrame | dd.DataFrame):
+        return True
+    if is_csv(source):
+        return False
+    metadata = pds.dataset(Path(source), format="parquet").schema.metadata or {}
+    return b"pandas" in metadata
+
+
 def _is_text(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 

@@ -35,9 +35,19 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
    each), never alphabetical. Levels whose noisy counts leave fewer than the column's lowest
    threshold of the noisy rows n̂ outside them cover the column (``covered``): drafted without
    an ``other`` bin, whose noisy share would otherwise put a value into every release that no
-   input row holds (an ordered categorical's dictionary gained an unused ``other``). The few
-   rows the released levels may miss (fewer than a level needs to pass) count in the largest
-   level. One level covering its column is a constant (``constants``).
+   input row holds (an ordered categorical's dictionary gained an unused ``other``); the
+   column's noisy count of missing values (step 5), where counted, is taken off n̂ too, as its
+   nulls are in no level (a column of three levels and 8 % nulls kept an ``other`` bin). The
+   few rows the released levels may miss (fewer than a level needs to pass) count in the
+   largest level. One level covering its column is a constant (``constants``).
+5. A column whose nullability is decided under DP counts its missing values as one more level,
+   the public key "missing", counted whether present or not (as the point masses' public
+   candidates, :mod:`.draft_points`): with one column a Laplace count at the threshold's scale,
+   with several a Gaussian count at the first round's σ. A row holds one key per column either
+   way (a value or missing), so the distances above hold for the longer histogram, and a key
+   present in both neighbours needs no δ. The noisy count is in the column's mechanism record
+   (``"missing"``); the draft decides nullability from it and the type step's
+   (:func:`~dp_dask.data.draft_types.decide_nullable`). It is never a category.
 
 Every choice is made from DP outputs (noisy counts, released sets, n̂) and public facts; the
 distinct counts and the levels compose (basic composition) within ε_T and δ. Thresholds are
@@ -62,7 +72,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.noise import gaussian_noise, laplace_noise
 from dp_dask.privacy.selection import (
     GaussianThreshold,
     Threshold,
@@ -197,6 +207,12 @@ def _joint_round(counts: dict[str, pd.Series], calibration: GaussianThreshold, s
     return released
 
 
+def _l2(distance: tuple[int, int, int]) -> float:
+    """The L2 distance a Gaussian round is calibrated to (OpenDP reads it as at most √L0·L∞)."""
+    l0, l2, linf = distance
+    return min(float(l2), math.sqrt(l0) * linf)
+
+
 def _covered(released: dict[str, float], rows: float, threshold: float) -> bool:
     """Levels released, and the noisy rows n̂ leave fewer than a level's threshold outside
     their noisy counts: the column is drafted without an ``other`` bin (post-processing)."""
@@ -205,14 +221,18 @@ def _covered(released: dict[str, float], rows: float, threshold: float) -> bool:
 
 def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta: float, *,
                 rows_scale: float, sampler: str, rng: np.random.Generator | None,
-                bound: int = 1, weighted: WeightedCounts | None = None) -> TextDraft:
+                bound: int = 1, weighted: WeightedCounts | None = None,
+                missing: dict[str, int] | None = None) -> TextDraft:
     """Identifiers and categories of the text columns (``counts``: exact rows per value text,
     missing excluded) under (``epsilon``, ``delta``)-DP in all, as the module docstring says;
     ``rows``: the noisy number of rows n̂, of Laplace scale ``rows_scale``; ``bound``: the rows
     one unit contributes at most; ``weighted``: the second round's counts (read from the data
-    again, given the first round's levels), needed with several text columns. Noise is drawn
-    here, once per measurement."""
+    again, given the first round's levels), needed with several text columns; ``missing``: the
+    exact count of missing values of the columns whose nullability is decided under DP,
+    counted as one more level of each (step 5 of the module docstring). Noise is drawn here,
+    once per measurement."""
     columns = list(counts)
+    missing = missing or {}
     result = TextDraft()
     plan = text_plan(epsilon, delta, len(columns), bound)
     distinct_epsilon = plan.distinct_epsilon
@@ -238,11 +258,22 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                                          sampler=sampler, rng=rng)
         result.mechanisms[column] = {**plan.single.to_json(), "released": len(noisy[column])}
         record["levels"] = {**result.mechanisms[column], "columns": left}
+        if column in missing:  # the public key "missing": a plain Laplace count, no δ
+            nulls = laplace_noise(np.array([missing[column]], dtype=np.int64),
+                                  plan.single.scale, sensitivity=plan.single.distance[1],
+                                  sampler=sampler, rng=rng)[0]
+            result.mechanisms[column]["missing"] = {"noisy": float(nulls), "noise": "laplace",
+                                                    "scale": plan.single.scale, "by": "levels"}
     elif left:
         if weighted is None:
             raise ValueError("several text columns: their second round's weighted counts "
                              "(weighted=) are needed")
         noisy = _joint_round({c: counts[c] for c in left}, plan.first, sampler, rng)
+        # the public keys "missing", in the first round's histogram at its scale (no δ)
+        public = [c for c in left if c in missing]
+        nulls = gaussian_noise(np.array([missing[c] for c in public], dtype=np.int64),
+                               plan.first.scale, sensitivity=_l2(plan.first.distance),
+                               sampler=sampler, rng=rng) if public else []
         first = {c: set(noisy[c]) for c in left}
         found = _joint_round(weighted(first), plan.second, sampler, rng)
         for column in left:  # in rows: the second round counts in 1/WEIGHT_SCALE of a row
@@ -274,16 +305,22 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
                 "epsilon": plan.levels_epsilon, "delta": levels["delta"],
                 "shared_by": len(left), "released": len(noisy[column]),
                 "threshold": smallest}  # in rows, at weight 1: what a level needs to pass
+        for column, count in zip(public, nulls):
+            result.mechanisms[column]["missing"] = {"noisy": float(count), "noise": "gaussian",
+                                                    "scale": plan.first.scale, "by": "levels"}
     for column, released in noisy.items():  # in noisy order, largest first
         result.categories[column] = sorted(released, key=lambda k: (-released[k], k))
-        if _covered(released, rows, smallest):
+        # the rows its missing values hold, where counted, are outside its levels too
+        outside = rows - result.mechanisms[column].get("missing", {}).get("noisy", 0.0)
+        if _covered(released, outside, smallest):
             result.covered.append(column)
             if len(released) == 1:
                 result.constants.append(column)
     record["covered"] = {"columns": result.covered, "threshold": smallest, "rule": (
-        "levels released, and the noisy rows n̂ minus their noisy counts below the threshold "
-        "of the round that releases the small levels (in rows): no 'other' bin, the rest (if "
-        "any) in the largest level")}
+        "levels released, and the noisy rows n̂ minus their noisy counts (and the column's "
+        "noisy count of missing values, where counted) below the threshold of the round that "
+        "releases the small levels (in rows): no 'other' bin, the rest (if any) in the largest "
+        "level")}
     record["constants"] = {"columns": result.constants, "rule": "covered by one level"}
     record["order"] = ("each column's levels by their noisy counts, largest first (the second "
                        "round's in weighted rows)")
