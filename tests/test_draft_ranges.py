@@ -140,3 +140,23 @@ def test_item_2_the_check_reads_the_rest_and_the_points_on_one_scale():
     assert check["rest_octaves"] == 2
     octave_scale = mechanism["steps"][1]["scale"]
     assert abs(check["rest"] - ROWS) < 6 * octave_scale
+
+
+@pytest.mark.parametrize("seed", FALSE_POINT_SEEDS)
+def test_item_2_the_check_counts_the_missing_values_beside_the_rest(seed):
+    """A column of many missing values (pressures, 9,000 of them beside 20,920 values): n̂
+    holds the missing rows too, so a check of the points and the rest against n̂ alone left a
+    false point room to pass (on 8558be9: its range to -900,000,000, -0.004 or 70). The
+    octaves' step counts the missing values in one more cell; the check holds them beside the
+    rest, its noise in the slack, and drops the false point."""
+    data = pressures()
+    missing = 9_000
+    cells = search_cells("float", "float64")
+    spec, mechanism, _ = release_searched(
+        "c", numeric_counts(data, cells), value_counts(data), cells,
+        Noise("numpy", np.random.default_rng(seed), 1), rows=float(len(data) + missing),
+        rows_scale=ROWS_SCALE, epsilon=COLUMN_EPSILON, search_epsilon=SEARCH_EPSILON,
+        delta=DELTA, bins=10, coarse=False, missing=missing)
+    assert mechanism["steps"][1]["points_check"]["dropped"]
+    # within the data's octaves [512, 2048), no point of its own
+    assert 512 <= spec["min"] and spec["max"] <= 2_048 and not spec.get("points")

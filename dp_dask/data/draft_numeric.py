@@ -301,8 +301,8 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
 
 
 def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
-                       octaves: np.ndarray, rest: tuple[int, int] | None
-                       ) -> tuple[list[float], dict[str, Any]]:
+                       octaves: np.ndarray, rest: tuple[int, int] | None,
+                       nulls: float | None = None) -> tuple[list[float], dict[str, Any]]:
     """The released points that the noisy rows n̂ leave room for beside the rest of the
     column, by post-processing: the points' noisy counts plus the rest's noisy ``octaves``
     counts (``noisy``, of Laplace ``scale``) over the octaves ``rest`` (first, last: those that
@@ -313,18 +313,24 @@ def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
     passes its threshold (11 of the points' noise scales and more) by noise alone, holding rows
     that the table does not have (a pressure's point at 4,000,000 beside 20,920 rows at
     983..1,042 hPa), while real points and the rest add up to n̂ (or less: missing values,
-    rows in octaves beyond the rest's)."""
+    rows in octaves beyond the rest's). ``nulls``: the noisy count of the column's missing
+    values (the octaves' step's missing cell, of the same ``scale``; None: not counted), held
+    beside them too, its noise's tail in the slack: the check is then as tight on a column of
+    many missing values as on one of none."""
     mass = {p: float(points.found["noisy"][point_key(p)]) for p in points.values}
     cells = 0 if rest is None else rest[1] - rest[0] + 1
     held = 0.0 if rest is None else float(noisy[rest[0]:rest[1] + 1].sum())
 
+    parts = 3 if nulls is None else 4  # the noises, each at its share of POINTS_MISS
+    held += 0.0 if nulls is None else nulls
+
     def bound(noise_scale: float, noises: int) -> float:
         if noises <= 1:  # one Laplace noise: its exact tail
-            return noises * threshold(noise_scale, 1, POINTS_MISS / 3)
-        return tail_threshold(noise_scale, noises, POINTS_MISS / 3)
+            return noises * threshold(noise_scale, 1, POINTS_MISS / parts)
+        return tail_threshold(noise_scale, noises, POINTS_MISS / parts)
 
     slack = (bound(points.found["scale"], len(mass)) + bound(scale, cells)
-             + bound(points.rows_scale, 1))
+             + bound(points.rows_scale, 1) + (0.0 if nulls is None else bound(scale, 1)))
     public = {float(k) for k in points.found.get("public_points", [])}
     low, high = (math.inf, -math.inf) if rest is None else (octaves[rest[0]],
                                                              octaves[rest[1] + 1])
@@ -334,9 +340,10 @@ def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
             break
         del kept[point]
     return sorted(kept), {
-        "rule": "the points' noisy counts and the rest's octaves (passing alone, grown) hold at "
-                f"most n̂ and the noises' bound (miss {POINTS_MISS:g}); else the public points "
-                "outside the rest's octaves are dropped, least noisy count first, until they do",
+        "rule": "the points' noisy counts, the rest's octaves (passing alone, grown) and the "
+                "noisy missing values, where counted, hold at most n̂ and the noises' bound "
+                f"(miss {POINTS_MISS:g}); else the public points outside the rest's octaves are "
+                "dropped, least noisy count first, until they do",
         "points": round(sum(mass.values()), 1), "rest": round(held, 1), "rest_octaves": cells,
         "rows": round(points.rows, 1), "slack": round(slack, 1),
         "dropped": [point_key(p) for p in sorted(set(mass) - set(kept))]}
@@ -436,7 +443,8 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if points is not None and points.values:
         kept, record["steps"][0]["points_check"] = _consistent_points(
             points, noisy, scale, cells.octaves,
-            _grown(noisy, int(passed[0]), int(passed[-1]), grow) if len(passed) else None)
+            _grown(noisy, int(passed[0]), int(passed[-1]), grow) if len(passed) else None,
+            None if nulls is None else nulls["noisy"])
         if kept and rest_is_searched(points.rows, points.found, kept):
             beside = points_octaves(cells.octaves, points.found, kept)
     if not len(passed) and beside is not None:
