@@ -365,7 +365,8 @@ class MarginalSynthesizer(Synthesizer):
         inner = MarginalSynthesizer(
             units_schema, epsilon=self.epsilon, delta=self.delta,
             accountant=self.release_accountant, neighbours=self.neighbours, tables="all",
-            fit_iterations=self.fit_iterations, config=self.config,
+            # the unit table's 1-/2-way counts are all it is given: no joint, no cliques
+            fit_iterations=self.fit_iterations, config=replace(self.config, cliques="pairs"),
             noise_sampler=self.noise_sampler, ledger=False,
             noise_seed=unit_model_seed(self.noise_seed))
         inner._load_params()
