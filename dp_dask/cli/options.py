@@ -206,11 +206,10 @@ def noise_options(group: argparse._ActionsContainer) -> None:
                        help="seed of the numpy noise sampler: never for a real release")
 
 
-def unit_options(group: argparse._ActionsContainer, release: bool = True,
-                 tuned: bool = True) -> None:
-    """--privacy-unit, --max-rows-per-unit, --unit-config where the command runs the unit's
-    tuned searches (``tuned``; not dp-dask stats), all read together by :func:`privacy_unit`,
-    and for a ``release`` (not a schema draft) --unit-level and --accept-row-level-draft."""
+def unit_options(group: argparse._ActionsContainer, release: bool = True) -> None:
+    """--privacy-unit, --max-rows-per-unit and --unit-config (read together by
+    :func:`privacy_unit`), and for a ``release`` (not a schema draft) --unit-level and
+    --accept-row-level-draft."""
     group.add_argument("--privacy-unit", default=None, metavar="COLUMN",
                        help="protect all rows of one value of COLUMN together (a person), not "
                        "one row; needs --max-rows-per-unit (default: the schema's "
@@ -221,13 +220,12 @@ def unit_options(group: argparse._ActionsContainer, release: bool = True,
                        "covering the 0.9 quantile of rows per unit, chosen under DP with "
                        "auto_share (--unit-config, default 5%%) of the budget (the default "
                        "method; stats takes an integer K)")
-    if tuned:
-        group.add_argument("--unit-config", type=json_object, default=None, metavar="JSON",
-                           help="with a privacy unit, its tuned numbers (docs/tuning.md, "
-                           "UnitConfig): some of "
-                           + ", ".join(f"{f.name}={getattr(UNIT_DEFAULTS, f.name):g}"
-                                       for f in dataclasses.fields(UnitConfig))
-                           + ", e.g. '{\"auto_share\": 0.1}' (default: none)")
+    group.add_argument("--unit-config", type=json_object, default=None, metavar="JSON",
+                       help="with a privacy unit, its tuned numbers (docs/tuning.md, "
+                       "UnitConfig): some of "
+                       + ", ".join(f"{f.name}={getattr(UNIT_DEFAULTS, f.name):g}"
+                                   for f in dataclasses.fields(UnitConfig))
+                       + ", e.g. '{\"auto_share\": 0.1}' (default: none)")
     if release:
         group.add_argument("--unit-level", choices=["declared", "auto"], default=None,
                            help="with a privacy unit, the unit-level attributes (constant "

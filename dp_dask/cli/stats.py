@@ -47,7 +47,7 @@ def arguments() -> argparse.ArgumentParser:
                         help="tabular-ddp: mix each edge's pair table with uniform at λ "
                         "(public; default 0.01)")
     noise_options(parser)
-    unit_options(parser, tuned=False)  # K is an integer: no search to tune
+    unit_options(parser)
     ledger_options(parser)
     cluster_options(parser)
     return parser
