@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dp_dask.data.attribute import CALENDAR_UNITS, ERROR, Attribute
+from dp_dask.data.cell_search import draw_cells, draw_integers
 from dp_dask.data.constraints import value_ranges
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.dtypes import (
@@ -134,13 +135,13 @@ def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
     layout = fine_layout(attribute)
     weights = fine_weights(attribute, histogram)
     bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
-    # Within-bin CDFs, each shifted by its bin's index: one searchsorted draws every row.
+    # Within-bin CDFs, each shifted by its bin's index (non-decreasing: the weights are not
+    # negative), each row searching its own bin's (draw_cells).
     totals = np.bincount(bin_of, weights=weights, minlength=attribute.bins)
     within = np.cumsum(weights) - np.repeat(np.cumsum(totals) - totals, np.diff(layout.first))
     cdf = bin_of + within / totals[bin_of]
     bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
-    cells = np.searchsorted(cdf, bins + rng.random(len(codes)), side="right")
-    return np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1)
+    return draw_cells(cdf, layout.first, bins, rng.random(len(codes)))
 
 
 def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Generator,
@@ -153,6 +154,8 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.
     if attribute.kind == "datetime":  # years → [first year's start, after the last year's)
         low, high = (_year_start(low), _year_start(high + 1) - 1)
     if integers:
+        if mode == "uniform":  # one pass: no gathered bounds per row
+            return draw_integers(codes, low, high, rng.random(len(codes)))
         return _integers(low[codes], high[codes], mode, rng)
     # [low, high): rounding may reach high, so values stop at the float below it; a bin with
     # low == high holds low alone. Per bin, then gathered: the same values as per row, without
