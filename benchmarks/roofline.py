@@ -18,9 +18,9 @@ the fit on the driver (noise, consistency; once per release, no primitive); cand
 weight fit, the shared tables, the trial partition) against one weighted ``np.bincount`` of the
 candidates' pairs (the stage makes many such passes: its ratio counts them); a partition's rows
 (the balanced resample, row updates, the 1-way match) against numpy drawing as many rows from
-the candidates by weight; decoding to typed values (``decode_frame``, the Arrow table) against
-a pyarrow take of each column's values and a uniform draw per numeric value; the Parquet part
-(the release's writer options) against pyarrow writing the same table; storing it
+the candidates by weight; decoding to typed values (``decode_table``, the part's Arrow table)
+against a pyarrow take of each column's values and a uniform draw per numeric value; the Parquet
+part (the release's writer options) against pyarrow writing the same table; storing it
 (``put_bytes``) against writing its bytes to a file.
 
 The demo data (``dp_dask.data.demo``, seed 0) of ``--rows`` rows are generated into ``--work``
@@ -59,7 +59,7 @@ from dp_dask.data.counts import counts_from_codes, fine_counts
 from dp_dask.data.demo import write_census
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import put_bytes, read_table
-from dp_dask.data.values import arrow_schema, decode_frame
+from dp_dask.data.values import arrow_schema, decode_table
 from dp_dask.methods.marginals.sampler import MarginalSampler, distinct_draws
 from dp_dask.synthesizer import Synthesizer
 from dp_dask.version import library_versions
@@ -200,8 +200,7 @@ def partition_stages(release: MarginalSampler, rows: int, index: int,
     with cpu_seconds(cpu, "partition rows"):
         codes = release.draw_codes(rows, child, draw_cpu).astype(np.int16)
     with cpu_seconds(cpu, "decoding"):
-        frame = decode_frame(codes, schema, "uniform", child, fine_histograms(release))
-        table = pa.Table.from_pandas(frame, schema=arrow, preserve_index=False)
+        table = decode_table(codes, schema, "uniform", child, arrow, fine_histograms(release))
     with cpu_seconds(cpu, "parquet part"):
         buffer = io.BytesIO()
         pq.write_table(table, buffer, use_dictionary=dictionary_columns(arrow),
