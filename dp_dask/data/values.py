@@ -285,11 +285,14 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
         position[kept] = np.arange(len(kept))
         return pd.Categorical.from_codes(position[codes], categories=[labels[i] for i in kept],
                                          ordered=dtype == ORDERED_CATEGORY)
+    if dtype in STRING_DTYPES:  # Arrow's take: ten times faster than through Python strings
+        # of labels that are null where the code decodes as null: no mask gathered per row;
+        # Arrow's large_string: pandas' str wraps it (decode_frame), decode_table stores it
+        texts = pa.array([None if is_null else label
+                          for label, is_null in zip(labels, null_codes)], pa.large_string())
+        return pc.take(texts, pa.array(codes))
     # None where no code decodes as null: most columns, and a gather per column saved
     null = null_codes[codes] if null_codes.any() else None
-    if dtype in STRING_DTYPES:  # Arrow's take: ten times faster than through Python strings
-        # Arrow's large_string: pandas' str wraps it (decode_frame), decode_table stores it
-        return pc.take(pa.array(labels, pa.large_string()), pa.array(codes, mask=null))
     values = _typed(codes, attribute, mode, rng, fine) if values is None else values
     if is_timestamp(dtype):  # nanoseconds, floored to the unit: still within the year
         return _stamps(values // (NANOSECONDS // PER_SECOND[timestamp_type(dtype)[0]]), null,
