@@ -19,9 +19,10 @@ from dp_dask.checks import DpDaskWarning
 from dp_dask.cli import main
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.demo import write_census
+from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.schema import SchemaError, load_schema
-from dp_dask.data.values import decode_frame
+from dp_dask.data.values import arrow_schema, decode_frame, decode_table
 from dp_dask.evaluate.queries import compare_release
 from dp_dask.synthesizer import Synthesizer
 
@@ -318,3 +319,42 @@ def test_cli_decode_option(client, people_csv, tmp_path, decode):
         assert (frame.dtypes == "category").all()
     else:  # size's bins [0, 10), [10, 20), [20, 50), [50, max 100000]
         assert set(frame["size"]) <= {5.0, 15.0, 35.0, 50_025.0}
+
+
+# Every output type, declared text types, ids, recombined timestamps (naive and aware), fine grids.
+ISSUE69_SCHEMAS = [
+    TYPED,
+    {**TYPED, "name": "declared", "attributes": [
+        {**a, "dtype": "string"} if a["name"] == "city" else a for a in TYPED["attributes"]],
+     "ids": [{"name": "serial", "dtype": "int64", "format": "#####"},
+             {"name": "code", "dtype": "string", "format": "@@-##", "position": 0}]},
+    {"schema_version": 1, "name": "calendar", "attributes": [
+        *({"name": f"signup_{unit}", "type": "datetime", "source": "signup", "unit": unit,
+           "extra": ["missing"], "on_missing": "missing",
+           **({"edges": [2015, 2020, 2025], "dtype": "timestamp[us, tz=America/New_York]",
+               "fine": {"start": 2015, "stop": 2025, "step": 1}} if unit == "year" else {})}
+          for unit in ("year", "month", "weekday", "hour")),
+        {"name": "hours", "type": "numeric", "edges": [0, 10, 40, 100], "dtype": "float64",
+         "decimals": 1, "fine": {"start": 0, "stop": 100, "step": 5}, "extra": ["missing"],
+         "on_missing": "missing"}]},
+]
+
+
+@pytest.mark.parametrize("decode", ["uniform", "midpoint", "label"])
+@pytest.mark.parametrize("spec", ISSUE69_SCHEMAS, ids=lambda spec: spec["name"])
+def test_issue69_decode_table_is_the_frames_arrow_table(spec, decode):
+    """The write path's table, built without the frame, is the frame's: values, nulls, types
+    and the pandas metadata alike."""
+    schema = load_schema(spec)
+    codes = all_codes(schema, repeat=500)
+    rng = np.random.default_rng(1)
+    fine = {i: rng.random(fine_layout(schema.attributes[i]).measured.stop
+                          - fine_layout(schema.attributes[i]).measured.start)
+            for i in schema.fine_grids}
+    arrow = arrow_schema(schema, decode)
+    seed = np.random.SeedSequence([7, 3])
+    table = decode_table(codes, schema, decode, seed, arrow, fine)
+    frame = decode_frame(codes, schema, decode, seed, fine)
+    expected = pa.Table.from_pandas(frame, schema=arrow, preserve_index=False)
+    assert table.equals(expected, check_metadata=True)
+    assert sum(column.null_count for column in table.columns) > 0 or decode == "label"

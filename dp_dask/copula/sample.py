@@ -39,7 +39,13 @@ from dp_dask.copula.normals import fill_standard_normal
 from dp_dask.data.decode import decode_latent
 from dp_dask.data.io import Location, join, put_bytes
 from dp_dask.data.schema import Schema
-from dp_dask.data.values import arrow_schema, check_decode, decode_frame, empty_frame
+from dp_dask.data.values import (
+    arrow_schema,
+    check_decode,
+    decode_frame,
+    decode_table,
+    empty_frame,
+)
 
 # Rows drawn at once inside a partition: bounds the float32 latent block to ~64 MiB.
 LATENT_BLOCK_BYTES = 64 * 2**20
@@ -273,6 +279,16 @@ def decoded(sampler: PartitionSampler, codes: np.ndarray, decode: str,
     return frame if finish is None else finish(frame, codes, child)
 
 
+def decoded_table(sampler: PartitionSampler, codes: np.ndarray, decode: str,
+                  child: np.random.SeedSequence, arrow: pa.Schema) -> pa.Table:
+    """:func:`decoded` as the part's Arrow table of schema ``arrow``: built from the columns
+    where no conditioned sampler finishes the frame (:func:`decode_table`), the same table."""
+    if getattr(sampler, "finish_frame", None) is not None:
+        return pa.Table.from_pandas(decoded(sampler, codes, decode, child), schema=arrow,
+                                    preserve_index=False)
+    return decode_table(codes, sampler.schema, decode, child, arrow, fine_histograms(sampler))
+
+
 def _draw_frame(sampler: PartitionSampler, rows: int, child: np.random.SeedSequence,
                 decode: str) -> pd.DataFrame:
     return decoded(sampler, draw_codes(sampler, rows, child), decode, child)
@@ -309,9 +325,8 @@ def _write_partition(sampler: PartitionSampler, index: int, start: int, rows: in
     # Built in memory, then stored whole or not at all (put_bytes: a hidden name renamed on disk,
     # one PUT in a store): a part is never half-written, even by a straggler of a killed job.
     partial = io.BytesIO()
-    frame = decoded(sampler, codes, decode, child)
     # One Arrow schema for every part: the same types (a part without nulls included).
-    pq.write_table(pa.Table.from_pandas(frame, schema=arrow, preserve_index=False), partial,
+    pq.write_table(decoded_table(sampler, codes, decode, child, arrow), partial,
                    use_dictionary=dictionary_columns(arrow), compression=compression(arrow))
     put_bytes(part, partial.getvalue(), storage_options)
     # last: both outputs of the partition are in place

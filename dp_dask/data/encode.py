@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from dp_dask.data.attribute import CLIP, ERROR, Attribute
+from dp_dask.data.cell_search import cells_of_values
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.schema import Schema
 from dp_dask.data.text import category_text, value_text
@@ -279,8 +280,7 @@ def fine_cells(values: pd.Series, codes: np.ndarray, attribute: Attribute) -> np
     layout = fine_layout(attribute)
     numbers = attribute_numbers(values, attribute)
     bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
-    cells = np.searchsorted(layout.edges, numbers, side="right") - 1
-    cells = np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1) - layout.measured.start
+    cells = cells_of_values(layout.edges, layout.first, bins, numbers) - layout.measured.start
     size = layout.measured.stop - layout.measured.start
     cells[(codes >= attribute.bins) | (cells < 0) | (cells >= size)] = -1
     return cells

@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dp_dask.data.attribute import CALENDAR_UNITS, ERROR, Attribute
+from dp_dask.data.cell_search import draw_cells, draw_integers
 from dp_dask.data.constraints import value_ranges
 from dp_dask.data.decode import codes_to_frame
 from dp_dask.data.dtypes import (
@@ -134,13 +135,13 @@ def fine_codes(codes: np.ndarray, attribute: Attribute, histogram: np.ndarray,
     layout = fine_layout(attribute)
     weights = fine_weights(attribute, histogram)
     bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
-    # Within-bin CDFs, each shifted by its bin's index: one searchsorted draws every row.
+    # Within-bin CDFs, each shifted by its bin's index (non-decreasing: the weights are not
+    # negative), each row searching its own bin's (draw_cells).
     totals = np.bincount(bin_of, weights=weights, minlength=attribute.bins)
     within = np.cumsum(weights) - np.repeat(np.cumsum(totals) - totals, np.diff(layout.first))
     cdf = bin_of + within / totals[bin_of]
     bins = np.minimum(codes, attribute.bins - 1).astype(np.intp)
-    cells = np.searchsorted(cdf, bins + rng.random(len(codes)), side="right")
-    return np.clip(cells, layout.first[bins], layout.first[bins + 1] - 1)
+    return draw_cells(cdf, layout.first, bins, rng.random(len(codes)))
 
 
 def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.Generator,
@@ -153,6 +154,8 @@ def _numbers(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.
     if attribute.kind == "datetime":  # years → [first year's start, after the last year's)
         low, high = (_year_start(low), _year_start(high + 1) - 1)
     if integers:
+        if mode == "uniform":  # one pass: no gathered bounds per row
+            return draw_integers(codes, low, high, rng.random(len(codes)))
         return _integers(low[codes], high[codes], mode, rng)
     # [low, high): rounding may reach high, so values stop at the float below it; a bin with
     # low == high holds low alone. Per bin, then gathered: the same values as per row, without
@@ -282,11 +285,14 @@ def _column(codes: np.ndarray, attribute: Attribute, mode: str, rng: np.random.G
         position[kept] = np.arange(len(kept))
         return pd.Categorical.from_codes(position[codes], categories=[labels[i] for i in kept],
                                          ordered=dtype == ORDERED_CATEGORY)
+    if dtype in STRING_DTYPES:  # Arrow's take: ten times faster than through Python strings
+        # of labels that are null where the code decodes as null: no mask gathered per row;
+        # Arrow's large_string: pandas' str wraps it (decode_frame), decode_table stores it
+        texts = pa.array([None if is_null else label
+                          for label, is_null in zip(labels, null_codes)], pa.large_string())
+        return pc.take(texts, pa.array(codes))
     # None where no code decodes as null: most columns, and a gather per column saved
     null = null_codes[codes] if null_codes.any() else None
-    if dtype in STRING_DTYPES:  # Arrow's take: ten times faster than through Python strings
-        text = pc.take(pa.array(labels, pa.large_string()), pa.array(codes, mask=null))
-        return pd.array(text, dtype="str")  # stored as arrow_schema says
     values = _typed(codes, attribute, mode, rng, fine) if values is None else values
     if is_timestamp(dtype):  # nanoseconds, floored to the unit: still within the year
         return _stamps(values // (NANOSECONDS // PER_SECOND[timestamp_type(dtype)[0]]), null,
@@ -393,26 +399,51 @@ def _recombined(codes: np.ndarray, schema: Schema, column: OutputColumn,
     return _stamps((first + days) * 86400 * second + start + within, null, dtype)
 
 
-def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random.SeedSequence,
-                 fine: dict[int, np.ndarray] | None = None) -> pd.DataFrame:
-    """A partition's codes (rows, m) as a frame of typed values, columns as
-    :func:`output_columns` orders them; ``decode`` is the release's decoding, ``seed`` the
-    partition's seed, ``fine`` the model's consistent fine histograms by attribute (``uniform``
-    draws from them: :func:`fine_codes`)."""
+def decoded_columns(codes: np.ndarray, schema: Schema, decode: str,
+                    seed: np.random.SeedSequence,
+                    fine: dict[int, np.ndarray] | None = None) -> dict[str, Any]:
+    """A partition's codes (rows, m) as its decoded columns by name, in the release's order
+    (:func:`output_columns`, then the ids by :func:`with_ids`): NumPy or pandas arrays, text as
+    Arrow arrays; ``decode`` is the release's decoding, ``seed`` the partition's seed, ``fine``
+    the model's consistent fine histograms by attribute (``uniform`` draws from them:
+    :func:`fine_codes`). What :func:`decode_frame` and :func:`decode_table` are made of."""
     rng = np.random.default_rng(value_seed(seed))
     fine = fine or {}
     ordered = _ordered_values(codes, schema, decode, rng, fine)
-    frame = {}
+    columns = {}
     for column in output_columns(schema, decode):
         if column.recombined:
-            frame[column.name] = _recombined(codes, schema, column, rng, fine)
+            columns[column.name] = _recombined(codes, schema, column, rng, fine)
         else:
             (i,) = column.features
-            frame[column.name] = _column(codes[:, i], schema.attributes[i], column.mode, rng,
-                                         fine.get(i), ordered.get(i))
+            columns[column.name] = _column(codes[:, i], schema.attributes[i], column.mode, rng,
+                                           fine.get(i), ordered.get(i))
     for ids in schema.ids:  # drawn after every attribute: their values are as without ids
-        frame[ids.name] = draw_ids(ids, len(codes), rng)
-    return pd.DataFrame({name: frame[name] for name in with_ids(list(frame), schema.ids)})
+        columns[ids.name] = draw_ids(ids, len(codes), rng)
+    return {name: columns[name] for name in with_ids(list(columns), schema.ids)}
+
+
+def decode_frame(codes: np.ndarray, schema: Schema, decode: str, seed: np.random.SeedSequence,
+                 fine: dict[int, np.ndarray] | None = None) -> pd.DataFrame:
+    """A partition's codes (rows, m) as a frame of typed values (:func:`decoded_columns`;
+    text as pandas' str)."""
+    return pd.DataFrame({name: pd.array(column, dtype="str") if isinstance(column, pa.Array)
+                         else column for name, column in
+                         decoded_columns(codes, schema, decode, seed, fine).items()})
+
+
+def decode_table(codes: np.ndarray, schema: Schema, decode: str, seed: np.random.SeedSequence,
+                 arrow: pa.Schema, fine: dict[int, np.ndarray] | None = None) -> pa.Table:
+    """:func:`decode_frame`'s rows as the Arrow table of schema ``arrow`` (:func:`arrow_schema`)
+    that ``pa.Table.from_pandas(frame, schema=arrow, preserve_index=False)`` makes of it, built
+    from the columns without the frame: a quarter of a typed part's decoding went to wrapping
+    its text in pandas and out again (the roofline, docs/benchmarks.md)."""
+    columns = decoded_columns(codes, schema, decode, seed, fine)
+    # pa.array(from_pandas=True) is what from_pandas converts each column with (NaN: null)
+    return pa.Table.from_arrays(
+        [column.cast(field.type) if isinstance(column, pa.Array) else
+         pa.array(column, type=field.type, from_pandas=True)
+         for field, column in ((field, columns[field.name]) for field in arrow)], schema=arrow)
 
 
 def _value_bounds(attribute: Attribute, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -473,14 +504,19 @@ def empty_frame(schema: Schema, decode: str) -> pd.DataFrame:
 
 def arrow_schema(schema: Schema, decode: str) -> pa.Schema:
     """The Arrow schema of the decoded Parquet: every part the same, nullable only where a
-    null can be decoded."""
-    inferred = pa.Schema.from_pandas(empty_frame(schema, decode), preserve_index=False)
+    null can be decoded; its pandas metadata as ``pa.Table.from_pandas`` writes it with these
+    types (a function of the types and the frame's dtypes, not of its rows), so that
+    :func:`decode_table` makes the table the frame would."""
+    empty = empty_frame(schema, decode)
+    inferred = pa.Schema.from_pandas(empty, preserve_index=False)
     nullable = {column.name: _nullable(schema, column)
                 for column in output_columns(schema, decode)}  # an id column: never null
     declared = {a.name: a.dtype for a in schema.attributes
                 if a.dtype in TEXT_DTYPES and decoding(a, decode) != "label"}
-    return pa.schema([_stored_text(field, declared.get(field.name)).with_nullable(
-        nullable.get(field.name, False)) for field in inferred], metadata=inferred.metadata)
+    typed = pa.schema([_stored_text(field, declared.get(field.name)).with_nullable(
+        nullable.get(field.name, False)) for field in inferred])
+    # a declared string is 'unicode' there, where the inferred large_string was 'object'
+    return pa.Table.from_pandas(empty, schema=typed, preserve_index=False).schema
 
 
 def _stored_text(field: pa.Field, dtype: str | None) -> pa.Field:
