@@ -97,6 +97,8 @@ def marginal_scores(real: pd.DataFrame, released: pd.DataFrame) -> dict[str, Any
     """The k-marginal scores (k = 2, 3) and mean 1-, 2-way TVD of ``released`` against
     ``real``, both integer codes; per column its 1-way TVD and the mean 2-way TVD of its
     pairs (which columns lose the points)."""
+    # cells keyed by the codes' text: a column released as text meets the same cells
+    real, released = real.astype(str), released.astype(str)
     tvds = {k: {columns: tvd(real, released, columns)
                 for columns in itertools.combinations(real.columns, k)} for k in (1, 2, 3)}
     means = {k: float(np.mean(list(found.values()))) for k, found in tvds.items()}
@@ -109,7 +111,8 @@ def marginal_scores(real: pd.DataFrame, released: pd.DataFrame) -> dict[str, Any
 
 def drafted_codes(attribute: dict[str, Any], n: int) -> dict[str, Any]:
     """The drafted attribute's type and, over the dictionary's codes 0..n−1, how many it keeps
-    alone in a bin and which it merges (runs of codes sharing a bin, e.g. ``"63-84"``)."""
+    alone in a bin and which it merges (runs of codes sharing a bin, e.g. ``"63-84"``); its
+    other bins hold no code (a drafted range wider than the codes)."""
     found = {"type": attribute["type"], "dtype": attribute.get("dtype")}
     if attribute["type"] != "numeric":
         return found
@@ -180,8 +183,9 @@ def report(path: Path) -> None:
     if not drafts:
         return
     codes = dictionary()
-    print("\n| column | codes | drafted type (seeds) | bins | codes kept alone | merged |")
-    print("|---|---|---|---|---|---|")
+    print("\n| column | codes | drafted type (seeds) | bins | bins beyond the codes | codes "
+          "kept alone | merged |")
+    print("|---|---|---|---|---|---|---|")
     for column, n in codes.items():
         seen = [line["drafted"][column] for line in drafts]
         types = ", ".join(sorted({f"{s['type']} {s['dtype']}" if s else "left out"
@@ -189,8 +193,17 @@ def report(path: Path) -> None:
         numeric = [s for s in seen if s and "bins" in s]
         print(f"| {column} | {n} | {types} | "
               + " / ".join(str(s["bins"]) + (" (fine)" if s["fine"] else "") for s in numeric)
+              + " | " + " / ".join(str(s["bins"] - s["kept"] - len(s["merged"])) for s in numeric)
               + " | " + " / ".join(str(s["kept"]) for s in numeric) + " | "
               + " / ".join(", ".join(s["merged"]) or "-" for s in numeric) + " |")
+    names = [name for name in PATHS if any(line["path"] == name for line in lines)]
+    print("\n| column | 1-way TVD (" + " / ".join(names) + ") | mean 2-way TVD of its pairs |")
+    print("|---|---|---|")
+    for column in codes:
+        means = {k: [np.mean([line[k][column] for line in lines if line["path"] == name])
+                     for name in names] for k in ("column_tvd_1way", "column_tvd_2way")}
+        print(f"| {column} | " + " / ".join(f"{v:.4f}" for v in means["column_tvd_1way"])
+              + " | " + " / ".join(f"{v:.4f}" for v in means["column_tvd_2way"]) + " |")
 
 
 def main() -> None:
