@@ -426,7 +426,10 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     n̂ leave room for (:func:`_consistent_points`; the others are listed in the octaves' step
     as ``points_check.dropped``) have their noisy counts added to their octaves where no octave
     of the rest passes alone (post-processing), so the range is found around them, if the rest
-    is searched at all (:func:`~dp_dask.data.draft_points.rest_is_searched`).
+    is searched at all (:func:`~dp_dask.data.draft_points.rest_is_searched`); where it is,
+    they count in the cells the range's ends are found from and in the mass those are measured
+    against (:func:`_range_ends`): a code beside a point grows from the point's cell, a column
+    of point codes ends at them, not at its octave's edge.
     ``missing``: the column's exact count of missing values, counted in one more cell of each
     step's histogram (its noisy count in the step's record, ``"missing"``: the draft decides
     nullability from it and the type step's); None: not counted."""
@@ -499,8 +502,14 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if coarse:
         first, last = 0, len(cell) - 1
     else:
-        first, last, ends = _range_ends(cell, scale, edges, low, high,
-                                         float(noisy[passed].sum()))
+        total, ranged = float(noisy[passed].sum()), cell
+        # The released points' noisy counts in their cells too (their rows were taken out of
+        # the cells): a code beside a point grows from it, and point codes end the range.
+        if beside is not None:
+            ranged = cell + points_octaves(edges, points.found, kept, clamp=False)
+            if not record["steps"][0].get("with_points"):
+                total += float(beside[passed].sum())
+        first, last, ends = _range_ends(ranged, scale, edges, low, high, total)
         record["steps"][-1]["ends"] = ends
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range

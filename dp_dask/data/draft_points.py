@@ -159,17 +159,21 @@ def rest_is_searched(rows: float, found: dict[str, Any], points: list[float]) ->
     return rows - mass >= POINT_FLOOR * rows
 
 
-def points_octaves(octaves: np.ndarray, found: dict[str, Any],
-                   points: list[float]) -> np.ndarray:
-    """The released ``points``' noisy counts (``found``) per octave of ``octaves`` (clamped
-    into the plausible range): what the search adds to the rest's noisy octaves where none of
-    those passes alone (a rest of a few thousand rows spread over several octaves, visibilities
-    below a heap at 10), post-processing of released counts."""
-    beside = np.zeros(len(octaves) - 1)
+def points_octaves(edges: np.ndarray, found: dict[str, Any], points: list[float],
+                   clamp: bool = True) -> np.ndarray:
+    """The released ``points``' noisy counts (``found``) per cell of ``edges``, post-processing
+    of released counts: per octave (``clamp``: a point beyond them counts in the end one, the
+    plausible range), what the search adds to the rest's noisy octaves where none of those
+    passes alone (a rest of a few thousand rows spread over several octaves, visibilities below
+    a heap at 10); per search cell (not clamped: a point outside them counts in none), what it
+    adds to the cells its range's ends are found from."""
+    beside = np.zeros(len(edges) - 1)
     for point in points:
-        cell = min(max(int(np.searchsorted(octaves, point, side="right")) - 1, 0),
-                   len(octaves) - 2)
-        beside[cell] += found["noisy"][point_key(point)]
+        cell = int(np.searchsorted(edges, point, side="right")) - 1
+        if clamp:
+            cell = min(max(cell, 0), len(edges) - 2)
+        if 0 <= cell < len(beside):
+            beside[cell] += found["noisy"][point_key(point)]
     return beside
 
 
