@@ -169,12 +169,19 @@ def points_octaves(edges: np.ndarray, found: dict[str, Any], points: list[float]
     adds to the cells its range's ends are found from."""
     beside = np.zeros(len(edges) - 1)
     for point in points:
-        cell = int(np.searchsorted(edges, point, side="right")) - 1
-        if clamp:
-            cell = min(max(cell, 0), len(edges) - 2)
-        if 0 <= cell < len(beside):
+        cell = _point_cell(edges, point, clamp)
+        if cell is not None:
             beside[cell] += found["noisy"][point_key(point)]
     return beside
+
+
+def _point_cell(edges: np.ndarray, point: float, clamp: bool) -> int | None:
+    """The cell of ``edges`` that holds ``point``; beyond them, the end cell (``clamp``: the
+    octaves' plausible range, the fine cells') or none (the unit cells, a search's cells)."""
+    cell = int(np.searchsorted(edges, point, side="right")) - 1
+    if clamp:
+        return min(max(cell, 0), len(edges) - 2)
+    return cell if 0 <= cell < len(edges) - 1 else None
 
 
 def without_points(counts: dict[str, np.ndarray], values: pd.Series, cells: Any,
@@ -189,12 +196,9 @@ def without_points(counts: dict[str, np.ndarray], values: pd.Series, cells: Any,
         if key not in rest:
             continue
         for point in points:
-            cell = int(np.searchsorted(edges, point, side="right")) - 1
-            if clamp:
-                cell = min(max(cell, 0), len(edges) - 2)
-            elif not 0 <= cell < len(edges) - 1:
-                continue
-            rest[key][cell] -= int(values.get(point, 0))
+            cell = _point_cell(edges, point, clamp)
+            if cell is not None:
+                rest[key][cell] -= int(values.get(point, 0))
     return rest
 
 
