@@ -207,12 +207,6 @@ def _joint_round(counts: dict[str, pd.Series], calibration: GaussianThreshold, s
     return released
 
 
-def _l2(distance: tuple[int, int, int]) -> float:
-    """The L2 distance a Gaussian round is calibrated to (OpenDP reads it as at most √L0·L∞)."""
-    l0, l2, linf = distance
-    return min(float(l2), math.sqrt(l0) * linf)
-
-
 def _covered(released: dict[str, float], rows: float, threshold: float) -> bool:
     """Levels released, and the noisy rows n̂ leave fewer than a level's threshold outside
     their noisy counts: the column is drafted without an ``other`` bin (post-processing)."""
@@ -272,7 +266,7 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
         # the public keys "missing", in the first round's histogram at its scale (no δ)
         public = [c for c in left if c in missing]
         nulls = gaussian_noise(np.array([missing[c] for c in public], dtype=np.int64),
-                               plan.first.scale, sensitivity=_l2(plan.first.distance),
+                               plan.first.scale, sensitivity=plan.first.sensitivity,
                                sampler=sampler, rng=rng) if public else []
         first = {c: set(noisy[c]) for c in left}
         found = _joint_round(weighted(first), plan.second, sampler, rng)

@@ -169,11 +169,23 @@ class GaussianThreshold:
     threshold: int
     distance: tuple[int, int, int]
 
+    @property
+    def sensitivity(self) -> float:
+        """The L2 distance the noise is calibrated to (:func:`l2_distance` of ``distance``)."""
+        return l2_distance(self.distance)
+
     def to_json(self) -> dict[str, Any]:
         return {"mechanism": "gaussian-threshold", "rho": self.rho, "delta": self.delta,
                 "scale": self.scale, "threshold": self.threshold,
                 "opendp": "make_gaussian_threshold over L02InfDistance, d_in (L0, L2, Linf) = "
                           f"{self.distance}: approximate zCDP (rho, delta)"}
+
+
+def l2_distance(distance: tuple[int, int, int]) -> float:
+    """The L2 distance of counts at an (L0, L2, L∞) ``distance``, as OpenDP reads it: at most
+    √L0 · L∞."""
+    l0, l2, linf = distance
+    return min(float(l2), math.sqrt(l0) * linf)
 
 
 @functools.lru_cache(maxsize=256)
@@ -185,9 +197,9 @@ def calibrate_gaussian_threshold(rho: float, delta: float,
     _check_scale("rho", rho)
     if not 0 < delta < 1:
         raise ValueError(f"thresholding needs a delta in (0, 1), got {delta!r}")
-    l0, l2, linf = distance
-    sensitivity = min(float(l2), math.sqrt(l0) * linf)
-    scale = sensitivity / math.sqrt(2 * rho) * (1 + 1e-12)  # ρ = Δ₂² / (2σ²), towards more noise
+    linf = distance[2]
+    # ρ = Δ₂² / (2σ²), towards more noise
+    scale = l2_distance(distance) / math.sqrt(2 * rho) * (1 + 1e-12)
 
     def meets(threshold: int) -> bool:
         return _threshold_measurement(scale, threshold, gaussian=True).map(distance)[1] <= delta
