@@ -8,17 +8,21 @@ fixed sampling seed and records SHA-256s of what it wrote:
 * ``columns``: the Parquet's column names and Arrow types;
 * ``model``: the saved model (model.json, the arrays of model.npz), and ``metadata``: the
   release's metadata.json, both less what changes from run to run (creation time, library
-  versions), their floats hashed to SIGNIFICANT bits of mantissa (the last bits of a sum move
-  with numpy's and the BLAS's versions: pandas 3 and numpy 2.4 moved 22 of 28 cases' models);
+  versions): a SHA-256 of everything but their finite floats (keys, strings, integers, array
+  names, dtypes and shapes, where values are not finite), and beside it (``model_floats``,
+  ``metadata_floats``) a summary of each document's or array's finite floats, compared within
+  RTOL. The last bits of a sum or a BLAS product move with the machine: an AVX-512 CPU against
+  an AVX2 one (OpenBLAS's kernels, numpy's SIMD loops, numba's target) moved the copula's
+  correlations by up to 2.9e-10 and a marginals table by 2.1e-9 of their values, which flipped
+  a hash of 32 mantissa bits in 6 of 28 cases (2026-12-07);
 
-and, for ``stats`` (no rows to sample), its written histograms.csv and metadata.json.
 The Parquet file's bytes are not hashed: they carry the writer's version. The hashes hold across
 processes, hash seeds and cluster layouts, with numba's compiled code: under NUMBA_DISABLE_JIT=1
 the marginals' consistent tables differ in their last bits (their rows do not).
 
 Rewrite the golden file after an intended change of releases (and say why in the commit):
 
-    python -m tests.golden_releases --update
+    python tests/golden_releases.py --update
 
 or run tests/test_same_releases.py with ``DP_DASK_UPDATE_GOLDEN=1``.
 """
@@ -58,9 +62,11 @@ ADULT_EVERY = 16  # every 16th row of Adult's 32,561: 2,036 rows, independent of
 EPSILON, NOISE_SEED = 1.0, 5
 RELEASE_ROWS, PARTITION_ROWS, SAMPLING_SEED = 500, 250, 11  # two partitions
 VOLATILE = {"created", "versions"}  # keys that differ between identical runs
-# Bits of a float's mantissa hashed: a refactor that changes a number moves far more than the
-# last ~20 bits, which a new numpy or BLAS (summation order, SIMD) moves on its own.
-SIGNIFICANT = 32
+# Tolerance of a float summary, relative to its scale (the sum of magnitudes or of squares):
+# 135x the largest drift measured between an AVX-512 and an AVX2 run of all 28 cases (7.4e-12,
+# a marginals table's sum of squares), while one of 6,400 correlations moved by 1e-5 fails.
+RTOL = 1e-9
+FLOAT = "<float>"  # what stands for a finite float in the exactly hashed structure
 
 # (data, method, options): every method, and marginals' option paths.
 CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -111,28 +117,85 @@ def _sha(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _stable(document: Any) -> Any:
-    """``document`` without its VOLATILE keys, at any depth, its floats at SIGNIFICANT bits."""
+def _structure(document: Any, floats: list[float]) -> Any:
+    """``document`` without its VOLATILE keys, at any depth, each finite float replaced by FLOAT
+    and appended to ``floats`` (in key order)."""
     if isinstance(document, dict):
-        return {k: _stable(v) for k, v in document.items() if k not in VOLATILE}
+        return {k: _structure(document[k], floats) for k in sorted(document) if k not in VOLATILE}
     if isinstance(document, list):
-        return [_stable(v) for v in document]
-    if isinstance(document, float):
-        return _rounded(np.array([document])).tolist()
+        return [_structure(v, floats) for v in document]
+    if isinstance(document, float) and np.isfinite(document):
+        floats.append(document)
+        return FLOAT
     return document
 
 
-def _rounded(array: np.ndarray) -> np.ndarray:
-    """A float array's mantissas rounded to SIGNIFICANT bits (integers exactly): the last bits
-    of a sum or a BLAS product move with numpy's and the BLAS's versions, not with our code."""
-    if array.dtype.kind != "f":
-        return array
-    mantissa, exponent = np.frexp(array.astype(np.float64))
-    return np.stack([np.round(mantissa * 2.0**SIGNIFICANT), exponent.astype(np.float64)])
+def float_summary(values: np.ndarray) -> list[float]:
+    """Count, sum of magnitudes, sum, a sum weighted by position (an order change moves it) and
+    sum of squares of ``values``' finite entries: what RTOL compares."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = np.where(np.isfinite(v), v, 0.0)
+    weights = np.cos(np.arange(v.size))
+    return [float(v.size), float(np.abs(v).sum()), float(v.sum()), float(v @ weights),
+            float(v @ v)]
 
 
-def _json_sha(path: Path) -> str:
-    return _sha(_stable(json.loads(path.read_text())))
+def summaries_differ(expected: list[float], got: list[float]) -> bool:
+    """Whether two float_summary lists differ by more than RTOL of their scale."""
+    if len(expected) != len(got) or expected[0] != got[0]:
+        return True
+    magnitude, squares = max(expected[1], got[1]), max(expected[4], got[4])
+    scales = [magnitude, magnitude, magnitude, squares]
+    return any(abs(e - g) > RTOL * scale for e, g, scale in zip(expected[1:], got[1:], scales))
+
+
+def floats_differ(expected: dict[str, list[float]], got: dict[str, list[float]]) -> bool:
+    """Whether two ``*_floats`` entries name other parts or any part's summary differs."""
+    return expected.keys() != got.keys() or any(summaries_differ(expected[k], got[k])
+                                                for k in expected)
+
+
+def _json_hashes(path: Path) -> tuple[str, list[float]]:
+    floats: list[float] = []
+    structure = _structure(json.loads(path.read_text()), floats)
+    return _sha(structure), float_summary(np.array(floats))
+
+
+def model_hashes(path: Path) -> dict[str, Any]:
+    """``model``: model.json's structure (less VOLATILE) and its arrays' names, dtypes, shapes,
+    integer values and non-finite entries; ``model_floats``: a float_summary per part."""
+    structure, summary = _json_hashes(path / "model.json")
+    digest = hashlib.sha256(structure.encode())
+    floats = {"model.json": summary}
+    for file in sorted(path.glob("*.npz")):
+        with np.load(file, allow_pickle=False) as arrays:
+            for name in sorted(arrays.files):
+                array = arrays[name]
+                digest.update(f"{file.name}/{name}:{array.dtype.str}:{array.shape}".encode())
+                if array.dtype.kind == "f":
+                    finite = np.isfinite(array)
+                    digest.update(np.packbits(finite).tobytes())
+                    digest.update(np.ascontiguousarray(array[~finite]).tobytes())
+                    floats[f"{file.name}/{name}"] = float_summary(array)
+                else:
+                    digest.update(np.ascontiguousarray(array).tobytes())
+    return {"model": digest.hexdigest(), "model_floats": floats}
+
+
+def metadata_hashes(path: Path) -> dict[str, Any]:
+    structure, summary = _json_hashes(path)
+    return {"metadata": structure, "metadata_floats": {"metadata.json": summary}}
+
+
+def changed_parts(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    """The keys of a case's hashes whose values differ: exactly, or beyond RTOL for floats."""
+    def differ(key: str) -> bool:
+        if key not in expected or key not in got:
+            return True
+        if key.endswith("_floats"):
+            return floats_differ(expected[key], got[key])
+        return expected[key] != got[key]
+    return sorted(k for k in expected.keys() | got.keys() if differ(k))
 
 
 def parquet_hashes(path: Path) -> dict[str, str]:
@@ -147,19 +210,7 @@ def parquet_hashes(path: Path) -> dict[str, str]:
     }
 
 
-def model_sha(path: Path) -> str:
-    """The saved model's model.json (less VOLATILE) and its arrays: name, dtype, shape, bytes."""
-    digest = hashlib.sha256(_json_sha(path / "model.json").encode())
-    for file in sorted(path.glob("*.npz")):
-        with np.load(file, allow_pickle=False) as arrays:
-            for name in sorted(arrays.files):
-                array = arrays[name]
-                digest.update(f"{file.name}/{name}:{array.dtype.str}:{array.shape}".encode())
-                digest.update(np.ascontiguousarray(_rounded(array)).tobytes())
-    return digest.hexdigest()
-
-
-def case_hashes(case: str, out: Path, frames: Callable[[str], pd.DataFrame]) -> dict[str, str]:
+def case_hashes(case: str, out: Path, frames: Callable[[str], pd.DataFrame]) -> dict[str, Any]:
     """Fit ``case`` on ``frames(data)`` on the current Dask client, write its release under
     ``out`` and return its hashes."""
     data, method, options = CASES[case]
@@ -173,12 +224,12 @@ def case_hashes(case: str, out: Path, frames: Callable[[str], pd.DataFrame]) -> 
         if method == "stats":
             paths = release_stats(frames(data), schema, **common, **options).write(target)
             return {"rows": hashlib.sha256(paths["csv"].read_bytes()).hexdigest(),
-                    "metadata": _json_sha(paths["metadata"])}
+                    **metadata_hashes(paths["metadata"])}
         synthesizer = Synthesizer.create(method, schema, **common, **options).fit(frames(data))
         paths = synthesizer.write(target, RELEASE_ROWS, seed=SAMPLING_SEED,
                                   partition_rows=PARTITION_ROWS, with_model=True)
-    return {**parquet_hashes(Path(paths["parquet"])), "model": model_sha(Path(paths["model"])),
-            "metadata": _json_sha(Path(paths["metadata"]))}
+    return {**parquet_hashes(Path(paths["parquet"])), **model_hashes(Path(paths["model"])),
+            **metadata_hashes(Path(paths["metadata"]))}
 
 
 def read_golden() -> dict[str, dict[str, str]]:
@@ -191,7 +242,7 @@ def write_golden(hashes: dict[str, dict[str, str]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.golden_releases",
+    parser = argparse.ArgumentParser(prog="python tests/golden_releases.py",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help=f"rewrite {GOLDEN}")
     parser.add_argument("cases", nargs="*", help="only these cases (default: all)")
@@ -210,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in args.cases or CASES:
             start = time.perf_counter()
             hashes[case] = case_hashes(case, Path(out), frames)
-            changed = [k for k in hashes[case] if golden.get(case, {}).get(k) != hashes[case][k]]
+            changed = changed_parts(golden.get(case, {}), hashes[case])
             verdict = ("new" if case not in golden else
                        f"CHANGED: {', '.join(changed)}" if changed else "same")
             print(f"{case}: {verdict} ({time.perf_counter() - start:.1f} s)", flush=True)
