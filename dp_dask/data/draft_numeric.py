@@ -60,6 +60,11 @@ Under a privacy unit of at most K rows (the draft bounded each unit to K rows) e
 sensitivity is K times a row's: each function takes that contribution ``bound``.
 The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
 ones are used.
+
+Size: both steps of the search read the same thresholds and the same run and tail rules (on the
+octaves, then on the cells); the range ends' rules (:func:`_range_ends`, :func:`_band`,
+:func:`_tail_end`, :func:`run_spans`) are the part to move to a module of their own when the
+next rule joins them.
 """
 
 from __future__ import annotations
