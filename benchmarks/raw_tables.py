@@ -270,6 +270,13 @@ FRAMES = {"diamonds": lambda rows, seed: diamonds_frame(),
           "adult": lambda rows, seed: adult_frame(),
           "demo": demo_frame, "flights": flights_frame}
 TABLES = tuple(FRAMES)
+# Small real tables of 4,165-8,602 rows, with no codebook (only the one command's draft reads
+# them, benchmarks/draft_gain.py): a panel of years and decimal dates beside 46 cities, a
+# panel's 0/1 codes and weeks, a panel of 1980-1987 wages, computer prices over 35 months.
+SMALL_FRAMES = {"txhousing": lambda rows, seed: _rdataset("ggplot2", "txhousing"),
+                "wages": lambda rows, seed: _rdataset("Ecdat", "Wages"),
+                "males": lambda rows, seed: _rdataset("Ecdat", "Males"),
+                "computers": lambda rows, seed: _rdataset("Ecdat", "Computers")}
 GENERATED = ("demo", "flights")  # tables whose row count is a choice (``rows``)
 
 

@@ -18,6 +18,7 @@ from dp_dask.cli import main
 from dp_dask.data.draft_numeric import (
     GROW_MISS,
     SENSITIVITY,
+    TRIM_SHARE,
     numeric_counts,
     search_cells,
     search_numeric,
@@ -25,6 +26,7 @@ from dp_dask.data.draft_numeric import (
     threshold,
     year_counts,
 )
+from dp_dask.data.schema import load_schema
 from dp_dask.keywords import as_flags
 from dp_dask.privacy.ledger import Ledger
 
@@ -257,3 +259,58 @@ def test_item_small_table_a_column_spread_over_octaves_is_found_by_their_runs(se
     assert ((carats < spec["min"]) | (carats > spec["max"])).sum() <= 2 * hidden
     empty, _, _ = search_numeric("carat", numeric_counts(np.zeros(0), cells), cells, **options)
     assert empty is None
+
+
+def test_item_small_table_a_band_of_years_in_a_wide_octave_is_found_by_runs_of_cells():
+    """8,000 years 2000-2015 at a 10-column table's per-column ε (0.0359 at total ε = 1): 500
+    rows a year, below the unit cells' threshold, so no cell passed and the range was the whole
+    octave [1024, 2047] (a thousand empty years in the release, KS 0.12-0.21 on the one
+    command). The shortest runs of cells spanning the octaves' mass, up to one noise deviation,
+    find the band: a few years wide at most, and what it clamps within that deviation."""
+    years = np.random.default_rng(1).integers(2000, 2016, 8_000).astype(float)
+    cells = search_cells("integer", "int64")
+    counts = numeric_counts(np.sort(years), cells)
+    epsilon = 0.0359
+    scale = SENSITIVITY / (epsilon / 2)
+    banded = 0
+    for seed in range(12):
+        spec, record, _ = search_numeric("year", counts, cells, epsilon=epsilon, bins=10,
+                                         sampler="numpy", rng=np.random.default_rng(seed))
+        width = spec["max"] - spec["min"] + 1
+        banded += width <= 64
+        clamped = ((years < spec["min"]) | (years > spec["max"])).sum()
+        assert clamped <= TRIM_SHARE * len(years) + 2 * scale * np.sqrt(2 * (width + 1))
+        if width <= 64:
+            assert "band" in record["steps"][-1]["ends"]["rule"] or width == 16
+    assert banded >= 10
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_item_small_table_a_coarse_integer_range_gets_one_bin_per_value(seed):
+    """A 3,000-row table searched coarsely (all of ε on the octaves): a 0/1 flag lies in the
+    zero cell [0, 16) and was drafted one bin 0..15 (released uniform over 16 values, 87 %
+    outside); weeks 32..52 one bin 32..63. A coarse integer range of at most MAX_GRID values
+    is one bin per value, as the unit cells' search gives."""
+    rng = np.random.default_rng(seed)
+    cells = search_cells("integer", "int64")
+    for values in ((rng.random(3_000) < 0.3).astype(float), rng.integers(32, 53, 3_000) * 1.0):
+        spec, _, _ = search_numeric("x", numeric_counts(np.sort(values), cells), cells,
+                                    epsilon=0.0359, bins=10, sampler="numpy", rng=rng,
+                                    coarse=True)
+        assert spec["min"] <= values.min() and values.max() <= spec["max"]
+        assert len(spec["edges"]) - 1 == spec["max"] - spec["min"] + 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_item_small_table_a_range_of_one_search_cell_keeps_a_fine_grid(seed):
+    """Decimal years 2000-2015.9 of 8,000 rows lie in one 64-wide octave cell [1984, 2048):
+    the range was that one cell as one bin with no fine grid (released uniform over 64 years,
+    KS 0.45-0.5). Split at the cell's middle, its fine cells place the rows."""
+    rng = np.random.default_rng(seed)
+    years = rng.integers(2000, 2016, 8_000) + rng.integers(0, 12, 8_000) / 12
+    cells = search_cells("float", "float64")
+    spec, record, note = search_numeric("date", numeric_counts(np.sort(years), cells), cells,
+                                        epsilon=0.0359, bins=10, sampler="numpy", rng=rng)
+    assert "fine" in spec and len(spec["fine"]) > 3
+    load_schema({"attributes": [{"name": "date", "type": "numeric", "dtype": "float64",
+                                 **spec}]})

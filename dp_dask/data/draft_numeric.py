@@ -11,7 +11,7 @@ storage type, never on the data:
    ones (one cell [−16, 16) drafted months as −16..15). The passing octaves, grown outwards
    through neighbours whose noisy count passes a lower threshold (an empty one joins with
    probability :data:`GROW_MISS`), bound the range [L, H); where no octave passes alone, the
-   shortest runs of adjacent octaves whose noisy sum passes bound it (:func:`_passing_runs`: a
+   shortest runs of adjacent octaves whose noisy sum passes bound it (:func:`run_spans`: a
    small table's column spread over a few octaves). No edge can land in an empty far octave,
    and values beyond the range (at most a lower threshold's rows per octave) are clamped into
    the outer bins. A zero cell whose noisy count passes the lower threshold joins
@@ -23,7 +23,10 @@ storage type, never on the data:
    grow threshold). Integer columns whose range lies within ±:data:`UNIT_SPAN` get one cell per
    integer, others :data:`OCTAVE_CELLS` cells per octave. Noisy cell counts (the other half of
    ε) are thresholded the same way (:data:`CELL_MISS`); the passing cells (none passing: the
-   fullest) grow through neighbours above the lower threshold, as the octaves do; each end
+   fullest, or the shortest runs of cells above their noise spanning a band of at most
+   1/:data:`BAND_SHARE` of the octaves' range that holds their mass up to one noise deviation,
+   :func:`_band`: years 2000-2015 of a 5,000-row table in [1024, 2048)) grow through
+   neighbours above the lower threshold, as the octaves do; each end
    starts at the outermost grown cell, moved out over the cells beyond it as far as a run of
    them sums above what noise alone reaches (:func:`tail_threshold`, :data:`TAIL_MISS`): a
    tail spread thinly over many cells is kept. Where the grown cells hold all but
@@ -36,9 +39,13 @@ storage type, never on the data:
 
 Then, by post-processing the noisy cell counts only: an integer range of at most
 :data:`MAX_GRID` values becomes one bin per integer (a constant, one open bin with ``min`` =
-``max``); any other range bins at the noisy counts' quantiles with the cells as the ``fine``
-grid. The outer bins are always open (values beyond the range are clamped into them) and closed
-by ``min``/``max`` at the range's ends, so nothing is drawn outside the learned range.
+``max``), from unit cells or, in a small table's coarse search (all of ε on the octaves), from
+the octaves; any other range bins at the noisy counts' quantiles with the cells, split by their
+noisy rows (:func:`split_cells`; coarse: the octaves split), as the ``fine`` grid. A range of
+one search cell (decimal years 2000-2015 in [1984, 2048)) is two bins split at its middle, so
+that its fine cells place the rows. The outer bins are always open (values beyond the range
+are clamped into them) and closed by ``min``/``max`` at the range's ends, so nothing is drawn
+outside the learned range.
 
 A timestamp's years are one step: noisy counts per year over the years the timestamp type holds,
 thresholded; one bin per year between the first and last passing one.
@@ -53,11 +60,17 @@ Under a privacy unit of at most K rows (the draft bounded each unit to K rows) e
 sensitivity is K times a row's: each function takes that contribution ``bound``.
 The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
 ones are used.
+
+Size: both steps of the search read the same thresholds and the same run and tail rules (on the
+octaves, then on the cells); the range ends' rules (:func:`_range_ends`, :func:`_band`,
+:func:`_tail_end`, :func:`run_spans`) are the part to move to a module of their own when the
+next rule joins them.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +99,10 @@ MAX_GRID = 100  # integer ranges of at most this many values: one bin per value
 TAIL_MISS = 1e-3  # chance that noise alone moves an end out over empty cells beyond the data
 TRIM_SHARE = 0.02  # the ends cut off at most this share of the octaves' noisy mass
 TRIM_MISS = 0.2  # chance that noise hides more than half of it in the cells an end cuts off
+# Where no cell passes, a band of runs (:func:`_band`) is the range only if the octaves' range
+# is this many times as wide: a few empty cells beside weeks 30..52 in [32, 64) cost less than
+# a band that noise cut short clamps, a thousand empty years in [1024, 2048) far more
+BAND_SHARE = 4
 FLOAT_LOW = -10  # floats: octaves from 2⁻¹⁰ up; below it, the zero cell [−2⁻¹⁰, 2⁻¹⁰)
 INTEGER_LOW = 4  # integers: the zero cells [−16, 0), [0, 16) keep small codes (months) whole
 # chance that noise alone makes a column's real point masses, beside its rest, look like more
@@ -217,23 +234,23 @@ def _tail_end(outward: np.ndarray, scale: float) -> tuple[int, float]:
     return farthest, tail_threshold(scale, 1, miss)
 
 
-def _passing_runs(noisy: np.ndarray, scale: float) -> np.ndarray:
-    """The octaves from the first to the last run of adjacent ``noisy`` octave counts whose
-    sum is above what the sum of their noise reaches (:func:`tail_threshold`) with probability
-    :data:`OCTAVE_MISS` over every run tested, at the shortest length (2, 4, 8...) at which one
-    is, by post-processing; none where no run is. A small table's column spread over a few
-    octaves (5,000 carats over 0.25-2: a third of them per octave, each below the octaves'
-    threshold) is found by its runs, not left out; the shortest runs, as a longer run holding
-    them holds empty octaves too."""
+def run_spans(noisy: np.ndarray, scale: float, miss: float) -> Iterator[np.ndarray]:
+    """For each run length 2, 4, 8... at which some run of adjacent ``noisy`` counts sums above
+    what the sum of their noise reaches (:func:`tail_threshold`) with probability ``miss`` over
+    every run tested, shortest first: the cells from the first to the last such run, by
+    post-processing. A small table's column spread over a few octaves (5,000 carats over
+    0.25-2: a third of them per octave, each below the octaves' threshold) is found by its runs
+    of octaves, not left out; years 2000-2015 of 5,000 rows (312 a year, none above the unit
+    cells' threshold) by their runs of unit cells. Shorter runs span fewer empty cells beside
+    the rows, longer ones more of the rows (where noise let only one short run through)."""
     sums = np.concatenate([[0.0], np.cumsum(noisy)])
     lengths = [1 << i for i in range(1, len(noisy).bit_length())]
-    miss = OCTAVE_MISS / (len(noisy) * len(lengths))
+    miss = miss / (len(noisy) * len(lengths))
     for length in lengths:
         starts = np.arange(len(noisy) - length + 1)
         runs = starts[sums[starts + length] - sums[starts] >= tail_threshold(scale, length, miss)]
         if len(runs):
-            return np.arange(int(runs[0]), int(runs[-1]) + length)
-    return np.array([], dtype=np.int64)
+            yield np.arange(int(runs[0]), int(runs[-1]) + length)
 
 
 def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, int]:
@@ -246,8 +263,35 @@ def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, 
     return first, last
 
 
+def _outside(cell: np.ndarray, first: int, last: int, inner: tuple[int, int],
+             total: float) -> float:
+    """The octaves' noisy mass ``total`` less the noisy cells first..last within their range
+    ``inner`` (first and last cell): what the range first..last would leave out."""
+    return total - float(cell[max(first, inner[0]):min(last, inner[1]) + 1].sum())
+
+
+def _band(cell: np.ndarray, scale: float, inner: tuple[int, int], total: float, octaves: int,
+          grow: float) -> tuple[int, int] | None:
+    """The first and last cell of the shortest runs' span (:func:`run_spans`), grown, that is
+    at most 1/:data:`BAND_SHARE` of the octaves' range ``inner`` and leaves out of it at most
+    :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` and one standard deviation of the
+    noise in that difference (the cells' and ``octaves``' Laplace noises); None where none
+    does. Post-processing. A longer span is tried where a shorter one leaves out more (noise
+    let a part of the band through at the shorter length)."""
+    width = inner[1] - inner[0] + 1
+    for runs in run_spans(cell, scale, CELL_MISS):
+        first, last = _grown(cell, int(runs[0]), int(runs[-1]), grow)
+        if BAND_SHARE * (last - first + 1) > width:
+            return None
+        deviation = scale * math.sqrt(2.0 * (min(last, inner[1]) - max(first, inner[0]) + 1
+                                             + octaves))
+        if _outside(cell, first, last, inner, total) <= TRIM_SHARE * total + deviation:
+            return first, last
+    return None
+
+
 def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, high: float,
-                total: float) -> tuple[int, int, dict[str, Any]]:
+                total: float, octaves: int) -> tuple[int, int, dict[str, Any]]:
     """The first and last cell of the learned range among the noisy ``cell`` counts over
     ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
     post-processing. The cells passing the cell threshold (:data:`CELL_MISS`), or where none
@@ -261,14 +305,28 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
     off (up to the octaves' range), plus what noise may hide in them (:func:`tail_threshold` at
     :data:`TRIM_MISS`), hold at most half that share, and stays at the octaves' range
     otherwise: a few over-extended cells cost a release less than a clamped tail. No cell
-    passing and the fullest one's run not holding all but that share: the octaves' range, its
-    ends moved out likewise."""
+    passing and the fullest one's run not holding all but that share: the band of the shortest
+    runs of cells above their noise (:func:`_band`; ``octaves``: how many octaves ``total``
+    sums), else the octaves' range, its ends moved out likewise."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
     passing = _passing(cell, scale, CELL_MISS)
     fullest = inner[0] + int(np.argmax(cell[inner[0]:inner[1] + 1]))
-    first, last = _grown(cell, *((int(passing[0]), int(passing[-1])) if len(passing)
-                                 else (fullest, fullest)), threshold(scale, 1, GROW_MISS))
+    grow = threshold(scale, 1, GROW_MISS)
+    # Where no cell passes: the fullest cell, or the shortest runs spanning a narrow band of
+    # the octaves' range (years 2000-2015 of 5,000 rows in [1024, 2048): 312 a year, 100 a
+    # noise scale) that holds the octaves' mass up to noise; else the octaves' range.
+    start, found = ((passing, "outermost passing cells") if len(passing) else
+                    (np.array([fullest]), "no cell passed: the fullest"))
+    first, last = _grown(cell, int(start[0]), int(start[-1]), grow)
     compact = cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+    if not len(passing) and not compact:
+        band = _band(cell, scale, inner, total, octaves, grow)
+        if band is not None:
+            first, last, found = *band, ("no cell passed: the first to the last of the shortest "
+                                         "runs of cells above their noise spanning a band of "
+                                         f"at most 1/{BAND_SHARE} of the octaves' range whose "
+                                         "noisy sum is the octaves' within one noise deviation")
+            compact = True
     if not len(passing) and not compact:  # the octaves' range, moved out as a run's would be
         below, _ = _tail_end(cell[:inner[0]][::-1], scale)
         above, limit = _tail_end(cell[inner[1] + 1:], scale)
@@ -289,8 +347,7 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
         if last < inner[1] and not small(cell[last + 1:inner[1] + 1]):
             last = inner[1]
     return first, last, {
-        "rule": ("outermost passing cells" if len(passing) else "no cell passed: the fullest")
-                + f" grown through neighbours above the grow threshold (miss {GROW_MISS:g}), "
+        "rule": found + f" grown through neighbours above the grow threshold (miss {GROW_MISS:g}), "
                 "moved out over the runs of cells beyond whose noisy sum is above noise's "
                 f"(miss {TAIL_MISS:g} per end); "
                 + ("the grown cells hold all but the trim share: those ends" if compact else
@@ -420,8 +477,9 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
     contributes at most. ``coarse`` (a table too small for both steps, by its noisy n̂): all of
-    ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges; the
-    cells inside, and so finer bins and small integer grids, are given up. ``points``: the
+    ``epsilon`` on the octaves, whose noisy counts then place the bins at octave edges (an
+    integer range of at most :data:`MAX_GRID` values one bin per value, the fine grid the
+    octaves split by their noisy rows); the cells inside are not searched. ``points``: the
     column's released point masses (their rows taken out of ``counts``); those the noisy rows
     n̂ leave room for (:func:`_consistent_points`; the others are listed in the octaves' step
     as ``points_check.dropped``) have their noisy counts added to their octaves where no octave
@@ -455,7 +513,7 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         passed = _passing(noisy, scale, OCTAVE_MISS)
         record["steps"][0]["with_points"] = True
     if not len(passed):  # a column spread over octaves none of which holds enough alone
-        passed = _passing_runs(noisy, scale)
+        passed = next(run_spans(noisy, scale, OCTAVE_MISS), passed)
         if len(passed):
             record["steps"][0]["runs"] = [int(passed[0]), int(passed[-1])]
     if not len(passed):
@@ -509,11 +567,14 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
             ranged = cell + points_octaves(edges, points.found, kept, clamp=False)
             if not record["steps"][0].get("with_points"):
                 total += float(beside[passed].sum())
-        first, last, ends = _range_ends(ranged, scale, edges, low, high, total)
+        first, last, ends = _range_ends(ranged, scale, edges, low, high, total,
+                                        len(passed))
         record["steps"][-1]["ends"] = ends
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range
-    if key == "units" and high - low <= MAX_GRID:
+    # An integer range of a few values: one bin each, from unit cells or, in a small table's
+    # coarse search, from octaves (the flags 0/1 of a 4,000-row table in [0, 16), not one bin)
+    if (key == "units" or key == "octave" and cells.integer) and high - low <= MAX_GRID:
         record["result"] = "integer grid"
         if high - low == 1:
             return ({"edges": ["-inf", "inf"], "min": _round(low), "max": _round(low)}, record,
@@ -526,20 +587,26 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     cuts = edges[first + 1:last + 1]
     inner = sorted({float(cuts[np.argmin(np.abs(mass[:-1] - i / bins * mass[-1]))])
                     for i in range(1, bins)} if len(cuts) and mass[-1] > 0 else set())
-    spec = _open(inner, low, top)
     grid = edges[first:last + 2]
-    if key == "fine":
+    if key != "units":  # octave cells (coarse: the octaves) split by their noisy rows
         grid = split_cells(grid, cell[first:last + 1], cells.integer)
         record["fine_cells"] = len(grid) - 1
+    middle = not inner and len(grid) > 3
+    if middle:  # a range of one search cell, split: two bins at its middle (a public edge), so
+        inner = [float(grid[len(grid) // 2])]  # that the fine cells place the rows within it
+    spec = _open(inner, low, top)
     if inner and len(grid) > len(inner) + 2:  # the cells split some bin
         spec["fine"] = [_round(e) for e in grid]
-    record["result"] = "quantile bins" + (" and fine grid" if "fine" in spec else "")
+    placed = "two bins split at its one search cell's middle" if middle else (
+        f"{len(inner) + 1} bins at noisy quantiles")
+    record["result"] = ("two bins at the middle" if middle else "quantile bins") + (
+        " and fine grid" if "fine" in spec else "")
     return (spec, record,
-            f"{column}: range [{_round(low)}, {_round(top)}] found under DP, {len(inner) + 1} "
-            f"bins at noisy quantiles{', fine grid of ' + key + ' cells' if 'fine' in spec else ''}"
+            f"{column}: range [{_round(low)}, {_round(top)}] found under DP, {placed}"
+            f"{', fine grid of ' + key + ' cells' if 'fine' in spec else ''}"
             "; values beyond are clamped into the outer bins" + (
-                "; coarse (a small table): bins at octave edges only, finer cells given up"
-                if coarse else ""))
+                "; coarse (a small table): bins at octave edges, the fine grid the octaves "
+                "halved by their noisy rows" if coarse else ""))
 
 
 def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: str,
