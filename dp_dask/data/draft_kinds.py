@@ -89,6 +89,19 @@ def _text_counts(texts: Any, inverse: np.ndarray | None, missing: np.ndarray) ->
     return per_value[per_value > 0].groupby(level=0).sum()
 
 
+def column_numbers(values: pd.Series, texts: Any, inverse: np.ndarray | None) -> np.ndarray:
+    """Each value as ``pd.to_numeric(errors="coerce")`` reads it, as float64 (NaN: none). A
+    column of a string dtype is parsed once per distinct string (``category_text``'s ``texts``,
+    in the column's dtype) and taken by ``inverse``: the same numbers, where parsing every row
+    was 60 % of a draft's CPU on the demo table (2.0 of 3.3 s on 200,000 rows)."""
+    dtype = values.dtype
+    if inverse is not None and isinstance(dtype, pd.StringDtype):  # Arrow or Python strings
+        distinct = pd.to_numeric(pd.Series(texts, dtype=dtype), errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan)
+        return np.append(distinct, np.nan)[inverse]  # inverse -1 (missing): NaN
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
                       missing_values: tuple[str, ...],
                       typed: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -115,8 +128,7 @@ def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
         missing = _missing_mask(values, missing_values, texts, inverse)
         if grid is not None or column in typed:
             # a listed numeric text ("-9") is missing, not a number
-            numbers = np.where(missing, np.nan, pd.to_numeric(values, errors="coerce").to_numpy(
-                dtype=np.float64, na_value=np.nan))
+            numbers = np.where(missing, np.nan, column_numbers(values, texts, inverse))
         if column in typed:
             counts[FORM_COUNTS][column] = value_forms(numbers, missing)
         if isinstance(grid, Cells | Undecided):  # its point masses' candidates
