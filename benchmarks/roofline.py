@@ -14,8 +14,9 @@ The stages and their primitives (``PRIMITIVES``): the DP draft of the raw table 
 at ε 0.1: every column's type, points, range and levels, each a pass of counts) against one
 pyarrow read of every column with one count each; bounding a unit column to K rows a unit
 (``bound_contributions``' masks: row hashes, a shuffle on the unit and one back, on a copy of
-the table with a seeded unit column of about K rows a unit) against reading that column and its
-value counts (the count of each unit's rows the bound needs at least); reading (dp_dask's
+the table with a seeded unit column of about K rows a unit) against reading every column, a
+hash of each row and the unit's value counts (a key per row from its values, each unit's rows:
+what the bound needs at least); reading (dp_dask's
 ``read_table``) and
 encoding (``encode_partition``) against pyarrow reading the same columns; counting
 (``counts_from_codes``, ``fine_counts``) against ``np.bincount`` of every attribute and pair;
@@ -57,6 +58,7 @@ from typing import Any
 import dask
 import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -129,7 +131,8 @@ def draft_and_bound(data: Path, units: Path) -> tuple[dict[str, float], dict[str
     :func:`bound_contributions`: hashes, two shuffles of 40 bytes a row; the release's read of
     the kept rows not included), in this process, and those of their primitives: one pyarrow
     read of every column with one count each (a histogram of 64 bins a number, value counts a
-    text), and one read of the unit column with its value counts."""
+    text), and one read of every column with a hash of each row (pandas') and the unit's value
+    counts: a key per row from its values and each unit's rows, what the bound needs."""
     cpu: dict[str, float] = {}
     floor: dict[str, float] = {}
     files = sorted(data.glob("*.parquet"))
@@ -146,9 +149,11 @@ def draft_and_bound(data: Path, units: Path) -> tuple[dict[str, float], dict[str
     unit = PrivacyUnit(UNIT, ROWS_PER_UNIT)
     with dask.config.set(scheduler="synchronous"), cpu_seconds(cpu, "bounding"):
         bound_contributions(dd.read_parquet(units), load_schema("demo"), unit, seed=0)
-    floor["bounding"] = sum(best(lambda file=file: pc.value_counts(
-        pq.read_table(file, columns=[UNIT]).column(UNIT))) for file in sorted(units.glob(
-            "*.parquet")))
+    def keyed(file: Path) -> object:  # a key per row from its values, and each unit's rows
+        frame = pq.read_table(file).to_pandas()
+        return pd.util.hash_pandas_object(frame, index=False), frame[UNIT].value_counts()
+    floor["bounding"] = sum(best(lambda file=file: keyed(file))
+                            for file in sorted(units.glob("*.parquet")))
     return cpu, floor
 
 
@@ -297,7 +302,7 @@ STAGES = ("draft", "bounding", "read", "encode", "count", "fit on the driver",
           "storing the part")
 PRIMITIVES = {
     "draft": "pyarrow reading every column, one count each (64-bin histogram, value counts)",
-    "bounding": "pyarrow reading the unit column, its value counts",
+    "bounding": "pyarrow reading every column, a hash of each row, the unit's value counts",
     "read": "pyarrow reading the same columns",
     "encode": "(read's primitive holds the columns decoded)",
     "count": "np.bincount of every attribute and pair",
