@@ -10,7 +10,14 @@ one here runs the library's own functions in this process, on one core, timed in
 the best a primitive alone does for the same work on the same data, in the same run. The ratio
 stage / primitive is the figure: where the machine is loaded both sides slow alike.
 
-The stages and their primitives (``PRIMITIVES``): reading (dp_dask's ``read_table``) and
+The stages and their primitives (``PRIMITIVES``): the DP draft of the raw table (``draft_schema``
+at ε 0.1: every column's type, points, range and levels, each a pass of counts) against one
+pyarrow read of every column with one count each; bounding a unit column to K rows a unit
+(``bound_contributions``' masks: row hashes, a shuffle on the unit and one back, on a copy of
+the table with a seeded unit column of about K rows a unit) against reading every column, a
+hash of each row and the unit's value counts (a key per row from its values, each unit's rows:
+what the bound needs at least); reading (dp_dask's
+``read_table``) and
 encoding (``encode_partition``) against pyarrow reading the same columns; counting
 (``counts_from_codes``, ``fine_counts``) against ``np.bincount`` of every attribute and pair;
 the fit on the driver (noise, consistency; once per release, no primitive); candidate drawing
@@ -49,7 +56,9 @@ from pathlib import Path
 from typing import Any
 
 import dask
+import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -57,8 +66,11 @@ import pyarrow.parquet as pq
 from dp_dask.copula.sample import compression, dictionary_columns, fine_histograms
 from dp_dask.data.counts import counts_from_codes, fine_counts
 from dp_dask.data.demo import write_census
+from dp_dask.data.draft import draft_schema
 from dp_dask.data.encode import encode_partition
 from dp_dask.data.io import put_bytes, read_table
+from dp_dask.data.schema import load_schema
+from dp_dask.data.units import PrivacyUnit, bound_contributions
 from dp_dask.data.values import arrow_schema, decode_table
 from dp_dask.methods.marginals.sampler import MarginalSampler, distinct_draws
 from dp_dask.synthesizer import Synthesizer
@@ -66,6 +78,8 @@ from dp_dask.version import library_versions
 
 DEMO_PARTITION_ROWS = 250_000  # rows of each generated Parquet file (write_census's default)
 FIRST_CALL = "first compiled call"  # once per process: reported apart from the stages
+UNIT, ROWS_PER_UNIT = "person", 4  # the bounding stage's unit column and K (and mean rows)
+DRAFT_EPSILON = 0.1  # the draft stage's ε (its work does not depend on it)
 
 
 @contextmanager
@@ -93,6 +107,54 @@ def demo_data(work: Path, rows: int) -> Path:
         with dask.config.set(scheduler="synchronous"):
             write_census(path, rows, seed=0, overwrite=path.exists())
     return path
+
+
+def unit_data(work: Path, data: Path) -> Path:
+    """The demo table with a unit column ``UNIT`` (seeded: about ROWS_PER_UNIT rows a unit,
+    a unit's rows in any part), written once under ``work``."""
+    path = work / f"{data.name}-units"
+    if not (path.exists() and any(path.glob("*.parquet"))):
+        path.mkdir(parents=True, exist_ok=True)
+        files = sorted(data.glob("*.parquet"))
+        rows = sum(pq.read_metadata(file).num_rows for file in files)
+        rng = np.random.default_rng(0)
+        for file in files:
+            part = pq.read_table(file)
+            units = rng.integers(0, max(rows // ROWS_PER_UNIT, 1), part.num_rows)
+            pq.write_table(part.append_column(UNIT, pa.array(units)), path / file.name)
+    return path
+
+
+def draft_and_bound(data: Path, units: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU seconds of a DP draft of the demo table's raw Parquet (every column drafted, types
+    decided under DP, ε 0.1) and of bounding its units to K rows (the masks of
+    :func:`bound_contributions`: hashes, two shuffles of 40 bytes a row; the release's read of
+    the kept rows not included), in this process, and those of their primitives: one pyarrow
+    read of every column with one count each (a histogram of 64 bins a number, value counts a
+    text), and one read of every column with a hash of each row (pandas') and the unit's value
+    counts: a key per row from its values and each unit's rows, what the bound needs."""
+    cpu: dict[str, float] = {}
+    floor: dict[str, float] = {}
+    files = sorted(data.glob("*.parquet"))
+    with dask.config.set(scheduler="synchronous"), cpu_seconds(cpu, "draft"):
+        draft_schema(data, dp_epsilon=DRAFT_EPSILON, dp_delta=1e-9, ledger=False,
+                     noise_sampler="numpy", noise_seed=0)
+
+    def one_pass(file: Path) -> list[object]:
+        table = pq.read_table(file)
+        return [np.histogram(column.to_numpy(), 64) if pa.types.is_integer(column.type) or
+                pa.types.is_floating(column.type) else pc.value_counts(column)
+                for column in table.columns]
+    floor["draft"] = sum(best(lambda file=file: one_pass(file)) for file in files)
+    unit = PrivacyUnit(UNIT, ROWS_PER_UNIT)
+    with dask.config.set(scheduler="synchronous"), cpu_seconds(cpu, "bounding"):
+        bound_contributions(dd.read_parquet(units), load_schema("demo"), unit, seed=0)
+    def keyed(file: Path) -> object:  # a key per row from its values, and each unit's rows
+        frame = pq.read_table(file).to_pandas()
+        return pd.util.hash_pandas_object(frame, index=False), frame[UNIT].value_counts()
+    floor["bounding"] = sum(best(lambda file=file: keyed(file))
+                            for file in sorted(units.glob("*.parquet")))
+    return cpu, floor
 
 
 def read_encode_count(data: Path, synthesizer: Synthesizer
@@ -235,9 +297,12 @@ def partition_stages(release: MarginalSampler, rows: int, index: int,
 
 
 # The stages in a release's order, the per-release ones first.
-STAGES = ("read", "encode", "count", "fit on the driver", "candidate drawing", "estimation",
-          "partition rows", "decoding", "parquet part", "storing the part")
+STAGES = ("draft", "bounding", "read", "encode", "count", "fit on the driver",
+          "candidate drawing", "estimation", "partition rows", "decoding", "parquet part",
+          "storing the part")
 PRIMITIVES = {
+    "draft": "pyarrow reading every column, one count each (64-bin histogram, value counts)",
+    "bounding": "pyarrow reading every column, a hash of each row, the unit's value counts",
     "read": "pyarrow reading the same columns",
     "encode": "(read's primitive holds the columns decoded)",
     "count": "np.bincount of every attribute and pair",
@@ -265,6 +330,8 @@ def profile(rows: int, release_rows: int, partitions: int, work: Path,
     synthesizer._load_params()
     load = [os.getloadavg()[0]]
     cpu, floor, exact, counted = read_encode_count(data, synthesizer)
+    drafted, drafted_floor = draft_and_bound(data, unit_data(work, data))
+    cpu, floor = drafted | cpu, drafted_floor | floor
     once = {FIRST_CALL: cpu.pop(FIRST_CALL)}
     cpu["fit on the driver"], model = fit_on_driver(synthesizer, exact, counted)
     sample_rows = min(partition_rows, release_rows)
@@ -283,7 +350,8 @@ def profile(rows: int, release_rows: int, partitions: int, work: Path,
     cpu.update({stage: statistics.median(r[stage] for r in runs) for stage in runs[0]})
     floor.update({stage: statistics.median(f[stage] for f in floors) for stage in floors[0]})
     load.append(os.getloadavg()[0])
-    per_stage_rows = {stage: counted for stage in ("read", "encode", "count")}
+    per_stage_rows = {stage: counted for stage in ("draft", "bounding", "read", "encode",
+                                                   "count")}
     per_stage_rows.update({stage: sample_rows for stage in runs[0]})
     return {"rows": counted, "release_rows": release_rows, "partition_rows": sample_rows,
             "partitions_timed": partitions, "estimates": estimates,

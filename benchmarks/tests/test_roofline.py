@@ -12,7 +12,8 @@ pytestmark = pytest.mark.harness  # CI's benchmarks step (.ci/benchmarks)
 
 
 def test_item1_roofline_times_every_stage_beside_its_primitive(tmp_path, capsys):
-    """Issue 69: each stage of a demo-shaped release, its primitive and their ratio, on 20 k
+    """Issue 69: each stage of a demo-shaped release (and the DP draft of its raw table and the
+    bounding of a unit column), its primitive and their ratio, on 20 k
     rows counted and a 200 k-row release sampled in partitions of 5 k (no value moves, as in
     a release past ``move_partitions`` partitions)."""
     result = main(["--rows", "20000", "--release-rows", "200000", "--partition-rows", "5000",

@@ -89,6 +89,19 @@ def _text_counts(texts: Any, inverse: np.ndarray | None, missing: np.ndarray) ->
     return per_value[per_value > 0].groupby(level=0).sum()
 
 
+def column_numbers(values: pd.Series, texts: Any, inverse: np.ndarray | None) -> np.ndarray:
+    """Each value as ``pd.to_numeric(errors="coerce")`` reads it, as float64 (NaN: none). A
+    column of a string dtype is parsed once per distinct string (``category_text``'s ``texts``,
+    in the column's dtype) and taken by ``inverse``: the same numbers, where parsing every row
+    was 60 % of a draft's CPU on the demo table (2.0 of 3.3 s on 200,000 rows)."""
+    dtype = values.dtype
+    if inverse is not None and isinstance(dtype, pd.StringDtype):  # Arrow or Python strings
+        distinct = pd.to_numeric(pd.Series(texts, dtype=dtype), errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan)
+        return np.append(distinct, np.nan)[inverse]  # inverse -1 (missing): NaN
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
                       missing_values: tuple[str, ...],
                       typed: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -115,8 +128,7 @@ def partition_counts(frame: pd.DataFrame, grids: dict[str, Any],
         missing = _missing_mask(values, missing_values, texts, inverse)
         if grid is not None or column in typed:
             # a listed numeric text ("-9") is missing, not a number
-            numbers = np.where(missing, np.nan, pd.to_numeric(values, errors="coerce").to_numpy(
-                dtype=np.float64, na_value=np.nan))
+            numbers = np.where(missing, np.nan, column_numbers(values, texts, inverse))
         if column in typed:
             counts[FORM_COUNTS][column] = value_forms(numbers, missing)
         if isinstance(grid, Cells | Undecided):  # its point masses' candidates
@@ -145,22 +157,32 @@ def partition_weighted(frame: pd.DataFrame, released: dict[str, set[str]],
     (:func:`~.draft_text.row_weights`) of the rows per value text not released, missing ones
     left out."""
     columns = list(released)
-    texts: list[np.ndarray] = []
+    distincts: list[np.ndarray] = []
+    codes: list[np.ndarray] = []
     unreleased = np.zeros((len(frame), len(columns)), dtype=bool)
     for j, column in enumerate(columns):
         values = frame[column]
         distinct, inverse = category_text(values)
         missing = _missing_mask(values, missing_values, distinct, inverse)
+        if inverse is None:  # an object column of strings: each distinct one once
+            inverse, distinct = pd.factorize(np.asarray(distinct, dtype=object))
         distinct = np.asarray(distinct, dtype=object)
-        per_row = distinct if inverse is None else (
-            distinct[np.where(inverse >= 0, inverse, 0)] if len(distinct)
-            else np.full(len(values), "", dtype=object))
-        texts.append(per_row)
-        unreleased[:, j] = ~missing & ~pd.Index(per_row, dtype=object).isin(released[column])
+        # membership per distinct value, taken by row (a missing value's -1: excluded)
+        listed = np.append(pd.Index(distinct, dtype=object).isin(released[column]), True)
+        unreleased[:, j] = ~missing & ~listed[inverse]
+        distincts.append(distinct)
+        codes.append(inverse)
     weights = row_weights(unreleased)
-    return {column: pd.Series(weights[unreleased[:, j]], dtype=np.int64).groupby(
-                texts[j][unreleased[:, j]]).sum()
-            for j, column in enumerate(columns)}
+    found = {}
+    for j, column in enumerate(columns):  # summed per distinct value, then by its text
+        held = codes[j][unreleased[:, j]]
+        rows = np.bincount(held, minlength=len(distincts[j]))
+        sums = np.bincount(held, weights=weights[unreleased[:, j]].astype(np.float64),
+                           minlength=len(distincts[j]))  # integers below 2⁵³: exact
+        present = rows > 0
+        found[column] = pd.Series(np.rint(sums[present]).astype(np.int64)).groupby(
+            distincts[j][present]).sum()
+    return found
 
 
 def weighted_text_counts(frame: Any, missing_values: tuple[str, ...], show_progress: bool,

@@ -173,17 +173,17 @@ def value_forms(numbers: np.ndarray, missing: np.ndarray) -> np.ndarray:
     ``numbers`` each value parsed as a number (NaN where it is none)."""
     number = ~missing & ~np.isnan(numbers)
     integer = number & np.isfinite(numbers) & (np.floor(numbers) == numbers)
-    left = number & ~integer
+    left = numbers[number & ~integer]  # the fractions only: a text or integer column has none
     places = []
     for d in range(1, MAX_DECIMALS + 1):  # the least d: each fraction counts in one form
-        scaled = numbers * 10.0**d
+        scaled = left * 10.0**d
         # the slack absorbs binary rounding (0.1 + 0.2 has 1 decimal place)
-        exact = left & np.isfinite(scaled) & np.isclose(scaled, np.rint(scaled), rtol=1e-12,
-                                                        atol=1e-9)
+        exact = np.isfinite(scaled) & np.isclose(scaled, np.rint(scaled), rtol=1e-12,
+                                                 atol=1e-9)
         places.append(exact.sum())
-        left &= ~exact
+        left = left[~exact]
     return np.array([missing.sum(), (~missing & ~number).sum(), integer.sum(), *places,
-                     left.sum()], dtype=np.int64)
+                     len(left)], dtype=np.int64)
 
 
 def timestamp_forms(missing: np.ndarray) -> np.ndarray:
