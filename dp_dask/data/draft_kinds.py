@@ -189,9 +189,10 @@ def weighted_text_counts(frame: Any, missing_values: tuple[str, ...], show_progr
                          released: dict[str, set[str]]) -> dict[str, pd.Series]:
     """The second text round's counts of the Dask ``frame`` (:func:`partition_weighted`, summed
     over its partitions): the data read again, once the first round's ``released`` levels are
-    drawn."""
-    (found,) = compute(partition_reduction(frame, partition_weighted, released, missing_values,
-                                           combine=merge_counts), show_progress=show_progress)
+    drawn: those columns only (a Parquet source's other columns are not read again)."""
+    (found,) = compute(partition_reduction(frame[list(released)], partition_weighted, released,
+                                           missing_values, combine=merge_counts),
+                       show_progress=show_progress)
     return found
 
 
