@@ -16,9 +16,8 @@ pyarrow read of every column with one count each; bounding a unit column to K ro
 (``bound_contributions``' masks: row hashes, a shuffle on the unit and one back, on a copy of
 the table with a seeded unit column of about K rows a unit) against reading every column, a
 hash of each row and the unit's value counts (a key per row from its values, each unit's rows:
-what the bound needs at least); reading (dp_dask's
-``read_table``) and
-encoding (``encode_partition``) against pyarrow reading the same columns; counting
+what the bound needs at least); reading (dp_dask's ``read_table``) and encoding
+(``encode_partition``) against pyarrow reading the same columns; counting
 (``counts_from_codes``, ``fine_counts``) against ``np.bincount`` of every attribute and pair;
 the fit on the driver (noise, consistency; once per release, no primitive); candidate drawing
 (the tree's draws) against numpy drawing as many categorical rows; estimation (raking, the

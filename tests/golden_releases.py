@@ -14,8 +14,9 @@ fixed sampling seed and records SHA-256s of what it wrote:
   RTOL. The last bits of a sum or a BLAS product move with the machine: an AVX-512 CPU against
   an AVX2 one (OpenBLAS's kernels, numpy's SIMD loops, numba's target) moved the copula's
   correlations by up to 2.9e-10 and a marginals table by 2.1e-9 of their values, which flipped
-  a hash of 32 mantissa bits in 6 of 28 cases (2026-12-07).
+  a hash of 32 mantissa bits in 6 of 28 cases (2026-12-07);
 
+and, for ``stats`` (no rows to sample), its written histograms.csv and metadata.json.
 The Parquet file's bytes are not hashed: they carry the writer's version. The hashes hold across
 processes, hash seeds and cluster layouts, with numba's compiled code: under NUMBA_DISABLE_JIT=1
 the marginals' consistent tables differ in their last bits (their rows do not).

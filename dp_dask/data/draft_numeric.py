@@ -263,29 +263,23 @@ def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, 
     return first, last
 
 
-def _outside(cell: np.ndarray, first: int, last: int, inner: tuple[int, int],
-             total: float) -> float:
-    """The octaves' noisy mass ``total`` less the noisy cells first..last within their range
-    ``inner`` (first and last cell): what the range first..last would leave out."""
-    return total - float(cell[max(first, inner[0]):min(last, inner[1]) + 1].sum())
-
-
 def _band(cell: np.ndarray, scale: float, inner: tuple[int, int], total: float, octaves: int,
           grow: float) -> tuple[int, int] | None:
     """The first and last cell of the shortest runs' span (:func:`run_spans`), grown, that is
-    at most 1/:data:`BAND_SHARE` of the octaves' range ``inner`` and leaves out of it at most
-    :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` and one standard deviation of the
-    noise in that difference (the cells' and ``octaves``' Laplace noises); None where none
-    does. Post-processing. A longer span is tried where a shorter one leaves out more (noise
-    let a part of the band through at the shorter length)."""
+    at most 1/:data:`BAND_SHARE` of the octaves' range ``inner`` (its first and last cell) and
+    leaves out of it at most :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` and one
+    standard deviation of the noise in that difference (the span's cells within ``inner`` and
+    the ``octaves``' Laplace noises); None where none does. Post-processing. A longer span is
+    tried where a shorter one leaves out more (noise let a part of the band through at the
+    shorter length)."""
     width = inner[1] - inner[0] + 1
     for runs in run_spans(cell, scale, CELL_MISS):
         first, last = _grown(cell, int(runs[0]), int(runs[-1]), grow)
         if BAND_SHARE * (last - first + 1) > width:
             return None
-        deviation = scale * math.sqrt(2.0 * (min(last, inner[1]) - max(first, inner[0]) + 1
-                                             + octaves))
-        if _outside(cell, first, last, inner, total) <= TRIM_SHARE * total + deviation:
+        within = cell[max(first, inner[0]):min(last, inner[1]) + 1]
+        deviation = scale * math.sqrt(2.0 * (len(within) + octaves))
+        if total - float(within.sum()) <= TRIM_SHARE * total + deviation:
             return first, last
     return None
 
@@ -315,9 +309,9 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
     # Where no cell passes: the fullest cell, or the shortest runs spanning a narrow band of
     # the octaves' range (years 2000-2015 of 5,000 rows in [1024, 2048): 312 a year, 100 a
     # noise scale) that holds the octaves' mass up to noise; else the octaves' range.
-    start, found = ((passing, "outermost passing cells") if len(passing) else
-                    (np.array([fullest]), "no cell passed: the fullest"))
-    first, last = _grown(cell, int(start[0]), int(start[-1]), grow)
+    first, last = _grown(cell, *((int(passing[0]), int(passing[-1])) if len(passing)
+                                 else (fullest, fullest)), grow)
+    found = "outermost passing cells" if len(passing) else "no cell passed: the fullest"
     compact = cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
     if not len(passing) and not compact:
         band = _band(cell, scale, inner, total, octaves, grow)
