@@ -334,29 +334,46 @@ def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, 
     return first, last
 
 
-def _band(cell: np.ndarray, noise: StepNoise, inner: tuple[int, int], total: float, octaves: int,
-          grow: float) -> tuple[int, int] | None:
+def _leaves_out(low: float, high: float, octaves: tuple[np.ndarray, np.ndarray],
+                noise: StepNoise) -> bool:
+    """Whether the octaves wholly outside [``low``, ``high``) hold more than
+    :data:`TRIM_SHARE` of the octaves' noisy mass and one standard deviation of their noises
+    (``octaves``: the passed octaves' edges and noisy counts). Post-processing. A few octave
+    counts carry far less noise than the hundreds of cells a range spans: a long tail beyond
+    a span (a fifth of a lognormal column's rows over [770, 4096)) shows in its octaves where
+    the cells' noisy sum (σ·√755 there) hides it."""
+    edges, noisy = octaves
+    outside = (edges[1:] <= low) | (edges[:-1] >= high)
+    beyond = float(noisy[outside].sum())
+    return beyond > TRIM_SHARE * float(noisy.sum()) + noise.deviation * math.sqrt(outside.sum())
+
+
+def _band(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, inner: tuple[int, int],
+          octaves: tuple[np.ndarray, np.ndarray], grow: float) -> tuple[int, int] | None:
     """The first and last cell of the shortest runs' span (:func:`run_spans`), grown, that is
     at most 1/:data:`BAND_SHARE` of the octaves' range ``inner`` (its first and last cell) and
-    leaves out of it at most :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` and one
-    standard deviation of the noise in that difference (the span's cells within ``inner`` and
-    the ``octaves``' noises); None where none does. Post-processing. A longer span is
-    tried where a shorter one leaves out more (noise let a part of the band through at the
-    shorter length)."""
+    leaves out of it at most :data:`TRIM_SHARE` of the octaves' noisy mass and one standard
+    deviation of the noise in that difference (the span's cells within ``inner`` and the
+    ``octaves``' noises), nor more than that in the octaves wholly outside it
+    (:func:`_leaves_out`); None where none does. Post-processing. A longer span is tried where
+    a shorter one leaves out more (noise let a part of the band through at the shorter
+    length)."""
     width = inner[1] - inner[0] + 1
+    total = float(octaves[1].sum())
     for runs in run_spans(cell, noise, CELL_MISS):
         first, last = _grown(cell, int(runs[0]), int(runs[-1]), grow)
         if BAND_SHARE * (last - first + 1) > width:
             return None
         within = cell[max(first, inner[0]):min(last, inner[1]) + 1]
-        deviation = noise.deviation * math.sqrt(len(within) + octaves)
-        if total - float(within.sum()) <= TRIM_SHARE * total + deviation:
+        deviation = noise.deviation * math.sqrt(len(within) + len(octaves[1]))
+        if (total - float(within.sum()) <= TRIM_SHARE * total + deviation
+                and not _leaves_out(edges[first], edges[last + 1], octaves, noise)):
             return first, last
     return None
 
 
 def _range_ends(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, low: float, high: float,
-                total: float, octaves: int) -> tuple[int, int, dict[str, Any]]:
+                octaves: tuple[np.ndarray, np.ndarray]) -> tuple[int, int, dict[str, Any]]:
     """The first and last cell of the learned range among the noisy ``cell`` counts over
     ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
     post-processing. The cells passing the cell threshold (:data:`CELL_MISS`), or where none
@@ -365,15 +382,17 @@ def _range_ends(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, low: floa
     octave does: months of 1,740 rows, 8 noise scales, beside a threshold of 10); each end is
     then moved out over the cells beyond as far as their noisy counts hold more than noise
     (:func:`_tail_end`): there are rows at or beyond it. Where the grown cells hold all but
-    :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants, integer grids, a compact
-    column), those are the ends; otherwise each end is trimmed there only if the cells it cuts
-    off (up to the octaves' range), plus what noise may hide in them
+    :data:`TRIM_SHARE` of the octaves' noisy mass (``octaves``: the passed octaves' edges and
+    noisy counts) and the octaves wholly outside them no more (:func:`_leaves_out`: constants,
+    integer grids, a compact column), those are the ends; otherwise each end is trimmed there
+    only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
     (:meth:`StepNoise.sum_threshold` at :data:`TRIM_MISS`), hold at most half that share, and
     stays at the octaves' range otherwise: a few over-extended cells cost a release less than a
     clamped tail. No cell passing and the fullest one's run not holding all but that share: the
-    band of the shortest runs of cells above their noise (:func:`_band`; ``octaves``: how many
-    octaves ``total`` sums), else the octaves' range, its ends moved out likewise."""
+    band of the shortest runs of cells above their noise (:func:`_band`), else the octaves'
+    range, its ends moved out likewise."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
+    total = float(octaves[1].sum())
     passing = _passing(cell, noise, CELL_MISS)
     fullest = inner[0] + int(np.argmax(cell[inner[0]:inner[1] + 1]))
     grow = noise.threshold(1, GROW_MISS)
@@ -383,9 +402,10 @@ def _range_ends(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, low: floa
     first, last = _grown(cell, *((int(passing[0]), int(passing[-1])) if len(passing)
                                  else (fullest, fullest)), grow)
     found = "outermost passing cells" if len(passing) else "no cell passed: the fullest"
-    compact = cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+    compact = (cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+               and not _leaves_out(edges[first], edges[last + 1], octaves, noise))
     if not len(passing) and not compact:
-        band = _band(cell, noise, inner, total, octaves, grow)
+        band = _band(cell, noise, edges, inner, octaves, grow)
         if band is not None:
             first, last, found = *band, ("no cell passed: the first to the last of the shortest "
                                          "runs of cells above their noise spanning a band of "
@@ -644,15 +664,15 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     if coarse:
         first, last = 0, len(cell) - 1
     else:
-        total, ranged = float(noisy[passed].sum()), cell
+        mass, ranged = noisy[passed], cell
         # The released points' noisy counts in their cells too (their rows were taken out of
         # the cells): a code beside a point grows from it, and point codes end the range.
         if beside is not None:
             ranged = cell + points_octaves(edges, points.found, kept, clamp=False)
             if not record["steps"][0].get("with_points"):
-                total += float(beside[passed].sum())
-        first, last, ends = _range_ends(ranged, noise, edges, low, high, total,
-                                        len(passed))
+                mass = mass + beside[passed]
+        first, last, ends = _range_ends(ranged, noise, edges, low, high,
+                                        (cells.octaves[passed[0]:passed[-1] + 2], mass))
         record["steps"][-1]["ends"] = ends
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range
