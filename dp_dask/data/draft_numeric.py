@@ -61,6 +61,12 @@ sensitivity is K times a row's: each function takes that contribution ``bound``.
 The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
 ones are used.
 
+Where the draft searches two or more columns, their steps may instead be measured together
+(:func:`joint_searches`): the columns' search shares summed into one zCDP budget, each step a
+Gaussian histogram (L2 √2·K) at its column's share of ρ, half each step. Every threshold above
+is then the Gaussian's (:class:`StepNoise`: the same misses, its lighter tail), and the rules
+read the noise through it alone.
+
 Size: both steps of the search read the same thresholds and the same run and tail rules (on the
 octaves, then on the cells); the range ends' rules (:func:`_range_ends`, :func:`_band`,
 :func:`_tail_end`, :func:`run_spans`) are the part to move to a module of their own when the
