@@ -191,6 +191,19 @@ def _noisy_rows(exact: int, epsilon: float, bound: int, sampler: str,
                              "numeric search needs: n̂, never the exact n"}
 
 
+def split_delta(delta: float, searched: int, texts: bool) -> tuple[float, float, float]:
+    """The draft's δ, from public facts alone (the columns that may be searched, ``searched``,
+    and whether any may be text): :data:`SEARCH_DELTA` of it to the numeric searches measured
+    together where two or more may be searched, then of the rest :data:`POINT_DELTA` to the
+    point masses (equal over the columns that may be searched) and the rest to the text
+    columns, all of it to either where the other is not drafted. Returns the searches', the
+    text columns' and each searched column's point masses' δ."""
+    search = SEARCH_DELTA * delta if searched >= 2 else 0.0
+    rest = delta - search
+    text = (1 - POINT_DELTA) * rest if searched and texts else rest
+    return search, text, (rest - text if texts else rest) / max(searched, 1)
+
+
 def _searches_record(rhos: dict[str, float], shares: dict[str, float], delta: float,
                      numeric: list[str]) -> dict[str, Any]:
     """How the numeric searches were measured: together (Gaussian steps, their ε as one zCDP
@@ -363,11 +376,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     # (equal over the columns that may be searched) where text columns may be drafted too
     # and SEARCH_DELTA of it to the searches measured together, where two columns may be
     searched = [c for c in columns if isinstance(candidates[c], Cells | Undecided)]
-    search_delta = SEARCH_DELTA * delta if len(searched) >= 2 else 0.0
-    rest_delta = delta - search_delta
-    text_delta = (1 - POINT_DELTA) * rest_delta if searched and (texts or maybe) else rest_delta
-    points_delta = ((rest_delta - text_delta if texts or maybe else rest_delta)
-                    / max(len(searched), 1))
+    search_delta, text_delta, points_delta = split_delta(delta, len(searched),
+                                                         bool(texts or maybe))
     least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
     times = [c for c in columns if isinstance(candidates[c], str)]  # YEARS
 
