@@ -372,9 +372,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
     # text columns give each the least ε and δ, at the unit's bound (K "auto": at K = 1, the
     # least it chooses). A search's size is checked on n̂, once the types and K are drawn.
-    # δ, from public facts alone: POINT_DELTA of it to the searched columns' point masses
-    # (equal over the columns that may be searched) where text columns may be drafted too
-    # and SEARCH_DELTA of it to the searches measured together, where two columns may be
+    # δ, from public facts alone (split_delta): SEARCH_DELTA of it to the searches measured
+    # together where two columns may be searched, POINT_DELTA of the rest to the searched
+    # columns' point masses where text columns may be drafted too, the text columns the rest
     searched = [c for c in columns if isinstance(candidates[c], Cells | Undecided)]
     search_delta, text_delta, points_delta = split_delta(delta, len(searched),
                                                          bool(texts or maybe))
