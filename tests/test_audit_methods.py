@@ -138,7 +138,8 @@ def test_cli_exit_code_and_table(tmp_path) -> None:
 
 # --- issue 64 item 6: the auditor sees every released field; scenarios of the new mechanisms --
 
-NEW_SCENARIOS = ["draft-octaves", "draft-years", "draft-text", "draft-identifier",
+NEW_SCENARIOS = ["draft-octaves", "draft-searches-joint", "draft-years", "draft-text",
+                 "draft-identifier",
                  "marginals-joint", "marginals-tables-auto", "marginals-unit", "unit-auto-k",
                  "stats-unit"]
 
@@ -221,7 +222,8 @@ def test_item6_plant_is_caught(plant: str) -> None:  # the cheap ones; .ci/audit
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plant", ["text-threshold-without-delta", "years-scale-halved",
-                                   "octave-scale-unsplit", "identifier-count-unnoised",
+                                   "octave-scale-unsplit", "searches-budget-unconverted",
+                                   "identifier-count-unnoised",
                                    "joint-sigma-halved", "tables-auto-rows-undercounted",
                                    "unit-sensitivity-skipped"])
 def test_item6_plant_is_caught_at_its_trials(plant: str) -> None:
@@ -230,9 +232,12 @@ def test_item6_plant_is_caught_at_its_trials(plant: str) -> None:
 
 
 # The octave and year canaries against the planted releases' own records: (plant, column, step,
-# the step's threshold the pair's boundary cells straddle)
-NUMERIC_CANARIES = [("octave-scale-unsplit", OCTAVE_COLUMN, "octaves", "grow_threshold"),
-                    ("years-scale-halved", YEARS_COLUMN, "years", "threshold")]
+# the step's threshold the pair's boundary cells straddle, the correct release's noise scales
+# between that threshold and the boundary: a Gaussian's lighter tail needs fewer)
+NUMERIC_CANARIES = [("octave-scale-unsplit", OCTAVE_COLUMN, "octaves", "grow_threshold", 3),
+                    ("searches-budget-unconverted", OCTAVE_COLUMN, "octaves", "grow_threshold",
+                     2),
+                    ("years-scale-halved", YEARS_COLUMN, "years", "threshold", 3)]
 
 
 def _cell_counts(frame, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -246,9 +251,10 @@ def _cell_counts(frame, column: str) -> tuple[np.ndarray, np.ndarray]:
     return np.bincount(cells, minlength=len(edges) - 1), edges
 
 
-@pytest.mark.parametrize("plant, column, step, key", NUMERIC_CANARIES)
+@pytest.mark.parametrize("plant, column, step, key, scales", NUMERIC_CANARIES)
 def test_item6_numeric_canaries_sit_on_the_planted_thresholds(plant: str, column: str,
-                                                               step: str, key: str) -> None:
+                                                               step: str, key: str,
+                                                               scales: int) -> None:
     # D' moves one row from a boundary cell at the planted release's threshold (rounded up) to
     # one a row below it, beside core cells that always pass; the correct release's threshold
     # lies far above both. Read from the drafts' records: the threshold follows the budget split
@@ -267,7 +273,7 @@ def test_item6_numeric_canaries_sit_on_the_planted_thresholds(plant: str, column
     assert (d1[low], d1[high]) == (d0[low] - 1, d0[high] + 1)
     core = np.arange(low + 1, high)  # between them: cells far above the first threshold
     assert len(core) and d0[core].min() >= planted[step]["threshold"] + 10 * planted[step]["scale"]
-    assert correct[step][key] - d0[low] > 3 * correct[step]["scale"]  # no false alarm
+    assert correct[step][key] - d0[low] > scales * correct[step]["scale"]  # no false alarm
     if "point masses" in planted:  # no boundary row ever becomes a point mass
         assert d0[low] < min(planted["point masses"]["threshold"],
                              planted["point masses"]["floor"])

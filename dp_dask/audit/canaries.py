@@ -40,9 +40,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.data.draft_dp import ROWS_SHARE
-from dp_dask.data.draft_numeric import GROW_MISS, OCTAVE_MISS, SENSITIVITY, threshold, year_cells
-from dp_dask.data.draft_points import POINT_DELTA, POINT_SHARE
+from dp_dask.data.draft_dp import ROWS_SHARE, SEARCH_DELTA, split_delta
+from dp_dask.data.draft_numeric import (
+    GROW_MISS,
+    OCTAVE_MISS,
+    SENSITIVITY,
+    StepNoise,
+    joint_searches,
+    search_cells,
+    threshold,
+    year_cells,
+)
+from dp_dask.data.draft_points import POINT_SHARE
 from dp_dask.data.draft_split import split_epsilon
 from dp_dask.data.draft_text import DISTINCT_SHARE, TextPlan, row_weights, text_plan
 from dp_dask.data.draft_types import TYPE_SHARE
@@ -250,8 +259,10 @@ def joint_text_plan(delta: float = DELTA, columns: int = len(JOINT_TEXT_COLUMNS)
     (:data:`EPSILON`, ``delta``) (:data:`JOINT_TEXT_COLUMNS`' by default; one column's is the
     Laplace threshold), from public facts as the draft computes it: ε less n̂'s and the type
     step's shares (every column is text, so the text columns take all the rest), δ less the
-    point masses' share (their types are decided under DP: each may be searched)."""
-    return text_plan(EPSILON * (1 - ROWS_SHARE - TYPE_SHARE), (1 - POINT_DELTA) * delta, columns)
+    point masses' and the searches' shares (:func:`~dp_dask.data.draft_dp.split_delta`: their
+    types are decided under DP, so each may be searched)."""
+    text_delta = split_delta(delta, columns, texts=True)[1]
+    return text_plan(EPSILON * (1 - ROWS_SHARE - TYPE_SHARE), text_delta, columns)
 
 
 def joint_text_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -304,6 +315,66 @@ def years_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
         return pd.DataFrame({YEARS_COLUMN: stamps})
 
     return frame(first - 1), frame(last + 1)
+
+
+# The numeric searches measured together (draft_numeric.joint_searches): two integer columns, the
+# canary's and one the same in both neighbours, each with the rows a point-mass step needs
+SEARCHES_COLUMNS = (OCTAVE_COLUMN, "count")
+SEARCHES_ROWS = 400
+
+
+def _searches_shares(epsilon: float) -> dict[str, float]:
+    """The search shares of a draft of the two columns of :data:`SEARCHES_COLUMNS` at
+    ``epsilon``, from public facts as the draft computes them: ε less n̂'s and the type step's
+    shares, split equally (two numbers), less the point masses' share."""
+    rest = epsilon * (1 - ROWS_SHARE - TYPE_SHARE)
+    return {c: e * (1 - POINT_SHARE) for c, e in
+            split_epsilon(rest, list(SEARCHES_COLUMNS), [], delta=DELTA).items()}
+
+
+def searches_step_noise(epsilon: float = EPSILON) -> StepNoise:
+    """The octave step's Gaussian noise of :data:`OCTAVE_COLUMN` in that draft at ``epsilon``:
+    the searches' one budget at :data:`SEARCH_DELTA` of δ, half a column's ρ a step."""
+    shares = _searches_shares(epsilon)
+    cells = search_cells("integer", "int64")
+    rhos = joint_searches(shares, dict.fromkeys(shares, cells), SEARCH_DELTA * DELTA)
+    assert rhos is not None, "two searched columns at the audit's ε are measured together"
+    return StepNoise.for_step(shares[OCTAVE_COLUMN] / 2, rhos[OCTAVE_COLUMN] / 2, 1)
+
+
+def _searches_noise_divisor() -> float:
+    """The factor on the draft's ε at which its searches' octave step gets the planted bug's σ:
+    the searches' summed ε taken as their ρ unconverted, every step at all of it and at L2
+    sensitivity 1 (a row's add/remove), σ = 1/√(2ε_N) (by bisection: ε's conversion to ρ is
+    not linear)."""
+    target = 1.0 / math.sqrt(2.0 * sum(_searches_shares(EPSILON).values()))
+    low, high = 1.0, 32.0  # the searches are measured together up to about 40 times ε
+    while high / low > 1 + 1e-9:
+        middle = math.sqrt(low * high)
+        low, high = ((middle, high) if searches_step_noise(EPSILON * middle).scale > target
+                     else (low, middle))
+    return high
+
+
+# The plant "searches-budget-unconverted" (dp_dask.audit.plants): about 16 times the σ. A
+# canary at the correct σ's grow threshold (24 rows) is beyond what the auditor resolves: the
+# step's Gaussian at ρ 0.004 moves by μ = 0.15 between neighbours
+SEARCHES_NOISE_DIVISOR = _searches_noise_divisor()
+
+
+def searches_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`octave_pair`'s canary at the searches' Gaussian octave step (measured together
+    with a second integer column, the same on both sides): the zero cell and [64, 128) around
+    its grow threshold at :data:`SEARCHES_NOISE_DIVISOR` times the draft's ε; D' moves a row
+    from the zero cell (5) to [64, 128) (100)."""
+    noise = searches_step_noise(EPSILON * SEARCHES_NOISE_DIVISOR)
+    low, high = _boundary_counts(noise.threshold(1, GROW_MISS))
+    values = ([16 + i % 16 for i in range(100)] + [32 + i % 32 for i in range(100)]
+              + [5] * (low - 1) + [100] * high)
+    values += [40 + i % 8 for i in range(SEARCHES_ROWS - len(values) - 1)]
+    other = [20 + i % 40 for i in range(len(values) + 1)]
+    return (pd.DataFrame({OCTAVE_COLUMN: values + [5], "count": other}),
+            pd.DataFrame({OCTAVE_COLUMN: values + [100], "count": other}))
 
 
 def octave_pair() -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -33,6 +33,7 @@ from dp_dask.audit.canaries import (
     DRAFT_UNIT_ROWS,
     IDENTIFIER_NOISE_DIVISOR,
     OCTAVE_NOISE_DIVISOR,
+    SEARCHES_NOISE_DIVISOR,
     UNIT,
     UNIT_ROWS,
     YEARS_NOISE_DIVISOR,
@@ -125,6 +126,11 @@ def _plants() -> list[Plant]:
               "draft's whole ε, the budget not split (n̂, the types, the point masses, the "
               f"other step): {OCTAVE_NOISE_DIVISOR:.2f} times too small",
               {"noise_divisor": OCTAVE_NOISE_DIVISOR}),
+        Plant("searches-budget-unconverted", "draft-searches-joint", "the numeric searches "
+              "measured together with their summed ε taken as ρ (no conversion to zCDP), every "
+              "step at all of it and at a row's add/remove L2 1: σ = 1/√(2ε) "
+              f"({SEARCHES_NOISE_DIVISOR:.1f} times too small)",
+              {"noise_divisor": SEARCHES_NOISE_DIVISOR}),
         Plant("years-scale-halved", "draft-years", "the year counts' Laplace scale at "
               "sensitivity 1 instead of 2 (add/remove's)", {"noise_divisor": YEARS_NOISE_DIVISOR}),
         Plant("text-threshold-without-delta", "draft-text", "the text threshold calibrated "

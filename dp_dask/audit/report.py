@@ -20,7 +20,8 @@ TRIALS = {"marginals": 1000, "marginals-add-remove": 500, "marginals-add-remove-
           "marginals-fine": 300, "marginals-joint": 500, "marginals-unit": 500,
           "marginals-unit-shaped": 250, "copula": 100,
           "dpcopula-mle": 150, "dpcopula-hybrid": 150, "dpview-add-remove": 100, "stats": 300,
-          "stats-unit": 40, "schema-draft": 200, "draft-octaves": 300, "draft-years": 300,
+          "stats-unit": 40, "schema-draft": 200, "draft-octaves": 300,
+          "draft-searches-joint": 300, "draft-years": 300,
           "draft-text": 300, "draft-text-joint": 150, "draft-identifier": 300,
           "draft-unit": 150}
 # A plant's trials: enough to catch its bug with a margin. A halved σ of the marginals: ε̂
@@ -31,6 +32,7 @@ PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
                 "unit-bounding-skipped": 100, "unit-sensitivity-skipped": 100,
                 "lag-pairs-unweighted": 500,
                 "auto-k-sensitivity-1": 4000, "octave-scale-unsplit": 2000,
+                "searches-budget-unconverted": 2000,
                 "years-scale-halved": 2500, "text-threshold-without-delta": 1000,
                 "joint-text-rows-undercounted": 300,
                 "identifier-count-unnoised": 300,

@@ -56,6 +56,7 @@ from dp_dask.data.draft_kinds import (
 )
 from dp_dask.data.draft_numeric import (
     Cells,
+    joint_searches,
     search_cells,
     smallest_table,
 )
@@ -143,6 +144,9 @@ def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
 
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
+# Of the draft's δ where two or more columns may be searched: the conversion of their searches'
+# one zCDP budget (draft_numeric.joint_searches); ln(1/δ) moves the text thresholds little
+SEARCH_DELTA = 0.1
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
 
 
@@ -185,6 +189,40 @@ def _noisy_rows(exact: int, epsilon: float, bound: int, sampler: str,
                   "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)",
                   "read_by": "the identifiers' rule, the text split's floor and the size a "
                              "numeric search needs: n̂, never the exact n"}
+
+
+def split_delta(delta: float, searched: int, texts: bool) -> tuple[float, float, float]:
+    """The draft's δ, from public facts alone (the columns that may be searched, ``searched``,
+    and whether any may be text): :data:`SEARCH_DELTA` of it to the numeric searches measured
+    together where two or more may be searched, then of the rest :data:`POINT_DELTA` to the
+    point masses (equal over the columns that may be searched) and the rest to the text
+    columns, all of it to either where the other is not drafted. Returns the searches', the
+    text columns' and each searched column's point masses' δ."""
+    search = SEARCH_DELTA * delta if searched >= 2 else 0.0
+    rest = delta - search
+    text = (1 - POINT_DELTA) * rest if searched and texts else rest
+    return search, text, (rest - text if texts else rest) / max(searched, 1)
+
+
+def _searches_record(rhos: dict[str, float], shares: dict[str, float], delta: float,
+                     numeric: list[str]) -> dict[str, Any]:
+    """How the numeric searches were measured: together (Gaussian steps, their ε as one zCDP
+    budget converted once at ``delta``: :func:`~.draft_numeric.joint_searches`) or each at
+    its own ε (Laplace)."""
+    rule = ("measured together where that lowers every searched column's octave threshold "
+            "below its Laplace steps' at its own ε (two or more columns, δ for the conversion); "
+            "else each column's Laplace steps at its own ε")
+    if not rhos:
+        return {"mechanism": "laplace histograms, each column at its own ε",
+                "columns": numeric, "rule": rule}
+    epsilon = sum(shares[c] for c in rhos)
+    return {"mechanism": "gaussian histograms, measured together",
+            "epsilon": epsilon, "delta": delta, "rho": sum(rhos.values()), "columns": rhos,
+            "composition": "every step of every column's search a Gaussian histogram (L2 √2·K) "
+                           "at its share of ρ (half each step; all of it in a coarse search), "
+                           "composed adaptively in zCDP, converted to (ε, δ) once (OpenDP's "
+                           "optimal conversion): ε is the columns' search shares summed",
+            "rule": rule}
 
 
 @dataclass(frozen=True)
@@ -334,11 +372,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
     # Bad budgets fail here, before any data is read, whatever the type step decides: the most
     # text columns give each the least ε and δ, at the unit's bound (K "auto": at K = 1, the
     # least it chooses). A search's size is checked on n̂, once the types and K are drawn.
-    # δ, from public facts alone: POINT_DELTA of it to the searched columns' point masses
-    # (equal over the columns that may be searched) where text columns may be drafted too
+    # δ, from public facts alone (split_delta): SEARCH_DELTA of it to the searches measured
+    # together where two columns may be searched, POINT_DELTA of the rest to the searched
+    # columns' point masses where text columns may be drafted too, the text columns the rest
     searched = [c for c in columns if isinstance(candidates[c], Cells | Undecided)]
-    text_delta = (1 - POINT_DELTA) * delta if searched and (texts or maybe) else delta
-    points_delta = (delta - text_delta if texts or maybe else delta) / max(len(searched), 1)
+    search_delta, text_delta, points_delta = split_delta(delta, len(searched),
+                                                         bool(texts or maybe))
     least_bound = 1 if unit is None or unit.max_rows == AUTO else unit.max_rows
     times = [c for c in columns if isinstance(candidates[c], str)]  # YEARS
 
@@ -440,14 +479,21 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         search_share = {c: shares[c] - POINT_SHARE * (least[c] if c in early else shares[c]
                                                       if c in late else 0.0)
                         for c in columns}
-        needed = {c: smallest_table(search_share[c], candidates[c], bound) for c in columns
-                  if isinstance(candidates[c], Cells | str)}
+        # The numeric searches measured together (Gaussian steps, one zCDP budget of their
+        # shares' ε at search_delta) where that lowers every one's threshold: public facts
+        numeric = [c for c in columns if isinstance(candidates[c], Cells)]
+        rhos = joint_searches({c: search_share[c] for c in numeric},
+                              {c: candidates[c] for c in numeric}, search_delta, bound) or {}
+        needed = {c: smallest_table(search_share[c], candidates[c], bound, rho=rhos.get(c))
+                  for c in columns if isinstance(candidates[c], Cells | str)}
         # Below the full search's size, a numeric column is searched coarsely (all its share on
         # the octaves) where that finds something; below that too, not at all.
         coarse = {c for c in needed if rows < needed[c] and isinstance(candidates[c], Cells)
-                  and rows >= smallest_table(search_share[c], candidates[c], bound, coarse=True)}
+                  and rows >= smallest_table(search_share[c], candidates[c], bound, coarse=True,
+                                             rho=rhos.get(c))}
         needed = {c: n if c not in coarse else smallest_table(search_share[c], candidates[c],
-                                                              bound, coarse=True)
+                                                              bound, coarse=True,
+                                                              rho=rhos.get(c))
                   for c, n in needed.items()}
         noise = Noise(sampler, rng, bound)
         reread = partial(weighted_text_counts, frame, missing_values, show_progress)
@@ -484,7 +530,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                         rows_scale=rows_record["scale"], epsilon=share,
                         search_epsilon=search_share[column], delta=points_delta, bins=bins,
                         coarse=column in coarse, found=early.get(column),
-                        points=column in early or column in late, missing=missing.get(column))
+                        points=column in early or column in late, missing=missing.get(column),
+                        rho=rhos.get(column))
                 elif isinstance(grid, str):
                     spec, mechanisms[column], note = release_years(
                         column, counts, noise, epsilon=share, missing=missing.get(column))
@@ -576,7 +623,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                        "text turn out text, where its type is decided on the forms of the rest "
                        "beside its points), the rest halved over its two search steps "
                        "(mechanisms[column].steps; one step where it was searched coarsely, "
-                       "mechanisms[column].coarse)",
+                       "mechanisms[column].coarse)"
+                       + (f"; δ {search_delta:.3g} to the numeric searches" if search_delta
+                          else "") + (", measured together: their steps Gaussian, one zCDP "
+                                      "budget of their ε converted once (\"searches\")"
+                                      if rhos else ""),
+        "searches": _searches_record(rhos, search_share, search_delta, numeric),
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "

@@ -245,14 +245,17 @@ def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Seri
                      cells: Cells, noise: Noise, *, rows: float, rows_scale: float,
                      epsilon: float, search_epsilon: float, delta: float, bins: int,
                      coarse: bool, found: tuple[list[float], dict[str, Any]] | None = None,
-                     points: bool = True, missing: int | None = None) -> Released:
+                     points: bool = True, missing: int | None = None,
+                     rho: float | None = None) -> Released:
     """A numeric column's point masses (``epsilon`` less ``search_epsilon``, and ``delta``: its
     exact ``values``' counts thresholded; ``found``: those found before its type was decided,
     with their record, of which an integer column keeps its integers), then the rest's domain
     search at ``search_epsilon`` over its ``cells``' ``counts`` (``coarse``: the octaves only,
     a small table by n̂; no ``points``: a table too small for both, the search takes it all);
     ``rows``: the noisy row count n̂, of Laplace scale ``rows_scale``; ``missing``: its exact
-    count of missing values, counted in each search step's histogram, None: not counted)."""
+    count of missing values, counted in each search step's histogram, None: not counted;
+    ``rho``: its search's share of the numeric searches' one zCDP budget, Gaussian steps,
+    :func:`~.draft_numeric.joint_searches`; None: Laplace steps at ``search_epsilon``)."""
     if not points:
         points, found = [], {"step": "point masses", "epsilon": 0.0, "points": 0,
                              "rule": "not searched: the noisy rows n̂ hold the full search only "
@@ -267,7 +270,7 @@ def release_searched(column: str, counts: dict[str, np.ndarray], values: pd.Seri
     spec, mechanism, note = search_numeric(
         column, without_points(counts, values, cells, points), cells, epsilon=search_epsilon,
         bins=bins, sampler=noise.sampler, rng=noise.rng, bound=noise.bound, coarse=coarse,
-        points=PointMasses(points, found, rows, rows_scale), missing=missing)
+        points=PointMasses(points, found, rows, rows_scale), missing=missing, rho=rho)
     dropped = set(mechanism["steps"][0].get("points_check", {}).get("dropped", []))
     if dropped:  # more rows than n̂ holds: a public candidate passed by noise alone
         points = [p for p in points if point_key(p) not in dropped]

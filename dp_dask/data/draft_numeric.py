@@ -61,6 +61,12 @@ sensitivity is K times a row's: each function takes that contribution ``bound``.
 The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and only noisy
 ones are used.
 
+Where the draft searches two or more columns, their steps may instead be measured together
+(:func:`joint_searches`): the columns' search shares summed into one zCDP budget, each step a
+Gaussian histogram (L2 √2·K) at its column's share of ρ, half each step. Every threshold above
+is then the Gaussian's (:class:`StepNoise`: the same misses, its lighter tail), and the rules
+read the noise through it alone.
+
 Size: both steps of the search read the same thresholds and the same run and tail rules (on the
 octaves, then on the cells); the range ends' rules (:func:`_range_ends`, :func:`_band`,
 :func:`_tail_end`, :func:`run_spans`) are the part to move to a module of their own when the
@@ -76,13 +82,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from dp_dask.data.attribute import Attribute
 from dp_dask.data.draft_points import point_key, points_octaves, rest_is_searched
 from dp_dask.data.draft_specs import round_value as _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
-from dp_dask.privacy.noise import laplace_noise
+from dp_dask.privacy.noise import gaussian_noise, laplace_noise
+from dp_dask.privacy.selection import zcdp_rho
 
 SENSITIVITY = 2  # L1 of a histogram when one row is replaced by another
 OCTAVE_MISS = 1e-6  # chance that any empty octave passes: a far edge would be absurd
@@ -134,6 +142,51 @@ class PointMasses:
     found: dict[str, Any]
     rows: float
     rows_scale: float
+
+
+@dataclass(frozen=True)
+class StepNoise:
+    """One search step's noise on its histogram: Laplace of scale b, at the step's own ε
+    (ε = L1/b, L1 = 2K), or, where the draft measures the numeric searches together
+    (``gaussian``: :func:`~dp_dask.data.draft_dp.draft_under_dp`'s joint searches), Gaussian of
+    deviation σ at the step's share ρ of their one zCDP budget (ρ = L2²/(2σ²), L2 = √2·K: a
+    replaced unit's K rows leave one cell and enter another). The thresholds are the same rules
+    for either: what an empty cell's noise exceeds with probability ``miss`` over ``cells``
+    cells, and what a sum of ``cells`` noises exceeds with probability ``miss``."""
+
+    scale: float
+    gaussian: bool = False
+
+    @classmethod
+    def for_step(cls, epsilon: float, rho: float | None, bound: int) -> StepNoise:
+        """Laplace at ``epsilon`` where ``rho`` is None, else Gaussian at ``rho``."""
+        if rho is None:
+            return cls(SENSITIVITY * bound / epsilon)
+        return cls(math.sqrt(SENSITIVITY) * bound / math.sqrt(2.0 * rho), gaussian=True)
+
+    @property
+    def sensitivity_factor(self) -> float:
+        """The histogram's sensitivity for one row: L1 2 (Laplace) or L2 √2 (Gaussian)."""
+        return math.sqrt(SENSITIVITY) if self.gaussian else SENSITIVITY
+
+    @property
+    def deviation(self) -> float:
+        """One noise's standard deviation: σ, or √2·b."""
+        return self.scale if self.gaussian else math.sqrt(2.0) * self.scale
+
+    def threshold(self, cells: int, miss: float) -> float:
+        """The noisy count an empty cell exceeds with probability ``miss`` over ``cells`` cells
+        (:func:`threshold` for Laplace; the Gaussian's upper tail at miss/cells)."""
+        if self.gaussian:
+            return self.scale * float(norm.isf(miss / max(cells, 1)))
+        return threshold(self.scale, cells, miss)
+
+    def sum_threshold(self, cells: int, miss: float) -> float:
+        """What a sum of ``cells`` independent noises exceeds with probability at most ``miss``
+        (:func:`tail_threshold` for Laplace; exact for Gaussian: σ√cells times its tail)."""
+        if self.gaussian:
+            return self.scale * math.sqrt(cells) * float(norm.isf(miss))
+        return tail_threshold(self.scale, cells, miss)
 
 
 def search_cells(kind: str, dtype: str | None) -> Cells:
@@ -190,20 +243,44 @@ def threshold(scale: float, cells: int, miss: float) -> float:
 
 
 def smallest_table(epsilon: float, cells: Cells | str, bound: int = 1,
-                   coarse: bool = False) -> float:
+                   coarse: bool = False, rho: float | None = None) -> float:
     """Rows a table needs for its first step to find anything: twice that step's threshold
-    (octaves at half of ``epsilon``, all of it in a ``coarse`` search; a timestamp's years,
-    ``cells`` a str, at all of it), each unit contributing at most ``bound`` rows. The draft
-    searches a column coarsely where its noisy row count puts the table below the full search's
-    size, and not at all below the coarse one's."""
+    (octaves at half of ``epsilon``, or of ``rho`` where the searches are measured together,
+    all of it in a ``coarse`` search; a timestamp's years, ``cells`` a str, at all of
+    ``epsilon``), each unit contributing at most ``bound`` rows. The draft searches a column
+    coarsely where its noisy row count puts the table below the full search's size, and not at
+    all below the coarse one's."""
     if isinstance(cells, Cells):
-        step = epsilon if coarse else epsilon / 2.0
-        return 2.0 * threshold(SENSITIVITY * bound / step, len(cells.octaves) - 1, OCTAVE_MISS)
+        half = 1.0 if coarse else 2.0
+        noise = StepNoise.for_step(epsilon / half, None if rho is None else rho / half, bound)
+        return 2.0 * noise.threshold(len(cells.octaves) - 1, OCTAVE_MISS)
     return 2.0 * threshold(SENSITIVITY * bound / epsilon, len(year_cells()) - 1, OCTAVE_MISS)
 
 
-def _passing(noisy: np.ndarray, scale: float, miss: float) -> np.ndarray:
-    return np.flatnonzero(noisy >= threshold(scale, len(noisy), miss))
+def joint_searches(shares: dict[str, float], cells: dict[str, Cells], delta: float,
+                   bound: int = 1) -> dict[str, float] | None:
+    """Each searched column's ρ where the draft measures the numeric searches together: their
+    ε (the ``shares``, summed) as one zCDP budget at ``delta`` (:func:`zcdp_rho`: every step a
+    Gaussian histogram, composed adaptively in ρ and converted to (ε, δ) once), split in
+    proportion to the shares. Taken only where it lowers every column's octave threshold
+    (:func:`smallest_table`) below its Laplace steps' at its own ε: with two or more columns
+    the Gaussians' L2 sensitivity grows as the square root of the steps where the Laplace
+    steps' L1 grows as their number, and the threshold's Gaussian tail is lighter (weather's 13
+    numeric columns at total ε 1: octaves found at about 1,100 rows, not 3,800). None (Laplace
+    steps, each column at its own ε) otherwise: one column, or no δ for it. Public facts only
+    (the shares, the cells, δ and the bound K)."""
+    total = sum(shares.values())
+    if len(shares) < 2 or total <= 0 or delta <= 0:
+        return None
+    rho = zcdp_rho(total, delta)
+    rhos = {column: rho * share / total for column, share in shares.items()}
+    lower = all(smallest_table(shares[c], cells[c], bound, rho=rhos[c])
+                < smallest_table(shares[c], cells[c], bound) for c in shares)
+    return rhos if lower else None
+
+
+def _passing(noisy: np.ndarray, noise: StepNoise, miss: float) -> np.ndarray:
+    return np.flatnonzero(noisy >= noise.threshold(len(noisy), miss))
 
 
 def tail_threshold(scale: float, cells: int, miss: float) -> float:
@@ -213,32 +290,32 @@ def tail_threshold(scale: float, cells: int, miss: float) -> float:
     return float(scale * np.min((math.log(1.0 / miss) - cells * np.log1p(-u * u)) / u))
 
 
-def _tail_end(outward: np.ndarray, scale: float) -> tuple[int, float]:
+def _tail_end(outward: np.ndarray, noise: StepNoise) -> tuple[int, float]:
     """How many of the ``outward`` noisy cells (beyond the outermost passing one, nearest first)
     the range keeps: up to the farthest cell j at which a run of 1, 2, 4... cells starting there
-    sums above what noise alone reaches (:func:`tail_threshold`, :data:`TAIL_MISS` over every
-    run tested), so there are rows at or beyond j; short runs find a tail's last dense cells,
-    long ones a tail spread thinly."""
+    sums above what noise alone reaches (:meth:`StepNoise.sum_threshold`, :data:`TAIL_MISS`
+    over every run tested), so there are rows at or beyond j; short runs find a tail's last
+    dense cells, long ones a tail spread thinly."""
     positions = len(outward)
     lengths = [1 << i for i in range(max(positions, 1).bit_length())]
     sums = np.concatenate([[0.0], np.cumsum(outward)])
     miss = TAIL_MISS / max(positions * len(lengths), 1)
     farthest = 0
     for length in lengths:
-        limit = tail_threshold(scale, length, miss)
+        limit = noise.sum_threshold(length, miss)
         starts = np.arange(positions - length + 1)
         runs = sums[starts + length] - sums[starts]
         significant = starts[runs >= limit]
         if len(significant):
             farthest = max(farthest, int(significant[-1]) + 1)
-    return farthest, tail_threshold(scale, 1, miss)
+    return farthest, noise.sum_threshold(1, miss)
 
 
-def run_spans(noisy: np.ndarray, scale: float, miss: float) -> Iterator[np.ndarray]:
+def run_spans(noisy: np.ndarray, noise: StepNoise, miss: float) -> Iterator[np.ndarray]:
     """For each run length 2, 4, 8... at which some run of adjacent ``noisy`` counts sums above
-    what the sum of their noise reaches (:func:`tail_threshold`) with probability ``miss`` over
-    every run tested, shortest first: the cells from the first to the last such run, by
-    post-processing. A small table's column spread over a few octaves (5,000 carats over
+    what the sum of their noise reaches (:meth:`StepNoise.sum_threshold`) with probability
+    ``miss`` over every run tested, shortest first: the cells from the first to the last such
+    run, by post-processing. A small table's column spread over a few octaves (5,000 carats over
     0.25-2: a third of them per octave, each below the octaves' threshold) is found by its runs
     of octaves, not left out; years 2000-2015 of 5,000 rows (312 a year, none above the unit
     cells' threshold) by their runs of unit cells. Shorter runs span fewer empty cells beside
@@ -248,7 +325,7 @@ def run_spans(noisy: np.ndarray, scale: float, miss: float) -> Iterator[np.ndarr
     miss = miss / (len(noisy) * len(lengths))
     for length in lengths:
         starts = np.arange(len(noisy) - length + 1)
-        runs = starts[sums[starts + length] - sums[starts] >= tail_threshold(scale, length, miss)]
+        runs = starts[sums[starts + length] - sums[starts] >= noise.sum_threshold(length, miss)]
         if len(runs):
             yield np.arange(int(runs[0]), int(runs[-1]) + length)
 
@@ -263,29 +340,46 @@ def _grown(noisy: np.ndarray, first: int, last: int, grow: float) -> tuple[int, 
     return first, last
 
 
-def _band(cell: np.ndarray, scale: float, inner: tuple[int, int], total: float, octaves: int,
-          grow: float) -> tuple[int, int] | None:
+def _leaves_out(low: float, high: float, octaves: tuple[np.ndarray, np.ndarray],
+                noise: StepNoise) -> bool:
+    """Whether the octaves wholly outside [``low``, ``high``) hold more than
+    :data:`TRIM_SHARE` of the octaves' noisy mass and one standard deviation of their noises
+    (``octaves``: the passed octaves' edges and noisy counts). Post-processing. A few octave
+    counts carry far less noise than the hundreds of cells a range spans: a long tail beyond
+    a span (a fifth of a lognormal column's rows over [770, 4096)) shows in its octaves where
+    the cells' noisy sum (σ·√755 there) hides it."""
+    edges, noisy = octaves
+    outside = (edges[1:] <= low) | (edges[:-1] >= high)
+    beyond = float(noisy[outside].sum())
+    return beyond > TRIM_SHARE * float(noisy.sum()) + noise.deviation * math.sqrt(outside.sum())
+
+
+def _band(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, inner: tuple[int, int],
+          octaves: tuple[np.ndarray, np.ndarray], grow: float) -> tuple[int, int] | None:
     """The first and last cell of the shortest runs' span (:func:`run_spans`), grown, that is
     at most 1/:data:`BAND_SHARE` of the octaves' range ``inner`` (its first and last cell) and
-    leaves out of it at most :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` and one
-    standard deviation of the noise in that difference (the span's cells within ``inner`` and
-    the ``octaves``' Laplace noises); None where none does. Post-processing. A longer span is
-    tried where a shorter one leaves out more (noise let a part of the band through at the
-    shorter length)."""
+    leaves out of it at most :data:`TRIM_SHARE` of the octaves' noisy mass and one standard
+    deviation of the noise in that difference (the span's cells within ``inner`` and the
+    ``octaves``' noises), nor more than that in the octaves wholly outside it
+    (:func:`_leaves_out`); None where none does. Post-processing. A longer span is tried where
+    a shorter one leaves out more (noise let a part of the band through at the shorter
+    length)."""
     width = inner[1] - inner[0] + 1
-    for runs in run_spans(cell, scale, CELL_MISS):
+    total = float(octaves[1].sum())
+    for runs in run_spans(cell, noise, CELL_MISS):
         first, last = _grown(cell, int(runs[0]), int(runs[-1]), grow)
         if BAND_SHARE * (last - first + 1) > width:
             return None
         within = cell[max(first, inner[0]):min(last, inner[1]) + 1]
-        deviation = scale * math.sqrt(2.0 * (len(within) + octaves))
-        if total - float(within.sum()) <= TRIM_SHARE * total + deviation:
+        deviation = noise.deviation * math.sqrt(len(within) + len(octaves[1]))
+        if (total - float(within.sum()) <= TRIM_SHARE * total + deviation
+                and not _leaves_out(edges[first], edges[last + 1], octaves, noise)):
             return first, last
     return None
 
 
-def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, high: float,
-                total: float, octaves: int) -> tuple[int, int, dict[str, Any]]:
+def _range_ends(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, low: float, high: float,
+                octaves: tuple[np.ndarray, np.ndarray]) -> tuple[int, int, dict[str, Any]]:
     """The first and last cell of the learned range among the noisy ``cell`` counts over
     ``edges`` (the octaves' range [``low``, ``high``) and one octave more on each side), by
     post-processing. The cells passing the cell threshold (:data:`CELL_MISS`), or where none
@@ -294,27 +388,30 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
     octave does: months of 1,740 rows, 8 noise scales, beside a threshold of 10); each end is
     then moved out over the cells beyond as far as their noisy counts hold more than noise
     (:func:`_tail_end`): there are rows at or beyond it. Where the grown cells hold all but
-    :data:`TRIM_SHARE` of the octaves' noisy mass ``total`` (constants, integer grids, a compact
-    column), those are the ends; otherwise each end is trimmed there only if the cells it cuts
-    off (up to the octaves' range), plus what noise may hide in them (:func:`tail_threshold` at
-    :data:`TRIM_MISS`), hold at most half that share, and stays at the octaves' range
-    otherwise: a few over-extended cells cost a release less than a clamped tail. No cell
-    passing and the fullest one's run not holding all but that share: the band of the shortest
-    runs of cells above their noise (:func:`_band`; ``octaves``: how many octaves ``total``
-    sums), else the octaves' range, its ends moved out likewise."""
+    :data:`TRIM_SHARE` of the octaves' noisy mass (``octaves``: the passed octaves' edges and
+    noisy counts) and the octaves wholly outside them no more (:func:`_leaves_out`: constants,
+    integer grids, a compact column), those are the ends; otherwise each end is trimmed there
+    only if the cells it cuts off (up to the octaves' range), plus what noise may hide in them
+    (:meth:`StepNoise.sum_threshold` at :data:`TRIM_MISS`), hold at most half that share, and
+    stays at the octaves' range otherwise: a few over-extended cells cost a release less than a
+    clamped tail. No cell passing and the fullest one's run not holding all but that share: the
+    band of the shortest runs of cells above their noise (:func:`_band`), else the octaves'
+    range, its ends moved out likewise."""
     inner = (int(np.searchsorted(edges, low)), int(np.searchsorted(edges, high)) - 1)
-    passing = _passing(cell, scale, CELL_MISS)
+    total = float(octaves[1].sum())
+    passing = _passing(cell, noise, CELL_MISS)
     fullest = inner[0] + int(np.argmax(cell[inner[0]:inner[1] + 1]))
-    grow = threshold(scale, 1, GROW_MISS)
+    grow = noise.threshold(1, GROW_MISS)
     # Where no cell passes: the fullest cell, or the shortest runs spanning a narrow band of
     # the octaves' range (years 2000-2015 of 5,000 rows in [1024, 2048): 312 a year, 100 a
     # noise scale) that holds the octaves' mass up to noise; else the octaves' range.
     first, last = _grown(cell, *((int(passing[0]), int(passing[-1])) if len(passing)
                                  else (fullest, fullest)), grow)
     found = "outermost passing cells" if len(passing) else "no cell passed: the fullest"
-    compact = cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+    compact = (cell[first:last + 1].sum() >= (1 - TRIM_SHARE) * total
+               and not _leaves_out(edges[first], edges[last + 1], octaves, noise))
     if not len(passing) and not compact:
-        band = _band(cell, scale, inner, total, octaves, grow)
+        band = _band(cell, noise, edges, inner, octaves, grow)
         if band is not None:
             first, last, found = *band, ("no cell passed: the first to the last of the shortest "
                                          "runs of cells above their noise spanning a band of "
@@ -322,18 +419,18 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
                                          "noisy sum is the octaves' within one noise deviation")
             compact = True
     if not len(passing) and not compact:  # the octaves' range, moved out as a run's would be
-        below, _ = _tail_end(cell[:inner[0]][::-1], scale)
-        above, limit = _tail_end(cell[inner[1] + 1:], scale)
+        below, _ = _tail_end(cell[:inner[0]][::-1], noise)
+        above, limit = _tail_end(cell[inner[1] + 1:], noise)
         return inner[0] - below, inner[1] + above, {
             "rule": "no cell passed: the octaves' range, moved out over the runs of cells "
                     f"beyond whose noisy sum is above noise's (miss {TAIL_MISS:g} per end)",
             "tail_cells": [below, above], "tail_threshold": limit}
-    below, _ = _tail_end(cell[:first][::-1], scale)
-    above, limit = _tail_end(cell[last + 1:], scale)
+    below, _ = _tail_end(cell[:first][::-1], noise)
+    above, limit = _tail_end(cell[last + 1:], noise)
     first, last = first - below, last + above
     if not compact:  # trimmed only where even noise's bound leaves the cut-off mass small
         def small(cut: np.ndarray) -> bool:
-            return cut.sum() + tail_threshold(scale, len(cut), TRIM_MISS) <= (
+            return cut.sum() + noise.sum_threshold(len(cut), TRIM_MISS) <= (
                 TRIM_SHARE / 2 * total)
 
         if first > inner[0] and not small(cell[inner[0]:first]):
@@ -351,12 +448,12 @@ def _range_ends(cell: np.ndarray, scale: float, edges: np.ndarray, low: float, h
         "tail_cells": [below, above], "tail_threshold": limit}
 
 
-def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
+def _consistent_points(points: PointMasses, noisy: np.ndarray, noise: StepNoise,
                        octaves: np.ndarray, rest: tuple[int, int] | None,
                        nulls: float | None = None) -> tuple[list[float], dict[str, Any]]:
     """The released points that the noisy rows n̂ leave room for beside the rest of the
     column, by post-processing: the points' noisy counts plus the rest's noisy ``octaves``
-    counts (``noisy``, of Laplace ``scale``) over the octaves ``rest`` (first, last: those that
+    counts (``noisy``, of the step's ``noise``) over the octaves ``rest`` (first, last: those that
     pass alone, grown through neighbours; None where none passes) hold at most n̂ and what the
     three noises may add (one Laplace's tail, :func:`tail_threshold` for a sum; a third of
     :data:`POINTS_MISS` each). Where they hold more, the public candidates that passed outside
@@ -365,7 +462,7 @@ def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
     that the table does not have (a pressure's point at 4,000,000 beside 20,920 rows at
     983..1,042 hPa), while real points and the rest add up to n̂ (or less: missing values,
     rows in octaves beyond the rest's). ``nulls``: the noisy count of the column's missing
-    values (the octaves' step's missing cell, of the same ``scale``; None: not counted), held
+    values (the octaves' step's missing cell, of the same ``noise``; None: not counted), held
     beside them too, its noise's tail in the slack: the check is then as tight on a column of
     many missing values as on one of none."""
     mass = {p: float(points.found["noisy"][point_key(p)]) for p in points.values}
@@ -375,13 +472,14 @@ def _consistent_points(points: PointMasses, noisy: np.ndarray, scale: float,
     parts = 3 if nulls is None else 4  # the noises, each at its share of POINTS_MISS
     held += 0.0 if nulls is None else nulls
 
-    def bound(noise_scale: float, noises: int) -> float:
-        if noises <= 1:  # one Laplace noise: its exact tail
-            return noises * threshold(noise_scale, 1, POINTS_MISS / parts)
-        return tail_threshold(noise_scale, noises, POINTS_MISS / parts)
+    def bound(step: StepNoise, noises: int) -> float:
+        if noises <= 1:  # one noise: its exact tail
+            return noises * step.threshold(1, POINTS_MISS / parts)
+        return step.sum_threshold(noises, POINTS_MISS / parts)
 
-    slack = (bound(points.found["scale"], len(mass)) + bound(scale, cells)
-             + bound(points.rows_scale, 1) + (0.0 if nulls is None else bound(scale, 1)))
+    slack = (bound(StepNoise(points.found["scale"]), len(mass)) + bound(noise, cells)
+             + bound(StepNoise(points.rows_scale), 1) + (0.0 if nulls is None
+                                                        else bound(noise, 1)))
     public = {float(k) for k in points.found.get("public_points", [])}
     low, high = (math.inf, -math.inf) if rest is None else (octaves[rest[0]],
                                                              octaves[rest[1] + 1])
@@ -426,30 +524,45 @@ def _split(edges: np.ndarray, parts: np.ndarray, integer: bool) -> np.ndarray:
     return np.concatenate([*inner, edges[-1:]])
 
 
-def _noisy_cells(counts: np.ndarray, missing: int | None, scale: float, sensitivity: int,
+def _noisy_cells(counts: np.ndarray, missing: int | None, noise: StepNoise, bound: int,
                  sampler: str, rng: np.random.Generator | None
                  ) -> tuple[np.ndarray, dict[str, Any] | None]:
-    """``counts`` plus Laplace noise, with one more cell counting the column's ``missing``
-    values where it is given (None: not counted): one histogram, a row in at most one cell
-    of it, so a replaced row still moves it by L1 ``sensitivity``. The noisy cells, and the
-    missing cell's noisy count as the step records it (None where not counted)."""
+    """``counts`` plus the step's ``noise``, with one more cell counting the column's
+    ``missing`` values where it is given (None: not counted): one histogram, a row in at most
+    one cell of it, so a replaced unit of ``bound`` rows still moves it by L1 2K (L2 √2·K). The
+    noisy cells, and the missing cell's noisy count as the step records it (None where not
+    counted)."""
+    histogram = counts if missing is None else np.append(counts, missing)
+    if noise.gaussian:
+        noisy = gaussian_noise(histogram, noise.scale, sensitivity=noise.sensitivity_factor
+                               * bound, sampler=sampler, rng=rng)
+    else:
+        noisy = laplace_noise(histogram, noise.scale, sensitivity=SENSITIVITY * bound,
+                              sampler=sampler, rng=rng)
     if missing is None:
-        return laplace_noise(counts, scale, sensitivity=sensitivity, sampler=sampler,
-                             rng=rng), None
-    noisy = laplace_noise(np.append(counts, missing), scale, sensitivity=sensitivity,
-                          sampler=sampler, rng=rng)
-    return noisy[:-1], {"noisy": float(noisy[-1]), "noise": "laplace", "scale": scale}
+        return noisy, None
+    return noisy[:-1], {"noisy": float(noisy[-1]),
+                        "noise": "gaussian" if noise.gaussian else "laplace",
+                        "scale": noise.scale}
 
 
-def _step(what: str, epsilon: float, scale: float, cells: int, miss: float,
-          bound: int, missing: dict[str, Any] | None = None) -> dict[str, Any]:
+def _step(what: str, epsilon: float, rho: float | None, noise: StepNoise, cells: int,
+          miss: float, bound: int, missing: dict[str, Any] | None = None) -> dict[str, Any]:
     replaced = "one row" if bound == 1 else f"one unit of at most {bound} rows"
-    return {"step": what, "mechanism": "laplace histogram", "epsilon": epsilon,
-            "sensitivity": f"L1 {SENSITIVITY * bound} (replace {replaced})", "scale": scale,
-            "cells": cells, "threshold": threshold(scale, cells, miss), "miss": miss,
-            **({} if missing is None else {"missing": missing}),
-            "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"
-                      + ("" if missing is None else ", one more cell: the missing values")}
+    more = "" if missing is None else ", one more cell: the missing values"
+    if noise.gaussian:
+        charge = {"mechanism": "gaussian histogram", "rho": rho,
+                  "sensitivity": f"L2 {math.sqrt(2) * bound:.6g} (replace {replaced})",
+                  "opendp": "make_gaussian over vector_domain(atom_domain(i64)), "
+                            "l2_distance(i64)" + more}
+    else:
+        charge = {"mechanism": "laplace histogram", "epsilon": epsilon,
+                  "sensitivity": f"L1 {SENSITIVITY * bound} (replace {replaced})",
+                  "opendp": "make_laplace over vector_domain(atom_domain(i64)), "
+                            "l1_distance(i64)" + more}
+    return {"step": what, **charge, "scale": noise.scale, "cells": cells,
+            "threshold": noise.threshold(cells, miss), "miss": miss,
+            **({} if missing is None else {"missing": missing})}
 
 
 def _open(inner: list[float], low: float, high: float) -> dict[str, Any]:
@@ -466,7 +579,7 @@ def _grid(low: int, high: int) -> dict[str, Any]:
 def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, epsilon: float,
                    bins: int, sampler: str, rng: np.random.Generator | None, bound: int = 1,
                    coarse: bool = False, points: PointMasses | None = None,
-                   missing: int | None = None
+                   missing: int | None = None, rho: float | None = None
                    ) -> tuple[dict[str, Any] | None, dict[str, Any], str]:
     """The numeric spec keys (edges, min, max, fine) of one column, the record of its
     mechanisms and a note; no spec (None) where no octave passed. ``bound``: the rows one unit
@@ -484,30 +597,34 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     of point codes ends at them, not at its octave's edge.
     ``missing``: the column's exact count of missing values, counted in one more cell of each
     step's histogram (its noisy count in the step's record, ``"missing"``: the draft decides
-    nullability from it and the type step's); None: not counted."""
+    nullability from it and the type step's); None: not counted. ``rho``: the column's share
+    of the numeric searches' one zCDP budget where the draft measures them together (Gaussian
+    steps, :class:`StepNoise`; ``epsilon`` is then the column's part of that budget's ε,
+    recorded); None: Laplace steps at ``epsilon``."""
     half = epsilon if coarse else epsilon / 2.0
-    sensitivity = SENSITIVITY * bound
-    scale = sensitivity / half
-    noisy, nulls = _noisy_cells(counts["octaves"], missing, scale, sensitivity, sampler, rng)
+    step_rho = None if rho is None else rho if coarse else rho / 2.0
+    noise = StepNoise.for_step(half, step_rho, bound)
+    noisy, nulls = _noisy_cells(counts["octaves"], missing, noise, bound, sampler, rng)
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
-              "steps": [_step("octaves", half, scale, len(noisy), OCTAVE_MISS, bound,
+              **({} if rho is None else {"rho": rho}),
+              "steps": [_step("octaves", half, step_rho, noise, len(noisy), OCTAVE_MISS, bound,
                               nulls)]}
-    passed = _passing(noisy, scale, OCTAVE_MISS)
-    grow = threshold(scale, 1, GROW_MISS)
+    passed = _passing(noisy, noise, OCTAVE_MISS)
+    grow = noise.threshold(1, GROW_MISS)
     beside = None
     if points is not None and points.values:
         kept, record["steps"][0]["points_check"] = _consistent_points(
-            points, noisy, scale, cells.octaves,
+            points, noisy, noise, cells.octaves,
             _grown(noisy, int(passed[0]), int(passed[-1]), grow) if len(passed) else None,
             None if nulls is None else nulls["noisy"])
         if kept and rest_is_searched(points.rows, points.found, kept):
             beside = points_octaves(cells.octaves, points.found, kept)
     if not len(passed) and beside is not None:
         noisy = noisy + beside
-        passed = _passing(noisy, scale, OCTAVE_MISS)
+        passed = _passing(noisy, noise, OCTAVE_MISS)
         record["steps"][0]["with_points"] = True
     if not len(passed):  # a column spread over octaves none of which holds enough alone
-        passed = next(run_spans(noisy, scale, OCTAVE_MISS), passed)
+        passed = next(run_spans(noisy, noise, OCTAVE_MISS), passed)
         if len(passed):
             record["steps"][0]["runs"] = [int(passed[0]), int(passed[-1])]
     if not len(passed):
@@ -525,8 +642,8 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     # Beyond, runs of 1, 2, 4... octaves whose noisy sum is above what noise alone reaches (the
     # tails' rule, on the octaves): the rest of a column spread thinly over octaves none of
     # which passes alone (the values beside a point mass at 0, a long tail). Post-processing.
-    below, _ = _tail_end(noisy[:first][::-1], scale)
-    above, _ = _tail_end(noisy[last + 1:], scale)
+    below, _ = _tail_end(noisy[:first][::-1], noise)
+    above, _ = _tail_end(noisy[last + 1:], noise)
     if below or above:
         first, last = first - below, last + above
         record["steps"][0]["tail_octaves"] = [below, above]
@@ -546,23 +663,22 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         inside = slice(int(np.searchsorted(edges, max(wide_low, edges[0]))),
                        int(np.searchsorted(edges, min(wide_high, edges[-1]))))
         edges = edges[inside.start:inside.stop + 1]
-        cell, nulls = _noisy_cells(counts[key][inside], missing, scale, sensitivity, sampler,
-                                   rng)
+        cell, nulls = _noisy_cells(counts[key][inside], missing, noise, bound, sampler, rng)
         record["steps"].append(_step(f"{key} cells within [{_round(edges[0])}, "
-                                     f"{_round(edges[-1])})", half, scale, len(cell), CELL_MISS,
-                                     bound, nulls))
+                                     f"{_round(edges[-1])})", half, step_rho, noise, len(cell),
+                                     CELL_MISS, bound, nulls))
     if coarse:
         first, last = 0, len(cell) - 1
     else:
-        total, ranged = float(noisy[passed].sum()), cell
+        mass, ranged = noisy[passed], cell
         # The released points' noisy counts in their cells too (their rows were taken out of
         # the cells): a code beside a point grows from it, and point codes end the range.
         if beside is not None:
             ranged = cell + points_octaves(edges, points.found, kept, clamp=False)
             if not record["steps"][0].get("with_points"):
-                total += float(beside[passed].sum())
-        first, last, ends = _range_ends(ranged, scale, edges, low, high, total,
-                                        len(passed))
+                mass = mass + beside[passed]
+        first, last, ends = _range_ends(ranged, noise, edges, low, high,
+                                        (cells.octaves[passed[0]:passed[-1] + 2], mass))
         record["steps"][-1]["ends"] = ends
     low, high = edges[first], edges[last + 1]
     top = high - 1 if cells.integer else high  # the largest value of the range
@@ -609,11 +725,12 @@ def search_years(column: str, counts: np.ndarray, *, epsilon: float, sampler: st
     """The year edges (min/max) of a timestamp column: one bin per year found under DP
     (``bound``: the rows one unit contributes at most; ``missing``: its exact count of missing
     values, counted in one more cell as :func:`search_numeric`'s)."""
-    scale = SENSITIVITY * bound / epsilon
-    noisy, nulls = _noisy_cells(counts, missing, scale, SENSITIVITY * bound, sampler, rng)
+    noise = StepNoise.for_step(epsilon, None, bound)
+    noisy, nulls = _noisy_cells(counts, missing, noise, bound, sampler, rng)
     record = {"mechanism": "year counts", "epsilon": epsilon,
-              "steps": [_step("years", epsilon, scale, len(noisy), OCTAVE_MISS, bound, nulls)]}
-    kept = _passing(noisy, scale, OCTAVE_MISS)
+              "steps": [_step("years", epsilon, None, noise, len(noisy), OCTAVE_MISS, bound,
+                              nulls)]}
+    kept = _passing(noisy, noise, OCTAVE_MISS)
     if not len(kept):
         return None, record, (f"{column}: no year held enough rows to be found under DP; give "
                               f"its public years (ranges= {column}=2015:2025:1)")
