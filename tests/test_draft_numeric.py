@@ -15,7 +15,6 @@ import pytest
 from scipy.stats import ks_2samp
 
 from dp_dask.cli import main
-from dp_dask.data.draft_dp import SEARCH_DELTA
 from dp_dask.data.draft_numeric import (
     GROW_MISS,
     SENSITIVITY,
@@ -27,6 +26,7 @@ from dp_dask.data.draft_numeric import (
     threshold,
     year_counts,
 )
+from dp_dask.data.draft_split import SEARCH_DELTA
 from dp_dask.data.schema import load_schema
 from dp_dask.keywords import as_flags
 from dp_dask.privacy.ledger import Ledger

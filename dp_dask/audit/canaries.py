@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dp_dask.data.draft_dp import ROWS_SHARE, SEARCH_DELTA, split_delta
+from dp_dask.data.draft_dp import ROWS_SHARE
 from dp_dask.data.draft_numeric import (
     GROW_MISS,
     OCTAVE_MISS,
@@ -52,7 +52,7 @@ from dp_dask.data.draft_numeric import (
     year_cells,
 )
 from dp_dask.data.draft_points import POINT_SHARE
-from dp_dask.data.draft_split import split_epsilon
+from dp_dask.data.draft_split import SEARCH_DELTA, split_delta, split_epsilon
 from dp_dask.data.draft_text import DISTINCT_SHARE, TextPlan, row_weights, text_plan
 from dp_dask.data.draft_types import TYPE_SHARE
 from dp_dask.data.schema import Schema, load_schema

@@ -18,6 +18,13 @@ the text split's floor, whether a table is large enough to search), it reads a n
 With a privacy unit (:mod:`dp_dask.data.units`) each unit's rows are first bounded to K, chosen
 by a keyed hash of their values (K "auto": chosen under DP with the unit's ``config.auto_share``
 of ε), and every mechanism takes that contribution bound K (1 for a row).
+
+Size: :func:`draft_under_dp` is the draft's budget order, read top to bottom as one sequence
+(n̂, the types, K, the point masses, the searches measured together or not, the text columns),
+and most of its length is the checks that run before anything is read and the record it
+writes; the kinds' drafters (:mod:`.draft_kinds`), the ε and δ splits (:mod:`.draft_split`) and
+the searches' mechanisms (:mod:`.draft_numeric`) live apart. A further part (another budget
+step) would move the record's assembly out first.
 """
 
 from __future__ import annotations
@@ -58,10 +65,10 @@ from dp_dask.data.draft_numeric import (
     Cells,
     joint_searches,
     search_cells,
+    searches_record,
     smallest_table,
 )
 from dp_dask.data.draft_points import (
-    POINT_DELTA,
     POINT_SHARE,
     check_points_budget,
     find_points,
@@ -75,7 +82,7 @@ from dp_dask.data.draft_specs import (
     placeholder,
     with_missing_bin,
 )
-from dp_dask.data.draft_split import split_epsilon, split_note, split_record
+from dp_dask.data.draft_split import split_delta, split_epsilon, split_note, split_record
 from dp_dask.data.draft_storage import stored_text_types, written_by_pandas
 from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
 from dp_dask.data.draft_types import (
@@ -144,9 +151,6 @@ def _points_fit(rows: float, epsilon: float, cells: Cells, bound: int) -> bool:
 
 # The noisy row count's share of the draft's ε, where a rule reads n̂ (text columns, searches).
 ROWS_SHARE = 0.05
-# Of the draft's δ where two or more columns may be searched: the conversion of their searches'
-# one zCDP budget (draft_numeric.joint_searches); ln(1/δ) moves the text thresholds little
-SEARCH_DELTA = 0.1
 NOTIONS = ["replace", "add_remove"]  # the neighbours the draft's (ε, δ) holds under
 
 
@@ -189,40 +193,6 @@ def _noisy_rows(exact: int, epsilon: float, bound: int, sampler: str,
                   "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)",
                   "read_by": "the identifiers' rule, the text split's floor and the size a "
                              "numeric search needs: n̂, never the exact n"}
-
-
-def split_delta(delta: float, searched: int, texts: bool) -> tuple[float, float, float]:
-    """The draft's δ, from public facts alone (the columns that may be searched, ``searched``,
-    and whether any may be text): :data:`SEARCH_DELTA` of it to the numeric searches measured
-    together where two or more may be searched, then of the rest :data:`POINT_DELTA` to the
-    point masses (equal over the columns that may be searched) and the rest to the text
-    columns, all of it to either where the other is not drafted. Returns the searches', the
-    text columns' and each searched column's point masses' δ."""
-    search = SEARCH_DELTA * delta if searched >= 2 else 0.0
-    rest = delta - search
-    text = (1 - POINT_DELTA) * rest if searched and texts else rest
-    return search, text, (rest - text if texts else rest) / max(searched, 1)
-
-
-def _searches_record(rhos: dict[str, float], shares: dict[str, float], delta: float,
-                     numeric: list[str]) -> dict[str, Any]:
-    """How the numeric searches were measured: together (Gaussian steps, their ε as one zCDP
-    budget converted once at ``delta``: :func:`~.draft_numeric.joint_searches`) or each at
-    its own ε (Laplace)."""
-    rule = ("measured together where that lowers every searched column's octave threshold "
-            "below its Laplace steps' at its own ε (two or more columns, δ for the conversion); "
-            "else each column's Laplace steps at its own ε")
-    if not rhos:
-        return {"mechanism": "laplace histograms, each column at its own ε",
-                "columns": numeric, "rule": rule}
-    epsilon = sum(shares[c] for c in rhos)
-    return {"mechanism": "gaussian histograms, measured together",
-            "epsilon": epsilon, "delta": delta, "rho": sum(rhos.values()), "columns": rhos,
-            "composition": "every step of every column's search a Gaussian histogram (L2 √2·K) "
-                           "at its share of ρ (half each step; all of it in a coarse search), "
-                           "composed adaptively in zCDP, converted to (ε, δ) once (OpenDP's "
-                           "optimal conversion): ε is the columns' search shares summed",
-            "rule": rule}
 
 
 @dataclass(frozen=True)
@@ -628,7 +598,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                           else "") + (", measured together: their steps Gaussian, one zCDP "
                                       "budget of their ε converted once (\"searches\")"
                                       if rhos else ""),
-        "searches": _searches_record(rhos, search_share, search_delta, numeric),
+        "searches": searches_record(rhos, search_share, search_delta, numeric),
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "

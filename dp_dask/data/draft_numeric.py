@@ -279,6 +279,27 @@ def joint_searches(shares: dict[str, float], cells: dict[str, Cells], delta: flo
     return rhos if lower else None
 
 
+def searches_record(rhos: dict[str, float], shares: dict[str, float], delta: float,
+                     numeric: list[str]) -> dict[str, Any]:
+    """How the numeric searches were measured: together (Gaussian steps, their ε as one zCDP
+    budget converted once at ``delta``: :func:`joint_searches`) or each at
+    its own ε (Laplace)."""
+    rule = ("measured together where that lowers every searched column's octave threshold "
+            "below its Laplace steps' at its own ε (two or more columns, δ for the conversion); "
+            "else each column's Laplace steps at its own ε")
+    if not rhos:
+        return {"mechanism": "laplace histograms, each column at its own ε",
+                "columns": numeric, "rule": rule}
+    epsilon = sum(shares[c] for c in rhos)
+    return {"mechanism": "gaussian histograms, measured together",
+            "epsilon": epsilon, "delta": delta, "rho": sum(rhos.values()), "columns": rhos,
+            "composition": "every step of every column's search a Gaussian histogram (L2 √2·K) "
+                           "at its share of ρ (half each step; all of it in a coarse search), "
+                           "composed adaptively in zCDP, converted to (ε, δ) once (OpenDP's "
+                           "optimal conversion): ε is the columns' search shares summed",
+            "rule": rule}
+
+
 def _passing(noisy: np.ndarray, noise: StepNoise, miss: float) -> np.ndarray:
     return np.flatnonzero(noisy >= noise.threshold(len(noisy), miss))
 

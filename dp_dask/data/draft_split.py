@@ -44,7 +44,7 @@ from dp_dask.data.draft_numeric import (
     threshold,
     year_cells,
 )
-from dp_dask.data.draft_points import POINT_SHARE
+from dp_dask.data.draft_points import POINT_DELTA, POINT_SHARE
 from dp_dask.data.draft_text import text_plan
 
 TEXT_LEVEL = 0.01  # a text level holding this share of the rows is to be released
@@ -169,3 +169,21 @@ def split_note(shares: dict[str, float], kinds: dict[str, str]) -> str:
             "noisy rows, within bounds: drafted_under_dp.split.by_need): " + "; ".join(
                 f"{kind} ε {share:.3g} each: {', '.join(columns)}"
                 for (kind, share), columns in groups.items()))
+
+
+# Of the draft's δ where two or more columns may be searched: the conversion of their searches'
+# one zCDP budget (draft_numeric.joint_searches); ln(1/δ) moves the text thresholds little
+SEARCH_DELTA = 0.1
+
+
+def split_delta(delta: float, searched: int, texts: bool) -> tuple[float, float, float]:
+    """The draft's δ, from public facts alone (the columns that may be searched, ``searched``,
+    and whether any may be text): :data:`SEARCH_DELTA` of it to the numeric searches measured
+    together where two or more may be searched, then of the rest :data:`POINT_DELTA` to the
+    point masses (equal over the columns that may be searched) and the rest to the text
+    columns, all of it to either where the other is not drafted. Returns the searches', the
+    text columns' and each searched column's point masses' δ."""
+    search = SEARCH_DELTA * delta if searched >= 2 else 0.0
+    rest = delta - search
+    text = (1 - POINT_DELTA) * rest if searched and texts else rest
+    return search, text, (rest - text if texts else rest) / max(searched, 1)
