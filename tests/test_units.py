@@ -27,6 +27,7 @@ from dp_dask.data.units import (
     UNIT_DEFAULTS,
     PrivacyUnit,
     _bounded,
+    _by_unit_then,
     auto_scores,
     bound_contributions,
     choose_max_rows,
@@ -521,3 +522,22 @@ def test_item4_a_bad_bound_or_a_missing_unit_column_is_refused_before_reading():
     ddf = frame_of(events(50), 2).drop(columns="uid")
     with pytest.raises(ValueError, match="lacks the privacy unit column 'customer'"):
         bound_contributions(ddf, load_schema(SMALL_SCHEMA), PrivacyUnit("customer", 3), SEED)
+
+
+def test_issue67_one_key_sort_orders_as_the_lexsort_it_replaces():
+    """Where a unit's rows meet, each order is one argsort of the unit's id above its hash's top
+    40 bits: it must equal the lexsort by unit then full hash (then the ties) that it replaced,
+    also where two rows of a unit share those 40 bits with different hashes, or share a hash,
+    and for signed hashes (a negative int64 sorts first)."""
+    rng = np.random.default_rng(0)
+    units = rng.integers(0, 50, 20_000)
+    values = rng.integers(-2**63, 2**63 - 1, 20_000, dtype=np.int64)
+    np.testing.assert_array_equal(_by_unit_then(units, values), np.lexsort((values, units)))
+    near = values.copy()  # top bits shared, low bits not: the one key cannot tell them apart
+    near[1::2] = (near[::2] & ~np.int64(0xFFFFFF)) | rng.integers(0, 2**24, 10_000)
+    units[1::2] = units[::2]
+    np.testing.assert_array_equal(_by_unit_then(units, near), np.lexsort((near, units)))
+    tied, ties = values.copy(), rng.integers(0, 3, 20_000)
+    tied[1::2] = tied[::2]
+    np.testing.assert_array_equal(_by_unit_then(units, tied, ties),
+                                  np.lexsort((ties, tied, units)))

@@ -25,16 +25,16 @@ unboundedly).
 
 The rows never move (:func:`bound_contributions`). A copy number needs all of a unit's identical
 rows, which any partition may hold, so the cut-off is found where each unit's rows meet, but of a
-narrow frame, five integers a row: the unit's text under two SipHash keys (a unit is told apart
+narrow frame, four integers a row: the unit's text under two SipHash keys (a unit is told apart
 by both, 128 bits: two of U units share them with probability below U²/2¹²⁹, and would then be
 bounded as one), the key's state before the copy number (a keyed hash of the unit's text and the
 codes: rows of a unit are copies where it is equal, and two different rows share it, or a key,
 with probability 2⁻⁶⁴, which changes only which of that unit's rows it keeps) and the row's place
-(partition, position). That frame is shuffled on the unit (Dask's P2P shuffle, disk-backed, where
-a distributed client runs), each unit's kept places found, and the places shuffled back to their
-partition as a bit mask (one bit a row); then every partition is read again and filtered in
-place, in its own order. The kept rows are those the shuffle of whole rows on the unit kept
-(before issue 67): same keys, same rule.
+(partition and position, packed in one integer). That frame is shuffled on the unit (Dask's
+P2P shuffle, disk-backed, where a distributed client runs), each unit's kept places found, and
+the places shuffled back to their partition as a bit mask (one bit a row); then every partition
+is read again and filtered in place, in its own order. The kept rows are those the shuffle of
+whole rows on the unit kept (before issue 67): same keys, same rule.
 
 A schema drafted under DP with a unit (:mod:`dp_dask.data.draft_dp`) is bounded alike before any
 schema exists: its rows are ranked with their values' text hashes in place of codes
@@ -415,12 +415,33 @@ def _unit_keys(units: np.ndarray, state: np.ndarray, seed: int) -> tuple[np.ndar
 
 def _copy_numbers(units: np.ndarray, state: np.ndarray) -> np.ndarray:
     """Each row's number (0, 1, ...) among the rows of its unit with its state."""
-    order = np.lexsort((state, units))
+    order = _by_unit_then(units, state)
     starts = np.r_[True, (np.diff(units[order]) != 0) | (np.diff(state[order]) != 0)]
     positions = np.arange(len(order))
     copy = np.empty(len(order), dtype=np.int64)
     copy[order] = positions - np.maximum.accumulate(np.where(starts, positions, 0))
     return copy
+
+
+# Bits of a 64-bit hash kept beside a unit's id in one sort key (the id in the rest: 2^24 units
+# a partition of the narrow frame, far more than one holds)
+_HASH_BITS = 40
+
+
+def _by_unit_then(units: np.ndarray, values: np.ndarray, *ties: np.ndarray) -> np.ndarray:
+    """The order of rows by unit (``units``: ids 0..U-1), then ``values`` (int64 hashes), then
+    ``ties``: what ``np.lexsort((*ties[::-1], values, units))`` gives, from one argsort of a
+    single int64 key (the unit's id above the hash's top :data:`_HASH_BITS` bits) where the
+    ids fit beside them and no two rows of a unit share those bits with different hashes (a
+    pair does with probability 2^-40); the full lexsort otherwise."""
+    # the signed hash's top bits, shifted to 0..2^40-1: the order of the signed values
+    top = (values >> (64 - _HASH_BITS)) + (1 << (_HASH_BITS - 1))
+    if len(units) and int(units.max()) < 1 << (63 - _HASH_BITS):
+        order = np.argsort((units.astype(np.int64) << _HASH_BITS) | top, kind="stable")
+        same = (np.diff(units[order]) == 0) & (np.diff(top[order]) == 0)
+        if not (same & (np.diff(values[order]) != 0)).any() and (not ties or not same.any()):
+            return order
+    return np.lexsort((*ties[::-1], values, units))
 
 
 # A second SipHash key: a unit is told apart by its text's two 64-bit hashes (module docstring)
@@ -475,8 +496,14 @@ def _row_states(frame: pd.DataFrame, schema: Schema | None, column: str, seed: i
 
 
 def _unit_ids(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Each row's unit as an integer id, the units told apart by both text hashes."""
-    a, b = pd.factorize(first)[0], pd.factorize(second)[0]
+    """Each row's unit as an integer id, the units told apart by both text hashes: the first
+    hash's ids where each holds one second hash (all but a 2^-64 collision), else by both."""
+    a, firsts = pd.factorize(first)
+    seconds = np.zeros(len(firsts), dtype=second.dtype)
+    seconds[a] = second
+    if np.array_equal(seconds[a], second):
+        return a
+    b = pd.factorize(second)[0]
     return pd.factorize(a * np.int64(b.max(initial=0) + 1) + b)[0]
 
 
@@ -511,11 +538,15 @@ def _with_unit_text(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 # The narrow frame bounding moves instead of the rows, all int64: per row its unit (its text's
-# two hashes), its state (_row_states) and where it lies (its partition's number, its position).
-_UNIT, _UNIT_2, _STATE, _PARTITION, _ROW = ("__unit__", "__unit_2__", "__state__",
-                                            "__partition__", "__row__")
+# two hashes), its state (_row_states) and where it lies (its partition's number above its
+# position's _PLACE_BITS bits: four integers a row, not five). The places kept come back as
+# (partition, position).
+_UNIT, _UNIT_2, _STATE, _PLACE = ("__unit__", "__unit_2__", "__state__", "__place__")
+_PARTITION, _ROW = ("__partition__", "__row__")
 _NARROW = pd.DataFrame({name: np.array([], dtype=np.int64)
-                        for name in (_UNIT, _UNIT_2, _STATE, _PARTITION, _ROW)})
+                        for name in (_UNIT, _UNIT_2, _STATE, _PLACE)})
+_PLACES = pd.DataFrame({name: np.array([], dtype=np.int64) for name in (_PARTITION, _ROW)})
+_PLACE_BITS = 40  # a partition of up to 2^40 rows, 2^23 partitions
 
 
 def _narrow(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int,
@@ -523,10 +554,14 @@ def _narrow(frame: pd.DataFrame, schema: Schema | None, column: str, seed: int,
     """One partition's narrow frame (:data:`_NARROW`)."""
     first, second, state = _row_states(frame, schema, column, seed)
     number = 0 if partition_info is None else partition_info["number"]
-    return pd.DataFrame(np.vstack([first, second, state,
-                                   np.full(len(frame), number, dtype=np.int64),
-                                   np.arange(len(frame), dtype=np.int64)]).T,
-                        columns=_NARROW.columns)
+    place = (np.int64(number) << _PLACE_BITS) | np.arange(len(frame), dtype=np.int64)
+    return pd.DataFrame(np.vstack([first, second, state, place]).T, columns=_NARROW.columns)
+
+
+def _places(place: np.ndarray) -> pd.DataFrame:
+    """Packed places as (partition, position) (:data:`_PLACES`)."""
+    return pd.DataFrame({_PARTITION: place >> _PLACE_BITS,
+                         _ROW: place & ((1 << _PLACE_BITS) - 1)})
 
 
 def _kept_places(narrow: pd.DataFrame, max_rows: int, seed: int) -> pd.DataFrame:
@@ -537,18 +572,18 @@ def _kept_places(narrow: pd.DataFrame, max_rows: int, seed: int) -> pd.DataFrame
     units = _unit_ids(narrow[_UNIT].to_numpy(), narrow[_UNIT_2].to_numpy())
     large = np.bincount(units)[units] > max_rows if len(units) else np.zeros(0, dtype=bool)
     if not large.any():
-        return narrow[[_PARTITION, _ROW]]
+        return _places(narrow[_PLACE].to_numpy())
     units, state = units[large], narrow[_STATE].to_numpy()[large]
     key, copy = _unit_keys(units, state, seed)
-    order = np.lexsort((key, units))  # by unit, then key
+    order = _by_unit_then(units, key)
     if np.any((np.diff(units[order]) == 0) & (np.diff(key[order]) == 0)):
-        order = np.lexsort((copy, state, key, units))
+        order = _by_unit_then(units, key, state, copy)
     sorted_units = units[order]
     positions = np.arange(len(order))
     starts = np.r_[True, sorted_units[1:] != sorted_units[:-1]]
     rank = positions - np.maximum.accumulate(np.where(starts, positions, 0))
     kept = np.r_[np.flatnonzero(~large), np.flatnonzero(large)[order[rank < max_rows]]]
-    return narrow.iloc[np.sort(kept)][[_PARTITION, _ROW]]
+    return _places(narrow[_PLACE].to_numpy()[np.sort(kept)])
 
 
 def _kept_mask(places: pd.DataFrame) -> pd.DataFrame:
@@ -602,13 +637,13 @@ def bound_contributions(ddf: dd.DataFrame, schema: Schema | None, unit: PrivacyU
     where its rows meet (:func:`_kept_places`), and the places shuffled back to their partition
     as bit masks, computed here (``persist``, waited for on a cluster, so that no row is held
     while the shuffles run); the frame returned reads ``ddf`` again and keeps the rows the
-    masks mark. Bounding thus reads the input twice and moves 40 bytes a row, never a row."""
+    masks mark. Bounding thus reads the input twice and moves 32 bytes a row, never a row."""
     if unit.column not in ddf.columns:  # before anything is read
         raise EncodingError(f"input lacks the privacy unit column {unit.column!r}")
     method = shuffle_method()
     narrow = ddf.map_partitions(_narrow, schema, unit.column, seed, meta=_NARROW)
     places = narrow.shuffle(on=_UNIT, shuffle_method=method).map_partitions(
-        _kept_places, unit.max_rows, seed, meta=_NARROW[[_PARTITION, _ROW]])
+        _kept_places, unit.max_rows, seed, meta=_PLACES)
     count = ddf.npartitions
     by_partition = places.set_index(_PARTITION, divisions=[*range(count), count - 1],
                                     shuffle_method=method)
