@@ -251,10 +251,16 @@ def smallest_table(epsilon: float, cells: Cells | str, bound: int = 1,
     coarsely where its noisy row count puts the table below the full search's size, and not at
     all below the coarse one's."""
     if isinstance(cells, Cells):
-        half = 1.0 if coarse else 2.0
-        noise = StepNoise.for_step(epsilon / half, None if rho is None else rho / half, bound)
+        noise = StepNoise.for_step(*_step_budget(epsilon, rho, coarse), bound)
         return 2.0 * noise.threshold(len(cells.octaves) - 1, OCTAVE_MISS)
     return 2.0 * threshold(SENSITIVITY * bound / epsilon, len(year_cells()) - 1, OCTAVE_MISS)
+
+
+def _step_budget(epsilon: float, rho: float | None, coarse: bool) -> tuple[float, float | None]:
+    """One search step's ε and ρ (None: Laplace steps) of a column's search budget: half each
+    of its two steps, all of it in a ``coarse`` search's one."""
+    parts = 1.0 if coarse else 2.0
+    return epsilon / parts, None if rho is None else rho / parts
 
 
 def joint_searches(shares: dict[str, float], cells: dict[str, Cells], delta: float,
@@ -554,12 +560,9 @@ def _noisy_cells(counts: np.ndarray, missing: int | None, noise: StepNoise, boun
     noisy cells, and the missing cell's noisy count as the step records it (None where not
     counted)."""
     histogram = counts if missing is None else np.append(counts, missing)
-    if noise.gaussian:
-        noisy = gaussian_noise(histogram, noise.scale, sensitivity=noise.sensitivity_factor
-                               * bound, sampler=sampler, rng=rng)
-    else:
-        noisy = laplace_noise(histogram, noise.scale, sensitivity=SENSITIVITY * bound,
-                              sampler=sampler, rng=rng)
+    draw = gaussian_noise if noise.gaussian else laplace_noise
+    noisy = draw(histogram, noise.scale, sensitivity=noise.sensitivity_factor * bound,
+                 sampler=sampler, rng=rng)
     if missing is None:
         return noisy, None
     return noisy[:-1], {"noisy": float(noisy[-1]),
@@ -573,12 +576,12 @@ def _step(what: str, epsilon: float, rho: float | None, noise: StepNoise, cells:
     more = "" if missing is None else ", one more cell: the missing values"
     if noise.gaussian:
         charge = {"mechanism": "gaussian histogram", "rho": rho,
-                  "sensitivity": f"L2 {math.sqrt(2) * bound:.6g} (replace {replaced})",
+                  "sensitivity": f"L2 {noise.sensitivity_factor * bound:.6g} (replace {replaced})",
                   "opendp": "make_gaussian over vector_domain(atom_domain(i64)), "
                             "l2_distance(i64)" + more}
     else:
         charge = {"mechanism": "laplace histogram", "epsilon": epsilon,
-                  "sensitivity": f"L1 {SENSITIVITY * bound} (replace {replaced})",
+                  "sensitivity": f"L1 {noise.sensitivity_factor * bound} (replace {replaced})",
                   "opendp": "make_laplace over vector_domain(atom_domain(i64)), "
                             "l1_distance(i64)" + more}
     return {"step": what, **charge, "scale": noise.scale, "cells": cells,
@@ -622,8 +625,7 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
     of the numeric searches' one zCDP budget where the draft measures them together (Gaussian
     steps, :class:`StepNoise`; ``epsilon`` is then the column's part of that budget's ε,
     recorded); None: Laplace steps at ``epsilon``."""
-    half = epsilon if coarse else epsilon / 2.0
-    step_rho = None if rho is None else rho if coarse else rho / 2.0
+    half, step_rho = _step_budget(epsilon, rho, coarse)
     noise = StepNoise.for_step(half, step_rho, bound)
     noisy, nulls = _noisy_cells(counts["octaves"], missing, noise, bound, sampler, rng)
     record = {"mechanism": "octave range search, then cell counts", "epsilon": epsilon,
