@@ -82,9 +82,21 @@ from dp_dask.data.draft_specs import (
     placeholder,
     with_missing_bin,
 )
-from dp_dask.data.draft_split import split_delta, split_epsilon, split_note, split_record
+from dp_dask.data.draft_split import (
+    gaussian_together,
+    split_delta,
+    split_epsilon,
+    split_note,
+    split_record,
+)
 from dp_dask.data.draft_storage import stored_text_types, written_by_pandas
-from dp_dask.data.draft_text import ID_DISTINCT, TextDraft, check_text_budget, draft_texts
+from dp_dask.data.draft_text import (
+    ID_DISTINCT,
+    TextDraft,
+    check_text_budget,
+    draft_texts,
+    text_plan,
+)
 from dp_dask.data.draft_types import (
     FORMS,
     NUMBER_TYPES,
@@ -454,6 +466,13 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         numeric = [c for c in columns if isinstance(candidates[c], Cells)]
         rhos = joint_searches({c: search_share[c] for c in numeric},
                               {c: candidates[c] for c in numeric}, search_delta, bound) or {}
+        # and with the text columns' Gaussian rounds, where both are drafted: one zCDP budget,
+        # each part's ρ times the factor the one conversion gives (public facts)
+        together, gaussian = gaussian_together(
+            text_plan(sum(shares[c] for c in texts), text_delta, len(texts), bound)
+            if len(texts) >= 2 else None, rhos, sum(search_share[c] for c in rhos),
+            search_delta)
+        rhos = {c: rho * together for c, rho in rhos.items()}
         needed = {c: smallest_table(search_share[c], candidates[c], bound, rho=rhos.get(c))
                   for c in columns if isinstance(candidates[c], Cells | str)}
         # Below the full search's size, a numeric column is searched coarsely (all its share on
@@ -473,8 +492,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         text = draft_texts({c: exact[c] for c in texts}, rows, sum(shares[c] for c in texts),
                            text_delta, rows_scale=rows_record["scale"], sampler=sampler,
                            rng=rng, bound=bound, weighted=reread,
-                           missing={c: missing[c] for c in texts if c in missing}
-                           ) if texts else TextDraft()
+                           missing={c: missing[c] for c in texts if c in missing},
+                           together=together) if texts else TextDraft()
         for column in columns:
             counts, grid, share = exact[column], candidates[column], shares[column]
             if column in needed and rows < needed[column]:
@@ -597,8 +616,12 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                        + (f"; δ {search_delta:.3g} to the numeric searches" if search_delta
                           else "") + (", measured together: their steps Gaussian, one zCDP "
                                       "budget of their ε converted once (\"searches\")"
-                                      if rhos else ""),
-        "searches": searches_record(rhos, search_share, search_delta, numeric),
+                                      if rhos else "")
+                       + ("; the text columns' Gaussian rounds and the numeric searches in one "
+                          "zCDP budget, their ε summed and converted once, each part's ρ "
+                          f"{together:.3g} times its own (\"gaussian\")" if gaussian else ""),
+        "searches": searches_record(rhos, search_share, search_delta, numeric, together),
+        **({"gaussian": gaussian} if gaussian else {}),
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (
             f"in this order, each a share of ε: {ROWS_SHARE:g} to count the rows (n̂) where a "

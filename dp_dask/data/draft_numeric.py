@@ -286,10 +286,11 @@ def joint_searches(shares: dict[str, float], cells: dict[str, Cells], delta: flo
 
 
 def searches_record(rhos: dict[str, float], shares: dict[str, float], delta: float,
-                     numeric: list[str]) -> dict[str, Any]:
+                     numeric: list[str], together: float = 1.0) -> dict[str, Any]:
     """How the numeric searches were measured: together (Gaussian steps, their ε as one zCDP
-    budget converted once at ``delta``: :func:`joint_searches`) or each at
-    its own ε (Laplace)."""
+    budget converted once at ``delta``: :func:`joint_searches`; ``together`` > 1: that budget
+    and the text columns' rounds' in one, the ``rhos`` times that factor) or each at its own
+    ε (Laplace)."""
     rule = ("measured together where that lowers every searched column's octave threshold "
             "below its Laplace steps' at its own ε (two or more columns, δ for the conversion); "
             "else each column's Laplace steps at its own ε")
@@ -302,7 +303,11 @@ def searches_record(rhos: dict[str, float], shares: dict[str, float], delta: flo
             "composition": "every step of every column's search a Gaussian histogram (L2 √2·K) "
                            "at its share of ρ (half each step; all of it in a coarse search), "
                            "composed adaptively in zCDP, converted to (ε, δ) once (OpenDP's "
-                           "optimal conversion): ε is the columns' search shares summed",
+                           "optimal conversion): ε is the columns' search shares summed"
+                           + ("" if together == 1 else
+                              "; with the text columns' Gaussian rounds in one budget, each "
+                              "column's ρ the factor drafted_under_dp.gaussian.factor times "
+                              "its own"),
             "rule": rule}
 
 

@@ -45,7 +45,8 @@ from dp_dask.data.draft_numeric import (
     year_cells,
 )
 from dp_dask.data.draft_points import POINT_DELTA, POINT_SHARE
-from dp_dask.data.draft_text import text_plan
+from dp_dask.data.draft_text import TextPlan, text_plan
+from dp_dask.privacy.selection import zcdp_epsilon, zcdp_rho
 
 TEXT_LEVEL = 0.01  # a text level holding this share of the rows is to be released
 TAIL_LEVEL = 0.005  # a numeric tail holding this share of the rows is to be kept, not clamped
@@ -187,3 +188,41 @@ def split_delta(delta: float, searched: int, texts: bool) -> tuple[float, float,
     rest = delta - search
     text = (1 - POINT_DELTA) * rest if searched and texts else rest
     return search, text, (rest - text if texts else rest) / max(searched, 1)
+
+
+def gaussian_together(text: TextPlan | None, search_rhos: dict[str, float],
+                      search_epsilon: float, search_delta: float
+                      ) -> tuple[float, dict[str, Any] | None]:
+    """The factor f on the ρ of the draft's two Gaussian parts where both are drafted, and its
+    record: the text columns' two rounds (``text``, their plan at their own share, with two or
+    more text columns) and the numeric searches measured together (``search_rhos``, each
+    column's ρ, of their summed ``search_epsilon`` at ``search_delta``). Each converted apart
+    spends its ε at its own δ; measured in one zCDP budget, the two ε summed and converted
+    once at the two conversions' δ summed (the thresholds' δ stays theirs), ρ grows as ε²
+    does: f = ρ(ε₁ + ε₂) / (ρ(ε₁) + ρ(ε₂)) > 1 (1.9 on Adult's nine text and six numeric
+    columns at the one command's ε = 1: every σ of both parts divided by √f). Each part's ρ
+    times f, so each keeps its share of the one budget; total ε and δ unchanged. Public facts
+    only. f = 1 (None) where either part is not drafted or not Gaussian."""
+    if text is None or text.first is None or not search_rhos:
+        return 1.0, None
+    text_epsilon = text.epsilon - text.distinct_epsilon
+    epsilon = text_epsilon + search_epsilon
+    delta = text.conversion_delta + search_delta
+    rho = zcdp_rho(epsilon, delta)
+    apart = text.rho + sum(search_rhos.values())
+    factor = rho / apart
+    return factor, {
+        "mechanism": "the text columns' Gaussian rounds and the numeric searches' Gaussian "
+                     "histograms, one zCDP budget",
+        "epsilon": epsilon, "conversion_delta": delta, "rho": rho,
+        "check_epsilon": zcdp_epsilon(rho, delta), "factor": factor,
+        "parts": {"text levels": {"epsilon": text_epsilon, "rho": text.rho * factor,
+                                  "conversion_delta": text.conversion_delta},
+                  "numeric searches": {"epsilon": search_epsilon,
+                                       "rho": sum(search_rhos.values()) * factor,
+                                       "conversion_delta": search_delta}},
+        "composition": "every Gaussian measurement of both parts composed adaptively in "
+                       "zCDP (the rounds' thresholds approximate zCDP, their δ apart), the "
+                       "parts' ε summed and converted once at their conversions' δ summed "
+                       "(OpenDP's optimal conversion); each part's ρ, converted apart, times "
+                       "the factor"}

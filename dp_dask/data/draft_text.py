@@ -117,12 +117,17 @@ class TextPlan:
     second: GaussianThreshold | None = None
     rho: float = 0.0
     conversion_delta: float = 0.0
+    together: float = 1.0
 
     @property
     def levels_epsilon(self) -> float:
-        """The levels' ε: the Laplace threshold's, or the Gaussian rounds' ρ converted."""
+        """The levels' ε: the Laplace threshold's, or the Gaussian rounds' ρ converted; their
+        share of the draft's one Gaussian budget where they are measured with the numeric
+        searches (``together`` > 1: that budget's conversion is recorded there)."""
         if self.single is not None:
             return self.single.epsilon
+        if self.together > 1:
+            return self.epsilon - self.distinct_epsilon
         return zcdp_epsilon(self.rho, self.conversion_delta)
 
     def smallest_level(self, margin: float) -> float:
@@ -134,16 +139,19 @@ class TextPlan:
         return (second.threshold + margin * second.scale) / WEIGHT_SCALE
 
 
-def text_plan(epsilon: float, delta: float, columns: int, bound: int = 1) -> TextPlan:
+def text_plan(epsilon: float, delta: float, columns: int, bound: int = 1,
+              together: float = 1.0) -> TextPlan:
     """The text step's calibration for ``columns`` text columns at (``epsilon``, ``delta``) and
-    the contribution bound ``bound`` (module docstring)."""
+    the contribution bound ``bound`` (module docstring); ``together``: the factor on the
+    Gaussian rounds' ρ where they are measured with the numeric searches, in one zCDP budget
+    converted once (:func:`~dp_dask.data.draft_split.gaussian_together`)."""
     distinct = DISTINCT_SHARE * epsilon
     rest = epsilon - distinct
     if columns <= 1:
         return TextPlan(columns, epsilon, delta, distinct,
                         single=calibrate_threshold(rest, delta, bound))
     conversion_delta = (1 - THRESHOLD_DELTA) * delta
-    rho = zcdp_rho(rest, conversion_delta)
+    rho = together * zcdp_rho(rest, conversion_delta)
     keys = 2 * columns * bound  # a replaced unit's rows leave K keys and enter K per column
     first = calibrate_gaussian_threshold(
         FIRST_RHO * rho, THRESHOLD_DELTA * delta / 2,
@@ -152,7 +160,8 @@ def text_plan(epsilon: float, delta: float, columns: int, bound: int = 1) -> Tex
         (1 - FIRST_RHO) * rho, THRESHOLD_DELTA * delta / 2,
         (keys, math.ceil(math.sqrt(2) * bound * WEIGHT_SCALE), bound * WEIGHT_SCALE))
     return TextPlan(columns, epsilon, delta, distinct, first=first, second=second,
-                    rho=first.rho + second.rho, conversion_delta=conversion_delta)
+                    rho=first.rho + second.rho, conversion_delta=conversion_delta,
+                    together=together)
 
 
 def row_weights(unreleased: np.ndarray) -> np.ndarray:
@@ -216,19 +225,20 @@ def _covered(released: dict[str, float], rows: float, threshold: float) -> bool:
 def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta: float, *,
                 rows_scale: float, sampler: str, rng: np.random.Generator | None,
                 bound: int = 1, weighted: WeightedCounts | None = None,
-                missing: dict[str, int] | None = None) -> TextDraft:
+                missing: dict[str, int] | None = None, together: float = 1.0) -> TextDraft:
     """Identifiers and categories of the text columns (``counts``: exact rows per value text,
     missing excluded) under (``epsilon``, ``delta``)-DP in all, as the module docstring says;
     ``rows``: the noisy number of rows n̂, of Laplace scale ``rows_scale``; ``bound``: the rows
     one unit contributes at most; ``weighted``: the second round's counts (read from the data
     again, given the first round's levels), needed with several text columns; ``missing``: the
     exact count of missing values of the columns whose nullability is decided under DP,
-    counted as one more level of each (step 5 of the module docstring). Noise is drawn here,
-    once per measurement."""
+    counted as one more level of each (step 5 of the module docstring); ``together``: the
+    factor on the Gaussian rounds' ρ where they are measured with the numeric searches
+    (:func:`text_plan`). Noise is drawn here, once per measurement."""
     columns = list(counts)
     missing = missing or {}
     result = TextDraft()
-    plan = text_plan(epsilon, delta, len(columns), bound)
+    plan = text_plan(epsilon, delta, len(columns), bound, together)
     distinct_epsilon = plan.distinct_epsilon
     distinct = _noisy([len(counts[c]) for c in columns], distinct_epsilon, sampler, rng, bound)
     scale = len(columns) * bound / distinct_epsilon
@@ -280,7 +290,10 @@ def draft_texts(counts: dict[str, pd.Series], rows: float, epsilon: float, delta
             "rho": plan.rho, "conversion_delta": plan.conversion_delta,
             "threshold_delta": plan.first.delta + plan.second.delta,
             "conversion": "OpenDP's make_zCDP_to_approxDP (optimal, Canonne, Kamath & "
-                          "Steinke 2020) of the rounds' summed rho",
+                          "Steinke 2020) of the rounds' summed rho" if plan.together == 1 else
+                          "their rho is a share of the draft's one Gaussian budget, measured "
+                          "with the numeric searches and converted once: "
+                          "drafted_under_dp.gaussian",
             "columns": left,
             "rounds": [
                 {**plan.first.to_json(), "counts": "rows per (column, value text)",
