@@ -10,6 +10,8 @@ import pytest
 
 from dp_dask.data.draft_numeric import (
     FINE_TARGET,
+    StepNoise,
+    _range_ends,
     numeric_counts,
     search_cells,
     search_numeric,
@@ -115,3 +117,46 @@ def test_item1_a_column_heaped_within_two_octaves_gets_fine_cells_of_a_few_units
     heap = (fine[:-1] >= 1000) & (fine[1:] <= 1034)
     assert heap.any() and np.diff(fine)[heap].max() <= 4.0, fine
     assert len(fine) - 1 <= FINE_TARGET
+
+
+def test_item1_a_tail_spread_over_octaves_is_kept_to_its_last_dense_octave():
+    """Issue 65: the octaves beyond a range were kept up to the first octave of a run whose
+    noisy sum passed, so a tail of 8 % of the rows spread over five octaves ([512, 16384): 420
+    rows each, 2.8 noise scales at this column's share of the one command's Gaussian budget on
+    Adult) was cut after its first octave or two, and the cells then read the core as all of
+    it: 0..15 or 0..2047, 92-95 % of the values inside, in 13 seeds of 20. The range now goes
+    on into the run through its adjacent octaves of at least one noise deviation each, never
+    past the data's last octave."""
+    rng = np.random.default_rng(0)
+    core = rng.integers(0, 16, 23_920)
+    tail = np.round(2 ** rng.uniform(9, 14, 2_080))
+    values = np.concatenate([core, tail]).astype(float)
+    cells = search_cells("integer", "int64")
+    counts = numeric_counts(values, cells)
+    kept = 0
+    for seed in range(20):
+        spec, _, _ = search_numeric("loss", counts, cells, epsilon=0.023, bins=10,
+                                    sampler="numpy", rng=np.random.default_rng(seed), rho=9e-5)
+        kept += np.mean((values >= spec["min"]) & (values <= spec["max"])) >= 0.96
+        assert spec["max"] < 2**15, (seed, spec["max"])  # the data's last octave, [2^14, 2^15)
+    assert kept >= 13, kept  # 15 here (noise hides the whole tail in the others); 7 before
+
+
+def test_item1_a_trim_never_cuts_what_the_octaves_outside_it_hold():
+    """Issue 65: an end was trimmed where the cells it cuts off, plus noise's bound, held at
+    most half the trim share: on Adult's capital gains (2,080 rows beside 23,920 zeros, over
+    175 fine cells of [1, 16384) at σ 149) their noisy sum came out at −1,500, and the range
+    was the zeros alone (every released value 0). The octaves outside the trimmed range (11
+    noises, not 175) hold the 2,080 rows: the end now stays at the octaves' range."""
+    cells = search_cells("integer", "int64")
+    edges = cells.fine[(cells.fine >= -16) & (cells.fine <= 32768)]
+    cell = np.zeros(len(edges) - 1)
+    zero = int(np.searchsorted(edges, 0))
+    top = int(np.searchsorted(edges, 16384))
+    cell[zero] = 23_920
+    cell[zero + 1:top] = -1_500 / (top - zero - 1)  # the rest's noisy cells, summed to −1,500
+    octaves = 2.0 ** np.arange(4, 15)
+    octave_counts = np.array([23_920, 0, 0, 0, 0, 0, 416, 416, 416, 416, 416], dtype=float)
+    first, last, _ = _range_ends(cell, StepNoise(149.0, gaussian=True), edges, 0.0, 16384.0,
+                                 (np.concatenate([[0.0], octaves]), octave_counts))
+    assert (edges[first], edges[last + 1]) == (0, 16384)
