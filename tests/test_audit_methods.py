@@ -31,9 +31,11 @@ from dp_dask.audit.canaries import (
     TEXT_CANARY,
     TEXT_COLUMN,
     TEXT_NEAR,
+    TOGETHER_NUMBERS,
     UNIT,
     YEARS_COLUMN,
     joint_text_plan,
+    together_second_round,
 )
 from dp_dask.audit.plants import JOINT_TEXT_ROWS, PLANTS
 from dp_dask.audit.report import DEFAULT_TRIALS, PLANT_TRIALS, TRIALS, format_table, run_audit
@@ -139,6 +141,7 @@ def test_cli_exit_code_and_table(tmp_path) -> None:
 # --- issue 64 item 6: the auditor sees every released field; scenarios of the new mechanisms --
 
 NEW_SCENARIOS = ["draft-octaves", "draft-searches-joint", "draft-years", "draft-text",
+                 "draft-gaussian-together",
                  "draft-identifier",
                  "marginals-joint", "marginals-tables-auto", "marginals-unit", "unit-auto-k",
                  "stats-unit"]
@@ -417,4 +420,33 @@ def test_issue65_joint_text_rows_undercounted_is_caught() -> None:
     assert (planted.frames[0] != planted.frames[1]).any(axis=1).sum() == JOINT_TEXT_ROWS
     result = _planted("joint-text-rows-undercounted",
                       PLANT_TRIALS["joint-text-rows-undercounted"])
+    assert not result.passed, result
+
+
+# --- issue 65: the text rounds and the numeric searches in one budget, audited ------------------
+
+def test_issue65_together_canaries_sit_on_the_one_budgets_second_round() -> None:
+    # The scenario's draft measures its text rounds with the numeric searches (its "gaussian"
+    # record, the factor above 1) at the second-round threshold the canaries were placed on;
+    # TEXT_NEAR's weighted count sits on it on D, a row's weight below on D'; the numbers are
+    # the same on both sides. Before, the draft had no such budget (no "gaussian" record).
+    scenario = scenarios()["draft-gaussian-together"]
+    d0, d1 = scenario.frames
+    drafted = scenario.prepare()(0, 1).schema["drafted_under_dp"]
+    assert drafted["gaussian"]["factor"] > 1
+    second = drafted["text"]["levels"]["rounds"][1]
+    assert second["threshold"] == together_second_round()["threshold"]
+    weight = int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0])
+    moved = (d0 != d1).any(axis=1)
+    assert moved.sum() == 1
+    assert (d0.loc[moved, list(TOGETHER_NUMBERS)] == d1.loc[moved, list(TOGETHER_NUMBERS)]).all(
+        axis=None)
+    for column in JOINT_TEXT_COLUMNS:
+        near = [int((d[column] == TEXT_NEAR).sum()) for d in (d0, d1)]
+        assert near[0] * weight >= second["threshold"] > near[1] * weight
+        assert second["threshold"] - weight > 5 * second["scale"]  # SECRET: at most δ
+
+
+def test_issue65_together_rows_undercounted_is_caught() -> None:
+    result = _planted("together-rows-undercounted", PLANT_TRIALS["together-rows-undercounted"])
     assert not result.passed, result

@@ -18,7 +18,9 @@ fields its mechanism releases, by the most one row (or one unit) may:
   (:func:`draft_unit_pair`); a text column whose replaced row takes a label near the threshold
   away and brings a lone "SECRET" (:func:`text_pair`); several text columns, whose replaced row
   takes a value near the joint mechanism's second-round threshold away in each and brings a
-  lone "SECRET" to each (:func:`joint_text_pair`); a column of
+  lone "SECRET" to each (:func:`joint_text_pair`), and the same beside two numeric columns,
+  the text rounds then sharing one budget with the numeric searches (:func:`together_pair`);
+  a column of
   distinct values, one of them duplicated on D' (:func:`identifier_pair`); and, for the
   searches that threshold noisy counts of public cells (a timestamp's years, a number's
   octaves), one row moved from a cell just above the threshold at the low end of the data to
@@ -34,9 +36,11 @@ one's is not.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
+import dask
 import numpy as np
 import pandas as pd
 
@@ -282,6 +286,58 @@ def joint_text_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
         for column, levels in zip(JOINT_TEXT_COLUMNS, JOINT_TEXT_LARGE)})
     return (with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_NEAR), copies),
             with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_CANARY), copies))
+
+
+# The draft's two Gaussian parts in one budget (draft_split.gaussian_together): the joint text
+# pair's columns beside two integer columns that are the same on both sides, so that its text
+# rounds share one zCDP budget with the numeric searches
+TOGETHER_NUMBERS = ("amount", "count")
+TOGETHER_ROW = {"amount": 40, "count": 30}  # the replaced row's numbers, on both sides
+
+
+def _together_frame(near: int) -> pd.DataFrame:
+    """:func:`joint_text_pair`'s base with ``near`` rows of :data:`TEXT_NEAR` in every text
+    column, and the integer columns :data:`TOGETHER_NUMBERS` spread over a few octaves."""
+    large = JOINT_TEXT_LARGE_ROWS * len(JOINT_TEXT_LARGE[0])
+    rows = large + near
+    frame = pd.DataFrame({
+        column: [levels[i % len(levels)] for i in range(large)] + [TEXT_NEAR] * near
+        for column, levels in zip(JOINT_TEXT_COLUMNS, JOINT_TEXT_LARGE)})
+    frame[TOGETHER_NUMBERS[0]] = [16 + i % 48 for i in range(rows)]
+    frame[TOGETHER_NUMBERS[1]] = [20 + i % 40 for i in range(rows)]
+    return frame
+
+
+@functools.cache
+def together_second_round() -> dict[str, Any]:
+    """The second text round's record in a draft of that shape at (:data:`EPSILON`,
+    :data:`DELTA`), the text rounds measured with the numeric searches: read from a draft of
+    a table of the same columns and about the same rows (the calibration reads public facts
+    alone: the columns' kinds, their number, δ, K and the noisy n̂, whose share of the text
+    budget is capped at this size), with the draft's ``"gaussian"`` record."""
+    from dp_dask.data.draft import draft_schema  # the drafting, not a copy of its split
+
+    near = math.ceil(joint_text_plan().second.threshold
+                     / int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0]))
+    with dask.config.set(scheduler="synchronous"):
+        drafted = draft_schema(_together_frame(near), dp_epsilon=EPSILON, dp_delta=DELTA,
+                               ledger=False, noise_sampler="numpy", noise_seed=0
+                               ).schema["drafted_under_dp"]
+    return {**drafted["text"]["levels"]["rounds"][1], "gaussian": drafted.get("gaussian")}
+
+
+def together_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`joint_text_pair`'s canary where the text rounds and the numeric searches share
+    one budget: TEXT_NEAR's weighted count on the second round's threshold of that budget
+    (:func:`together_second_round`, below the rounds' threshold converted apart) on D, the
+    replaced row holding TEXT_NEAR in every text column on D and a lone :data:`TEXT_CANARY` in
+    each on D', its numbers the same."""
+    weight = int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0])
+    near = math.ceil(together_second_round()["threshold"] / weight)
+    base = _together_frame(near - copies)
+    return (with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_NEAR) | TOGETHER_ROW, copies),
+            with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_CANARY) | TOGETHER_ROW,
+                     copies))
 
 
 def identifier_pair() -> tuple[pd.DataFrame, pd.DataFrame]:

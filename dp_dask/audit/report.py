@@ -22,7 +22,8 @@ TRIALS = {"marginals": 1000, "marginals-add-remove": 500, "marginals-add-remove-
           "dpcopula-mle": 150, "dpcopula-hybrid": 150, "dpview-add-remove": 100, "stats": 300,
           "stats-unit": 40, "schema-draft": 200, "draft-octaves": 300,
           "draft-searches-joint": 300, "draft-years": 300,
-          "draft-text": 300, "draft-text-joint": 150, "draft-identifier": 300,
+          "draft-text": 300, "draft-text-joint": 150, "draft-gaussian-together": 150,
+          "draft-identifier": 300,
           "draft-unit": 150}
 # A plant's trials: enough to catch its bug with a margin. A halved σ of the marginals: ε̂
 # 0.70-0.88 over 5 seed ranges at 2,000 trials, 0.49-0.68 at 1,000, against a claim of 0.43.
@@ -34,7 +35,7 @@ PLANT_TRIALS = {"sigma-halved": 2000, "sensitivity-undercounted": 2000,
                 "auto-k-sensitivity-1": 4000, "octave-scale-unsplit": 2000,
                 "searches-budget-unconverted": 2000,
                 "years-scale-halved": 2500, "text-threshold-without-delta": 1000,
-                "joint-text-rows-undercounted": 300,
+                "joint-text-rows-undercounted": 300, "together-rows-undercounted": 300,
                 "identifier-count-unnoised": 300,
                 "unit-draft-at-row-sensitivity": 100}
 
