@@ -29,7 +29,9 @@ where a numeric search's tails shrink by degrees; at least their proportional sh
 :data:`TEXT_FLOOR` of the ε, at most their columns' equal share. The rule reads public facts and
 DP outputs alone: the columns' kinds (stored, declared public, or decided under DP by the type
 step), their number, the text columns' δ, the privacy unit's bound K and n̂. The shares sum to
-the ε split (basic composition).
+the ε split (basic composition). Where the text columns' Gaussian rounds and the numeric
+searches measured together are both drafted, their ε are one zCDP budget converted once
+(:func:`gaussian_together`): each part's ρ grows by the same factor, its ε unchanged.
 """
 
 from __future__ import annotations

@@ -30,7 +30,9 @@ value text that :func:`dp_dask.data.draft_dp.draft_under_dp` reduced to the driv
    first round takes nothing from the others. :data:`THRESHOLD_DELTA` of δ goes to the two
    thresholds (half each; OpenDP's map), the rest to the conversion. The weights read only the
    released levels (public) and the row's own values; the second round's noisy counts are in
-   weighted rows (at most the rows).
+   weighted rows (at most the rows). Where the draft also measures numeric searches together, the
+   rounds' conversion is shared with theirs: one zCDP budget of both parts' ε, each part's ρ
+   times the factor that gives (:func:`~dp_dask.data.draft_split.gaussian_together`).
 4. Levels are released in noisy order (largest noisy count first, from the round that released
    each), never alphabetical. Levels whose noisy counts leave fewer than the column's lowest
    threshold of the noisy rows n̂ outside them cover the column (``covered``): drafted without
