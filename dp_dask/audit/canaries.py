@@ -277,15 +277,34 @@ def joint_text_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     row holds TEXT_NEAR in every column on D, a lone :data:`TEXT_CANARY` in every column on D'
     (the full L2 distance √2 · 1000 of the second round; √(2m) of the first). ``copies`` > 1
     replaces that many such rows (TEXT_NEAR's rows on D the same)."""
-    columns = len(JOINT_TEXT_COLUMNS)
-    weight = int(row_weights(np.ones((1, columns), dtype=bool))[0])
-    near = math.ceil(joint_text_plan().second.threshold / weight)
+    return _replaced(_joint_text_base(_near_rows(joint_text_plan().second.threshold) - copies),
+                     copies)
+
+
+def _near_rows(threshold: float) -> int:
+    """The rows of :data:`TEXT_NEAR` that put its weighted count on the second round's
+    ``threshold`` (rounded up), each at the weight of a row with every joint text column's
+    value unreleased, ⌊1000/√m⌋."""
+    weight = int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0])
+    return math.ceil(threshold / weight)
+
+
+def _joint_text_base(near: int) -> pd.DataFrame:
+    """:data:`JOINT_TEXT_COLUMNS`' two large levels each and ``near`` rows of
+    :data:`TEXT_NEAR` in every column."""
     large = JOINT_TEXT_LARGE_ROWS * len(JOINT_TEXT_LARGE[0])
-    base = pd.DataFrame({
-        column: [levels[i % len(levels)] for i in range(large)] + [TEXT_NEAR] * (near - copies)
+    return pd.DataFrame({
+        column: [levels[i % len(levels)] for i in range(large)] + [TEXT_NEAR] * near
         for column, levels in zip(JOINT_TEXT_COLUMNS, JOINT_TEXT_LARGE)})
-    return (with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_NEAR), copies),
-            with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_CANARY), copies))
+
+
+def _replaced(base: pd.DataFrame, copies: int, same: dict[str, Any] | None = None
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """D and D': ``base`` with ``copies`` rows of TEXT_NEAR in every text column, or of a lone
+    :data:`TEXT_CANARY` (``same``: the replaced rows' other columns, equal on both sides)."""
+    same = same or {}
+    return (with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_NEAR) | same, copies),
+            with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_CANARY) | same, copies))
 
 
 # The draft's two Gaussian parts in one budget (draft_split.gaussian_together): the joint text
@@ -296,15 +315,11 @@ TOGETHER_ROW = {"amount": 40, "count": 30}  # the replaced row's numbers, on bot
 
 
 def _together_frame(near: int) -> pd.DataFrame:
-    """:func:`joint_text_pair`'s base with ``near`` rows of :data:`TEXT_NEAR` in every text
-    column, and the integer columns :data:`TOGETHER_NUMBERS` spread over a few octaves."""
-    large = JOINT_TEXT_LARGE_ROWS * len(JOINT_TEXT_LARGE[0])
-    rows = large + near
-    frame = pd.DataFrame({
-        column: [levels[i % len(levels)] for i in range(large)] + [TEXT_NEAR] * near
-        for column, levels in zip(JOINT_TEXT_COLUMNS, JOINT_TEXT_LARGE)})
-    frame[TOGETHER_NUMBERS[0]] = [16 + i % 48 for i in range(rows)]
-    frame[TOGETHER_NUMBERS[1]] = [20 + i % 40 for i in range(rows)]
+    """:func:`_joint_text_base` with ``near`` rows of :data:`TEXT_NEAR`, and the integer
+    columns :data:`TOGETHER_NUMBERS` spread over a few octaves."""
+    frame = _joint_text_base(near)
+    frame[TOGETHER_NUMBERS[0]] = [16 + i % 48 for i in range(len(frame))]
+    frame[TOGETHER_NUMBERS[1]] = [20 + i % 40 for i in range(len(frame))]
     return frame
 
 
@@ -314,16 +329,15 @@ def together_second_round() -> dict[str, Any]:
     :data:`DELTA`), the text rounds measured with the numeric searches: read from a draft of
     a table of the same columns and about the same rows (the calibration reads public facts
     alone: the columns' kinds, their number, δ, K and the noisy n̂, whose share of the text
-    budget is capped at this size), with the draft's ``"gaussian"`` record."""
+    budget is capped at this size)."""
     from dp_dask.data.draft import draft_schema  # the drafting, not a copy of its split
 
-    near = math.ceil(joint_text_plan().second.threshold
-                     / int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0]))
+    near = _near_rows(joint_text_plan().second.threshold)
     with dask.config.set(scheduler="synchronous"):
         drafted = draft_schema(_together_frame(near), dp_epsilon=EPSILON, dp_delta=DELTA,
                                ledger=False, noise_sampler="numpy", noise_seed=0
                                ).schema["drafted_under_dp"]
-    return {**drafted["text"]["levels"]["rounds"][1], "gaussian": drafted.get("gaussian")}
+    return drafted["text"]["levels"]["rounds"][1]
 
 
 def together_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -332,12 +346,8 @@ def together_pair(copies: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     (:func:`together_second_round`, below the rounds' threshold converted apart) on D, the
     replaced row holding TEXT_NEAR in every text column on D and a lone :data:`TEXT_CANARY` in
     each on D', its numbers the same."""
-    weight = int(row_weights(np.ones((1, len(JOINT_TEXT_COLUMNS)), dtype=bool))[0])
-    near = math.ceil(together_second_round()["threshold"] / weight)
-    base = _together_frame(near - copies)
-    return (with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_NEAR) | TOGETHER_ROW, copies),
-            with_row(base, dict.fromkeys(JOINT_TEXT_COLUMNS, TEXT_CANARY) | TOGETHER_ROW,
-                     copies))
+    near = _near_rows(together_second_round()["threshold"])
+    return _replaced(_together_frame(near - copies), copies, TOGETHER_ROW)
 
 
 def identifier_pair() -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -207,7 +207,7 @@ def gaussian_together(text: TextPlan | None, search_rhos: dict[str, float],
     only. f = 1 (None) where either part is not drafted or not Gaussian."""
     if text is None or text.first is None or not search_rhos:
         return 1.0, None
-    text_epsilon = text.epsilon - text.distinct_epsilon
+    text_epsilon = text.rounds_epsilon
     epsilon = text_epsilon + search_epsilon
     delta = text.conversion_delta + search_delta
     rho = zcdp_rho(epsilon, delta)

@@ -122,6 +122,11 @@ class TextPlan:
     together: float = 1.0
 
     @property
+    def rounds_epsilon(self) -> float:
+        """The levels' share of ε_T: all but the distinct counts'."""
+        return self.epsilon - self.distinct_epsilon
+
+    @property
     def levels_epsilon(self) -> float:
         """The levels' ε: the Laplace threshold's, or the Gaussian rounds' ρ converted; their
         share of the draft's one Gaussian budget where they are measured with the numeric
@@ -129,7 +134,7 @@ class TextPlan:
         if self.single is not None:
             return self.single.epsilon
         if self.together > 1:
-            return self.epsilon - self.distinct_epsilon
+            return self.rounds_epsilon
         return zcdp_epsilon(self.rho, self.conversion_delta)
 
     def smallest_level(self, margin: float) -> float:
