@@ -114,6 +114,17 @@ def _cell_ranges(attribute: Attribute, edges: tuple[float, ...]) -> tuple[np.nda
     return integer_ranges(*bounds) if _draws_integers(attribute) else float_ranges(*bounds)
 
 
+def cell_spans(attribute: Attribute, edges: tuple[float, ...] | np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell of ``edges``, the values it draws from as one span [low, high) in the value's
+    units, open ends closed by the public bounds: [first, last + 1) of its integers where values
+    are integers (an empty cell has no width), else its own [low, high)."""
+    low, high = _cell_ranges(attribute, tuple(float(e) for e in edges))
+    if _draws_integers(attribute):
+        return low.astype(np.float64), np.maximum(high + 1, low).astype(np.float64)
+    return low, high
+
+
 def fine_weights(attribute: Attribute, histogram: np.ndarray) -> np.ndarray:
     """Per cell of the attribute's fine layout (``fine_layout``), its weight within its bin:
     the consistent fine ``histogram``, or the cells' sizes in a bin whose cells hold no mass."""

@@ -14,6 +14,7 @@ from dp_dask.data.constraints import forbidden_cells
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.io import Location
 from dp_dask.data.schema import Schema
+from dp_dask.data.values import cell_spans
 from dp_dask.methods.marginals.conditioned import ConditionedSampler, condition_classes
 from dp_dask.methods.marginals.config import DEFAULTS, MarginalsConfig
 from dp_dask.methods.marginals.fitted import FittedMarginals
@@ -221,10 +222,13 @@ def fit_joint_model(measured: list[Measurement], fine: dict[int, Measurement], s
 def project_fine(schema: Schema, fine: dict[int, Measurement],
                  marginals: Marginals) -> dict[int, np.ndarray]:
     """Each noisy fine histogram (by attribute) made consistent with its attribute's consistent
-    1-way marginal (:func:`~dp_dask.postprocess.consistency.consistent_fine`)."""
+    1-way marginal, an end bin its cells can not resolve leaning on a decaying tail
+    (:func:`~dp_dask.postprocess.consistency.consistent_fine`)."""
     layouts = {a: fine_layout(schema.attributes[a]) for a in fine}
     return {a: consistent_fine(m.values, layouts[a].first, layouts[a].measured.start,
-                               marginals.one_way[a]) for a, m in fine.items()}
+                               marginals.one_way[a], m.sigma,
+                               cell_spans(schema.attributes[a], layouts[a].edges))
+            for a, m in fine.items()}
 
 
 def structural_zeros(schema: Schema, clique: tuple[int, ...], values: np.ndarray) -> np.ndarray:
