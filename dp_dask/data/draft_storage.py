@@ -20,6 +20,10 @@ import pyarrow.dataset as pds
 from dp_dask.data.dtypes import dtype_problem, timestamp_dtype
 from dp_dask.data.io import TableSource
 
+# The unit of a drafted timestamp's release where the storage types are not public: a constant,
+# as the stored unit can follow the values (stored_timestamp_types)
+DRAFTED_UNIT = "us"
+
 
 def is_csv(source: TableSource) -> bool:
     return isinstance(source, str | Path) and str(source).lower().endswith((".csv", ".csv.gz"))
@@ -96,26 +100,29 @@ def stored_text_types(source: TableSource) -> dict[str, tuple[str, list[str] | N
 
 
 def stored_timestamp_types(source: TableSource) -> dict[str, str]:
-    """Column → the output type of a timestamp column stored with a time zone: nanoseconds in
-    its zone (``timestamp[ns, tz=ZONE]``, dp_dask.data.dtypes). Read for a timestamp even when
-    the storage types are not public: an Arrow or pandas timestamp column has one zone for all
-    its values, the writer's choice for the column, which no row can change (a row holds an
-    instant; the zone only says how every instant is shown); the unit is not read, as pandas
-    infers it from the values (one time with nanoseconds makes a column of times parsed from
-    text ``ns``): the release keeps the default, nanoseconds, which hold any stored instant.
-    A naive timestamp stays naive, and so does one whose zone no schema dtype names (neither
-    UTC, an IANA zone nor a fixed offset): its instants come back in UTC. A CSV stores none:
-    every CSV column is ``unknown`` to the draft, never a timestamp, so no row's offset can set a
-    zone (docs/privacy.md, "Drafting a schema under DP": time zones)."""
+    """Column → the output type of a timestamp column: microseconds (:data:`DRAFTED_UNIT`) in
+    its stored zone (``timestamp[us, tz=ZONE]``, dp_dask.data.dtypes), or naive. Read for a
+    timestamp even when the storage types are not public: an Arrow or pandas timestamp column
+    has one zone (or none) for all its values, the writer's choice for the column, which no row
+    can change (a row holds an instant; the zone only says how every instant is shown). The
+    unit is not read, as pandas infers it from the values (one time with nanoseconds makes a
+    column of times parsed from text ``ns``): the release takes microseconds, a constant, the
+    unit pandas 3 gives times it parses and Arrow gives Python datetimes, as Spark and most
+    warehouses write them, and one that holds every instant the draft's years can (1678-2261).
+    A timestamp whose zone no schema dtype names (neither UTC, an IANA zone nor a fixed offset)
+    is naive: its instants come back in UTC. A CSV stores none: every CSV column is ``unknown``
+    to the draft, never a timestamp, so no row's offset can set a zone (docs/privacy.md,
+    "Drafting a schema under DP": time zones)."""
     if is_csv(source):
         return {}
     if isinstance(source, pd.DataFrame | dd.DataFrame):
         types = {str(name): _arrow_of(dtype) for name, dtype in source.dtypes.items()}
     else:
         types = {f.name: f.type for f in pds.dataset(Path(source), format="parquet").schema}
-    zoned = {name: timestamp_dtype("ns", kind.tz) for name, kind in types.items()
-             if kind is not None and pa.types.is_timestamp(kind) and kind.tz}
-    return {name: dtype for name, dtype in zoned.items() if dtype_problem(dtype) is None}
+    stamps = {name: timestamp_dtype(DRAFTED_UNIT, kind.tz) for name, kind in types.items()
+              if kind is not None and pa.types.is_timestamp(kind)}
+    return {name: dtype if dtype_problem(dtype) is None else timestamp_dtype(DRAFTED_UNIT, None)
+            for name, dtype in stamps.items()}
 
 
 def written_by_pandas(source: TableSource) -> bool:
