@@ -286,33 +286,41 @@ def consistent_fine(noisy: np.ndarray, first: np.ndarray, start: int, coarse: np
     one σ each on average is first shrunk towards a tail that decays outwards from its inner
     edge (:func:`tail_target`): its cells can not tell where the rows end, and drawing by their
     noise spreads the bin's rows over the whole drafted range (ages up to 127 where the rows end
-    at 90)."""
+    at 90). The end bins are the outermost ones holding at least σ rows: bins beyond them hold
+    fewer than one cell's noise (clock times drafted to 4,095 whose last bins, past 2,623, are
+    empty), so the bin before them is where the rows end."""
     fine = np.zeros(len(noisy))
     bins = len(first) - 1
+    ends = _end_bins(coarse[:bins], sigma) if sigma is not None and cells is not None else None
     for b, total in enumerate(coarse[:bins]):
         low, high = first[b] - start, first[b + 1] - start
         if low >= 0 and high <= len(noisy) and total > 0:
             cells_b = noisy[low:high]
-            if (sigma is not None and cells is not None and bins > 1 and b in (0, bins - 1)
-                    and total < sigma * (high - low)):
-                target = tail_target(coarse, first, cells, b)[low + start - first[b]:
-                                                              high + start - first[b]]
-                cells_b = _shrunk_cells(cells_b, target, sigma)
+            if ends is not None and b in ends and total < sigma * (high - low):
+                neighbour = b - 1 if b == ends[1] else b + 1
+                target = tail_target(coarse, first, cells, b, neighbour)
+                cells_b = _shrunk_cells(cells_b, target[low + start - first[b]:
+                                                        high + start - first[b]], sigma)
             fine[low:high] = project_to_total(cells_b, total)
     return fine
 
 
+def _end_bins(coarse: np.ndarray, sigma: float) -> tuple[int, int] | None:
+    """The first and the last bin holding at least ``sigma`` rows, if they are two."""
+    held = np.flatnonzero(coarse >= sigma)
+    return (int(held[0]), int(held[-1])) if len(held) > 1 else None
+
+
 def tail_target(coarse: np.ndarray, first: np.ndarray, cells: tuple[np.ndarray, np.ndarray],
-                end: int) -> np.ndarray:
-    """The expected fine counts of the end bin ``end`` (the first or the last) if its rows
-    decay exponentially outwards from its inner edge, at the density there that its neighbour
-    bin holds on average (rows per unit of value), the bin's count ``coarse[end]`` in all:
-    uniform where that density could not hold the bin's count (the bin denser than its
-    neighbour), else the rate λ with λ / (1 − e^(−λL)) = density / count, L the bin's width.
-    Reads only consistent counts and the public cells: post-processing."""
+                end: int, neighbour: int) -> np.ndarray:
+    """The expected fine counts of the end bin ``end`` if its rows decay exponentially
+    outwards from the edge it shares with ``neighbour`` (the bin before it, inwards), at the
+    density there that the neighbour holds on average (rows per unit of value), the bin's count
+    ``coarse[end]`` in all: uniform where that density could not hold the bin's count (the bin
+    denser than its neighbour), else the rate λ with λ / (1 − e^(−λL)) = density / count, L the
+    bin's width. Reads only consistent counts and the public cells: post-processing."""
     low, high = cells
-    last = end == len(first) - 2
-    neighbour = end - 1 if last else end + 1
+    last = neighbour < end
     span = slice(first[end], first[end + 1])
     width = high[first[end + 1] - 1] - low[first[end]]
     neighbour_width = high[first[neighbour + 1] - 1] - low[first[neighbour]]
