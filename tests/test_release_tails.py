@@ -12,7 +12,7 @@ import pytest
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.schema import load_schema
 from dp_dask.data.values import cell_spans
-from dp_dask.postprocess.consistency import consistent_fine
+from dp_dask.postprocess.consistency import consistent_fine, tail_target
 
 SIGMA = 200.0  # a fine cell's noise in the one command's release of a 26 k-row, 15-column table
 
@@ -89,3 +89,27 @@ def test_a_heap_at_the_outer_end_stays_where_it_is(seed):
     fine, low = _consistent(values, seed, True)
     heap = (values == 16).sum()
     assert abs(fine[low == 16][0] - heap) < 4 * SIGMA, (fine[low == 16][0], heap)
+
+
+def test_the_tail_holds_the_bins_count_decays_outwards_and_is_flat_where_it_cannot():
+    """The tail target: the bin's count in all, decaying outwards from the edge it shares with
+    its neighbour (either end), at that neighbour's density there; uniform where the bin is
+    denser than its neighbour (no decaying tail holds its count), and over its cells where it
+    spans no value of its kind (an integer bin within one unit)."""
+    layout = fine_layout(AGE)
+    spans = cell_spans(AGE, layout.edges)
+    coarse = np.array([700.0, 3_000, 4_000, 6_000, 5_000, 500])
+    last, first = (tail_target(coarse, layout.first, spans, end, neighbour)
+                   for end, neighbour in ((5, 4), (0, 1)))
+    np.testing.assert_allclose([last.sum(), first.sum()], [500.0, 700.0])
+    assert (np.diff(last) < 0).all() and (np.diff(first) > 0).all()
+    # at the inner edge, the neighbour's density ([55, 69): 5,000 rows over 14 years): cells of
+    # one year each hold d·(1 − r)/λ, r = e^(−λ) the ratio of neighbouring cells
+    ratio = last[1] / last[0]
+    np.testing.assert_allclose(last[0] * -np.log(ratio) / (1 - ratio), 5_000 / 14, rtol=1e-6)
+    flat = tail_target(np.array([700.0, 3_000, 4_000, 6_000, 50, 5_000]), layout.first, spans,
+                       5, 4)
+    np.testing.assert_allclose(flat, 5_000 / len(flat))
+    no_values = tail_target(np.array([100.0, 50.0, 10.0]), np.array([0, 1, 2, 3]),
+                            (np.array([0.0, 1.0, 1.0]), np.array([1.0, 1.0, 1.0])), 2, 1)
+    np.testing.assert_allclose(no_values, [10.0])

@@ -328,6 +328,8 @@ def tail_target(coarse: np.ndarray, first: np.ndarray, cells: tuple[np.ndarray, 
     inner = low[first[end]] if last else high[first[end + 1] - 1]
     near, far = ((low[span] - inner, high[span] - inner) if last
                  else (inner - high[span], inner - low[span]))
+    if not width > 0:  # a bin of no values of its kind (an integer bin within one unit)
+        return np.full(len(near), total / len(near))
     ratio = float(coarse[neighbour]) / max(neighbour_width, _TINY) / total
     if not ratio * width > 1.0:  # no decaying tail holds the bin's count at that density
         return total * (far - near) / width
