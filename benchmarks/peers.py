@@ -291,6 +291,9 @@ def measured_run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
             memory_stopped = (memory_limit_gib is not None
                               and tree_rss(process.pid) > memory_limit_gib * 2**30)
             if timed_out or memory_stopped:
+                # the peak as it stood when stopped: the polls' last one came before the check
+                # that found it over the limit (it grew 202 -> 205 MiB in between under load)
+                peak = max(peak, tree_peak(process.pid))
                 if memory_stopped:
                     out.write(stacks(process.pid))
                     out.flush()
