@@ -298,9 +298,8 @@ def consistent_fine(noisy: np.ndarray, first: np.ndarray, start: int, coarse: np
             cells_b = noisy[low:high]
             if ends is not None and b in ends and total < sigma * (high - low):
                 neighbour = b - 1 if b == ends[1] else b + 1
-                target = tail_target(coarse, first, cells, b, neighbour)
-                cells_b = _shrunk_cells(cells_b, target[low + start - first[b]:
-                                                        high + start - first[b]], sigma)
+                cells_b = _shrunk_cells(cells_b, tail_target(coarse, first, cells, b, neighbour),
+                                        sigma)
             fine[low:high] = project_to_total(cells_b, total)
     return fine
 
