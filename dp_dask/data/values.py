@@ -129,8 +129,8 @@ def fine_weights(attribute: Attribute, histogram: np.ndarray) -> np.ndarray:
     """Per cell of the attribute's fine layout (``fine_layout``), its weight within its bin:
     the consistent fine ``histogram``, or the cells' sizes in a bin whose cells hold no mass."""
     layout = fine_layout(attribute)
-    low, high = _cell_ranges(attribute, tuple(layout.edges))
-    sizes = (high - low + 1).astype(np.float64) if _draws_integers(attribute) else high - low
+    low, high = cell_spans(attribute, layout.edges)
+    sizes = high - low
     weights = np.ones(len(layout.edges) - 1)  # an open bin the grid leaves out: its one cell
     weights[layout.measured] = histogram
     bin_of = np.repeat(np.arange(attribute.bins), np.diff(layout.first))
