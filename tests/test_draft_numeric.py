@@ -356,14 +356,16 @@ def test_item_many_numeric_columns_are_searched_together_and_find_a_sparse_one(c
         assert (drafted["hour"]["min"], drafted["hour"]["max"]) == (0, 23), seed
         searches = spent["searches"]
         assert searches["mechanism"] == "gaussian histograms, measured together"
-        # ε: the searched columns' shares (their point masses' part excepted), one zCDP budget
+        # ε: the searched columns' whole shares, one zCDP budget with their point masses
         numbers = [c for c in frame.columns if "steps" in spent["mechanisms"][c]]
+        points = [spent["mechanisms"][c]["steps"][0] for c in numbers]
         steps = [s for c in numbers for s in spent["mechanisms"][c]["steps"][1:]]
         assert all(s["mechanism"] == "gaussian histogram" for s in steps)
-        # each step's σ gives its ρ at L2 √2 (a replaced row), and the steps' ρ add up to at
-        # most the budget's, which converts to the recorded ε at the recorded δ
-        charged = sum(2.0 / (2 * s["scale"] ** 2) for s in steps)
-        assert charged == pytest.approx(sum(s["rho"] for s in steps))
+        assert all(s["mechanism"] == "gaussian-threshold" for s in points)
+        # each step's σ gives its ρ at L2 √2 (a replaced row), and the steps' and the points'
+        # ρ add up to at most the budget's, which converts to the recorded ε at the recorded δ
+        charged = sum(2.0 / (2 * s["scale"] ** 2) for s in steps + points)
+        assert charged == pytest.approx(sum(s["rho"] for s in steps + points), rel=1e-9)
         assert charged <= searches["rho"] * (1 + 1e-9)
         assert zcdp_epsilon(searches["rho"], searches["delta"]) <= searches["epsilon"] * (1 + 1e-6)
         assert searches["delta"] == pytest.approx(SEARCH_DELTA * spent["delta"])

@@ -390,22 +390,30 @@ SEARCHES_ROWS = 400
 
 
 def _searches_shares(epsilon: float) -> dict[str, float]:
-    """The search shares of a draft of the two columns of :data:`SEARCHES_COLUMNS` at
-    ``epsilon``, from public facts as the draft computes them: ε less n̂'s and the type step's
-    shares, split equally (two numbers), less the point masses' share."""
+    """The shares of a draft of the two columns of :data:`SEARCHES_COLUMNS` at ``epsilon``,
+    from public facts as the draft computes them: ε less n̂'s and the type step's shares, split
+    equally (two numbers). Of each, the searches keep :data:`SEARCH_KEPT`."""
     rest = epsilon * (1 - ROWS_SHARE - TYPE_SHARE)
-    return {c: e * (1 - POINT_SHARE) for c, e in
-            split_epsilon(rest, list(SEARCHES_COLUMNS), [], delta=DELTA).items()}
+    return split_epsilon(rest, list(SEARCHES_COLUMNS), [], delta=DELTA)
+
+
+# the part of a column's budget its search steps keep: its point masses take the rest (the
+# audit's columns hold the rows a point-mass step needs)
+SEARCH_KEPT = 1 - POINT_SHARE
 
 
 def searches_step_noise(epsilon: float = EPSILON) -> StepNoise:
     """The octave step's Gaussian noise of :data:`OCTAVE_COLUMN` in that draft at ``epsilon``:
-    the searches' one budget at :data:`SEARCH_DELTA` of δ, half a column's ρ a step."""
+    the searches' one budget (their point masses' included) at :data:`SEARCH_DELTA` of δ, half
+    of what a column's point masses leave of its ρ a step."""
     shares = _searches_shares(epsilon)
     cells = search_cells("integer", "int64")
-    rhos = joint_searches(shares, dict.fromkeys(shares, cells), SEARCH_DELTA * DELTA)
+    kept = dict.fromkeys(shares, SEARCH_KEPT)
+    rhos = joint_searches(shares, dict.fromkeys(shares, cells), SEARCH_DELTA * DELTA,
+                          kept=kept)
     assert rhos is not None, "two searched columns at the audit's ε are measured together"
-    return StepNoise.for_step(shares[OCTAVE_COLUMN] / 2, rhos[OCTAVE_COLUMN] / 2, 1)
+    return StepNoise.for_step(shares[OCTAVE_COLUMN] * SEARCH_KEPT / 2,
+                              rhos[OCTAVE_COLUMN] * SEARCH_KEPT / 2, 1)
 
 
 def _searches_noise_divisor() -> float:
@@ -413,12 +421,13 @@ def _searches_noise_divisor() -> float:
     the searches' summed ε taken as their ρ unconverted, every step at all of it and at L2
     sensitivity 1 (a row's add/remove), σ = 1/√(2ε_N). In closed form, one conversion: the
     shares grow with ε in proportion, so the octave column's ρ is its fixed part r of the
-    budget's, and the step's σ = √2/√ρ_col is the target where the budget's ε is that of ρ_col/r
-    (a bisection over the draft's ε took 700 conversions, 2.8 s at every import)."""
+    budget's, and the step's σ = √2/√(k·ρ_col) (k: :data:`SEARCH_KEPT`) is the target where the
+    budget's ε is that of ρ_col/r (a bisection over the draft's ε took 700 conversions, 2.8 s
+    at every import)."""
     shares = _searches_shares(EPSILON)
     total = sum(shares.values())
     target = 1.0 / math.sqrt(2.0 * total)
-    column_rho = SENSITIVITY / target**2  # σ = √2/√ρ_col at a step of half ρ_col
+    column_rho = SENSITIVITY / (SEARCH_KEPT * target**2)  # a step of half k·ρ_col
     budget = zcdp_epsilon(column_rho * total / shares[OCTAVE_COLUMN], SEARCH_DELTA * DELTA)
     # the conversion back to ρ rounds down (1e-6): a hair more ε keeps σ at most the target
     return budget / total * (1 + 1e-6)

@@ -20,7 +20,8 @@ by a keyed hash of their values (K "auto": chosen under DP with the unit's ``con
 of ε), and every mechanism takes that contribution bound K (1 for a row).
 
 Size: :func:`draft_under_dp` is the draft's budget order, read top to bottom as one sequence
-(n̂, the types, K, the point masses, the searches measured together or not, the text columns),
+(n̂, K, the types, the searches and their point masses measured together or not, the text
+columns),
 and most of its length is the checks that run before anything is read and the record it
 writes; the kinds' drafters (:mod:`.draft_kinds`), the ε and δ splits (:mod:`.draft_split`) and
 the searches' mechanisms (:mod:`.draft_numeric`) live apart. A further part (another budget
@@ -108,7 +109,6 @@ from dp_dask.data.draft_types import (
     decide_nulls,
     decide_types,
     never_null,
-    point_forms,
     with_points_places,
 )
 from dp_dask.data.io import TableSource, read_table
@@ -267,7 +267,9 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
       level.
     * A numeric column (integer/float storage type, or decided numeric): its point masses
       (exact values of a large share, :mod:`.draft_points`: a thresholded noisy count per value,
-      :data:`.draft_points.POINT_SHARE` of its ε, its share of δ), then the rest's range, bins
+      :data:`.draft_points.POINT_SHARE` of its ε, its share of δ; Gaussian in the searches' one
+      zCDP budget where they are measured together; after its type is decided, a fractional
+      point making a column decided integer a float), then the rest's range, bins
       and fine grid found by the domain search of :mod:`dp_dask.data.draft_numeric` (octaves,
       then cells inside, of its public or decided kind), open outer bins closed by
       ``min``/``max`` at the found range; missing values in ``missing`` (in the middle bin
@@ -421,31 +423,10 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         # as n̂, every sensitivity at the unit's bound K
         rows, rows_record = (_noisy_rows(exact[ROWS], rows_epsilon, bound, sampler, rng)
                              if rows_epsilon else (None, None))
-        # The point masses of the columns stored as numbers come first (at the least share of
-        # ε they get, whichever columns stored as text turn out text), so that their
-        # types are decided on the forms of the rest: a rainfall's fractions, hidden beside
-        # its zeros, decide a float (the types' histogram of the rest, given the released
-        # points, moves by L1 2K as any does)
-        least = {c: min(split([*texts, *maybe[:k]], bound, rows)[c]
-                     for k in range(len(maybe) + 1))
-                 for c in columns}
-        # Only where the full search still fits beside them (by n̂): a small table's search
-        # takes the whole share (point masses given up, said in its record)
-        early = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=least[c],
-                                delta=points_delta, bound=bound, integer=False,
-                                sampler=sampler, rng=rng)
-                 for c in typed if isinstance(candidates[c], Undecided)
-                 and not candidates[c].text
-                 and _points_fit(rows, least[c], candidates[c].cells["float"], bound)}
         decisions, types = (decide_types(
-            {c: exact[FORM_COUNTS][c] - point_forms(exact[VALUE_COUNTS][c], early[c][0])
-             if c in early else exact[FORM_COUNTS][c] for c in typed},
-            candidates, epsilon=type_epsilon,
-            contributions=bound, sampler=sampler, rng=rng,
-            rows={c: rows - sum(early[c][1]["noisy"].values()) if c in early else rows
-                  for c in typed}) if typed else ({}, {}))
-        for column, (points, _) in early.items():  # a fractional point makes a float
-            decisions[column] = with_points_places(decisions[column], points)
+            {c: exact[FORM_COUNTS][c] for c in typed}, candidates, epsilon=type_epsilon,
+            contributions=bound, sampler=sampler, rng=rng, rows=rows) if typed else ({}, {}))
+        kinds_counted = {c: exact[c] for c in decisions if isinstance(candidates[c], Undecided)}
         for column, decision in decisions.items():  # what a column's kind is, the rest follows
             if isinstance(candidates[column], Undecided):
                 candidates[column] = (None if decision.kind == TEXT else
@@ -454,25 +435,41 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         texts = [c for c in columns if candidates[c] is None]
         shares = split(texts, bound, rows)
         # Rows a search needs to find anything, at its share and K: a smaller table (by n̂) is
-        # not searched (a column stored as text that turned out numeric included).
-        # a numeric column's search gets its share less its point masses' (POINT_SHARE)
-        late = {c for c in columns if isinstance(candidates[c], Cells) and c not in early
-                and _points_fit(rows, shares[c], candidates[c], bound)}
-        search_share = {c: shares[c] - POINT_SHARE * (least[c] if c in early else shares[c]
-                                                      if c in late else 0.0)
-                        for c in columns}
-        # The numeric searches measured together (Gaussian steps, one zCDP budget of their
-        # shares' ε at search_delta) where that lowers every one's threshold: public facts
+        # not searched (a column stored as text that turned out numeric included). A numeric
+        # column's point masses take POINT_SHARE of its budget where the full search still
+        # fits beside them (by n̂); a small table's search takes it all.
         numeric = [c for c in columns if isinstance(candidates[c], Cells)]
-        rhos = joint_searches({c: search_share[c] for c in numeric},
-                              {c: candidates[c] for c in numeric}, search_delta, bound) or {}
+        points = {c for c in numeric if _points_fit(rows, shares[c], candidates[c], bound)}
+        kept = {c: 1 - POINT_SHARE if c in points else 1.0 for c in numeric}
+        search_share = {c: shares[c] * kept.get(c, 1.0) for c in columns}
+        # The numeric searches and their point masses measured together (Gaussian, one zCDP
+        # budget of the columns' whole shares at search_delta) where that lowers every search's
+        # threshold: public facts
+        rhos = joint_searches({c: shares[c] for c in numeric},
+                              {c: candidates[c] for c in numeric}, search_delta, bound,
+                              kept) or {}
         # and with the text columns' Gaussian rounds, where both are drafted: one zCDP budget,
         # each part's ρ times the factor the one conversion gives (public facts)
         together, gaussian = gaussian_together(
             text_plan(sum(shares[c] for c in texts), text_delta, len(texts), bound)
-            if len(texts) >= 2 else None, rhos, sum(search_share[c] for c in rhos),
-            search_delta)
+            if len(texts) >= 2 else None, rhos, sum(shares[c] for c in rhos), search_delta)
         rhos = {c: rho * together for c, rho in rhos.items()}
+        # the point masses, before the searches whose counts they leave: a fractional point of
+        # a column decided integer makes it a float (post-processing of the released points)
+        found = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=shares[c],
+                                delta=points_delta, bound=bound,
+                                integer=candidates[c].integer, sampler=sampler, rng=rng,
+                                rho=rhos[c] * POINT_SHARE if c in rhos else None)
+                 for c in numeric if c in points}
+        for column, (values, _) in found.items():
+            if column not in decisions:
+                continue
+            decisions[column] = with_points_places(decisions[column], values)
+            if decisions[column].kind == "float" and candidates[column].integer:
+                candidates[column] = Undecided.stored_as(False).cells["float"]
+                exact[column] = kinds_counted[column]["float"]
+        budget = rhos  # each column's whole ρ, its point masses' part included
+        rhos = {c: rho * kept[c] for c, rho in rhos.items()}  # the searches' part
         needed = {c: smallest_table(search_share[c], candidates[c], bound, rho=rhos.get(c))
                   for c in columns if isinstance(candidates[c], Cells | str)}
         # Below the full search's size, a numeric column is searched coarsely (all its share on
@@ -518,8 +515,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                         column, counts, exact[VALUE_COUNTS][column], grid, noise, rows=rows,
                         rows_scale=rows_record["scale"], epsilon=share,
                         search_epsilon=search_share[column], delta=points_delta, bins=bins,
-                        coarse=column in coarse, found=early.get(column),
-                        points=column in early or column in late, missing=missing.get(column),
+                        coarse=column in coarse, found=found.get(column),
+                        points=column in points, missing=missing.get(column),
                         rho=rhos.get(column))
                 elif isinstance(grid, str):
                     spec, mechanisms[column], note = release_years(
@@ -608,19 +605,17 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                        "their one mechanism (\"text\"), and "
                        f"{points_delta:.3g} to each of the {len(searched)} column(s) that may be "
                        f"searched for point masses; a searched numeric column's ε: {POINT_SHARE:g} "
-                       "for its point masses (of its least share, whichever columns stored as "
-                       "text turn out text, where its type is decided on the forms of the rest "
-                       "beside its points), the rest halved over its two search steps "
-                       "(mechanisms[column].steps; one step where it was searched coarsely, "
-                       "mechanisms[column].coarse)"
+                       "for its point masses (found after its type is decided), the rest halved "
+                       "over its two search steps (mechanisms[column].steps; one step where it "
+                       "was searched coarsely, mechanisms[column].coarse)"
                        + (f"; δ {search_delta:.3g} to the numeric searches" if search_delta
-                          else "") + (", measured together: their steps Gaussian, one zCDP "
-                                      "budget of their ε converted once (\"searches\")"
-                                      if rhos else "")
+                          else "") + (", measured together: their point masses and steps "
+                                      "Gaussian, one zCDP budget of their ε converted once "
+                                      "(\"searches\")" if rhos else "")
                        + ("; the text columns' Gaussian rounds and the numeric searches in one "
                           "zCDP budget, their ε summed and converted once, each part's ρ "
                           f"{together:.3g} times its own (\"gaussian\")" if gaussian else ""),
-        "searches": searches_record(rhos, search_share, search_delta, numeric, together),
+        "searches": searches_record(budget, shares, search_delta, numeric, together),
         **({"gaussian": gaussian} if gaussian else {}),
         "split": {"order": ["rows", "types", "max_rows", "epsilon"], "rows": rows_epsilon,
                   "types": type_epsilon, "max_rows": auto_epsilon, "epsilon": shares, "rule": (

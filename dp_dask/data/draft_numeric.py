@@ -64,8 +64,9 @@ The exact counts are reduced on Dask to the driver (:func:`numeric_counts`), and
 ones are used.
 
 Where the draft searches two or more columns, their steps may instead be measured together
-(:func:`joint_searches`): the columns' search shares summed into one zCDP budget, each step a
-Gaussian histogram (L2 √2·K) at its column's share of ρ, half each step. Every threshold above
+(:func:`joint_searches`): the columns' whole shares summed into one zCDP budget, each column's
+point masses (:mod:`.draft_points`) a Gaussian threshold at their share of its ρ, each step a
+Gaussian histogram (L2 √2·K) at half the rest. Every threshold above
 is then the Gaussian's (:class:`StepNoise`: the same misses, its lighter tail), and the rules
 read the noise through it alone.
 
@@ -87,7 +88,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from dp_dask.data.attribute import Attribute
-from dp_dask.data.draft_points import point_key, points_octaves, rest_is_searched
+from dp_dask.data.draft_points import POINT_SHARE, point_key, points_octaves, rest_is_searched
 from dp_dask.data.draft_specs import round_value as _round
 from dp_dask.data.dtypes import _YEARS
 from dp_dask.data.encode import _timestamps, _years
@@ -266,24 +267,29 @@ def _step_budget(epsilon: float, rho: float | None, coarse: bool) -> tuple[float
 
 
 def joint_searches(shares: dict[str, float], cells: dict[str, Cells], delta: float,
-                   bound: int = 1) -> dict[str, float] | None:
+                   bound: int = 1, kept: dict[str, float] | None = None
+                   ) -> dict[str, float] | None:
     """Each searched column's ρ where the draft measures the numeric searches together: their
-    ε (the ``shares``, summed) as one zCDP budget at ``delta`` (:func:`zcdp_rho`: every step a
-    Gaussian histogram, composed adaptively in ρ and converted to (ε, δ) once), split in
-    proportion to the shares. Taken only where it lowers every column's octave threshold
-    (:func:`smallest_table`) below its Laplace steps' at its own ε: with two or more columns
-    the Gaussians' L2 sensitivity grows as the square root of the steps where the Laplace
-    steps' L1 grows as their number, and the threshold's Gaussian tail is lighter (weather's 13
-    numeric columns at total ε 1: octaves found at about 1,100 rows, not 3,800). None (Laplace
-    steps, each column at its own ε) otherwise: one column, or no δ for it. Public facts only
-    (the shares, the cells, δ and the bound K)."""
+    ε (the ``shares``, each column's whole share, its point masses' included, summed) as one
+    zCDP budget at ``delta`` (:func:`zcdp_rho`: every step a Gaussian histogram, composed
+    adaptively in ρ and converted to (ε, δ) once), split in proportion to the shares; of a
+    column's ρ its search steps take the fraction ``kept`` of it (1 - the point masses' share
+    where its points are measured, :mod:`.draft_points`; all of it by default), its points the
+    rest. Taken only where it lowers every column's octave threshold (:func:`smallest_table`, at
+    its steps' part) below its Laplace steps' at its own ε: with two or more columns the
+    Gaussians' L2 sensitivity grows as the square root of the steps where the Laplace steps' L1
+    grows as their number, and the threshold's Gaussian tail is lighter (weather's 13 numeric
+    columns at total ε 1: octaves found at about 1,100 rows, not 3,800). None (Laplace steps,
+    each column at its own ε) otherwise: one column, or no δ for it. Public facts only (the
+    shares, the cells, δ and the bound K)."""
     total = sum(shares.values())
     if len(shares) < 2 or total <= 0 or delta <= 0:
         return None
+    kept = {c: 1.0 for c in shares} | dict(kept or {})
     rho = zcdp_rho(total, delta)
     rhos = {column: rho * share / total for column, share in shares.items()}
-    lower = all(smallest_table(shares[c], cells[c], bound, rho=rhos[c])
-                < smallest_table(shares[c], cells[c], bound) for c in shares)
+    lower = all(smallest_table(shares[c] * kept[c], cells[c], bound, rho=rhos[c] * kept[c])
+                < smallest_table(shares[c] * kept[c], cells[c], bound) for c in shares)
     return rhos if lower else None
 
 
@@ -302,10 +308,12 @@ def searches_record(rhos: dict[str, float], shares: dict[str, float], delta: flo
     epsilon = sum(shares[c] for c in rhos)
     return {"mechanism": "gaussian histograms, measured together",
             "epsilon": epsilon, "delta": delta, "rho": sum(rhos.values()), "columns": rhos,
-            "composition": "every step of every column's search a Gaussian histogram (L2 √2·K) "
-                           "at its share of ρ (half each step; all of it in a coarse search), "
-                           "composed adaptively in zCDP, converted to (ε, δ) once (OpenDP's "
-                           "optimal conversion): ε is the columns' search shares summed"
+            "composition": "every column's point masses a Gaussian threshold (L2 √2·K) at "
+                           f"{POINT_SHARE:g} of its ρ where they are measured, every step of "
+                           "its search a Gaussian histogram (L2 √2·K) at its share of the "
+                           "rest (half each step; all of it in a coarse search), composed "
+                           "adaptively in zCDP, converted to (ε, δ) once (OpenDP's optimal "
+                           "conversion): ε is the columns' whole shares summed"
                            + ("" if together == 1 else
                               "; with the text columns' Gaussian rounds in one budget, each "
                               "column's ρ the factor drafted_under_dp.gaussian.factor times "

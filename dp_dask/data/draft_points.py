@@ -2,30 +2,41 @@
 column (zeros of rainfall, a visibility capped at 10.0, round prices), released as exact values.
 
 A searched numeric column's exact counts per value (:func:`value_counts`, reduced on Dask with
-its cells) get Laplace noise of one scale b = L1/ε, on the values written canonically
-(:func:`point_key`, ``repr`` of the float, -0.0 as 0.0), in two parts of one histogram:
+its cells) get noise of one scale, on the values written canonically (:func:`point_key`,
+``repr`` of the float, -0.0 as 0.0), in two parts of one histogram:
 
 * **public candidates** (:func:`round_points`): 0 and the numbers of one significant digit,
   ±d·10ʲ (a rainfall's zeros, a visibility capped at 10, round prices), a list fixed by this
   module alone (an integer column's: its integers), counted whether present or not. A plain
-  Laplace count: no δ is needed, as no value's presence is revealed by its key. A candidate
-  becomes a point where its noisy count passes b·ln(m/2β) (m candidates, β =
-  :data:`PUBLIC_MISS`: an empty candidate passes with probability at most β in all);
+  count: no δ is needed, as no value's presence is revealed by its key. A candidate becomes a
+  point where its noisy count passes what an empty candidate's noise passes with probability
+  β/m (m candidates, β = :data:`PUBLIC_MISS`): b·ln(m/2β) for Laplace, σ·Φ⁻¹(1 − β/m) for
+  Gaussian noise, so that an empty candidate passes with probability at most β in all;
 * **the other values present** (data-dependent keys), thresholded as text categories are
-  (OpenDP's Laplace threshold, with δ: a value held by one row is released with probability
-  about δ).
+  (OpenDP's Laplace or Gaussian threshold, with δ: a value held by one row is released with
+  probability about δ).
 
 A replaced row leaves one value and enters another, in either part: the whole histogram moves
-by (L0, L1, L∞) = (2, 2, 1), and by (2K, 2K, K) under a privacy unit bounded to K rows
-(``bound``), so the two parts together are the one (ε, δ) Laplace threshold measurement whose
-public keys are always present (a key present in both neighbours costs ε by its Laplace noise;
-δ covers only keys present in one). Of the values that pass, those whose noisy count is at
+by (L0, L1, L∞) = (2, 2, 1), L2 √2, and by (2K, 2K, K), L2 √2·K, under a privacy unit bounded
+to K rows (``bound``), so the two parts together are one threshold measurement whose public
+keys are always present (a key present in both neighbours costs ε, or ρ, by its noise; δ
+covers only keys present in one). Of the values that pass, those whose noisy count is at
 least :data:`POINT_FLOOR` of the noisy row count n̂ become points (post-processing of the noisy
 counts): at most 1/POINT_FLOOR of them. Each row holds one value per column.
 
-The points take :data:`POINT_SHARE` of the column's ε and the column's share of δ (of the
+The points take :data:`POINT_SHARE` of the column's budget and the column's share of δ (of the
 draft's δ the point masses get :data:`POINT_DELTA` where text columns may be drafted too, all
-otherwise); the domain search (:mod:`dp_dask.data.draft_numeric`) then runs on the rest of
+otherwise). The noise is Laplace at that share of the column's ε where the column is searched
+alone; where the draft measures the numeric searches together
+(:func:`~dp_dask.data.draft_numeric.joint_searches`), the points are in that one zCDP budget
+too, Gaussian at that share of the column's ρ: the budget's ε, the columns' whole shares
+summed, is converted once, and ρ grows as ε² does, so that the points of weather's 13 numeric
+columns at total ε 1 see σ ≈ 360 where their Laplace counts at each column's own ε had a
+deviation of 1,350 (the public candidates' threshold about 1,600 rows, not 11,000). The type
+step decides the column's kind first, on all its values; a fractional point released for a
+column decided integer makes it a float (post-processing,
+:func:`~dp_dask.data.draft_types.with_points_places`). The domain search
+(:mod:`dp_dask.data.draft_numeric`) then runs on the rest of
 the column: the points' exact rows are taken out of its exact cell counts before they are noised
 (:func:`without_points`), so the points don't distort the bins (given the released points, the
 rest's histogram moves by L1 2K as any histogram does). Where no octave of the rest passes alone,
@@ -52,9 +63,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
-from dp_dask.privacy.noise import laplace_noise
-from dp_dask.privacy.selection import calibrate_threshold, threshold_counts
+from dp_dask.privacy.noise import gaussian_noise, laplace_noise
+from dp_dask.privacy.selection import (
+    GaussianThreshold,
+    Threshold,
+    calibrate_gaussian_threshold,
+    calibrate_threshold,
+    gaussian_threshold_counts,
+    threshold_counts,
+)
 
 # of a searched numeric column's ε; the search takes the rest. Measured: at 0.3 a public
 # candidate holding 20 % of 25 k rows passes on the weather table (15 columns), but the searches
@@ -107,30 +126,57 @@ def check_points_budget(epsilon: float, delta: float, bound: int = 1) -> None:
     calibrate_threshold(POINT_SHARE * epsilon, delta, bound)
 
 
+def gaussian_distance(bound: int) -> tuple[int, int, int]:
+    """The (L0, L2, L∞) distance of one column's value counts when a unit of at most ``bound``
+    rows is replaced: its K rows leave up to K values and enter as many, at most K each, and
+    their L2 distance is at most √2·K (all K leaving one value and entering one other)."""
+    return 2 * bound, math.ceil(math.sqrt(2) * bound), bound
+
+
 def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float, bound: int,
-                integer: bool, sampler: str, rng: np.random.Generator | None
-                ) -> tuple[list[float], dict[str, Any]]:
+                integer: bool, sampler: str, rng: np.random.Generator | None,
+                rho: float | None = None) -> tuple[list[float], dict[str, Any]]:
     """The points of one column from its exact ``values`` (:func:`value_counts`, summed), under
     (``epsilon``, ``delta``)-DP, ``epsilon`` being the column's whole share (the points spend
-    :data:`POINT_SHARE` of it); ``rows``: the noisy row count n̂; ``integer``: the column's
-    kind (public or decided under DP), which picks its public candidates. The points, and the
-    step's record."""
-    calibration = calibrate_threshold(POINT_SHARE * epsilon, delta, bound)
+    :data:`POINT_SHARE` of it), with Laplace noise; or, where ``rho`` is given (the points'
+    share of the draft's one zCDP budget, :func:`~.draft_numeric.joint_searches`), Gaussian
+    noise of that ρ, the other values thresholded by OpenDP's Gaussian threshold at ``delta``
+    (approximate zCDP). ``rows``: the noisy row count n̂; ``integer``: the column's kind (public
+    or decided under DP), which picks its public candidates. The points, and the step's
+    record."""
     exact = {point_key(v): int(c) for v, c in values.items()}
     public = [point_key(v) for v in round_points(integer)]
-    noisy = threshold_counts({k: c for k, c in exact.items() if k not in set(public)},
-                             calibration, sampler=sampler, rng=rng)
-    # the same scale as the threshold's, one histogram with it (module docstring)
-    noisy_public = laplace_noise(np.array([exact.get(k, 0) for k in public], dtype=np.int64),
-                                 calibration.scale, sensitivity=calibration.distance[1],
-                                 sampler=sampler, rng=rng)
-    public_threshold = calibration.scale * math.log(len(public) / (2.0 * PUBLIC_MISS))
+    others = {k: c for k, c in exact.items() if k not in set(public)}
+    counts = np.array([exact.get(k, 0) for k in public], dtype=np.int64)
+    # one histogram: the public candidates at the threshold's own noise (module docstring)
+    if rho is None:
+        calibration: Threshold | GaussianThreshold = calibrate_threshold(
+            POINT_SHARE * epsilon, delta, bound)
+        noisy = threshold_counts(others, calibration, sampler=sampler, rng=rng)
+        noisy_public = laplace_noise(counts, calibration.scale,
+                                     sensitivity=calibration.distance[1], sampler=sampler,
+                                     rng=rng)
+        public_threshold = calibration.scale * math.log(len(public) / (2.0 * PUBLIC_MISS))
+        public_noise = ("make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64), "
+                        "at the threshold's scale")
+    else:
+        calibration = calibrate_gaussian_threshold(rho, delta, gaussian_distance(bound))
+        noisy = gaussian_threshold_counts(others, calibration, sampler=sampler, rng=rng)
+        noisy_public = gaussian_noise(counts, calibration.scale,
+                                      sensitivity=calibration.sensitivity, sampler=sampler,
+                                      rng=rng)
+        public_threshold = calibration.scale * float(norm.isf(PUBLIC_MISS / len(public)))
+        public_noise = ("make_gaussian over vector_domain(atom_domain(i64)), l2_distance(i64), "
+                        "at the threshold's scale")
     floor = POINT_FLOOR * rows
     passed = {float(k): c for k, c in zip(public, noisy_public)
               if c >= max(floor, public_threshold)}
     found = {float(k): c for k, c in noisy.items() if c >= floor} | passed
     points = sorted(found)
-    return points, {"step": "point masses", **calibration.to_json(), "floor": floor,
+    noise = "Laplace" if rho is None else "Gaussian"
+    return points, {"step": "point masses", **calibration.to_json(),
+                    **({} if rho is None else {"epsilon": POINT_SHARE * epsilon}),
+                    "floor": floor,
                     "noisy": {point_key(p): round(float(found[p]), 1) for p in points},
                     "public_points": [point_key(p) for p in sorted(passed)],
                     "public": {"candidates": len(public), "threshold": public_threshold,
@@ -138,10 +184,9 @@ def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float,
                                "values": "0 and ±d·10^j, d 1..9, j "
                                          f"{0 if integer else ROUND_DECADES.start}.."
                                          f"{ROUND_DECADES.stop - 1}",
-                               "opendp": "make_laplace over vector_domain(atom_domain(i64)), "
-                                         "l1_distance(i64), at the threshold's scale"},
+                               "opendp": public_noise},
                     "points": len(points),
-                    "rule": "one Laplace histogram of the values: the public candidates "
+                    "rule": f"one {noise} histogram of the values: the public candidates "
                             "counted whether present or not, a point where the noisy count "
                             "passes their threshold (no δ); the other values present "
                             "thresholded with δ; either a point only if its noisy count is "

@@ -377,18 +377,10 @@ def decide_nullable(counts: list[MissingCount], miss: float = TYPE_MISS
 FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
 
 
-def point_forms(values: Any, points: list[float]) -> np.ndarray:
-    """The exact counts per value form (:func:`value_forms`) of the rows that
-    hold one of the ``points``, from the column's exact counts per value ``values``."""
-    forms = [value_forms(np.array([point]), np.array([False])) * int(values.get(point, 0))
-             for point in points]
-    return np.sum(forms, axis=0) if forms else 0
-
-
 def with_points_places(decision: Decision, points: list[float]) -> Decision:
-    """A number's decision decided on the rest of its column, with its released ``points``'
-    forms (public, post-processing): a float where a point is a fraction, at the most decimal
-    places of the rest and the points (unrounded where either is)."""
+    """A number's decision with its released ``points``' forms (public, post-processing): a
+    float where a point is a fraction (a heap the type step's share of ε missed), at the most
+    decimal places of the decision and the points (unrounded where either is)."""
     forms = [int(np.argmax(value_forms(np.array([p]), np.array([False])))) for p in points]
     places = [form - FRACTION_FORM + 1 for form in forms if form >= FRACTION_FORM]
     if decision.kind == TEXT or not places:
