@@ -509,7 +509,7 @@ def _consistent_points(points: PointMasses, noisy: np.ndarray, noise: StepNoise,
     column, by post-processing: the points' noisy counts plus the rest's noisy ``octaves``
     counts (``noisy``, of the step's ``noise``) over the octaves ``rest`` (first, last: those that
     pass alone, grown through neighbours; None where none passes) hold at most n̂ and what the
-    three noises may add (one Laplace's tail, :func:`tail_threshold` for a sum; a third of
+    three noises may add (one noise's tail, :meth:`StepNoise.sum_threshold` for a sum; a third of
     :data:`POINTS_MISS` each). Where they hold more, the public candidates that passed outside
     the rest's octaves are dropped, least noisy count first, until they fit: an empty candidate
     passes its threshold (11 of the points' noise scales and more) by noise alone, holding rows
@@ -531,7 +531,10 @@ def _consistent_points(points: PointMasses, noisy: np.ndarray, noise: StepNoise,
             return noises * step.threshold(1, POINTS_MISS / parts)
         return step.sum_threshold(noises, POINTS_MISS / parts)
 
-    slack = (bound(StepNoise(points.found["scale"]), len(mass)) + bound(noise, cells)
+    # the points' noise: Laplace, or Gaussian where measured in the searches' one budget
+    drawn = StepNoise(points.found["scale"],
+                      gaussian=points.found.get("mechanism") == "gaussian-threshold")
+    slack = (bound(drawn, len(mass)) + bound(noise, cells)
              + bound(StepNoise(points.rows_scale), 1) + (0.0 if nulls is None
                                                         else bound(noise, 1)))
     public = {float(k) for k in points.found.get("public_points", [])}
