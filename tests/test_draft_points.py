@@ -331,25 +331,3 @@ def test_item1_gaussian_points_are_calibrated_and_a_lone_value_stays_out():
     m = len(round_points(False))
     assert record["public"]["threshold"] == pytest.approx(
         calibration.scale * norm.isf(PUBLIC_MISS / m))
-
-
-def test_item1_fractions_beside_a_zero_heap_decide_a_float():
-    """A rainfall beside twelve more numeric columns (26,000 hours at the one command's draft
-    share of ε = 1): exactly 0 in 86.5 % of the hours, the rest 3,500 values of one and two
-    decimals, below the type step's noise among all rows (its threshold about 4,900 rows a
-    form, 10,000 for the fractions' sum) and decided integer there. Once its zeros are a
-    released point, the type step's noisy forms less the point's noisy count show the rest
-    (post-processing): fractions are its largest form, so the column is a float, its zeros a
-    point (on 288c2a1, whose type step counted all the rows, an integer column of zeros)."""
-    from test_draft_numeric import draft_schema_of, weather_like
-
-    rows = 26_000
-    frame = weather_like(rows, 3)
-    rng = np.random.default_rng(4)
-    rest = np.where(rng.random(rows) < 0.5, np.round(rng.uniform(0.1, 2, rows), 1),
-                    np.round(rng.uniform(0.01, 2, rows), 2))
-    frame["precip"] = np.where(rng.random(rows) < 0.865, 0.0, rest)
-    for seed in range(3):
-        drafted = {a["name"]: a for a in draft_schema_of(frame, seed).schema["attributes"]}
-        assert drafted["precip"]["dtype"] == "float64", seed
-        assert drafted["precip"]["points"][0] == 0 and drafted["precip"]["max"] >= 1, seed

@@ -106,10 +106,10 @@ from dp_dask.data.draft_types import (
     TYPE_SHARE,
     YEARS,
     Undecided,
-    beside_points,
     decide_nulls,
     decide_types,
     never_null,
+    with_points_places,
 )
 from dp_dask.data.io import TableSource, read_table
 from dp_dask.data.schema import load_schema
@@ -454,9 +454,8 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
             text_plan(sum(shares[c] for c in texts), text_delta, len(texts), bound)
             if len(texts) >= 2 else None, rhos, sum(shares[c] for c in rhos), search_delta)
         rhos = {c: rho * together for c, rho in rhos.items()}
-        # the point masses, before the searches whose counts they leave: fractions beside the
-        # points, or a fractional point, make a column decided integer a float (post-processing
-        # of the released points and the type step's noisy forms)
+        # the point masses, before the searches whose counts they leave: a fractional point of
+        # a column decided integer makes it a float (post-processing of the released points)
         found = {c: find_points(exact[VALUE_COUNTS][c], rows, epsilon=shares[c],
                                 delta=points_delta, bound=bound,
                                 integer=candidates[c].integer, sampler=sampler, rng=rng,
@@ -465,8 +464,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
         for column, (values, _) in found.items():
             if column not in decisions:
                 continue
-            decisions[column] = beside_points(decisions[column], types, column, values,
-                                              found[column][1], rows)
+            decisions[column] = with_points_places(decisions[column], values)
             if decisions[column].kind == "float" and candidates[column].integer:
                 candidates[column] = Undecided.stored_as(False).cells["float"]
                 exact[column] = kinds_counted[column]["float"]

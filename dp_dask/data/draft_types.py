@@ -83,7 +83,6 @@ from scipy.signal import fftconvolve
 from scipy.special import ndtr
 
 from dp_dask.data.draft_numeric import Cells, search_cells, tail_threshold
-from dp_dask.data.draft_points import point_key
 from dp_dask.data.schema import Attribute
 from dp_dask.privacy.noise import laplace_noise
 
@@ -221,9 +220,33 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
     fraction_threshold = tail_threshold(scale, len(FRACTIONS), TYPE_MISS)
     decisions: dict[str, Decision] = {}
     for column, row in zip(columns, noisy):
+        missing, no_number, integer, *places = present = row > threshold
+        grid = candidates[column]
         nulls = MissingCount(float(row[0]), "laplace", scale, "types")
+        if isinstance(grid, str) and grid == YEARS:  # stays a timestamp, nullable or not
+            decisions[column] = Decision(TIMESTAMP, bool(missing), missing=nulls)
+            continue
+        fractions = float(row[3:].sum())  # the noisy count of values that are no integer
         counted = rows.get(column) if isinstance(rows, dict) else rows
-        decisions[column] = _decision(row, candidates[column], counted, scale, nulls)
+        if not present[1:].any() and counted is not None and counted >= LARGEST_SCALES * scale:
+            # No value's form passes (a budget too small for the table): the largest noisy
+            # form stands for the values, post-processing of the same counts (module docstring)
+            largest = 1 + int(np.argmax(row[1:]))
+            no_number, integer = largest == 1, largest == 2
+            places = [largest == 3 + d for d in range(len(FRACTIONS))]
+        # fractions spread over several decimal places, none passing alone, are fractions too
+        fraction = any(places) or fractions > fraction_threshold
+        # words among numbers: a few (a noisy share of at most STRAY_SHARE) are strays
+        words = no_number and row[1] > STRAY_SHARE * max(row[1:].sum(), 1.0)
+        stored_text = isinstance(grid, Undecided) and grid.text
+        text = stored_text and (words or not (integer or fraction))
+        # unrounded where more places, or fractions of no one form, are present
+        decimals = (1 + max(np.flatnonzero(places[:-1])) if fraction and any(places[:-1])
+                    and not places[-1] else None)
+        decisions[column] = Decision(TEXT if text else "float" if fraction else "integer",
+                                     bool(missing), bool(stored_text and not text),
+                                     None if decimals is None else int(decimals),
+                                     max(round(float(row[1])), 0), nulls)
     record = {
         "mechanism": "laplace histogram of value forms", "forms": list(FORMS),
         "epsilon": epsilon, "epsilon_each": epsilon / len(columns),
@@ -251,37 +274,6 @@ def decide_types(forms: dict[str, np.ndarray], candidates: dict[str, Any], *, ep
                     for c, d in decisions.items()},
         "opendp": "make_laplace over vector_domain(atom_domain(i64)), l1_distance(i64)"}
     return decisions, record
-
-
-def _decision(row: np.ndarray, grid: Any, counted: float | None, scale: float,
-              nulls: MissingCount) -> Decision:
-    """One column's decision from its noisy forms ``row`` (the module docstring's rules):
-    ``grid`` its candidates, ``counted`` the noisy rows its forms count (None: not drawn),
-    ``scale`` the Laplace scale of the forms' noise, ``nulls`` its noisy count of missing
-    values. Post-processing of the noisy counts."""
-    threshold = scale * math.log(1.0 / (2.0 * TYPE_MISS))
-    missing, no_number, integer, *places = present = row > threshold
-    if isinstance(grid, str) and grid == YEARS:  # stays a timestamp, nullable or not
-        return Decision(TIMESTAMP, bool(missing), missing=nulls)
-    fractions = float(row[3:].sum())  # the noisy count of values that are no integer
-    if not present[1:].any() and counted is not None and counted >= LARGEST_SCALES * scale:
-        # No value's form passes (a budget too small for the table): the largest noisy
-        # form stands for the values, post-processing of the same counts (module docstring)
-        largest = 1 + int(np.argmax(row[1:]))
-        no_number, integer = largest == 1, largest == 2
-        places = [largest == 3 + d for d in range(len(FRACTIONS))]
-    # fractions spread over several decimal places, none passing alone, are fractions too
-    fraction = any(places) or fractions > tail_threshold(scale, len(FRACTIONS), TYPE_MISS)
-    # words among numbers: a few (a noisy share of at most STRAY_SHARE) are strays
-    words = no_number and row[1] > STRAY_SHARE * max(row[1:].sum(), 1.0)
-    stored_text = isinstance(grid, Undecided) and grid.text
-    text = stored_text and (words or not (integer or fraction))
-    # unrounded where more places, or fractions of no one form, are present
-    decimals = (1 + max(np.flatnonzero(places[:-1])) if fraction and any(places[:-1])
-                and not places[-1] else None)
-    return Decision(TEXT if text else "float" if fraction else "integer", bool(missing),
-                    bool(stored_text and not text), None if decimals is None else int(decimals),
-                    max(round(float(row[1])), 0), nulls)
 
 
 def never_null(spec: dict[str, Any]) -> dict[str, Any]:
@@ -383,28 +375,6 @@ def decide_nullable(counts: list[MissingCount], miss: float = TYPE_MISS
 
 
 FRACTION_FORM = FORMS.index("1 decimal")  # the forms from here on are fractions, by places
-
-
-def beside_points(decision: Decision, record: dict[str, Any], column: str,
-                  points: list[float], found: dict[str, Any], rows: float) -> Decision:
-    """A number's decision once its ``points`` are released (``found``: their record, with
-    their noisy counts), by post-processing: the type step's noisy forms of the column
-    (``record``, :func:`decide_types`') less each point's noisy count in that point's form, and
-    the noisy rows ``rows`` less them, decided again by the same rules. An integer becomes a
-    float where the rest of the column shows fractions beside its points (a rainfall's
-    two-decimal values beside its zeros, below the noise among all rows, are the largest form
-    of the rest); nothing else changes. Then the points' own places
-    (:func:`with_points_places`)."""
-    noisy = found["noisy"]
-    row = np.array([float(record["noisy"][column][form]) for form in FORMS])
-    for point in points:
-        row[int(np.argmax(value_forms(np.array([point]), np.array([False]))))] -= \
-            noisy[point_key(point)]
-    rest = _decision(row, None, rows - sum(noisy[point_key(p)] for p in points),
-                     record["scale"], decision.missing)
-    if decision.kind == "integer" and rest.kind == "float":
-        decision = replace(decision, kind="float", decimals=rest.decimals)
-    return with_points_places(decision, points)
 
 
 def with_points_places(decision: Decision, points: list[float]) -> Decision:
