@@ -331,3 +331,22 @@ def test_item1_gaussian_points_are_calibrated_and_a_lone_value_stays_out():
     m = len(round_points(False))
     assert record["public"]["threshold"] == pytest.approx(
         calibration.scale * norm.isf(PUBLIC_MISS / m))
+
+
+def test_integer_points_that_leave_every_bin_one_cell_drop_the_fine_grid():
+    """At a large ε every value of a small integer column can pass as a point (the audit's
+    planted draft at 26 times its ε: 35 of the 40 codes 20..59). Each point is the bin [p,
+    p + 1), and where the fine grid then splits no bin the attribute has none (it used to keep
+    the search's grid, whose edges were no longer the bins': a schema the draft could not
+    load); a grid that still splits a bin keeps the points' edges."""
+    from dp_dask.data.draft_points import with_points
+
+    spec = {"edges": ["-inf", 32, 34, 40, 44, 54, 56, "inf"], "min": 20, "max": 59,
+            "fine": [*range(20, 32), *range(32, 61, 2)]}
+    points = [float(p) for p in [*range(20, 32), *range(33, 42), *range(44, 54), *range(55, 59)]]
+    drafted = with_points(spec, points, integer=True)
+    assert "fine" not in drafted
+    Attribute.from_json({"name": "count", "type": "numeric", "dtype": "int64", **drafted})
+    few = with_points(spec, [25.0, 45.0], integer=True)
+    assert {25, 26, 45, 46} <= set(few["fine"]) and {25, 26, 45, 46} <= set(few["edges"])
+    Attribute.from_json({"name": "count", "type": "numeric", "dtype": "int64", **few})

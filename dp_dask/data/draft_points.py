@@ -296,8 +296,12 @@ def with_points(spec: dict[str, Any] | None, points: list[float],
     edges |= added
     fine |= added if fine else set()
     lattice = None if integer else lattice_of(points)
-    spec = {**spec, "edges": ["-inf", *(_exact(e) for e in sorted(edges)), "inf"],
+    spec = {**{k: v for k, v in spec.items() if k != "fine"},
+            "edges": ["-inf", *(_exact(e) for e in sorted(edges)), "inf"],
             "min": _exact(low), "max": _exact(high),
             **({} if integer else {"points": [_exact(p) for p in points]}),
             **({} if lattice is None else {"lattice": lattice})}
-    return {**spec, "fine": [_exact(e) for e in sorted(fine)]} if fine else spec
+    # a fine grid whose every inner edge is a bin edge splits no bin (an integer column all of
+    # whose values are points): the attribute then has none
+    splits = any(e not in edges for e in sorted(fine)[1:-1])
+    return {**spec, "fine": [_exact(e) for e in sorted(fine)]} if fine and splits else spec
