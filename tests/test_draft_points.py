@@ -336,9 +336,10 @@ def test_item1_gaussian_points_are_calibrated_and_a_lone_value_stays_out():
 def test_integer_points_that_leave_every_bin_one_cell_drop_the_fine_grid():
     """At a large ε every value of a small integer column can pass as a point (the audit's
     planted draft at 26 times its ε: 35 of the 40 codes 20..59). Each point is the bin [p,
-    p + 1), and where the fine grid then splits no bin the attribute has none (it used to keep
-    the search's grid, whose edges were no longer the bins': a schema the draft could not
-    load); a grid that still splits a bin keeps the points' edges."""
+    p + 1) (a float's: [p, the next float)), and where the fine grid then splits no bin the
+    attribute has none (it used to keep the search's grid, whose edges were no longer the
+    bins': a schema the draft could not load); a grid that still splits a bin keeps the
+    points' edges."""
     from dp_dask.data.draft_points import with_points
 
     spec = {"edges": ["-inf", 32, 34, 40, 44, 54, 56, "inf"], "min": 20, "max": 59,
@@ -347,6 +348,12 @@ def test_integer_points_that_leave_every_bin_one_cell_drop_the_fine_grid():
     drafted = with_points(spec, points, integer=True)
     assert "fine" not in drafted
     Attribute.from_json({"name": "count", "type": "numeric", "dtype": "int64", **drafted})
+    # a float column's points are bins of their own: the same grid splits none of its bins
+    floats = {**spec, "edges": ["-inf", 29, 52, 54, 56, 58, "inf"], "max": 60}
+    points = [float(p) for p in [*range(20, 54), 55, 56, 58, 59]]
+    drafted = with_points(floats, points, integer=False)
+    assert "fine" not in drafted
+    Attribute.from_json({"name": "count", "type": "numeric", "dtype": "float64", **drafted})
     few = with_points(spec, [25.0, 45.0], integer=True)
     assert {25, 26, 45, 46} <= set(few["fine"]) and {25, 26, 45, 46} <= set(few["edges"])
     Attribute.from_json({"name": "count", "type": "numeric", "dtype": "int64", **few})

@@ -301,7 +301,8 @@ def with_points(spec: dict[str, Any] | None, points: list[float],
             "min": _exact(low), "max": _exact(high),
             **({} if integer else {"points": [_exact(p) for p in points]}),
             **({} if lattice is None else {"lattice": lattice})}
-    # a fine grid whose every inner edge is a bin edge splits no bin (an integer column all of
-    # whose values are points): the attribute then has none
-    splits = any(e not in edges for e in sorted(fine)[1:-1])
+    # a fine grid whose every inner edge is a bin edge or a point (a float's point is a bin of
+    # its own) splits no bin (a column all of whose values are points): the attribute then has
+    # none
+    splits = any(e not in edges | set(points) for e in sorted(fine)[1:-1])
     return {**spec, "fine": [_exact(e) for e in sorted(fine)]} if fine and splits else spec
