@@ -357,3 +357,23 @@ def test_integer_points_that_leave_every_bin_one_cell_drop_the_fine_grid():
     few = with_points(spec, [25.0, 45.0], integer=True)
     assert {25, 26, 45, 46} <= set(few["fine"]) and {25, 26, 45, 46} <= set(few["edges"])
     Attribute.from_json({"name": "count", "type": "numeric", "dtype": "int64", **few})
+
+
+def test_item1_an_integer_column_of_consecutive_codes_has_no_points_but_a_heap_is_one():
+    """Years 2000-2015 of 1,500 rows each (6 %) all pass the points' threshold in the searches'
+    one budget; a run of consecutive codes is the column itself (its search releases one bin per
+    value), so none of them is a point, while a heap of 0 beside codes 5..9 (and 40 beside
+    39's few) stands alone and is one."""
+    rng = np.random.default_rng(0)
+    years = pd.Series({float(y): 1_500 for y in range(2000, 2016)})
+    kwargs = dict(epsilon=0.1, delta=1e-10, bound=1, sampler="numpy", rho=1e-3)
+    points, record = find_points(years, 24_000.0, integer=True, rng=rng, **kwargs)
+    assert points == [] and record["points"] == 0
+    assert "neighbours" in record["rule"]
+    heaped = pd.Series({0.0: 9_000, **{float(v): 1_000 for v in range(5, 10)}, 39.0: 50,
+                        40.0: 4_000})
+    points, _ = find_points(heaped, 18_000.0, integer=True, rng=rng, **kwargs)
+    assert points == [0.0, 40.0]
+    # a float column's values are not codes: consecutive ones stay points
+    points, _ = find_points(years, 24_000.0, integer=False, rng=rng, **kwargs)
+    assert len(points) == 16

@@ -22,7 +22,11 @@ to K rows (``bound``), so the two parts together are one threshold measurement w
 keys are always present (a key present in both neighbours costs ε, or ρ, by its noise; δ
 covers only keys present in one). Of the values that pass, those whose noisy count is at
 least :data:`POINT_FLOOR` of the noisy row count n̂ become points (post-processing of the noisy
-counts): at most 1/POINT_FLOOR of them. Each row holds one value per column.
+counts): at most 1/POINT_FLOOR of them; of an integer column, only those neither of whose
+neighbours p ± 1 is one too. A run of consecutive codes (years 2000-2015 of 6 % each, months)
+is the column itself, which its search releases one bin per value: taken out as points, they
+left the rest's search too few rows (a table's years clamped, KS 0.020 → 0.056), while a heap
+(capital gains of 0, 40 hours a week) stands alone. Each row holds one value per column.
 
 The points take :data:`POINT_SHARE` of the column's budget and the column's share of δ (of the
 draft's δ the point masses get :data:`POINT_DELTA` where text columns may be drafted too, all
@@ -172,6 +176,9 @@ def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float,
     passed = {float(k): c for k, c in zip(public, noisy_public)
               if c >= max(floor, public_threshold)}
     found = {float(k): c for k, c in noisy.items() if c >= floor} | passed
+    if integer:  # heaps only: a run of consecutive codes is the column, not its points
+        found = {p: c for p, c in found.items() if p - 1 not in found and p + 1 not in found}
+        passed = {p: c for p, c in passed.items() if p in found}
     points = sorted(found)
     noise = "Laplace" if rho is None else "Gaussian"
     return points, {"step": "point masses", **calibration.to_json(),
@@ -190,8 +197,10 @@ def find_points(values: pd.Series, rows: float, *, epsilon: float, delta: float,
                             "counted whether present or not, a point where the noisy count "
                             "passes their threshold (no δ); the other values present "
                             "thresholded with δ; either a point only if its noisy count is "
-                            f"at least {POINT_FLOOR:g} x the noisy rows n̂; on their "
-                            "canonical text (repr of the float)"}
+                            f"at least {POINT_FLOOR:g} x the noisy rows n̂"
+                            + ("; of an integer column, only those whose neighbours p ± 1 "
+                               "are no such value" if integer else "")
+                            + "; on their canonical text (repr of the float)"}
 
 
 def rest_is_searched(rows: float, found: dict[str, Any], points: list[float]) -> bool:
