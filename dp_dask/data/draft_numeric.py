@@ -100,6 +100,13 @@ OCTAVE_MISS = 1e-6  # chance that any empty octave passes: a far edge would be a
 GROW_MISS = 5e-3  # chance that an empty octave next to the range found joins it
 CELL_MISS = 1e-3  # chance that any empty cell inside the found range passes
 UNIT_SPAN = 2**12  # integers within ±4096 are searched value by value
+# ... where their octaves' range is narrow: at most this many values, or within two octaves
+# (years 1974-2018 in [1024, 2048)). A wider one spread over more octaves is searched by octave
+# cells, as floats are: wind directions by tens over [0, 512) left 95 % of 512 unit cells empty,
+# each as noisy as a cell of 16, and a lattice's gaps stopped its ends growing (clamped at 310
+# in a third of the drafts, 10 % of the rows above)
+UNIT_RANGE = 256
+UNIT_OCTAVES = 2
 OCTAVE_CELLS = 16  # cells per octave otherwise
 # The fine grid a range found gets: each search cell split in 2, 4... 16 (public halvings, no
 # further count), a part holding ROWS_PER_FINE_CELL of the cell's noisy rows at least, the grid
@@ -708,8 +715,9 @@ def search_numeric(column: str, counts: dict[str, np.ndarray], cells: Cells, *, 
         record["coarse"] = ("a small table (by n̂): all of ε on the octaves; bins at octave "
                             "edges, the cells inside not searched")
     else:
-        edges, key = ((cells.units, "units") if cells.units is not None and
-                      -UNIT_SPAN <= low and high <= UNIT_SPAN else (cells.fine, "fine"))
+        by_unit = (cells.units is not None and -UNIT_SPAN <= low and high <= UNIT_SPAN
+                   and (high - low <= UNIT_RANGE or last - first + 1 <= UNIT_OCTAVES))
+        edges, key = (cells.units, "units") if by_unit else (cells.fine, "fine")
         # The cells of one octave more on each side (public cells, the same histogram): a tail
         # octave that missed the grow threshold can still be found by its cells' mass.
         wide_low = cells.octaves[max(first - 1, 0)]
