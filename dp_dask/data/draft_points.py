@@ -83,7 +83,9 @@ from dp_dask.privacy.selection import (
 # candidate holding 20 % of 25 k rows passes on the weather table (15 columns), but the searches
 # lose tails and octaves (carats released 0.65 % outside their range, 600 uniform ages no octave);
 # at 0.1 the public candidates' threshold there is 17 k rows (65 %, PUBLIC_MISS; the δ
-# threshold's 39 k found no point), rain's zeros (93 %) and visibility's 10.0 (84 %) pass
+# threshold's 39 k found no point), rain's zeros (93 %) and visibility's 10.0 (84 %) pass: those
+# were Laplace counts at each column's own ε; in the searches' one zCDP budget the same share is
+# Gaussian at σ 357 there, the public threshold 1,570 rows (6 %), the δ one 2,490
 POINT_SHARE = 0.1
 POINT_FLOOR = 0.02  # a point holds at least this share of the noisy rows n̂
 # of the draft's δ where text columns may be drafted too: the floor, not δ, decides most
