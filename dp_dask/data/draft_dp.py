@@ -466,7 +466,7 @@ def draft_under_dp(draft: Draft, source: TableSource, kinds: dict[str, str],
                 continue
             decisions[column] = with_points_places(decisions[column], values)
             if decisions[column].kind == "float" and candidates[column].integer:
-                candidates[column] = Undecided.stored_as(False).cells["float"]
+                candidates[column] = search_cells("float", None)
                 exact[column] = kinds_counted[column]["float"]
         budget = rhos  # each column's whole ρ, its point masses' part included
         rhos = {c: rho * kept[c] for c, rho in rhos.items()}  # the searches' part
