@@ -67,28 +67,20 @@ def test_an_end_bin_its_cells_cannot_resolve_keeps_its_rows_near_the_data(attrib
     assert new < 0.1 * old and max(beyond[True]) < 0.005, (new, max(beyond[True]))
 
 
-def test_the_tail_prior_leaves_bins_between_the_end_bins_alone():
-    """A bin between the end bins (the body, here [23, 69)) is projected as before, cell for
-    cell; the end bins are not (the last leans on its tail, the first is fitted unimodal)."""
-    values = ages(26_000, np.random.default_rng(8))
-    new, low = _consistent(values, 3, True)
-    old, _ = _consistent(values, 3, False)
-    body = (low >= 23) & (low < 69)
-    np.testing.assert_array_equal(new[body], old[body])
-    assert not np.array_equal(new[~body], old[~body])
-
-
 @pytest.mark.parametrize("seed", range(5))
-def test_a_heap_at_the_outer_end_stays_where_it_is(seed):
-    """Calm winds: 4 % of the rows at the range's first value, the rest of its end bin thin.
-    The heap is far beyond any cell's noise, so it is kept whole, not spread by the decaying
-    tail over the bin: the first cell keeps its rows within a few noise scales."""
-    rng = np.random.default_rng(20 + seed)
+@pytest.mark.parametrize(("value", "share"), [(16, 0.04), (45, 0.3)],
+                         ids=["at the outer end", "inside a bin"])
+def test_a_heap_stays_where_it_is(seed, value, share):
+    """Calm winds: 4 % of the rows at the range's first value, the rest of its end bin thin;
+    hours of work: a third of the rows at one value inside a bin of the body. The heap is far
+    beyond any cell's noise, so it is kept whole, not spread by the decaying tail or the
+    body's even spread over its bin: its cell keeps its rows within a few noise scales."""
+    rng = np.random.default_rng(20 + seed if value == 16 else 30 + seed)
     values = ages(26_000, rng)
-    values[rng.random(len(values)) < 0.04] = 16
+    values[rng.random(len(values)) < share] = value
     fine, low = _consistent(values, seed, True)
-    heap = (values == 16).sum()
-    assert abs(fine[low == 16][0] - heap) < 4 * SIGMA, (fine[low == 16][0], heap)
+    heap = (values == value).sum()
+    assert abs(fine[low == value][0] - heap) < 4 * SIGMA, (fine[low == value][0], heap)
 
 
 def test_the_tail_holds_the_bins_count_decays_outwards_and_is_flat_where_it_cannot():
@@ -139,3 +131,23 @@ def test_an_end_bin_its_cells_resolve_draws_no_noise_past_the_data():
     old_share, new_share = np.mean(beyond[False]), np.mean(beyond[True])
     assert old_share > 4 * SIGMA, old_share  # the failure: 37 cells' positive noise
     assert new_share < old_share / 2, (new_share, old_share)
+
+
+def test_a_bin_whose_cells_hold_less_than_their_noise_leans_on_the_uniform():
+    """Issue 65, worst KS: a column with few non-null rows (weather's gusts, 4,300 of 20,920,
+    noise 254 a cell) had each inner bin's cells projected as measured, noise alone placing
+    its rows within the bin. Shrunk towards each bin spread evenly over its cells' widths (an
+    empirical-Bayes weight from the body's cells' energy beyond their noise), the fine
+    histogram's largest cumulative error over the body falls by a quarter and more on
+    average."""
+    values = ages(4_300, np.random.default_rng(11))
+    layout = fine_layout(AGE)
+    exact = np.bincount(values - 16, minlength=112).astype(float)
+    body = slice(layout.first[1], layout.first[-2])  # the bins between the end bins
+    errors = {True: [], False: []}
+    for seed in range(20):
+        new, _ = _consistent(values, seed, True)
+        old, _ = _consistent(values, seed, False)
+        for flat, fine in ((True, new), (False, old)):
+            errors[flat].append(np.abs(np.cumsum(fine[body] - exact[body])).max())
+    assert np.mean(errors[True]) < 0.75 * np.mean(errors[False]), errors
