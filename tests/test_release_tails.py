@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.optimize import isotonic_regression
 
 from dp_dask.data.dtypes import fine_layout
 from dp_dask.data.schema import load_schema
 from dp_dask.data.values import cell_spans
-from dp_dask.postprocess.consistency import consistent_fine, tail_target
+from dp_dask.postprocess.consistency import consistent_fine, tail_target, unimodal_regression
 
 SIGMA = 200.0  # a fine cell's noise in the one command's release of a 26 k-row, 15-column table
 
@@ -151,3 +152,21 @@ def test_a_bin_whose_cells_hold_less_than_their_noise_leans_on_the_uniform():
         for flat, fine in ((True, new), (False, old)):
             errors[flat].append(np.abs(np.cumsum(fine[body] - exact[body])).max())
     assert np.mean(errors[True]) < 0.75 * np.mean(errors[False]), errors
+
+
+def test_the_unimodal_fit_is_the_least_squares_one_over_every_mode():
+    """Against a fit per mode (scipy's isotonic regression each way, the least squared error
+    kept) on random sequences of 1-40 values: the same error, and the cells' sum kept."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        values = rng.normal(0.0, 1.0, rng.integers(1, 41)) * 50 + rng.integers(0, 300)
+        best = min(float(np.sum((np.concatenate([
+            isotonic_regression(values[:mode]).x if mode else values[:0],
+            isotonic_regression(values[mode:], increasing=False).x if mode < len(values)
+            else values[:0]]) - values) ** 2)) for mode in range(len(values) + 1))
+        fitted = unimodal_regression(values)
+        assert np.sum((fitted - values) ** 2) == pytest.approx(best, rel=1e-9, abs=1e-6)
+        assert fitted.sum() == pytest.approx(values.sum())
+        peak = int(np.argmax(fitted))
+        assert np.all(np.diff(fitted[:peak + 1]) >= -1e-9)
+        assert np.all(np.diff(fitted[peak:]) <= 1e-9)

@@ -434,9 +434,9 @@ def tail_target(coarse: np.ndarray, first: np.ndarray, cells: tuple[np.ndarray, 
 
 
 def _shrunk_cells(noisy: np.ndarray, target: np.ndarray, sigma: float) -> np.ndarray:
-    """Empirical-Bayes shrinkage of a bin's noisy cells towards ``target``, as
-    :func:`shrink_towards` does, keeping whole only a cell above the target by more than noise
-    reaches in any of the bin's cells but one bin in a hundred (``TAIL_SIGNAL_MISS``, a
+    """Empirical-Bayes shrinkage of a bin's noisy cells (or a body's, together) towards
+    ``target``, as :func:`shrink_towards` does, keeping whole only a cell above the target by
+    more than noise reaches in any of the cells but one time in a hundred (``TAIL_SIGNAL_MISS``, a
     Bonferroni bound: 3.7 σ over 51 cells, 4.9 σ over 4,096): a heap at the range's end (calm
     winds at 0) stays where it is, while among a long tail's noise-only cells a fixed 4 σ would
     let one take the whole bin."""
