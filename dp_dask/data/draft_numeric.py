@@ -448,24 +448,26 @@ def _uncut_octaves(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, first:
     the octave [16, 32) beyond 19) were drafted to 19 in half the seeds: the cells kept held
     all but the trim share of the octaves' mass by the noise of their sum."""
     octave_edges, counts = octaves
-    low, high = edges[first], edges[last + 1]
-    j = int(np.searchsorted(octave_edges, high, side="right")) - 1
-    if 0 <= j < len(counts) and octave_edges[j] < high < octave_edges[j + 1]:
+
+    def octave_beyond(end: float, kept_from_start: bool) -> tuple[int, int] | None:
+        """The cells [start, stop) of the passed octave ``end`` cuts, where its noisy count
+        beats the noisy sum of its cells kept (from its start up to ``last``, or from
+        ``first`` to its stop) by more than noise reaches; else None."""
+        j = int(np.searchsorted(octave_edges, end, side="right")) - 1
+        if not (0 <= j < len(counts) and octave_edges[j] < end < octave_edges[j + 1]):
+            return None
         start = int(np.searchsorted(edges, octave_edges[j]))
         stop = int(np.searchsorted(edges, octave_edges[j + 1]))
-        kept = cell[start:last + 1]
-        if (stop < len(edges) and edges[stop] == octave_edges[j + 1]
-                and counts[j] - kept.sum() > noise.sum_threshold(len(kept) + 1, GROW_MISS)):
-            last = stop - 1
-    j = int(np.searchsorted(octave_edges, low, side="right")) - 1
-    if 0 <= j < len(counts) and octave_edges[j] < low < octave_edges[j + 1]:
-        start = int(np.searchsorted(edges, octave_edges[j]))
-        stop = int(np.searchsorted(edges, octave_edges[j + 1]))
-        kept = cell[first:stop]
-        if (edges[start] == octave_edges[j]
-                and counts[j] - kept.sum() > noise.sum_threshold(len(kept) + 1, GROW_MISS)):
-            first = start
-    return first, last
+        if not (stop < len(edges) and edges[stop] == octave_edges[j + 1] if kept_from_start
+                else edges[start] == octave_edges[j]):  # the edge the end moves to is a cell's
+            return None
+        kept = cell[start:last + 1] if kept_from_start else cell[first:stop]
+        beyond = counts[j] - kept.sum() > noise.sum_threshold(len(kept) + 1, GROW_MISS)
+        return (start, stop) if beyond else None
+
+    above = octave_beyond(edges[last + 1], kept_from_start=True)
+    below = octave_beyond(edges[first], kept_from_start=False)
+    return (first if below is None else below[0]), (last if above is None else above[1] - 1)
 
 
 def _range_ends(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, low: float, high: float,
