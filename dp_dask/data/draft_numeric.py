@@ -458,8 +458,9 @@ def _uncut_octaves(cell: np.ndarray, noise: StepNoise, edges: np.ndarray, first:
             return None
         start = int(np.searchsorted(edges, octave_edges[j]))
         stop = int(np.searchsorted(edges, octave_edges[j + 1]))
-        if not (stop < len(edges) and edges[stop] == octave_edges[j + 1] if kept_from_start
-                else edges[start] == octave_edges[j]):  # the edge the end moves to is a cell's
+        moved_to, edge = ((stop, octave_edges[j + 1]) if kept_from_start
+                          else (start, octave_edges[j]))
+        if moved_to >= len(edges) or edges[moved_to] != edge:  # the end moves to a cell's edge
             return None
         kept = cell[start:last + 1] if kept_from_start else cell[first:stop]
         beyond = counts[j] - kept.sum() > noise.sum_threshold(len(kept) + 1, GROW_MISS)

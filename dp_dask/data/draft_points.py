@@ -315,5 +315,6 @@ def with_points(spec: dict[str, Any] | None, points: list[float],
     # a fine grid whose every inner edge is a bin edge or a point (a float's point is a bin of
     # its own) splits no bin (a column all of whose values are points): the attribute then has
     # none
-    splits = any(e not in edges | set(points) for e in sorted(fine)[1:-1])
+    bin_edges = edges | set(points)
+    splits = any(e not in bin_edges for e in sorted(fine)[1:-1])
     return {**spec, "fine": [_exact(e) for e in sorted(fine)]} if fine and splits else spec

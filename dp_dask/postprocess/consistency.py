@@ -354,7 +354,7 @@ def _unimodal_beyond_signal(cells: np.ndarray, sigma: float, outward_first: bool
     heap, a lattice of codes) are left as they are. Post-processing of noisy counts.
     ``outward_first``: the bin is at the low end (its first cells are the outermost)."""
     outward = cells[::-1] if outward_first else cells
-    signal = np.flatnonzero(outward > norm.isf(TAIL_SIGNAL_MISS / outward.size) * sigma)
+    signal = np.flatnonzero(outward > _signal_bound(outward.size, sigma))
     start = int(signal[-1]) + 1 if len(signal) else 0
     if outward.size - start < 3:
         return cells
@@ -440,5 +440,10 @@ def _shrunk_cells(noisy: np.ndarray, target: np.ndarray, sigma: float) -> np.nda
     Bonferroni bound: 3.7 σ over 51 cells, 4.9 σ over 4,096): a heap at the range's end (calm
     winds at 0) stays where it is, while among a long tail's noise-only cells a fixed 4 σ would
     let one take the whole bin."""
-    return _shrunk(noisy, target, sigma,
-                   noisy - target > norm.isf(TAIL_SIGNAL_MISS / noisy.size) * sigma)
+    return _shrunk(noisy, target, sigma, noisy - target > _signal_bound(noisy.size, sigma))
+
+
+def _signal_bound(cells: int, sigma: float) -> float:
+    """What noise of scale ``sigma`` reaches in any of ``cells`` cells but one time in
+    :data:`TAIL_SIGNAL_MISS` (Bonferroni): a cell beyond it is signal."""
+    return float(norm.isf(TAIL_SIGNAL_MISS / cells) * sigma)
