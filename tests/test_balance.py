@@ -116,3 +116,59 @@ def test_item2_compiled_count_gives_the_unit_weight_tables_of_every_group_size()
                 counts)
     np.testing.assert_array_equal(counts, weighted_tables(codes, np.ones(len(codes)), groups,
                                                           SIZES))
+
+
+def _reference_swaps(drawn: np.ndarray, candidates_: np.ndarray, incoming: np.ndarray,
+                     slots: np.ndarray, groups: tuple[tuple[int, ...], ...], sizes: np.ndarray,
+                     deviation: np.ndarray) -> None:
+    """The swaps' rule cell by cell, in Python: every group in order, its two rows' cells from
+    their codes, the change of the summed squared deviation where they differ."""
+    offsets = np.cumsum([0] + [int(np.prod(sizes[list(g)])) for g in groups])
+    for row, candidate in zip(slots, incoming):
+        moves, change = [], 0.0
+        for g, group in enumerate(groups):
+            shape = sizes[list(group)]
+            old = offsets[g] + int(np.ravel_multi_index(drawn[row, list(group)], shape))
+            new = offsets[g] + int(np.ravel_multi_index(candidates_[candidate, list(group)],
+                                                        shape))
+            if old != new:
+                moves.append((old, new))
+                change += 2.0 - 2.0 * deviation[old] + 2.0 * deviation[new]
+        if change < 0.0:
+            for old, new in moves:
+                deviation[old] -= 1.0
+                deviation[new] += 1.0
+            drawn[row] = candidates_[candidate]
+
+
+@pytest.mark.parametrize("attributes", [6, 66])
+def test_issue69_compiled_swaps_keep_the_rows_the_cell_by_cell_rule_keeps(attributes):
+    """Issue 69: the compiled swaps test which groups a proposal moves by the bits of one
+    integer (tables of at most MASK_BITS attributes; wider ones member by member) and compute a
+    triple's cell unrolled; the rows kept and the deviations are exactly those of the rule
+    computed cell by cell in every group, in the same order, for groups of one to four
+    attributes, on a narrow table and on one wider than the bits."""
+    from dp_dask.postprocess.balance import MASK_BITS, _group_layout, _swap
+
+    assert (attributes > MASK_BITS) == (attributes == 66)
+    rng = np.random.default_rng(attributes)
+    sizes = rng.integers(2, 5, attributes)
+    codes = np.stack([rng.integers(0, s, 600) for s in sizes], axis=1)
+    codes[:, 1] = codes[:, 0] % sizes[1]  # dependent columns: some groups never move
+    triples = list(itertools.combinations(range(attributes), 3))
+    chosen = rng.choice(len(triples), min(60, len(triples)), replace=False)
+    groups = ((1,), (0, 2), *[triples[i] for i in sorted(chosen)], (0, 1, 2, 3))
+    weights = rng.gamma(0.5, size=len(codes))
+    drawn = np.ascontiguousarray(codes[systematic_resample(weights, 300, rng)])
+    estimate = weighted_tables(codes, weights * 300 / weights.sum(), groups, sizes)
+    deviation = weighted_tables(drawn, np.ones(300), groups, sizes) - estimate
+    incoming, slots = systematic_resample(weights, 2_000, rng), rng.integers(0, 300, 2_000)
+    expected_rows, expected_deviation = drawn.copy(), deviation.copy()
+    started = drawn.copy()
+    _reference_swaps(expected_rows, codes, incoming, slots, groups, sizes, expected_deviation)
+    members, starts, offsets = _group_layout(groups, sizes)
+    _swap(drawn, np.ascontiguousarray(codes), incoming, slots, members, starts, offsets,
+          sizes.astype(np.intp), deviation)
+    assert 0 < (expected_rows != started).any(axis=1).sum() < 300  # swaps kept, not all
+    np.testing.assert_array_equal(drawn, expected_rows)
+    np.testing.assert_array_equal(deviation, expected_deviation)

@@ -40,6 +40,9 @@ from dp_dask.postprocess.raking import systematic_resample
 SQUARED, ABSOLUTE, SLACK, FREE = 0, 1, 2, 3
 # Above this estimate a cell's Poisson distribution is taken as normal (the sum's terms underflow).
 NORMAL_ABOVE = 30.0
+# The swaps test which groups a proposal moves by one int64's bits: tables of at most this many
+# attributes (wider ones test each group's members)
+MASK_BITS = 63
 
 
 def _group_layout(groups: Sequence[tuple[int, ...]],
@@ -181,6 +184,32 @@ def _count_rows(columns: np.ndarray, members: np.ndarray, starts: np.ndarray,
 
 
 @compiled
+def _group_masks(members: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each group's attributes as the bits of one integer (attribute a: bit a), for tables of
+    at most :data:`MASK_BITS` attributes."""
+    masks = np.zeros(starts.size - 1, np.int64)
+    for g in range(starts.size - 1):
+        for k in range(starts[g], starts[g + 1]):
+            masks[g] |= np.int64(1) << members[k]
+    return masks
+
+
+@compiled
+def _triples(members: np.ndarray, starts: np.ndarray, strides: np.ndarray) -> np.ndarray:
+    """Per group, one row (its attributes a, b, c and the strides of a and b; c's is 1) where
+    it is a triple, -1 in its first entry otherwise: a triple's cell read without going through
+    ``starts`` and ``members``."""
+    layout = np.full((starts.size - 1, 5), -1, np.intp)
+    for g in range(starts.size - 1):
+        first = starts[g]
+        if starts[g + 1] - first == 3:
+            layout[g, 0], layout[g, 1], layout[g, 2] = (members[first], members[first + 1],
+                                                        members[first + 2])
+            layout[g, 3], layout[g, 4] = strides[first], strides[first + 1]
+    return layout
+
+
+@compiled
 def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots: np.ndarray,
           members: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
           deviation: np.ndarray) -> None:
@@ -189,30 +218,49 @@ def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots
 
     A group's cell changes exactly where the two rows differ in one of its attributes, so only
     those groups' cells are computed (the two rows' codes read once, each member's stride in its
-    table precomputed); the change is summed over the same groups in the same order as cell by
-    cell in every group, so the rows kept are the same (tests/test_same_releases.py)."""
+    table precomputed; which attributes differ one integer's bits, tested against each group's;
+    a triple's cell from its own row of attributes and strides); the change is summed over the
+    same groups in the same order as cell by cell in every group, so the rows kept are the same
+    (tests/test_same_releases.py, tests/test_balance.py)."""
     groups, m = starts.size - 1, drawn.shape[1]
     strides = _strides(members, starts, sizes)
+    narrow = m <= MASK_BITS
+    masks = _group_masks(members, starts) if narrow else np.zeros(0, np.int64)
+    triples = _triples(members, starts, strides)
     leaving, arriving = np.empty(groups, np.intp), np.empty(groups, np.intp)
     out, into = np.empty(m, np.intp), np.empty(m, np.intp)
     differs = np.empty(m, np.bool_)
     for p in range(incoming.size):
         row, candidate = slots[p], incoming[p]
+        bits = np.int64(0)
         for a in range(m):
             out[a], into[a] = drawn[row, a], candidates[candidate, a]
             differs[a] = out[a] != into[a]
+            if differs[a] and narrow:
+                bits |= np.int64(1) << a
         count = 0
         change = 0.0  # (d − 1)² − d² + (e + 1)² − e² per group whose cell changes
         for g in range(groups):
-            moved = False
-            for k in range(starts[g], starts[g + 1]):
-                moved |= differs[members[k]]
-            if not moved:
-                continue
-            old, new = offsets[g], offsets[g]
-            for k in range(starts[g], starts[g + 1]):
-                old += out[members[k]] * strides[k]
-                new += into[members[k]] * strides[k]
+            if narrow:
+                if masks[g] & bits == 0:
+                    continue
+            else:
+                moved = False
+                for k in range(starts[g], starts[g + 1]):
+                    moved |= differs[members[k]]
+                if not moved:
+                    continue
+            a = triples[g, 0]
+            if a >= 0:
+                b, c = triples[g, 1], triples[g, 2]
+                stride_a, stride_b = triples[g, 3], triples[g, 4]
+                old = offsets[g] + out[a] * stride_a + out[b] * stride_b + out[c]
+                new = offsets[g] + into[a] * stride_a + into[b] * stride_b + into[c]
+            else:
+                old, new = offsets[g], offsets[g]
+                for k in range(starts[g], starts[g + 1]):
+                    old += out[members[k]] * strides[k]
+                    new += into[members[k]] * strides[k]
             leaving[count], arriving[count] = old, new
             count += 1
             change += 2.0 - 2.0 * deviation[old] + 2.0 * deviation[new]
