@@ -219,9 +219,10 @@ def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots
     A group's cell changes exactly where the two rows differ in one of its attributes, so only
     those groups' cells are computed (the two rows' codes read once, each member's stride in its
     table precomputed; which attributes differ one integer's bits, tested against each group's;
-    a triple's cell from its own row of attributes and strides); the change is summed over the
-    same groups in the same order as cell by cell in every group, so the rows kept are the same
-    (tests/test_same_releases.py, tests/test_balance.py)."""
+    a triple's cell from its own row of attributes and strides; every key first, then the
+    cells' reads); the change is summed over the same groups in the same order as cell by cell
+    in every group, so the rows kept are the same (tests/test_same_releases.py,
+    tests/test_balance.py)."""
     groups, m = starts.size - 1, drawn.shape[1]
     strides = _strides(members, starts, sizes)
     narrow = m <= MASK_BITS
@@ -239,7 +240,6 @@ def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots
             if differs[a] and narrow:
                 bits |= np.int64(1) << a
         count = 0
-        change = 0.0  # (d − 1)² − d² + (e + 1)² − e² per group whose cell changes
         for g in range(groups):
             if narrow:
                 if masks[g] & bits == 0:
@@ -263,7 +263,10 @@ def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots
                     new += into[members[k]] * strides[k]
             leaving[count], arriving[count] = old, new
             count += 1
-            change += 2.0 - 2.0 * deviation[old] + 2.0 * deviation[new]
+        # the cells' reads apart from their keys' arithmetic: the loads issue back to back
+        change = 0.0  # (d − 1)² − d² + (e + 1)² − e² per group whose cell changes
+        for c in range(count):
+            change += 2.0 - 2.0 * deviation[leaving[c]] + 2.0 * deviation[arriving[c]]
         if change < 0.0:
             for c in range(count):
                 deviation[leaving[c]] -= 1.0
