@@ -172,3 +172,78 @@ def test_issue69_compiled_swaps_keep_the_rows_the_cell_by_cell_rule_keeps(attrib
     assert 0 < (expected_rows != started).any(axis=1).sum() < 300  # swaps kept, not all
     np.testing.assert_array_equal(drawn, expected_rows)
     np.testing.assert_array_equal(deviation, expected_deviation)
+
+
+def _reference_moves(codes, rows, attributes, groups, sizes, counts, target, kind, slack):
+    """The value moves' rule cell by cell, in Python: each holding group's cell of every value
+    from the row's codes, each cell's cost of a row more or fewer from its count now."""
+    from dp_dask.postprocess.balance import _increment
+
+    offsets = np.cumsum([0] + [int(np.prod(sizes[list(g)])) for g in groups])
+
+    def cell(row, g, a, value):
+        here = codes[row, list(groups[g])].copy()
+        here[list(groups[g]).index(a)] = value
+        return offsets[g] + int(np.ravel_multi_index(here, sizes[list(groups[g])]))
+
+    for row, a in zip(rows, attributes):
+        holding = [g for g, group in enumerate(groups) if a in group]
+        now = codes[row, a]
+        leaving = 0.0
+        for g in holding:
+            c = cell(row, g, a, now)
+            leaving += _increment(counts[c], target[c], kind[c], -1, slack)
+        best, best_value = 0.0, -1
+        for value in range(sizes[a]):
+            if value == now:
+                continue
+            change = leaving
+            for g in holding:
+                c = cell(row, g, a, value)
+                change += _increment(counts[c], target[c], kind[c], 1, slack)
+            if change < best - 1e-9:
+                best, best_value = change, value
+        if best_value >= 0:
+            for g in holding:
+                counts[cell(row, g, a, now)] -= 1.0
+                counts[cell(row, g, a, best_value)] += 1.0
+            codes[row, a] = best_value
+
+
+@pytest.mark.parametrize("squared", [True, False])
+def test_issue69_compiled_value_moves_choose_the_values_the_cell_by_cell_rule_chooses(squared):
+    """Issue 69: the compiled value moves find each holding group's cell as a base plus the
+    value times the attribute's stride, and sum every value's cost group by group; the values
+    chosen and the tables are exactly those of the rule computed cell by cell, for squared
+    rounds and for absolute rounds with pairs within their slack."""
+    from dp_dask.postprocess.balance import (
+        ABSOLUTE,
+        FREE,
+        SLACK,
+        SQUARED,
+        _group_layout,
+        _groups_holding,
+        _move_values,
+    )
+
+    rng = np.random.default_rng(3)
+    codes, weights = candidates(400, seed=4)
+    codes = codes.astype(np.int64)
+    groups = (*TRIPLES, (0, 3), (1, 4), (0, 1, 2, 4))
+    target = weighted_tables(codes, weights * 400 / weights.sum(), groups, SIZES)
+    counts = weighted_tables(codes, np.ones(400), groups, SIZES)
+    in_pairs = np.repeat([len(g) == 2 for g in groups],
+                         [int(np.prod(SIZES[list(g)])) for g in groups])
+    kind = (np.where(in_pairs, FREE, SQUARED) if squared
+            else np.where(in_pairs, SLACK, ABSOLUTE)).astype(np.int8)
+    rows, attributes = rng.integers(0, 400, 1_500), rng.integers(0, len(SIZES), 1_500)
+    expected_codes, expected_counts = codes.copy(), counts.copy()
+    _reference_moves(expected_codes, rows, attributes, groups, SIZES, expected_counts, target,
+                     kind, 2.0)
+    members, starts, offsets = _group_layout(groups, SIZES)
+    held, held_starts = _groups_holding(groups, len(SIZES))
+    _move_values(codes, rows, attributes, members, starts, offsets, SIZES.astype(np.intp), held,
+                 held_starts, counts, target, kind, 2.0)
+    assert (expected_codes != candidates(400, seed=4)[0]).any()  # values moved
+    np.testing.assert_array_equal(codes, expected_codes)
+    np.testing.assert_array_equal(counts, expected_counts)

@@ -275,18 +275,6 @@ def _swap(drawn: np.ndarray, candidates: np.ndarray, incoming: np.ndarray, slots
 
 
 @compiled
-def _key(codes: np.ndarray, row: int, g: int, a: int, value: int, members: np.ndarray,
-         starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> int:
-    """Row ``row``'s cell in group ``g`` (an index into the concatenated tables) were its value
-    of attribute ``a`` ``value``."""
-    key = 0
-    for k in range(starts[g], starts[g + 1]):
-        b = members[k]
-        key = key * sizes[b] + (value if b == a else codes[row, b])
-    return offsets[g] + key
-
-
-@compiled
 def _poisson_cdf(x: float, mean: float) -> float:
     """P(T ≤ x) for T ~ Poisson(mean); normal (continuity-corrected) above NORMAL_ABOVE."""
     if x < 0:
@@ -333,30 +321,49 @@ def _move_values(codes: np.ndarray, rows: np.ndarray, attributes: np.ndarray,
                  target: np.ndarray, kind: np.ndarray, slack: float) -> None:
     """Proposal p sets row ``rows[p]``'s value of ``attributes[p]`` to the value of least cost
     over the groups holding it, where that costs less than its value now (``counts``: the rows'
-    tables, kept up to date)."""
+    tables, kept up to date).
+
+    Each holding group's cell is its base (the row's other codes) plus the value times the
+    attribute's stride there, found once a proposal; every value's cost is then summed group by
+    group in the groups' order, as cell by cell, so the values chosen are the same
+    (tests/test_balance.py)."""
     up, down = np.empty(counts.size), np.empty(counts.size)
     for cell in range(counts.size):
         _refresh(cell, counts, target, kind, up, down, slack)
+    strides = _strides(members, starts, sizes)
+    most = int(np.max(np.diff(held_starts))) if held_starts.size > 1 else 0
+    bases, steps = np.empty(most, np.intp), np.empty(most, np.intp)
+    totals = np.empty(int(np.max(sizes)))
     for p in range(rows.size):
         row, a = rows[p], attributes[p]
         now = codes[row, a]
+        first, holding = held_starts[a], held_starts[a + 1] - held_starts[a]
+        for j in range(holding):
+            g = held[first + j]
+            base, step = offsets[g], 0
+            for k in range(starts[g], starts[g + 1]):
+                b = members[k]
+                if b == a:
+                    step = strides[k]
+                else:
+                    base += codes[row, b] * strides[k]
+            bases[j], steps[j] = base, step
         leaving = 0.0
-        for k in range(held_starts[a], held_starts[a + 1]):
-            leaving += down[_key(codes, row, held[k], a, now, members, starts, offsets, sizes)]
+        for j in range(holding):
+            leaving += down[bases[j] + now * steps[j]]
+        values = sizes[a]
+        for value in range(values):
+            totals[value] = leaving
+        for j in range(holding):
+            for value in range(values):
+                totals[value] += up[bases[j] + value * steps[j]]
         best, best_value = 0.0, -1
-        for value in range(sizes[a]):
-            if value == now:
-                continue
-            change = leaving
-            for k in range(held_starts[a], held_starts[a + 1]):
-                change += up[_key(codes, row, held[k], a, value, members, starts, offsets, sizes)]
-            if change < best - 1e-9:
-                best, best_value = change, value
+        for value in range(values):
+            if value != now and totals[value] < best - 1e-9:
+                best, best_value = totals[value], value
         if best_value >= 0:
-            for k in range(held_starts[a], held_starts[a + 1]):
-                g = held[k]
-                old = _key(codes, row, g, a, now, members, starts, offsets, sizes)
-                new = _key(codes, row, g, a, best_value, members, starts, offsets, sizes)
+            for j in range(holding):
+                old, new = bases[j] + now * steps[j], bases[j] + best_value * steps[j]
                 counts[old] -= 1.0
                 counts[new] += 1.0
                 _refresh(old, counts, target, kind, up, down, slack)
